@@ -1,0 +1,158 @@
+"""Typed settings for brokers, clients and topics.
+
+Settings come, highest precedence first, from: explicit arguments (CLI flags), environment variables
+``LAKELOG_<NAME>`` (``LAKELOG_LOG_DIRS``), a Kafka-style ``.properties`` file (``--config FILE``, keys
+with Kafka's dotted names: ``log.dirs``, ``zookeeper.connect``), then the defaults below. A dotted key
+``a.b.c`` sets the field ``a_b_c``.
+
+Topic configs keep Kafka's dotted names everywhere users see them (``retention.ms``,
+``max.message.bytes``); :class:`TopicConfig` validates them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDict
+
+from lakelog.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, ``#``/``!`` comments).
+
+    Returns a dict of the raw string values, keys as written. Raises :class:`ConfigError` if the file
+    is missing.
+    """
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"Cannot read config file {path}: {e.strerror}") from e
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}: line {raw!r} is not 'key=value'")
+        values[line[:sep].strip()] = line[sep + 1:].strip()
+    return values
+
+
+def _dotted_to_field(values: dict[str, Any]) -> dict[str, Any]:
+    return {k.replace(".", "_").replace("-", "_"): v for k, v in values.items()}
+
+
+class BrokerSettings(BaseSettings):
+    """Settings of one broker process (Kafka's ``server.properties`` counterpart).
+
+    Load with :meth:`load`; the constructor alone reads only the environment.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid")
+
+    broker_id: int = Field(0, ge=0, description="broker.id. Default: 0.")
+    host: str = Field("127.0.0.1", description="Interface the gateway listens on and advertises. Default: 127.0.0.1.")
+    port: int = Field(8082, ge=0, le=65535, description="HTTP port of the gateway (REST Proxy's 8082). Default: 8082.")
+    rack: str | None = Field(None, description="broker.rack. Default: None.")
+    log_dirs: Path = Field(Path("data/logs"), description="Where the partition Delta tables live. Default: data/logs.")
+    zookeeper_connect: str = Field("127.0.0.1:2181", description="zookeeper.connect: host:port[,host:port][/chroot]. Default: 127.0.0.1:2181.")
+    zookeeper_session_timeout_ms: int = Field(18000, gt=0, description="zookeeper.session.timeout.ms. Default: 18000.")
+    linger_ms: float = Field(2.0, ge=0, description="How long a partition's group commit waits for more produce requests after the first one. Default: 2.")
+    batch_size: int = Field(16 * 1024 * 1024, gt=0, description="Bytes after which a group commit is written without waiting for linger.ms. Default: 16 MiB.")
+    message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: default max.message.bytes of new topics. Default: 1048588 (Kafka's).")
+    socket_request_max_bytes: int = Field(104857600, gt=0, description="socket.request.max.bytes: largest HTTP body accepted. Default: 100 MiB (Kafka's).")
+    log_tail_cache_max_bytes: int = Field(32 * 1024 * 1024, ge=0, description="Bytes of the newest records per partition kept in memory for tail fetches. Default: 32 MiB.")
+    fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
+    num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
+    default_replication_factor: int = Field(1, gt=0, description="default.replication.factor. Default: 1.")
+
+    @classmethod
+    def load(cls, *, config_file: str | Path | None = None, **overrides: Any) -> "BrokerSettings":
+        """Build settings from flags (``overrides``, None values ignored), env, a properties file, defaults.
+
+        Raises :class:`ConfigError` naming the bad key when a value is invalid or unknown.
+        """
+        file_values = _dotted_to_field(read_properties(config_file)) if config_file else {}
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+
+        class _Layered(cls):  # type: ignore[misc, valid-type]
+            @classmethod
+            def settings_customise_sources(cls_, settings_cls, init_settings, env_settings,
+                                           dotenv_settings, file_secret_settings):
+                return (init_settings, env_settings, InitSettingsSource(settings_cls, file_values))
+
+        try:
+            layered = _Layered(**overrides)
+        except ValidationError as e:
+            raise ConfigError(_explain(e)) from e
+        return cls.model_construct(**layered.model_dump())
+
+    @property
+    def advertised_url(self) -> str:
+        """``http://host:port`` of this broker's gateway."""
+        return f"http://{self.host}:{self.port}"
+
+
+class TopicConfig(BaseModel):
+    """Per-topic configuration with Kafka's names, defaults and meanings (Kafka topic configs doc).
+
+    Construct with :meth:`parse` from ``{"retention.ms": "86400000", ...}``; unknown keys are refused.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    cleanup_policy: Literal["delete", "compact"] = Field("delete", alias="cleanup.policy")
+    compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
+        "producer", alias="compression.type")
+    max_message_bytes: int = Field(1048588, gt=0, alias="max.message.bytes")
+    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field("CreateTime", alias="message.timestamp.type")
+    min_insync_replicas: int = Field(1, gt=0, alias="min.insync.replicas")
+    retention_bytes: int = Field(-1, ge=-1, alias="retention.bytes")
+    retention_ms: int = Field(604800000, ge=-1, alias="retention.ms")
+    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+
+    @field_validator("cleanup_policy", mode="before")
+    @classmethod
+    def _strip(cls, v: Any) -> Any:
+        return v.strip() if isinstance(v, str) else v
+
+    @classmethod
+    def parse(cls, configs: dict[str, Any] | None = None, *, defaults: dict[str, Any] | None = None) -> "TopicConfig":
+        """Validate Kafka-named topic configs over ``defaults``. Raises :class:`ConfigError`."""
+        merged = {**(defaults or {}), **(configs or {})}
+        try:
+            return cls.model_validate(merged)
+        except ValidationError as e:
+            raise ConfigError(_explain(e, known=sorted(f.alias for f in cls.model_fields.values()))) from e
+
+    def to_kafka(self) -> dict[str, str]:
+        """All configs as Kafka-named strings (``{"retention.ms": "604800000", ...}``)."""
+        out = {}
+        for name, field in type(self).model_fields.items():
+            v = getattr(self, name)
+            out[field.alias] = str(v).lower() if isinstance(v, bool) else str(v)
+        return out
+
+    @property
+    def timestamp_type_id(self) -> int:
+        """0 for CreateTime, 1 for LogAppendTime (the ``timestampType`` column of Spark's Kafka source)."""
+        return 0 if self.message_timestamp_type == "CreateTime" else 1
+
+
+def _explain(e: ValidationError, known: list[str] | None = None) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown config '{loc}'" + (f" (known: {', '.join(known)})" if known else "")
+        else:
+            msg = f"'{loc}': {err['msg']} (got {err.get('input')!r})"
+        parts.append(msg)
+    return "Invalid configuration: " + "; ".join(parts)

@@ -1,0 +1,1 @@
+"""Consumer groups: membership, assignors, the transactional offset store, lag."""

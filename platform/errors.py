@@ -1,0 +1,42 @@
+"""Root of lakelog's error hierarchy.
+
+Every error lakelog raises on purpose derives from :class:`LakelogError`. Each class carries what the
+HTTP gateway needs to answer it the way Confluent REST Proxy does (``http_status`` and the
+``error_code`` = status * 100 + n) and, as aiokafka's errors do, whether a client may retry it
+(``retriable``). Subpackages define their own errors in their ``errors.py``.
+"""
+
+from __future__ import annotations
+
+
+class LakelogError(Exception):
+    """Base class of all lakelog errors.
+
+    Attributes:
+        http_status: HTTP status the gateway answers with. Default: 500.
+        error_code: REST Proxy style error code, ``http_status * 100 + n``. Default: 50001.
+        retriable: True when the same request may succeed if sent again later. Default: False.
+    """
+
+    http_status: int = 500
+    error_code: int = 50001
+    retriable: bool = False
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.__class__.__doc__.strip().splitlines()[0])
+
+    @property
+    def message(self) -> str:
+        """The human-readable message, as sent in the ``message`` field of an error body."""
+        return str(self.args[0])
+
+    def to_body(self) -> dict:
+        """The REST Proxy error body: ``{"error_code": int, "message": str}``."""
+        return {"error_code": self.error_code, "message": self.message}
+
+
+class ConfigError(LakelogError):
+    """A configuration value is missing or invalid."""
+
+    http_status = 400
+    error_code = 40003

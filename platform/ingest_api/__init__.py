@@ -1,0 +1,1 @@
+"""The HTTP gateway (FastAPI): Confluent REST Proxy v2/v3 compatible produce, fetch, metadata, admin."""

@@ -1,0 +1,60 @@
+"""Errors of the partition log (``lakelog.log_tables``)."""
+
+from __future__ import annotations
+
+from lakelog.errors import LakelogError
+
+
+class LogTableError(LakelogError):
+    """The partition log failed."""
+
+
+class OffsetOutOfRangeError(LogTableError):
+    """The requested offset is not within the range of offsets held by the partition.
+
+    Kafka: OFFSET_OUT_OF_RANGE (1). REST Proxy: 42202 (invalid offset or partition).
+    """
+
+    http_status = 422
+    error_code = 42202
+
+    def __init__(self, *, topic: str, partition: int, offset: int, log_start_offset: int,
+                 high_watermark: int) -> None:
+        super().__init__(
+            f"Offset {offset} is out of range for {topic}-{partition}: valid offsets are "
+            f"{log_start_offset} (log start offset) to {high_watermark} (high watermark; "
+            f"fetching at it waits for new records)."
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+
+
+class RecordTooLargeError(LogTableError):
+    """A record is larger than the topic's ``max.message.bytes``.
+
+    Kafka: MESSAGE_TOO_LARGE (10). REST Proxy: 42201 (keys and/or values too large).
+    """
+
+    http_status = 422
+    error_code = 42201
+
+
+class CommitFailedError(LogTableError):
+    """The Delta commit of a batch failed; nothing of the batch was acknowledged.
+
+    The outcome of a failed commit is ambiguous until the log is re-read, which the log does before
+    it takes the next batch. Retriable.
+    """
+
+    http_status = 503
+    error_code = 50301
+    retriable = True
+
+
+class LogClosedError(LogTableError):
+    """The partition log is closed (the broker is shutting down or the partition moved away)."""
+
+    http_status = 503
+    error_code = 50302
+    retriable = True

@@ -1,0 +1,40 @@
+"""The schema of a partition log table (DESIGN.md, "Storage: the partition log table").
+
+One Delta table per replica of a partition, at ``{log.dirs}/{topic}-{partition}``. The Arrow schema
+below is what the broker writes with delta-rs; delta-spark reads the same table as::
+
+    offset long, timestamp timestamp, key binary, value binary,
+    headers array<struct<key: string, value: binary>>, leader_epoch int,
+    producer_id long, producer_epoch short, sequence int
+
+``timestamp`` holds milliseconds since the epoch (CreateTime or LogAppendTime per the topic's
+``message.timestamp.type``) stored as a UTC microsecond timestamp, Delta's only timestamp type.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+LOG_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", TIMESTAMP_TYPE, nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", HEADERS_TYPE),
+    pa.field("leader_epoch", pa.int32(), nullable=False),
+    pa.field("producer_id", pa.int64()),
+    pa.field("producer_epoch", pa.int16()),
+    pa.field("sequence", pa.int32()),
+])
+
+#: Columns a producer may send; the log assigns the rest.
+PRODUCE_COLUMNS = ("key", "value", "headers", "timestamp")
+
+
+def table_dir_name(topic: str, partition: int) -> str:
+    """Directory name of a partition's table under a log dir: ``{topic}-{partition}`` (Kafka's)."""
+    return f"{topic}-{partition}"

@@ -1,0 +1,1 @@
+"""ZooKeeper coordination: the embedded server, broker registry, topic and partition state."""

@@ -1,0 +1,1 @@
+"""Spark: a SparkSession with Delta, and topics as SQL tables."""
