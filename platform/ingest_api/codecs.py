@@ -1,0 +1,259 @@
+"""Request bodies to produce batches, and log reads to response bodies.
+
+Content types (Confluent REST Proxy v2 plus Arrow):
+
+- ``application/vnd.kafka.binary.v2+json``: keys, values and header values are base64 strings;
+- ``application/vnd.kafka.json.v2+json`` (and plain ``application/json``): keys and values are
+  embedded JSON, stored as their compact UTF-8 JSON text;
+- ``application/vnd.apache.arrow.stream``: an Arrow IPC stream with columns ``key``, ``value``
+  (binary or string), optional ``headers``, ``timestamp`` (ms or Arrow timestamp), ``partition``.
+
+JSON bodies are validated by pydantic-core in one pass over the body (base64 decoded there too);
+the columns are then built once per request. Responses are built from Arrow columns.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal, Optional
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from typing_extensions import NotRequired, TypedDict
+
+from lakelog.ingest_api.errors import InvalidEncodingError, MalformedBodyError, UnsupportedMediaTypeError
+from lakelog.log_tables.records import PRODUCE_SCHEMA, normalize_produce_batch
+from lakelog.log_tables.schema import HEADERS_TYPE
+
+BINARY_V2 = "application/vnd.kafka.binary.v2+json"
+JSON_V2 = "application/vnd.kafka.json.v2+json"
+V2 = "application/vnd.kafka.v2+json"
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+JSON = "application/json"
+
+Format = Literal["binary", "json", "arrow"]
+
+_B64 = ConfigDict(val_json_bytes="base64")
+
+
+@with_config(_B64)
+class _BinaryHeader(TypedDict):
+    key: NotRequired[str]  # Kafka's and Spark's name
+    name: NotRequired[str]  # REST Proxy v3's name
+    value: Optional[bytes]
+
+
+@with_config(_B64)
+class _BinaryRecord(TypedDict):
+    key: NotRequired[Optional[bytes]]
+    value: NotRequired[Optional[bytes]]
+    partition: NotRequired[Optional[int]]
+    headers: NotRequired[Optional[list[_BinaryHeader]]]
+    timestamp: NotRequired[Optional[int]]
+
+
+@with_config(_B64)
+class _BinaryProduce(TypedDict):
+    records: list[_BinaryRecord]
+
+
+@with_config(_B64)
+class _JsonRecord(TypedDict):
+    key: NotRequired[Any]
+    value: NotRequired[Any]
+    partition: NotRequired[Optional[int]]
+    headers: NotRequired[Optional[list[_BinaryHeader]]]
+    timestamp: NotRequired[Optional[int]]
+
+
+@with_config(_B64)
+class _JsonProduce(TypedDict):
+    records: list[_JsonRecord]
+
+
+_BINARY_ADAPTER = TypeAdapter(_BinaryProduce)
+_JSON_ADAPTER = TypeAdapter(_JsonProduce)
+
+
+def media_type(header: str | None) -> str:
+    """The bare media type of a Content-Type/Accept entry (parameters and case dropped)."""
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def produce_format(content_type: str | None) -> Format:
+    """The produce body format for a Content-Type. Raises :class:`UnsupportedMediaTypeError`."""
+    mt = media_type(content_type)
+    if mt == BINARY_V2:
+        return "binary"
+    if mt in (JSON_V2, JSON):
+        return "json"
+    if mt == ARROW_STREAM:
+        return "arrow"
+    raise UnsupportedMediaTypeError(
+        f"Content-Type {content_type!r} is not supported for produce; use {BINARY_V2} (base64 keys and "
+        f"values), {JSON_V2} (embedded JSON) or {ARROW_STREAM} (Arrow IPC stream).")
+
+
+def decode_produce(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]:
+    """Decode a produce body into a produce batch and the per-record partitions, if any were given.
+
+    Returns:
+        ``(batch, partitions)``: ``batch`` has :data:`PRODUCE_SCHEMA`; ``partitions`` is an int32 array
+        with nulls where a record named no partition, or None when no record named one.
+
+    Raises:
+        MalformedBodyError: not JSON / not Arrow, or the wrong shape (the message names the field).
+        InvalidEncodingError: a base64 field does not decode.
+    """
+    if fmt == "arrow":
+        return _decode_arrow(body)
+    adapter = _BINARY_ADAPTER if fmt == "binary" else _JSON_ADAPTER
+    try:
+        request = adapter.validate_json(body)
+    except ValidationError as e:
+        raise _validation_error(e, fmt) from None
+    records = request["records"]
+    n = len(records)
+    if fmt == "binary":
+        keys = [r.get("key") for r in records]
+        values = [r.get("value") for r in records]
+    else:
+        keys = [_json_bytes(r, "key") for r in records]
+        values = [_json_bytes(r, "value") for r in records]
+    partitions = [r.get("partition") for r in records]
+    timestamps = [r.get("timestamp") for r in records]
+    headers = [r.get("headers") for r in records]
+    has_headers = any(h is not None for h in headers)
+    batch = pa.Table.from_arrays([
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array([[{"key": h.get("key", h.get("name", "")), "value": h["value"]} for h in hs] if hs is not None else None
+                  for hs in headers], HEADERS_TYPE) if has_headers else pa.nulls(n, HEADERS_TYPE),
+        pa.array(timestamps, pa.int64()),
+    ], schema=PRODUCE_SCHEMA)
+    part_array = pa.array(partitions, pa.int32()) if any(p is not None for p in partitions) else None
+    return batch, part_array
+
+
+def _json_bytes(record: dict, name: str) -> bytes | None:
+    # REST Proxy's JSON format: a missing or null key/value is null, anything else its JSON text.
+    value = record.get(name)
+    return None if value is None else orjson.dumps(value)
+
+
+def _decode_arrow(body: bytes) -> tuple[pa.Table, pa.Array | None]:
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+    except (pa.ArrowInvalid, pa.ArrowException) as e:
+        raise MalformedBodyError(f"The body is not a valid Arrow IPC stream: {e}") from None
+    partitions = None
+    if "partition" in table.column_names:
+        try:
+            partitions = table["partition"].combine_chunks().cast(pa.int32())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise MalformedBodyError(f"Column 'partition' must be integers: {e}") from None
+        table = table.drop_columns(["partition"])
+    try:
+        batch = normalize_produce_batch(table)
+    except ValueError as e:
+        raise MalformedBodyError(f"Arrow body: {e}") from None
+    return batch, partitions
+
+
+def _validation_error(e: ValidationError, fmt: Format) -> Exception:
+    first = e.errors()[0]
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first["loc"]).lstrip(".") or "body"
+    if first["type"] == "bytes_invalid_encoding":
+        return InvalidEncodingError(
+            f"{loc} is not valid base64 ({first['msg']}); with {BINARY_V2} keys, values and header values "
+            f"must be base64-encoded. Nothing was written.")
+    if first["type"] == "json_invalid":
+        return MalformedBodyError(f"The body is not valid JSON: {first['msg']}. Nothing was written.")
+    example = ('{"records": [{"key": "a2V5", "value": "dmFsdWU="}]}' if fmt == "binary"
+               else '{"records": [{"key": "k", "value": {"any": "json"}}]}')
+    return MalformedBodyError(f"Invalid produce request at {loc}: {first['msg']}. Expected a body like "
+                              f"{example}. Nothing was written.")
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+def fetch_format(accept: str | None, default: Format = "binary") -> Format:
+    """The response form for an Accept header; ``*/*`` or none gives ``default``.
+
+    Raises:
+        NotAcceptableError: no supported form is acceptable.
+    """
+    from lakelog.ingest_api.errors import NotAcceptableError
+
+    if not accept:
+        return default
+    for entry in accept.split(","):
+        mt = media_type(entry)
+        if mt == BINARY_V2:
+            return "binary"
+        if mt in (JSON_V2, JSON):
+            return "json"
+        if mt == ARROW_STREAM:
+            return "arrow"
+        if mt in ("*/*", V2, "application/*"):
+            return default
+    raise NotAcceptableError(
+        f"Accept {accept!r} is not supported; use {BINARY_V2}, {JSON_V2} or {ARROW_STREAM}.")
+
+
+FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+
+
+def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) -> bytes:
+    """Encode log records (columns :data:`FETCH_COLUMNS`) as a fetch response body.
+
+    JSON forms: a JSON array of REST Proxy v2 consumer records plus ``timestamp`` (ms) and
+    ``headers`` (``[{"key": str, "value": base64 | null}]``)::
+
+        [{"topic": "t", "key": ..., "value": ..., "partition": 0, "offset": 0, "timestamp": 1700000000000,
+          "headers": []}]
+
+    Arrow: an IPC stream with ``offset``, ``timestamp`` (ms, UTC), ``key``, ``value``, ``headers``.
+    """
+    if fmt == "arrow":
+        sink = pa.BufferOutputStream()
+        out = table.select(FETCH_COLUMNS)
+        out = out.set_column(1, "timestamp", pc.cast(out["timestamp"], pa.timestamp("ms", tz="UTC")))
+        with pa.ipc.new_stream(sink, out.schema) as writer:
+            writer.write_table(out)
+        return sink.getvalue().to_pybytes()
+    n = table.num_rows
+    if n == 0:
+        return b"[]"
+    offsets = table["offset"].to_pylist()
+    timestamps = pc.cast(pc.cast(table["timestamp"], pa.timestamp("ms", tz="UTC")), pa.int64()).to_pylist()
+    keys = table["key"].to_pylist()
+    values = table["value"].to_pylist()
+    headers = [
+        [{"key": h["key"], "value": None if h["value"] is None else base64.b64encode(h["value"]).decode()} for h in hs]
+        if hs else [] for hs in table["headers"].to_pylist()
+    ]
+    if fmt == "binary":
+        b64 = base64.b64encode
+        keys = [None if k is None else b64(k).decode() for k in keys]
+        values = [None if v is None else b64(v).decode() for v in values]
+    else:
+        keys = [None if k is None else _fragment(k) for k in keys]
+        values = [None if v is None else _fragment(v) for v in values]
+    records = [
+        {"topic": topic, "key": k, "value": v, "partition": partition, "offset": o, "timestamp": t, "headers": h}
+        for k, v, o, t, h in zip(keys, values, offsets, timestamps, headers)
+    ]
+    return orjson.dumps(records)
+
+
+def _fragment(raw: bytes) -> Any:
+    # A value produced in JSON format is stored as its JSON text: embed it as is. Values produced
+    # in another format may not be JSON; they come back as a JSON string of their UTF-8 text.
+    try:
+        orjson.loads(raw)
+        return orjson.Fragment(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,149 @@
+"""Group commit: concurrent produce requests to one partition share one Delta commit.
+
+A Delta commit costs milliseconds whatever its size, so the broker does not commit per request.
+Requests for a partition queue here; one committer task per partition takes everything queued —
+waiting up to ``linger.ms`` after the first request for more, or less once ``batch.size`` bytes are
+queued — and appends it as one batch. Requests that arrive while a commit runs go into the next one,
+so under load batches grow by themselves.
+
+Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit_loop`):
+
+1. wait for a first request, then linger until ``linger_ms`` passed or ``batch_size`` bytes queued;
+2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table;
+3. append it to the log in a worker thread: offsets assigned, one Delta transaction;
+4. hand the append to ``on_append`` (the replica manager moves the high watermark);
+5. answer each request with the offset of its first record, or every request with the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lakelog.log_tables.errors import LogClosedError
+from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    records: pa.Table
+    future: asyncio.Future
+
+
+class GroupCommitter:
+    """Batches the appends of one partition log into few Delta commits.
+
+    Args:
+        log: the partition log appended to.
+        linger_ms: how long to wait for more requests after the first. Default: 2.
+        batch_size: bytes of queued records that end the linger early (Arrow bytes). Default: 16 MiB.
+        on_append: called with each :class:`AppendInfo` in the event loop after the commit, before
+            the requests are answered. Default: None.
+        leader_epoch: callable returning the epoch to stamp on appended records. Default: 0.
+
+    Must be created and used inside a running asyncio event loop.
+    """
+
+    def __init__(self, log: PartitionLog, *, linger_ms: float = 2.0, batch_size: int = 16 * 1024 * 1024,
+                 on_append: Callable[[AppendInfo], None] | None = None,
+                 leader_epoch: Callable[[], int] = lambda: 0) -> None:
+        self.log = log
+        self.linger_s = linger_ms / 1000.0
+        self.batch_size = batch_size
+        self._on_append = on_append
+        self._leader_epoch = leader_epoch
+        self._queue: list[_Pending] = []
+        self._queued_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._full = asyncio.Event()
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._commit_loop(), name=f"commit-{log.topic}-{log.partition}")
+        #: commits made and records in them (for metrics and tests)
+        self.commits = 0
+        self.records = 0
+
+    async def append(self, records: pa.Table) -> int:
+        """Queue ``records`` (a normalised produce batch) and wait for their commit.
+
+        Returns:
+            The offset of the first record; the others follow densely.
+
+        Raises:
+            LogClosedError: the committer was closed.
+            CommitFailedError: the commit failed; nothing of the request is in the log.
+        """
+        if self._closed:
+            raise LogClosedError(f"The log of {self.log.topic}-{self.log.partition} is closed")
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(records, future))
+        self._queued_bytes += records.nbytes
+        self._wakeup.set()
+        if self._queued_bytes >= self.batch_size:
+            self._full.set()
+        return await future
+
+    async def _commit_loop(self) -> None:
+        while True:
+            # 1. wait for a first request, then linger for more (or until batch.size bytes queued)
+            if not self._queue:
+                if self._closed:
+                    return
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                continue
+            if self.linger_s > 0 and self._queued_bytes < self.batch_size and not self._closed:
+                try:
+                    await asyncio.wait_for(self._full.wait(), self.linger_s)
+                except asyncio.TimeoutError:
+                    pass
+            self._full.clear()
+            # 2. take the queued requests, at least one, up to batch.size bytes
+            taken, size = [], 0
+            while self._queue and (not taken or size + self._queue[0].records.nbytes <= self.batch_size):
+                item = self._queue.pop(0)
+                taken.append(item)
+                size += item.records.nbytes
+            self._queued_bytes -= size
+            batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
+            # 3. one append = offsets + one Delta transaction, off the event loop
+            started = time.perf_counter()
+            try:
+                info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
+            except Exception as e:
+                for p in taken:
+                    if not p.future.done():
+                        p.future.set_exception(e)
+                continue
+            self.commits += 1
+            self.records += info.count
+            log.debug("committed %d records in %d requests to %s-%d in %.1f ms", info.count, len(taken),
+                      self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
+            # 4. the replica manager learns of the append (moves the high watermark)
+            if self._on_append is not None:
+                try:
+                    self._on_append(info)
+                except Exception:
+                    log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition)
+            # 5. answer each request with the offset of its first record
+            offset = info.base_offset
+            for p in taken:
+                if not p.future.done():
+                    p.future.set_result(offset)
+                offset += p.records.num_rows
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop; later appends raise :class:`LogClosedError`."""
+        self._closed = True
+        self._wakeup.set()
+        self._full.set()
+        try:
+            await asyncio.wait_for(self._task, timeout=30)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            self._task.cancel()

@@ -1,0 +1,418 @@
+"""One replica of one partition: a Delta table appended by the broker with delta-rs.
+
+The log owns offset assignment (dense, from the log end offset), the Delta commit of each appended
+batch, reads by offset range and the in-memory tail cache. It is synchronous and thread-safe: appends
+are serialised by a lock (one writer per table), reads take a consistent snapshot of the in-memory
+state without waiting for a running commit. Batching of concurrent produce requests into one commit
+lives in :mod:`lakelog.log_tables.group_commit`.
+
+State recovered on open (after a clean stop or a crash alike):
+
+- log end offset (LEO) = max(``max.offset`` file statistic over the table's files) + 1, or the
+  ``lakelog.log_end_offset`` recorded in the newest commit if that is larger (a log emptied by
+  retention keeps its offsets);
+- log start offset = min(``min.offset``), or the LEO of an empty log.
+
+A Delta commit is atomic: a batch is either wholly in the table (and then it is acknowledged) or
+not at all. Parquet files written by a commit that did not complete are never referenced.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
+
+from lakelog.config import TopicConfig
+from lakelog.log_tables.errors import CommitFailedError, LogClosedError, OffsetOutOfRangeError
+from lakelog.log_tables.records import normalize_produce_batch
+from lakelog.log_tables.schema import LOG_SCHEMA, TIMESTAMP_TYPE
+
+log = logging.getLogger(__name__)
+
+#: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
+PARQUET_CODECS = {
+    "producer": "SNAPPY",
+    "uncompressed": "UNCOMPRESSED",
+    "gzip": "GZIP",
+    "snappy": "SNAPPY",
+    "lz4": "LZ4_RAW",
+    "zstd": "ZSTD",
+}
+
+LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """Where an appended batch landed.
+
+    Attributes:
+        base_offset: offset of the batch's first record.
+        last_offset: offset of its last record (``base_offset + count - 1``).
+        count: number of records.
+        log_append_time_ms: broker time of the commit, ms since the epoch.
+        version: the Delta table version that holds the batch.
+    """
+
+    base_offset: int
+    last_offset: int
+    count: int
+    log_append_time_ms: int
+    version: int
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One data file of the table: offsets ``[base_offset, last_offset]``."""
+
+    base_offset: int
+    last_offset: int
+    path: str
+    size_bytes: int
+
+
+class PartitionLog:
+    """The log of one partition replica, stored as the Delta table at ``table_uri``.
+
+    Args:
+        topic: topic name.
+        partition: partition number.
+        table_uri: local path or object-store URI of the table (``{log.dirs}/{topic}-{partition}``).
+        config: the topic's configuration (``max.message.bytes``, ``message.timestamp.type``,
+            ``compression.type`` are honoured here).
+        tail_cache_max_bytes: bytes of the newest records kept in memory. Default: 32 MiB.
+
+    Use :meth:`open`, which creates the table when it does not exist yet and recovers the offsets.
+    """
+
+    def __init__(self, *, topic: str, partition: int, table_uri: str, config: TopicConfig,
+                 table: DeltaTable, tail_cache_max_bytes: int = 32 * 1024 * 1024) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.table_uri = table_uri
+        self.config = config
+        self._table = table
+        self._tail_cache_max_bytes = tail_cache_max_bytes
+        self._write_lock = threading.Lock()  # one writer per table
+        self._state_lock = threading.Lock()  # guards the in-memory state below
+        self._closed = False
+        self._segments: list[_Segment] = []
+        self._segment_bases: list[int] = []
+        self._cache: list[pa.Table] = []  # contiguous newest chunks, oldest first
+        self._cache_bases: list[int] = []
+        self._cache_bytes = 0
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self.high_watermark = 0
+        self._hw_listeners: list = []
+        self._fs, self._root = pafs.FileSystem.from_uri(table_uri)
+        self._recover()
+        self.high_watermark = self._log_end_offset
+
+    # -- opening and recovery -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
+             tail_cache_max_bytes: int = 32 * 1024 * 1024) -> "PartitionLog":
+        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
+
+        Raises:
+            deltalake.exceptions.DeltaError: the table exists with an incompatible schema or is unreadable.
+        """
+        uri = str(table_uri)
+        if "://" not in uri:
+            uri = os.path.abspath(uri)
+            os.makedirs(uri, exist_ok=True)
+        if DeltaTable.is_deltatable(uri):
+            table = DeltaTable(uri)
+        else:
+            table = DeltaTable.create(
+                uri, LOG_SCHEMA, mode="ignore", name=f"{topic}-{partition}",
+                description=f"lakelog partition log of {topic}-{partition}",
+                # Both engines must read it: no deletion vectors, no column mapping; stats on offset.
+                configuration={"delta.dataSkippingNumIndexedCols": "9"},
+            )
+        return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
+                   tail_cache_max_bytes=tail_cache_max_bytes)
+
+    def _recover(self) -> None:
+        """Rebuild the segment index, log start and log end offsets from the table's metadata."""
+        self._table.update_incremental()
+        self._load_segments()
+        leo = self._segments[-1].last_offset + 1 if self._segments else 0
+        recorded = self._recorded_log_end_offset()
+        self._log_end_offset = max(leo, recorded)
+        self._log_start_offset = self._segments[0].base_offset if self._segments else self._log_end_offset
+        self._cache.clear()
+        self._cache_bases.clear()
+        self._cache_bytes = 0
+
+    def _recorded_log_end_offset(self) -> int:
+        if self._table.version() <= 0:
+            return 0
+        for commit in self._table.history(1):
+            value = commit.get(LOG_END_OFFSET_KEY)
+            if value is not None:
+                return int(value)
+        return 0
+
+    def _load_segments(self) -> None:
+        actions = pa.table(self._table.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            segments = []
+        else:
+            actions = actions.filter(pc.is_valid(actions["min.offset"]))
+            actions = actions.sort_by("min.offset")
+            segments = [
+                _Segment(int(lo), int(hi), unquote(p), int(sz))
+                for lo, hi, p, sz in zip(
+                    actions["min.offset"].to_pylist(), actions["max.offset"].to_pylist(),
+                    actions["path"].to_pylist(), actions["size_bytes"].to_pylist())
+            ]
+        with self._state_lock:
+            self._segments = segments
+            self._segment_bases = [s.base_offset for s in segments]
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record gets (LEO)."""
+        return self._log_end_offset
+
+    def advance_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset`` (capped at the log end offset; never backwards).
+
+        Returns True if it moved. The replica manager calls this once the ISR has the records
+        (right after the append when the ISR is this replica alone).
+        """
+        with self._state_lock:
+            new = min(offset, self._log_end_offset)
+            if new <= self.high_watermark:
+                return False
+            self.high_watermark = new
+        for listener in list(self._hw_listeners):
+            listener(self)
+        return True
+
+    def add_high_watermark_listener(self, listener) -> None:
+        """Call ``listener(log)`` after every high watermark move (from the appending thread)."""
+        self._hw_listeners.append(listener)
+
+    @property
+    def version(self) -> int:
+        """Current Delta table version."""
+        return self._table.version()
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None) -> AppendInfo:
+        """Assign offsets to ``records`` and commit them as one Delta transaction.
+
+        Args:
+            records: a produce batch (see :func:`~lakelog.log_tables.records.normalize_produce_batch`):
+                any of ``key``, ``value``, ``headers``, ``timestamp`` (ms; null = broker time).
+                At least one row.
+            leader_epoch: epoch of the leader appending (stored per record).
+            now_ms: broker time to use (tests); default the wall clock.
+
+        Returns:
+            :class:`AppendInfo` of the committed batch.
+
+        Raises:
+            LogClosedError: the log was closed.
+            CommitFailedError: the Delta commit failed; the log re-read its state, nothing is
+                acknowledged (retriable).
+        """
+        n = records.num_rows
+        if n == 0:
+            raise ValueError("append needs at least one record")
+        with self._write_lock:
+            if self._closed:
+                raise LogClosedError(f"The log of {self.topic}-{self.partition} is closed")
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            base = self._log_end_offset
+            batch = self._to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms)
+            # One group commit = one Delta transaction; the LEO after it is recorded in commitInfo.
+            try:
+                write_deltalake(
+                    self._table, batch, mode="append",
+                    writer_properties=WriterProperties(compression=PARQUET_CODECS[self.config.compression_type]),
+                    commit_properties=CommitProperties(custom_metadata={LOG_END_OFFSET_KEY: str(base + n)}),
+                )
+            except Exception as e:  # ambiguous outcome: re-read the log before anything else
+                log.warning("commit of %d records to %s-%d failed: %s", n, self.topic, self.partition, e)
+                self._recover_after_failed_commit()
+                raise CommitFailedError(
+                    f"Writing {n} records to {self.topic}-{self.partition} failed: {e}") from e
+            version = self._table.version()
+            with self._state_lock:
+                self._log_end_offset = base + n
+                self._add_to_cache(base, batch)
+            return AppendInfo(base, base + n - 1, n, now_ms, version)
+
+    def _recover_after_failed_commit(self) -> None:
+        try:
+            self._recover()
+        except Exception:  # the table itself is unreachable; keep the old state, fail next time too
+            log.exception("re-reading %s after a failed commit failed", self.table_uri)
+
+    def _to_log_batch(self, records: pa.Table, *, base_offset: int, leader_epoch: int, now_ms: int) -> pa.Table:
+        """Add offsets, final timestamps (CreateTime or LogAppendTime), leader epoch: a log batch."""
+        records = normalize_produce_batch(records)
+        n = records.num_rows
+        if self.config.message_timestamp_type == "CreateTime":
+            ts = pc.fill_null(records["timestamp"], pa.scalar(now_ms, pa.int64()))
+        else:
+            ts = pa.array(np.full(n, now_ms, dtype=np.int64))
+        return pa.Table.from_arrays([
+            pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64)),
+            pc.multiply(ts, 1000).cast(TIMESTAMP_TYPE),
+            records["key"],
+            records["value"],
+            records["headers"],
+            pa.array(np.full(n, leader_epoch, dtype=np.int32)),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int16()),
+            pa.nulls(n, pa.int32()),
+        ], schema=LOG_SCHEMA)
+
+    def _add_to_cache(self, base: int, batch: pa.Table) -> None:
+        if self._tail_cache_max_bytes <= 0:
+            return
+        self._cache.append(batch)
+        self._cache_bases.append(base)
+        self._cache_bytes += batch.nbytes
+        while len(self._cache) > 1 and self._cache_bytes > self._tail_cache_max_bytes:
+            self._cache_bytes -= self._cache.pop(0).nbytes
+            self._cache_bases.pop(0)
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, *, max_bytes: int = 1024 * 1024, end_offset: int | None = None,
+             columns: list[str] | None = None) -> pa.Table:
+        """Records with ``start_offset <= offset < end_offset``, in offset order, up to about ``max_bytes``.
+
+        Args:
+            start_offset: first offset wanted; must be within ``[log_start_offset, high_watermark]``
+                (``[log_start_offset, log_end_offset]`` when ``end_offset`` is given).
+            max_bytes: soft limit on the Arrow bytes returned; as in Kafka (KIP-74) at least one record
+                is returned even if it is larger, so a fetch always makes progress. Default: 1 MiB.
+            end_offset: exclusive upper bound, at most the log end offset (replica fetches).
+                Default: the high watermark (consumers never see records that are not committed).
+            columns: the columns to return. Default: all of :data:`LOG_SCHEMA`.
+
+        Returns:
+            A table with the log schema (or the requested columns); empty when ``start_offset`` is the
+            upper bound.
+
+        Raises:
+            OffsetOutOfRangeError: ``start_offset`` is below the log start offset or above the bound.
+        """
+        with self._state_lock:
+            hw = self.high_watermark
+            bound = hw if end_offset is None else self._log_end_offset
+            upper = bound if end_offset is None else min(end_offset, bound)
+            lso = self._log_start_offset
+            cache = list(self._cache)
+            cache_bases = list(self._cache_bases)
+            segments = self._segments
+            segment_bases = self._segment_bases
+        if start_offset < lso or start_offset > bound:
+            raise OffsetOutOfRangeError(topic=self.topic, partition=self.partition, offset=start_offset,
+                                        log_start_offset=lso, high_watermark=hw)
+        schema = LOG_SCHEMA if columns is None else pa.schema([LOG_SCHEMA.field(c) for c in columns])
+        if start_offset >= upper:
+            return schema.empty_table()
+        chunks: list[pa.Table] = []
+        budget = max_bytes
+        offset = start_offset
+        if not cache_bases or offset < cache_bases[0]:
+            disk_end = min(upper, cache_bases[0] if cache_bases else upper)
+            for attempt in range(2):
+                for chunk in self._read_segments(offset, disk_end, segments, segment_bases, budget, columns):
+                    if chunk.nbytes > budget:
+                        chunk = chunk.slice(0, max(1, int(chunk.num_rows * budget / chunk.nbytes)))
+                    chunks.append(chunk)
+                    budget -= chunk.nbytes
+                    offset = chunk["offset"][-1].as_py() + 1
+                if offset >= disk_end or budget <= 0 or attempt:
+                    break
+                # The index is older than the table (commits since the last refresh): reload it once.
+                self._load_segments()
+                with self._state_lock:
+                    segments, segment_bases = self._segments, self._segment_bases
+        if budget > 0 and cache_bases and offset >= cache_bases[0]:
+            i = bisect.bisect_right(cache_bases, offset) - 1
+            while i < len(cache) and offset < upper and budget > 0:
+                chunk, base = cache[i], cache_bases[i]
+                lo, hi = offset - base, min(chunk.num_rows, upper - base)
+                if hi > lo:
+                    piece = chunk.slice(lo, hi - lo)
+                    if budget < piece.nbytes:
+                        rows = max(1, int(piece.num_rows * budget / max(piece.nbytes, 1)))
+                        piece = piece.slice(0, rows)
+                    chunks.append(piece)
+                    budget -= piece.nbytes
+                    offset = base + lo + piece.num_rows
+                i += 1
+        if not chunks:
+            return schema.empty_table()
+        if columns is not None:
+            chunks = [c.select(columns) for c in chunks]
+        return pa.concat_tables(chunks)
+
+    def _read_segments(self, start: int, end: int, segments: list[_Segment], bases: list[int],
+                       budget: int, columns: list[str] | None):
+        """Yield tables of ``start <= offset < end`` from the data files that hold them, in order.
+
+        Only the files whose ``[min.offset, max.offset]`` statistics overlap the range are opened.
+        """
+        read_cols = None if columns is None else list(dict.fromkeys(["offset", *columns]))
+        i = max(0, bisect.bisect_right(bases, start) - 1)
+        expected = start
+        while i < len(segments) and expected < end and budget > 0:
+            seg = segments[i]
+            i += 1
+            if seg.last_offset < expected:
+                continue
+            if seg.base_offset > expected:
+                break  # a gap the index does not cover yet: the caller refreshes the index
+            table = pq.read_table(f"{self._root}/{seg.path}", filesystem=self._fs, columns=read_cols)
+            table = table.filter(pc.and_(pc.greater_equal(table["offset"], expected),
+                                         pc.less(table["offset"], end)))
+            if table.num_rows == 0:
+                continue
+            table = table.cast(pa.schema([LOG_SCHEMA.field(c) for c in table.column_names]))
+            expected = table["offset"][-1].as_py() + 1
+            budget -= table.nbytes
+            yield table
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the log: later appends raise :class:`LogClosedError`. Reads still work."""
+        with self._write_lock:
+            self._closed = True
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"end={self._log_end_offset}, hw={self.high_watermark})")

@@ -1,0 +1,98 @@
+"""Errors of ZooKeeper coordination and replication (``lakelog.replication``)."""
+
+from __future__ import annotations
+
+from lakelog.errors import LakelogError
+
+
+class ReplicationError(LakelogError):
+    """Coordination or replication through ZooKeeper failed."""
+
+
+class ZooKeeperStartError(ReplicationError):
+    """The embedded ZooKeeper server could not be started.
+
+    Raised when Java or the ZooKeeper jars cannot be found, when the client port is taken, or when the
+    server process exits or does not answer within the start timeout. The message ends with the tail of
+    the server's log. Retriable: the cause (a busy port, a slow machine) is often transient.
+    """
+
+    http_status = 503
+    error_code = 50303
+    retriable = True
+
+
+class BrokerIdInUseError(ReplicationError):
+    """Another live broker is registered with this broker.id."""
+
+    http_status = 409
+    error_code = 40903
+
+
+class UnknownTopicError(ReplicationError):
+    """Topic not found. Kafka: UNKNOWN_TOPIC_OR_PARTITION (3). REST Proxy: 40401."""
+
+    http_status = 404
+    error_code = 40401
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"Topic '{topic}' not found.")
+        self.topic = topic
+
+
+class UnknownPartitionError(ReplicationError):
+    """Partition not found. Kafka: UNKNOWN_TOPIC_OR_PARTITION (3). REST Proxy: 40402."""
+
+    http_status = 404
+    error_code = 40402
+
+    def __init__(self, topic: str, partition: int, partitions_count: int) -> None:
+        super().__init__(f"Partition {partition} of topic '{topic}' not found: the topic has partitions "
+                         f"0 to {partitions_count - 1}.")
+
+
+class LeaderNotAvailableError(ReplicationError):
+    """The partition has no leader on a live broker right now. Kafka: LEADER_NOT_AVAILABLE (5). REST Proxy: 40406."""
+
+    http_status = 404
+    error_code = 40406
+    retriable = True
+
+
+class NotLeaderError(ReplicationError):
+    """This broker is not the partition's leader. Kafka: NOT_LEADER_OR_FOLLOWER (6).
+
+    Answered with 421 Misdirected Request; the message names the leader's URL.
+    """
+
+    http_status = 421
+    error_code = 42101
+    retriable = True
+
+
+class TopicExistsError(ReplicationError):
+    """The topic already exists. Kafka: TOPIC_ALREADY_EXISTS (36). REST Proxy v3: 400 / 40002."""
+
+    http_status = 400
+    error_code = 40002
+
+
+class InvalidTopicError(ReplicationError):
+    """The topic name is not valid. Kafka: INVALID_TOPIC_EXCEPTION (17)."""
+
+    http_status = 400
+    error_code = 40004
+
+
+class InvalidPartitionsError(ReplicationError):
+    """The number of partitions is not valid. Kafka: INVALID_PARTITIONS (37)."""
+
+    http_status = 400
+    error_code = 40005
+
+
+class InvalidReplicationFactorError(ReplicationError):
+    """The replication factor is not valid (e.g. more than the live brokers). Kafka: INVALID_REPLICATION_FACTOR (38)."""
+
+    http_status = 400
+    error_code = 40006

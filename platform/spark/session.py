@@ -1,0 +1,263 @@
+"""A SparkSession with Delta Lake, configured from ``conf/`` (DESIGN.md, "Interfaces users touch").
+
+:func:`session` builds (or returns the running) SparkSession with delta-spark wired in the way
+delta-spark's pip package documents (:func:`delta.configure_spark_with_delta_pip`: the Delta jars come
+from Maven as ``spark.jars.packages``), the SQL extension and catalog Delta needs, lakelog's Spark
+defaults (``conf/spark-defaults.conf``) and log4j2 config (``conf/log4j2.properties``).
+
+Delta's JVM jars (``io.delta:delta-spark_2.13`` and its dependencies ``delta-storage`` and
+``antlr4-runtime``) are resolved at JVM start by Spark's Ivy resolver, which looks in this order:
+``~/.m2/repository`` (Maven's local repository), the Ivy cache dir (``spark.jars.ivy``; Spark 4's
+default is ``~/.ivy2.5.2``), then Maven Central. A cached resolution needs no network.
+:func:`ensure_delta_jars` fills the cache once (e.g. while building an image or in CI set-up), falling
+back to ``mvn dependency:get`` into ``~/.m2`` when Spark's resolver can not reach the repository.
+
+Precedence of settings, highest first: ``conf=`` argument; ``master=`` argument, then env
+``LAKELOG_SPARK_MASTER`` (``spark.master`` only); ``conf/spark-defaults.conf``; the defaults below
+(``local[*]``, ``spark.sql.session.timeZone=UTC``, ``spark.ui.enabled=false``); Spark's own defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import version as _dist_version
+from pathlib import Path
+
+from lakelog.config import CONF_DIR
+from lakelog.errors import ConfigError, LakelogError
+
+log = logging.getLogger(__name__)
+
+SPARK_DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
+LOG4J2_FILE = CONF_DIR / "log4j2.properties"
+
+MASTER_ENV = "LAKELOG_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+
+DELTA_SQL_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+SCALA_BINARY_VERSION = "2.13"
+
+#: Settings lakelog applies unless the conf file or the ``conf=`` argument says otherwise.
+BUILTIN_DEFAULTS: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+}
+
+
+class DeltaJarsError(LakelogError):
+    """Delta Lake's JVM jars could not be resolved (no cached copy and no reachable repository)."""
+
+    http_status = 500
+    error_code = 50002
+
+
+def delta_version() -> str:
+    """Version of the installed ``delta-spark`` pip package (the JVM jars must match it)."""
+    return _dist_version("delta-spark")
+
+
+def delta_maven_coordinates() -> list[str]:
+    """Maven coordinates of Delta's JVM jars for the installed delta-spark: ``[delta-spark, delta-storage]``."""
+    v = delta_version()
+    return [f"io.delta:delta-spark_{SCALA_BINARY_VERSION}:{v}", f"io.delta:delta-storage:{v}"]
+
+
+_PROPERTY_LINE = re.compile(r"^(\S+?)\s*(?:[=:]|\s)\s*(.*)$")
+
+
+def read_spark_defaults(path: str | Path = SPARK_DEFAULTS_FILE) -> dict[str, str]:
+    """Parse a ``spark-defaults.conf`` (Java properties: ``key value``, ``key=value`` or ``key: value``).
+
+    ``#``/``!`` lines are comments; a value starting with ``~`` has it expanded to the home directory
+    (Spark itself does not). A missing file gives ``{}``; an unreadable one raises :class:`ConfigError`.
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"Cannot read Spark defaults {path}: {e.strerror}") from e
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = _PROPERTY_LINE.match(line)
+        key, value = (m.group(1), m.group(2).strip()) if m else (line, "")
+        values[key] = _expand_home(value)
+    return values
+
+
+def _expand_home(value: str) -> str:
+    return os.path.expanduser(value) if value == "~" or value.startswith("~/") else value
+
+
+def session_conf(*, master: str | None = None, app_name: str = "lakelog",
+                 conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The complete Spark configuration :func:`session` starts with, without starting anything.
+
+    Returns ``{key: value}`` with the precedence described in the module docstring, plus the settings
+    Delta needs (``spark.sql.extensions``, ``spark.sql.catalog.spark_catalog``,
+    ``spark.jars.packages``) and the log4j2 config file in ``spark.driver.extraJavaOptions``.
+    """
+    values: dict[str, str] = dict(BUILTIN_DEFAULTS)
+    values.update(read_spark_defaults())
+    values["spark.master"] = master or os.environ.get(MASTER_ENV) or values.get("spark.master") or DEFAULT_MASTER
+    values["spark.app.name"] = app_name
+    values.update({k: _expand_home(str(v)) for k, v in (conf or {}).items()})
+
+    extensions = [e.strip() for e in values.get("spark.sql.extensions", "").split(",") if e.strip()]
+    if DELTA_SQL_EXTENSION not in extensions:
+        extensions.insert(0, DELTA_SQL_EXTENSION)
+    values["spark.sql.extensions"] = ",".join(extensions)
+    values["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+
+    packages = [p.strip() for p in values.get("spark.jars.packages", "").split(",") if p.strip()]
+    delta_spark = delta_maven_coordinates()[0]
+    values["spark.jars.packages"] = ",".join([delta_spark] + [p for p in packages if p != delta_spark])
+
+    if LOG4J2_FILE.exists():
+        option = f"-Dlog4j2.configurationFile={LOG4J2_FILE.as_uri()}"
+        java_opts = values.get("spark.driver.extraJavaOptions", "")
+        if "log4j2.configurationFile" not in java_opts:
+            values["spark.driver.extraJavaOptions"] = f"{option} {java_opts}".strip()
+
+    # Local Python workers must run this interpreter (it has pyspark and pyarrow), not whatever
+    # "python3" is first on PATH, which is pyspark's default.
+    if (values["spark.master"].startswith("local") and "spark.pyspark.python" not in values
+            and "PYSPARK_PYTHON" not in os.environ):
+        values["spark.pyspark.python"] = sys.executable
+    return values
+
+
+def session(*, master: str | None = None, app_name: str = "lakelog", conf: dict[str, str] | None = None):
+    """Get or create the SparkSession with Delta Lake configured, for lakelog's SQL and jobs.
+
+    Args:
+        master: ``spark.master``. Default: env ``LAKELOG_SPARK_MASTER``, else ``spark.master`` from
+            ``conf/spark-defaults.conf``, else ``local[*]``.
+        app_name: ``spark.app.name``. Default: ``lakelog``.
+        conf: extra Spark settings; they win over everything else except the Delta extension, the
+            Delta catalog and the Delta package (which are always set).
+
+    Returns:
+        A :class:`pyspark.sql.SparkSession`. As with ``SparkSession.builder.getOrCreate()``, when a
+        SparkContext is already running in this process it is reused and only runtime (SQL) settings
+        take effect; JVM settings (master, memory, jars) need ``spark.stop()`` first.
+
+    The first start downloads Delta's jars from Maven Central unless they are cached (see
+    :func:`ensure_delta_jars`); later starts resolve them from the local cache without network.
+    """
+    from delta import configure_spark_with_delta_pip
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    values = session_conf(master=master, app_name=app_name, conf=conf)
+    builder = SparkSession.builder
+    for key, value in values.items():
+        if key != "spark.jars.packages":
+            builder = builder.config(key, value)
+    extra_packages = values["spark.jars.packages"].split(",")[1:]
+    builder = configure_spark_with_delta_pip(builder, extra_packages=extra_packages)
+
+    running = SparkContext._active_spark_context is not None
+    started = time.monotonic()
+    spark = builder.getOrCreate()
+    if running:
+        log.info("Reusing the running SparkSession (master=%s); JVM settings were not re-applied",
+                 spark.sparkContext.master)
+    else:
+        log.info("Started SparkSession in %.1f s (master=%s, delta-spark %s)",
+                 time.monotonic() - started, spark.sparkContext.master, delta_version())
+    return spark
+
+
+# Child process of ensure_delta_jars: start a small session, prove Delta works (write and read a
+# one-row table), stop.
+_PROBE = """
+import tempfile
+from lakelog.spark.session import session
+spark = session(master="local[1]", app_name="lakelog-ensure-delta-jars",
+                conf={"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
+try:
+    with tempfile.TemporaryDirectory(prefix="lakelog-delta-probe-") as tmp:
+        spark.range(1).write.format("delta").save(tmp)
+        assert spark.read.format("delta").load(tmp).count() == 1
+finally:
+    spark.stop()
+"""
+
+
+def _run(cmd: list[str], timeout_s: float) -> tuple[int | None, str]:
+    """Run ``cmd`` in its own process group; kill the whole group on timeout. Returns (rc, output)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, _ = proc.communicate(timeout=max(timeout_s, 1))
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _resolve_with_spark(timeout_s: float) -> tuple[bool, str]:
+    """Start and stop a local session in a child process so Spark's Ivy resolver caches the jars."""
+    rc, out = _run([sys.executable, "-c", _PROBE], timeout_s)
+    if rc == 0:
+        return True, out
+    reason = "timed out" if rc is None else f"exited with {rc}"
+    return False, f"Spark's resolver {reason}:\n{_tail(out)}"
+
+
+def _resolve_with_maven(timeout_s: float) -> None:
+    """``mvn dependency:get`` Delta's artifacts (transitively) into ``~/.m2/repository``."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise DeltaJarsError("Cannot fetch Delta's jars with Maven: 'mvn' is not on PATH")
+    deadline = time.monotonic() + timeout_s
+    for coordinate in delta_maven_coordinates():
+        rc, out = _run([mvn, "-B", "-q", "dependency:get", f"-Dartifact={coordinate}"],
+                       deadline - time.monotonic())
+        if rc != 0:
+            reason = "timed out" if rc is None else f"exited with {rc}"
+            raise DeltaJarsError(f"mvn dependency:get -Dartifact={coordinate} {reason}:\n{_tail(out)}")
+
+
+def ensure_delta_jars(*, timeout_s: float = 600) -> None:
+    """Make sure Delta's JVM jars are cached locally, so later sessions start without network.
+
+    First tries Spark's own resolver (starts and stops a ``local[1]`` session in a child process,
+    which fills the Ivy cache, Spark 4 default ``~/.ivy2.5.2``, or ``spark.jars.ivy``). If that fails
+    (repository unreachable, e.g. only a Maven mirror/proxy configured in ``~/.m2/settings.xml`` works),
+    falls back to ``mvn dependency:get`` for ``io.delta:delta-spark_2.13`` and ``io.delta:delta-storage``
+    at the installed delta-spark version, which puts them in ``~/.m2/repository``, where Spark's
+    resolver looks first, and then checks with Spark again.
+
+    Raises :class:`DeltaJarsError` if the jars still can not be resolved within ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    ok, detail = _resolve_with_spark(timeout_s)
+    if ok:
+        log.info("Delta jars are cached (Spark resolver, %.1f s)", time.monotonic() - started)
+        return
+    log.warning("Spark could not resolve Delta's jars, trying Maven: %s", detail)
+    _resolve_with_maven(deadline - time.monotonic())
+    ok, detail = _resolve_with_spark(deadline - time.monotonic())
+    if not ok:
+        raise DeltaJarsError(f"Delta's jars are in ~/.m2 but Spark still can not start with them: {detail}")
+    log.info("Delta jars are cached (Maven fallback, %.1f s)", time.monotonic() - started)

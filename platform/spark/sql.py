@@ -1,0 +1,183 @@
+"""SQL over topic history: a topic's partition logs as one DataFrame / temp view in Spark's Kafka shape.
+
+Each partition log is a Delta table written by the broker with delta-rs (schema:
+:data:`lakelog.log_tables.schema.LOG_SCHEMA`); here delta-spark reads those tables and reshapes the
+committed records (``log_start_offset <= offset < high_watermark``) into the rows Spark's own Kafka
+source produces, so a query written against ``spark.read.format("kafka")`` runs unchanged::
+
+    key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
+    timestampType int, headers array<struct<key: string, value: binary>>
+
+(Spark's ``KafkaRecordToRowConverter.kafkaSchema(includeHeaders = true)``, as listed in the
+Structured Streaming + Kafka Integration Guide. Every field is nullable there, so it is here.)
+
+Example::
+
+    spark = lakelog.spark.session()
+    register_topic_view(spark, "orders.v1", partitions)      # -> "`orders.v1`"
+    spark.sql("SELECT partition, count(*) FROM `orders.v1` GROUP BY partition").show()
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING, Sequence
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column).
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+#: ``headers`` column of Spark's Kafka source (``KafkaRecordToRowConverter.headersType``).
+KAFKA_HEADERS_TYPE = ArrayType(StructType([
+    StructField("key", StringType(), True),
+    StructField("value", BinaryType(), True),
+]), True)
+
+#: Output schema of Spark's Kafka source with ``includeHeaders=true``, in its column order.
+KAFKA_SOURCE_SCHEMA = StructType([
+    StructField("key", BinaryType(), True),
+    StructField("value", BinaryType(), True),
+    StructField("topic", StringType(), True),
+    StructField("partition", IntegerType(), True),
+    StructField("offset", LongType(), True),
+    StructField("timestamp", TimestampType(), True),
+    StructField("timestampType", IntegerType(), True),
+    StructField("headers", KAFKA_HEADERS_TYPE, True),
+])
+
+
+@dataclass(frozen=True)
+class PartitionLogInfo:
+    """Where one partition's log is and which offsets of it are readable.
+
+    Attributes:
+        topic: topic name (Kafka's legal characters: ``[a-zA-Z0-9._-]``).
+        partition: partition number, >= 0.
+        table_uri: URI or path of the partition's Delta table (``{log.dirs}/{topic}-{partition}``),
+            anything both delta-rs and Spark can open.
+        log_start_offset: first offset still in the log (retention may have removed earlier ones).
+        high_watermark: first offset not yet committed; only ``offset < high_watermark`` is read.
+        timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the topic's ``message.timestamp.type``;
+            see :attr:`lakelog.config.TopicConfig.timestamp_type_id`).
+    """
+
+    topic: str
+    partition: int
+    table_uri: str
+    log_start_offset: int
+    high_watermark: int
+    timestamp_type: int = CREATE_TIME
+
+    def __post_init__(self) -> None:
+        if self.partition < 0:
+            raise ValueError(f"partition must be >= 0, got {self.partition}")
+        if self.log_start_offset < 0 or self.high_watermark < self.log_start_offset:
+            raise ValueError(f"need 0 <= log_start_offset <= high_watermark, got "
+                             f"{self.log_start_offset} and {self.high_watermark} for {self.topic}-{self.partition}")
+        if self.timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
+
+
+def _partition_dataframe(spark: "SparkSession", info: PartitionLogInfo) -> "DataFrame":
+    log = spark.read.format("delta").load(info.table_uri)
+    offset = F.col("offset")
+    committed = log.where((offset >= F.lit(info.log_start_offset)) & (offset < F.lit(info.high_watermark)))
+    # Kafka's source gives null, not an empty array, for a record without headers.
+    headers = F.when(F.size(F.col("headers")) > 0, F.col("headers"))
+    return committed.select(
+        F.col("key"),
+        F.col("value"),
+        F.lit(info.topic).alias("topic"),
+        F.lit(info.partition).cast("int").alias("partition"),
+        offset.cast("long").alias("offset"),
+        F.col("timestamp").cast("timestamp").alias("timestamp"),
+        F.lit(info.timestamp_type).cast("int").alias("timestampType"),
+        headers.alias("headers"),
+    )
+
+
+def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo]) -> "DataFrame":
+    """The committed records of a topic's partitions as a DataFrame shaped like Spark's Kafka source.
+
+    Args:
+        spark: a session with Delta configured (:func:`lakelog.spark.session`).
+        partitions: the partitions to read, usually all of one topic; each is read with
+            ``spark.read.format("delta").load(table_uri)`` and filtered to
+            ``log_start_offset <= offset < high_watermark``, so uncommitted records (at or above the
+            HW) are never visible. The snapshot is the table's latest version at analysis time.
+
+    Returns:
+        The union of the partitions, schema :data:`KAFKA_SOURCE_SCHEMA` exactly (names, order, types,
+        all nullable): ``key binary, value binary, topic string, partition int, offset long,
+        timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>``.
+        ``value`` null is a tombstone; ``headers`` is null for a record without headers, as in
+        Spark's Kafka source. No partitions: an empty DataFrame with that schema. Row order is not
+        defined (as in any DataFrame); order by ``partition, offset`` when it matters.
+    """
+    if not partitions:
+        return spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
+    frames = [_partition_dataframe(spark, info) for info in partitions]
+    union = reduce(lambda a, b: a.unionByName(b), frames)
+    # DataFrame.to() keeps names, order and types and widens nullability to the Kafka source's.
+    return union.to(KAFKA_SOURCE_SCHEMA)
+
+
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Words Spark's parser refuses as an unquoted table name even with the default (non-enforced)
+# keyword rules: the "strict non-reserved" keywords, plus ANSI reserved words, which are refused
+# when spark.sql.ansi.enforceReservedKeywords=true.
+_SQL_KEYWORDS = frozenset("""
+anti cross except full inner intersect join lateral left minus natural on right semi setminus union using
+all and any as authorization both case cast check collate column constraint create current_date
+current_time current_timestamp current_user distinct else end escape false fetch filter for foreign from
+grant group having in into is leading limit not null of offset only or order outer overlaps primary
+references select session_user some table then to trailing true unique user when where with
+""".split())
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a SQL identifier: unchanged if it is a plain one, else in backticks.
+
+    ``orders`` -> ``orders``; ``orders.v1`` -> ```orders.v1```; ``my-topic`` -> ```my-topic```;
+    keywords (``select``) and names starting with a digit are quoted too; a backtick inside the name
+    is doubled; an already backtick-quoted name is returned as is.
+    """
+    if len(name) >= 2 and name.startswith("`") and name.endswith("`"):
+        return name
+    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in _SQL_KEYWORDS:
+        return name
+    return "`" + name.replace("`", "``") + "`"
+
+
+def register_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[PartitionLogInfo], *,
+                        view_name: str | None = None) -> str:
+    """Register :func:`topic_dataframe` of ``partitions`` as a session temp view; return its SQL name.
+
+    Args:
+        spark: a session with Delta configured.
+        topic: the topic; every ``partitions`` entry must belong to it.
+        partitions: as for :func:`topic_dataframe` (empty: a view with no rows).
+        view_name: the view's name. Default: the topic name. Quoted with backticks when needed
+            (topic names may contain ``.`` and ``-``), see :func:`quote_identifier`.
+
+    Returns:
+        The view name as written in SQL, e.g. ``"orders"`` or ``"`orders.v1`"``. An existing temp
+        view of that name is replaced. The view pins nothing: each query re-reads the Delta tables,
+        but the offset bounds (HW, log start offset) are the ones given here; register again to move
+        them.
+    """
+    others = sorted({p.topic for p in partitions if p.topic != topic})
+    if others:
+        raise ValueError(f"partitions of other topics given for topic {topic!r}: {others}")
+    name = quote_identifier(view_name if view_name is not None else topic)
+    topic_dataframe(spark, partitions).createOrReplaceTempView(name)
+    return name

@@ -1,0 +1,26 @@
+"""Fixtures of the Spark tests: one small local SparkSession with Delta for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """A ``local[2]`` SparkSession with Delta (lakelog.spark.session), kept small, stopped at the end.
+
+    The first run on a machine downloads Delta's jars from Maven Central (see
+    ``lakelog.spark.session.ensure_delta_jars``); later runs use the local cache.
+    """
+    from lakelog.spark.session import session
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    spark = session(master="local[2]", app_name="lakelog-tests", conf={
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(warehouse),
+    })
+    yield spark
+    spark.stop()
