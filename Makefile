@@ -1,0 +1,35 @@
+# The README's commands. `make demo` and `make test` install everything they need first
+# (a virtualenv with lakelog and its pinned pyspark/delta-spark, and Delta's JVM jars).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.lakelog-installed
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,demo]'
+	$(BIN)/lakelog setup
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/lakelog demo
+
+# Everything: unit, gateway, Spark and cluster tests (what CI runs).
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Fast tests only: no SparkSession, no broker kills.
+test-fast: install
+	$(BIN)/pytest -m "not spark and not cluster" $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python bench/produce_fetch.py
+
+clean:
+	rm -rf data/demo .pytest_cache
