@@ -250,7 +250,8 @@ class PartitionLog:
                 raise LogClosedError(f"The log of {self.topic}-{self.partition} is closed")
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self._log_end_offset
-            batch = self._to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms)
+            batch = self._to_log_batch(records, base_offset=base, leader_epoch=leader_epoch,
+                                       now_ms=now_ms).combine_chunks()
             # One group commit = one Delta transaction; the LEO after it is recorded in commitInfo.
             try:
                 write_deltalake(
@@ -399,6 +400,10 @@ class PartitionLog:
             table = pq.read_table(f"{self._root}/{seg.path}", filesystem=self._fs, columns=read_cols)
             table = table.filter(pc.and_(pc.greater_equal(table["offset"], expected),
                                          pc.less(table["offset"], end)))
+            # delta-rs may write a commit's rows in another order than given: restore offset order.
+            offsets = table["offset"].to_numpy()
+            if len(offsets) > 1 and (offsets[1:] < offsets[:-1]).any():
+                table = table.take(pc.sort_indices(table["offset"]))
             if table.num_rows == 0:
                 continue
             table = table.cast(pa.schema([LOG_SCHEMA.field(c) for c in table.column_names]))
