@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.broker import Broker
@@ -53,8 +54,8 @@ _PRODUCE_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            codecs.BINARY_V2: {"schema": models.BinaryProduceRequest.model_json_schema(ref_template="#/components/schemas/{model}")},
-            codecs.JSON_V2: {"schema": models.JsonProduceRequest.model_json_schema(ref_template="#/components/schemas/{model}")},
+            codecs.BINARY_V2: {"schema": {"$ref": "#/components/schemas/BinaryProduceRequest"}},
+            codecs.JSON_V2: {"schema": {"$ref": "#/components/schemas/JsonProduceRequest"}},
         },
     }
 }
@@ -106,6 +107,7 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
         lifespan=lifespan,
     )
     app.state.broker = broker
+    _document_raw_body_models(app)
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -438,6 +440,23 @@ def _v3_bytes(data: models.V3ProduceData | None, what: str) -> bytes | None:
     if kind == "STRING":
         return str(data.data).encode()
     raise MalformedBodyError(f"{what}.type {data.type!r} is not supported; use BINARY, JSON or STRING.")
+
+
+def _document_raw_body_models(app: FastAPI) -> None:
+    """Add the models of raw-body routes (produce bodies, fetched records) to the OpenAPI components."""
+    default_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            doc = default_openapi()
+            _, defs = models_json_schema(
+                [(m, "validation") for m in (models.BinaryProduceRequest, models.JsonProduceRequest,
+                                             models.ConsumerRecord)],
+                ref_template="#/components/schemas/{model}")
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _json(payload) -> Response:

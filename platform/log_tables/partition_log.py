@@ -163,10 +163,13 @@ class PartitionLog:
     def _recorded_log_end_offset(self) -> int:
         if self._table.version() <= 0:
             return 0
-        for commit in self._table.history(1):
-            value = commit.get(LOG_END_OFFSET_KEY)
-            if value is not None:
-                return int(value)
+        # Usually the newest commit is an append and carries it; maintenance commits (VACUUM,
+        # OPTIMIZE) do not, so look further back in growing windows.
+        for limit in (1, 32, None):
+            for commit in self._table.history(limit):
+                value = commit.get(LOG_END_OFFSET_KEY)
+                if value is not None:
+                    return int(value)
         return 0
 
     def _load_segments(self) -> None:
@@ -350,10 +353,11 @@ class PartitionLog:
             disk_end = min(upper, cache_bases[0] if cache_bases else upper)
             for attempt in range(2):
                 for chunk in self._read_segments(offset, disk_end, segments, segment_bases, budget, columns):
-                    if chunk.nbytes > budget:
+                    trimmed = chunk.nbytes > budget
+                    if trimmed:
                         chunk = chunk.slice(0, max(1, int(chunk.num_rows * budget / chunk.nbytes)))
                     chunks.append(chunk)
-                    budget -= chunk.nbytes
+                    budget = 0 if trimmed else budget - chunk.nbytes
                     offset = chunk["offset"][-1].as_py() + 1
                 if offset >= disk_end or budget <= 0 or attempt:
                     break
@@ -363,7 +367,7 @@ class PartitionLog:
                     segments, segment_bases = self._segments, self._segment_bases
         if budget > 0 and cache_bases and offset >= cache_bases[0]:
             i = bisect.bisect_right(cache_bases, offset) - 1
-            while i < len(cache) and offset < upper and budget > 0:
+            while i < len(cache) and offset < upper and budget > 0 and offset >= cache_bases[i]:
                 chunk, base = cache[i], cache_bases[i]
                 lo, hi = offset - base, min(chunk.num_rows, upper - base)
                 if hi > lo:

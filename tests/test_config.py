@@ -1,0 +1,186 @@
+"""lakelog.config: topic configs with Kafka's names, and broker settings from flags, env, file, defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lakelog.config import BrokerSettings, TopicConfig, read_properties
+from lakelog.errors import ConfigError, LakelogError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """No LAKELOG_* variable of the calling shell leaks into these tests."""
+    for name in list(os.environ):
+        if name.startswith("LAKELOG_"):
+            monkeypatch.delenv(name)
+
+
+# -- TopicConfig --------------------------------------------------------------------------------
+
+def test_topic_config_defaults_are_kafkas():
+    config = TopicConfig.parse({})
+    assert config == TopicConfig.parse(None) == TopicConfig()
+    assert config.to_kafka() == {
+        "cleanup.policy": "delete",
+        "compression.type": "producer",
+        "max.message.bytes": "1048588",
+        "message.timestamp.type": "CreateTime",
+        "min.insync.replicas": "1",
+        "retention.bytes": "-1",
+        "retention.ms": "604800000",
+        "unclean.leader.election.enable": "false",
+    }
+    assert config.timestamp_type_id == 0
+
+
+def test_topic_config_parses_kafka_named_strings():
+    config = TopicConfig.parse({
+        "cleanup.policy": " compact ",
+        "compression.type": "zstd",
+        "max.message.bytes": "1000",
+        "message.timestamp.type": "LogAppendTime",
+        "min.insync.replicas": "2",
+        "retention.bytes": "1073741824",
+        "retention.ms": "-1",
+        "unclean.leader.election.enable": "true",
+    })
+    assert config.cleanup_policy == "compact"
+    assert config.compression_type == "zstd"
+    assert config.max_message_bytes == 1000
+    assert config.message_timestamp_type == "LogAppendTime" and config.timestamp_type_id == 1
+    assert config.min_insync_replicas == 2
+    assert config.retention_bytes == 1073741824
+    assert config.retention_ms == -1
+    assert config.unclean_leader_election_enable is True
+    # round trip through Kafka's names
+    assert TopicConfig.parse(config.to_kafka()) == config
+    assert config.to_kafka()["unclean.leader.election.enable"] == "true"
+
+
+def test_topic_config_over_defaults():
+    config = TopicConfig.parse({"retention.ms": "100"}, defaults={"retention.ms": "5", "max.message.bytes": "2000"})
+    assert config.retention_ms == 100  # the topic's own value wins
+    assert config.max_message_bytes == 2000
+    assert config.compression_type == "producer"
+
+
+def test_topic_config_is_immutable():
+    config = TopicConfig()
+    with pytest.raises(Exception):
+        config.retention_ms = 5  # type: ignore[misc]
+
+
+def test_unknown_topic_config_key_names_it_and_lists_the_known_ones():
+    with pytest.raises(ConfigError) as e:
+        TopicConfig.parse({"retention.msx": "1"})
+    err = e.value
+    assert isinstance(err, LakelogError)
+    assert err.http_status == 400 and err.error_code == 40003
+    assert "unknown config 'retention.msx'" in err.message
+    for known in ("retention.ms", "cleanup.policy", "max.message.bytes"):
+        assert known in err.message
+
+
+@pytest.mark.parametrize("key, value", [
+    ("cleanup.policy", "bogus"),
+    ("compression.type", "brotli"),
+    ("max.message.bytes", "0"),
+    ("max.message.bytes", "lots"),
+    ("retention.ms", "-2"),
+    ("message.timestamp.type", "createtime"),
+    ("min.insync.replicas", "0"),
+])
+def test_invalid_topic_config_values_name_the_key_and_the_value(key, value):
+    with pytest.raises(ConfigError) as e:
+        TopicConfig.parse({key: value})
+    assert f"'{key}'" in e.value.message
+    assert repr(value) in e.value.message
+
+
+# -- BrokerSettings -----------------------------------------------------------------------------
+
+def test_broker_defaults():
+    s = BrokerSettings.load()
+    assert s.broker_id == 0
+    assert s.port == 8082
+    assert s.host == "127.0.0.1"
+    assert s.log_dirs == Path("data/logs")
+    assert s.zookeeper_connect == "127.0.0.1:2181"
+    assert s.message_max_bytes == 1048588
+    assert s.socket_request_max_bytes == 104857600
+    assert s.fetch_max_wait_ms == 500
+    assert s.num_partitions == 1 and s.default_replication_factor == 1
+    assert s.advertised_url == "http://127.0.0.1:8082"
+
+
+def test_read_properties_parses_java_properties(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("# comment\n! also a comment\n\nbroker.id=3\n  log.dirs = /data/logs  \nzookeeper.connect: zk:2181/lakelog\n"
+                    "url=http://x:1/a=b\n")
+    assert read_properties(path) == {"broker.id": "3", "log.dirs": "/data/logs", "zookeeper.connect": "zk:2181/lakelog",
+                                     "url": "http://x:1/a=b"}
+    bad = tmp_path / "bad.properties"
+    bad.write_text("broker.id 3\n")
+    with pytest.raises(ConfigError, match="broker.id 3"):
+        read_properties(bad)
+    with pytest.raises(ConfigError, match="missing.properties"):
+        read_properties(tmp_path / "missing.properties")
+
+
+def test_settings_precedence_flags_over_env_over_file_over_defaults(tmp_path, monkeypatch):
+    props = tmp_path / "server.properties"
+    props.write_text("broker.id=1\nport=9001\nlog.dirs=/from/file\nzookeeper.connect=file:2181\nlinger.ms=7\n")
+
+    # file over defaults
+    s = BrokerSettings.load(config_file=props)
+    assert (s.broker_id, s.port, s.log_dirs, s.zookeeper_connect, s.linger_ms) == (1, 9001, Path("/from/file"), "file:2181", 7.0)
+    assert s.fetch_max_wait_ms == 500  # untouched: the default
+
+    # env over file
+    monkeypatch.setenv("LAKELOG_PORT", "9002")
+    monkeypatch.setenv("LAKELOG_LOG_DIRS", "/from/env")
+    monkeypatch.setenv("LAKELOG_FETCH_MAX_WAIT_MS", "250")
+    s = BrokerSettings.load(config_file=props)
+    assert (s.broker_id, s.port, s.log_dirs, s.fetch_max_wait_ms) == (1, 9002, Path("/from/env"), 250)
+    assert s.zookeeper_connect == "file:2181"
+
+    # flags over env; a flag given as None (not passed on the command line) does not count
+    s = BrokerSettings.load(config_file=props, port=9003, log_dirs=None, broker_id=None, zookeeper_connect="flag:2181")
+    assert (s.broker_id, s.port, s.log_dirs, s.zookeeper_connect, s.fetch_max_wait_ms) == (
+        1, 9003, Path("/from/env"), "flag:2181", 250)
+
+    # env over defaults without a file
+    s = BrokerSettings.load()
+    assert (s.port, s.log_dirs, s.broker_id) == (9002, Path("/from/env"), 0)
+    assert isinstance(s, BrokerSettings) and type(s) is BrokerSettings
+
+
+def test_settings_values_are_typed():
+    s = BrokerSettings.load(port="9005", linger_ms="1.5", log_dirs="x/y")
+    assert s.port == 9005 and s.linger_ms == 1.5 and s.log_dirs == Path("x/y")
+
+
+def test_invalid_settings_name_the_key(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="'port'.*70000"):
+        BrokerSettings.load(port=70000)
+    monkeypatch.setenv("LAKELOG_PORT", "not-a-port")
+    with pytest.raises(ConfigError, match="'port'.*not-a-port"):
+        BrokerSettings.load()
+    monkeypatch.delenv("LAKELOG_PORT")
+    props = tmp_path / "server.properties"
+    props.write_text("bogus.key=1\n")
+    with pytest.raises(ConfigError) as e:
+        BrokerSettings.load(config_file=props)
+    assert "unknown config" in e.value.message and "bogus" in e.value.message
+    with pytest.raises(ConfigError, match="Cannot read config file"):
+        BrokerSettings.load(config_file=tmp_path / "nope.properties")
+
+
+def test_unrelated_lakelog_env_vars_are_ignored(monkeypatch):
+    # e.g. LAKELOG_BOOTSTRAP_SERVER is the CLI's, not the broker's
+    monkeypatch.setenv("LAKELOG_BOOTSTRAP_SERVER", "localhost:9999")
+    assert BrokerSettings.load().port == 8082
