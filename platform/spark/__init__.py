@@ -1,1 +1,25 @@
-"""Spark: a SparkSession with Delta, and topics as SQL tables."""
+"""Spark: a SparkSession with Delta, and topics as SQL tables.
+
+``session()`` builds the SparkSession (Delta configured, ``local[*]`` unless ``spark.master`` says
+otherwise); :mod:`lakelog.spark.sql` registers topics as views with the columns of Spark's Kafka source.
+"""
+
+from lakelog.spark.session import DeltaJarsError, ensure_delta_jars, session
+from lakelog.spark.sql import (
+    KAFKA_SOURCE_SCHEMA,
+    PartitionLogInfo,
+    register_topic_view,
+    register_topics_from_gateway,
+    topic_dataframe,
+)
+
+__all__ = [
+    "DeltaJarsError",
+    "KAFKA_SOURCE_SCHEMA",
+    "PartitionLogInfo",
+    "ensure_delta_jars",
+    "register_topic_view",
+    "register_topics_from_gateway",
+    "session",
+    "topic_dataframe",
+]

@@ -32,6 +32,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelog.client import LakelogClient
+
 #: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column).
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -123,12 +125,12 @@ def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo
         Spark's Kafka source. No partitions: an empty DataFrame with that schema. Row order is not
         defined (as in any DataFrame); order by ``partition, offset`` when it matters.
     """
-    if not partitions:
-        return spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
+    # The Kafka source's columns are all nullable, the log table's offset and timestamp are not: a
+    # union's output is nullable where any input is, so starting from an empty relation with the
+    # Kafka schema gives exactly that schema (the optimizer drops the empty input again).
+    empty = spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
     frames = [_partition_dataframe(spark, info) for info in partitions]
-    union = reduce(lambda a, b: a.unionByName(b), frames)
-    # DataFrame.to() keeps names, order and types and widens nullability to the Kafka source's.
-    return union.to(KAFKA_SOURCE_SCHEMA)
+    return reduce(lambda a, b: a.unionByName(b), frames, empty)
 
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -181,3 +183,30 @@ def register_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[
     name = quote_identifier(view_name if view_name is not None else topic)
     topic_dataframe(spark, partitions).createOrReplaceTempView(name)
     return name
+
+
+def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[PartitionLogInfo]:
+    """Each partition's table URI, log start offset and high watermark, as the leader reports them.
+
+    Uses ``GET /lakelog/v1/topics/{topic}/logs``. Raises :class:`lakelog.client.GatewayError`
+    (40401 for an unknown topic).
+    """
+    return [
+        PartitionLogInfo(topic=topic, partition=p["partition"], table_uri=p["table_uri"],
+                         log_start_offset=p["log_start_offset"], high_watermark=p["high_watermark"],
+                         timestamp_type=p["timestamp_type"])
+        for p in client.topic_logs(topic)
+    ]
+
+
+def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient", *,
+                                 topics: Sequence[str] | None = None) -> dict[str, str]:
+    """Register a view per topic (default: every topic of the cluster) with the bounds the brokers report now.
+
+    Returns:
+        ``{topic: view name as written in SQL}``.
+    """
+    names = {}
+    for topic in (client.list_topics() if topics is None else topics):
+        names[topic] = register_topic_view(spark, topic, partition_logs_from_gateway(client, topic))
+    return names

@@ -19,6 +19,7 @@ def spark(tmp_path_factory):
         "spark.driver.memory": "1g",
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "2",
+        "spark.databricks.delta.snapshotPartitions": "1",
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
     })
