@@ -230,7 +230,8 @@ class Broker:
 
             part.committer = GroupCommitter(plog, linger_ms=self.settings.linger_ms,
                                             batch_size=self.settings.batch_size, on_append=on_append,
-                                            leader_epoch=lambda: part.leader_epoch)
+                                            leader_epoch=lambda: part.leader_epoch,
+                                            segment_files_max=self.settings.log_segment_files_max)
             self._partitions[(topic, partition)] = part
             return part
 

@@ -69,6 +69,7 @@ class BrokerSettings(BaseSettings):
     message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: default max.message.bytes of new topics. Default: 1048588 (Kafka's).")
     socket_request_max_bytes: int = Field(104857600, gt=0, description="socket.request.max.bytes: largest HTTP body accepted. Default: 100 MiB (Kafka's).")
     log_tail_cache_max_bytes: int = Field(32 * 1024 * 1024, ge=0, description="Bytes of the newest records per partition kept in memory for tail fetches. Default: 32 MiB.")
+    log_segment_files_max: int = Field(64, ge=2, description="Data files per partition table after which the broker merges the oldest small ones into one (each delta-rs commit costs time per file). Default: 64.")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
     default_replication_factor: int = Field(1, gt=0, description="default.replication.factor. Default: 1.")

@@ -12,7 +12,9 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
 2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table;
 3. append it to the log in a worker thread: offsets assigned, one Delta transaction;
 4. hand the append to ``on_append`` (the replica manager moves the high watermark);
-5. answer each request with the offset of its first record, or every request with the error.
+5. answer each request with the offset of its first record, or every request with the error;
+6. when the table holds more than ``segment_files_max`` data files, merge the oldest small ones
+   (:meth:`PartitionLog.compact_head`): a delta-rs commit costs time per file in the table.
 """
 
 from __future__ import annotations
@@ -47,18 +49,21 @@ class GroupCommitter:
         on_append: called with each :class:`AppendInfo` in the event loop after the commit, before
             the requests are answered. Default: None.
         leader_epoch: callable returning the epoch to stamp on appended records. Default: 0.
+        segment_files_max: data files after which the oldest small ones are merged; None = never.
+            Default: 64.
 
     Must be created and used inside a running asyncio event loop.
     """
 
     def __init__(self, log: PartitionLog, *, linger_ms: float = 2.0, batch_size: int = 16 * 1024 * 1024,
                  on_append: Callable[[AppendInfo], None] | None = None,
-                 leader_epoch: Callable[[], int] = lambda: 0) -> None:
+                 leader_epoch: Callable[[], int] = lambda: 0, segment_files_max: int | None = 64) -> None:
         self.log = log
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
         self._on_append = on_append
         self._leader_epoch = leader_epoch
+        self._segment_files_max = segment_files_max
         self._queue: list[_Pending] = []
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
@@ -137,6 +142,9 @@ class GroupCommitter:
                 if not p.future.done():
                     p.future.set_result(offset)
                 offset += p.records.num_rows
+            # 6. keep the file count (and so the cost of every commit) bounded
+            if self._segment_files_max is not None and self.log.needs_compaction(max_files=self._segment_files_max):
+                await asyncio.to_thread(self.log.compact_head, keep_newest=max(1, self._segment_files_max // 4))
 
     async def close(self) -> None:
         """Commit what is queued, then stop; later appends raise :class:`LogClosedError`."""

@@ -110,6 +110,7 @@ class PartitionLog:
         self._state_lock = threading.Lock()  # guards the in-memory state below
         self._closed = False
         self._segments: list[_Segment] = []
+        self._commits_since_index = 0
         self._segment_bases: list[int] = []
         self._cache: list[pa.Table] = []  # contiguous newest chunks, oldest first
         self._cache_bases: list[int] = []
@@ -188,6 +189,7 @@ class PartitionLog:
         with self._state_lock:
             self._segments = segments
             self._segment_bases = [s.base_offset for s in segments]
+            self._commits_since_index = 0
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -271,6 +273,7 @@ class PartitionLog:
             with self._state_lock:
                 self._log_end_offset = base + n
                 self._add_to_cache(base, batch)
+                self._commits_since_index += 1
             return AppendInfo(base, base + n - 1, n, now_ms, version)
 
     def _recover_after_failed_commit(self) -> None:
@@ -414,6 +417,70 @@ class PartitionLog:
             expected = table["offset"][-1].as_py() + 1
             budget -= table.nbytes
             yield table
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    def needs_compaction(self, *, max_files: int = 64) -> bool:
+        """True when the table holds more than ``max_files`` data files (a cheap, in-memory check).
+
+        Every delta-rs commit costs time proportional to the files in the table's snapshot
+        (about 0.1 ms per file measured on 2 cores), so many small group commits slow later ones.
+        """
+        return len(self._segments) + self._commits_since_index > max_files
+
+    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = 64 * 1024 * 1024,
+                     max_run_bytes: int = 256 * 1024 * 1024) -> int:
+        """Rewrite the oldest run of small data files into one file, in offset order; one Delta commit.
+
+        The run is the longest prefix of files, older than the ``keep_newest`` newest, each smaller
+        than ``max_file_bytes`` and together at most ``max_run_bytes``, whose offsets are contiguous.
+        The rewrite is an ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's
+        replaceWhere), so readers of an older version keep their files; a later VACUUM removes them.
+        The broker is the table's only writer, so this never races an append.
+
+        Returns:
+            The number of files replaced (0 when there was nothing worth compacting).
+        """
+        with self._write_lock:
+            if self._closed:
+                return 0
+            self._load_segments()
+            segments = self._segments[:-keep_newest] if keep_newest else self._segments
+            # skip files that are already large (earlier compactions), then take a contiguous run
+            start = 0
+            while start < len(segments) and segments[start].size_bytes >= max_file_bytes:
+                start += 1
+            run: list[_Segment] = []
+            size = 0
+            for seg in segments[start:]:
+                if seg.size_bytes >= max_file_bytes or size + seg.size_bytes > max_run_bytes:
+                    break
+                if run and seg.base_offset != run[-1].last_offset + 1:
+                    break
+                run.append(seg)
+                size += seg.size_bytes
+            if len(run) < 2:
+                return 0
+            lo, hi = run[0].base_offset, run[-1].last_offset
+            table = pa.concat_tables(
+                pq.read_table(f"{self._root}/{seg.path}", filesystem=self._fs).cast(LOG_SCHEMA) for seg in run)
+            table = table.take(pc.sort_indices(table["offset"])).combine_chunks()
+            try:
+                write_deltalake(
+                    self._table, table, mode="overwrite", predicate=f"offset >= {lo} AND offset <= {hi}",
+                    target_file_size=max_run_bytes * 4,
+                    writer_properties=WriterProperties(compression=PARQUET_CODECS[self.config.compression_type]),
+                    commit_properties=CommitProperties(custom_metadata={
+                        LOG_END_OFFSET_KEY: str(self._log_end_offset), "lakelog.operation": "compact"}),
+                )
+            except Exception:
+                log.exception("compacting %s-%d offsets %d..%d failed", self.topic, self.partition, lo, hi)
+                self._recover_after_failed_commit()
+                return 0
+            self._load_segments()
+            log.info("compacted %d files (offsets %d..%d, %d bytes) of %s-%d", len(run), lo, hi, size,
+                     self.topic, self.partition)
+            return len(run)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
