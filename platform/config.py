@@ -11,6 +11,7 @@ Topic configs keep Kafka's dotted names everywhere users see them (``retention.m
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,14 +24,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "conf"
 
 
-def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, ``#``/``!`` comments).
+_PROPERTY_LINE = re.compile(r"^(\S+?)\s*(?:[=:]|\s)\s*(.*)$")
 
-    Returns a dict of the raw string values, keys as written. Raises :class:`ConfigError` if the file
-    is missing.
+
+def read_properties(path: str | Path, *, missing_ok: bool = False) -> dict[str, str]:
+    """Parse a Java ``.properties`` file: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments.
+
+    Returns a dict of the raw string values, keys as written (a key alone has the value ``""``).
+    Raises :class:`ConfigError` if the file cannot be read (a missing one gives ``{}`` when
+    ``missing_ok``).
     """
+    path = Path(path)
+    if missing_ok and not path.exists():
+        return {}
     try:
-        text = Path(path).read_text()
+        text = path.read_text()
     except OSError as e:
         raise ConfigError(f"Cannot read config file {path}: {e.strerror}") from e
     values: dict[str, str] = {}
@@ -38,10 +46,9 @@ def read_properties(path: str | Path) -> dict[str, str]:
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}: line {raw!r} is not 'key=value'")
-        values[line[:sep].strip()] = line[sep + 1:].strip()
+        m = _PROPERTY_LINE.match(line)
+        key, value = (m.group(1), m.group(2).strip()) if m else (line, "")
+        values[key] = value
     return values
 
 

@@ -123,10 +123,13 @@ def test_read_properties_parses_java_properties(tmp_path):
                     "url=http://x:1/a=b\n")
     assert read_properties(path) == {"broker.id": "3", "log.dirs": "/data/logs", "zookeeper.connect": "zk:2181/lakelog",
                                      "url": "http://x:1/a=b"}
-    bad = tmp_path / "bad.properties"
-    bad.write_text("broker.id 3\n")
-    with pytest.raises(ConfigError, match="broker.id 3"):
-        read_properties(bad)
+    # Java properties also separate key and value by whitespace; a key alone has an empty value
+    spaced = tmp_path / "spaced.properties"
+    spaced.write_text("broker.id 3\nflag\n")
+    assert read_properties(spaced) == {"broker.id": "3", "flag": ""}
+    with pytest.raises(ConfigError, match="Cannot read config file"):
+        read_properties(tmp_path / "missing.properties")
+    assert read_properties(tmp_path / "missing.properties", missing_ok=True) == {}
     with pytest.raises(ConfigError, match="missing.properties"):
         read_properties(tmp_path / "missing.properties")
 

@@ -35,8 +35,8 @@ from importlib.metadata import version as _dist_version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakelog.config import CONF_DIR
-from lakelog.errors import ConfigError, LakelogError
+from lakelog.config import CONF_DIR, read_properties
+from lakelog.errors import LakelogError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,31 +78,13 @@ def delta_maven_coordinates() -> list[str]:
     return [f"io.delta:delta-spark_{SCALA_BINARY_VERSION}:{v}", f"io.delta:delta-storage:{v}"]
 
 
-_PROPERTY_LINE = re.compile(r"^(\S+?)\s*(?:[=:]|\s)\s*(.*)$")
-
-
 def read_spark_defaults(path: str | Path = SPARK_DEFAULTS_FILE) -> dict[str, str]:
     """Parse a ``spark-defaults.conf`` (Java properties: ``key value``, ``key=value`` or ``key: value``).
 
     ``#``/``!`` lines are comments; a value starting with ``~`` has it expanded to the home directory
     (Spark itself does not). A missing file gives ``{}``; an unreadable one raises :class:`ConfigError`.
     """
-    path = Path(path)
-    if not path.exists():
-        return {}
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"Cannot read Spark defaults {path}: {e.strerror}") from e
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = _PROPERTY_LINE.match(line)
-        key, value = (m.group(1), m.group(2).strip()) if m else (line, "")
-        values[key] = _expand_home(value)
-    return values
+    return {key: _expand_home(value) for key, value in read_properties(path, missing_ok=True).items()}
 
 
 def _expand_home(value: str) -> str:

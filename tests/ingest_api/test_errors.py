@@ -16,32 +16,10 @@ import pytest
 
 from lakelog.client import LakelogClient, arrow_body
 from lakelog.ingest_api import codecs
-from tests.harness import BrokerProcess, new_chroot
 
 BINARY = codecs.BINARY_V2
 JSON = codecs.JSON_V2
 ARROW = codecs.ARROW_STREAM
-
-
-@pytest.fixture(scope="module")
-def gw(zookeeper, tmp_path_factory):
-    broker = BrokerProcess(zookeeper_connect=new_chroot(zookeeper.connect_string),
-                           log_dirs=tmp_path_factory.mktemp("errors") / "logs-0")
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def api(gw):
-    with LakelogClient(gw.url) as c:
-        yield c
-
-
-@pytest.fixture
-def http(gw):
-    with httpx.Client(base_url=gw.url, timeout=30) as c:
-        yield c
 
 
 def new_topic(api: LakelogClient, partitions: int = 3, configs: dict | None = None) -> str:

@@ -20,35 +20,12 @@ from lakelog.config import BrokerSettings
 from lakelog.ingest_api import codecs
 from lakelog.ingest_api.app import create_app
 from lakelog.ingest_api.partitioner import murmur2, to_positive
-from tests.harness import BrokerProcess, new_chroot
 
 BINARY = codecs.BINARY_V2
 JSON = codecs.JSON_V2
 ARROW = codecs.ARROW_STREAM
 
 RECORD_FIELDS = {"topic", "key", "value", "partition", "offset", "timestamp", "headers"}
-
-
-@pytest.fixture(scope="module")
-def gw(zookeeper, tmp_path_factory):
-    """One broker for the module, in its own ZooKeeper chroot and log dir."""
-    broker = BrokerProcess(zookeeper_connect=new_chroot(zookeeper.connect_string),
-                           log_dirs=tmp_path_factory.mktemp("gateway") / "logs-0")
-    broker.start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture
-def api(gw):
-    with LakelogClient(gw.url) as c:
-        yield c
-
-
-@pytest.fixture
-def http(gw):
-    with httpx.Client(base_url=gw.url, timeout=30) as c:
-        yield c
 
 
 @pytest.fixture
