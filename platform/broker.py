@@ -18,6 +18,7 @@ import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings, TopicConfig
+from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.schema import table_dir_name
@@ -93,6 +94,7 @@ class Broker:
         self._open_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self.offset_store: OffsetStore | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -111,6 +113,7 @@ class Broker:
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await asyncio.to_thread(self.metadata.register_broker, BrokerInfo(
             self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000)))
+        self.offset_store = await asyncio.to_thread(OffsetStore, str(self.log_dirs / OFFSETS_TABLE))
         self.zk.ChildrenWatch(TOPICS_PATH, self._on_topics_changed)
         await self.refresh_topics()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
@@ -188,6 +191,14 @@ class Broker:
     async def brokers(self) -> dict[int, BrokerInfo]:
         """Live brokers by id."""
         return await asyncio.to_thread(self.metadata.brokers)
+
+    async def group_generation(self, group: str) -> int | None:
+        """The group's current generation from ZooKeeper, or None if it has no membership state."""
+        return await asyncio.to_thread(self.metadata.group_generation, group)
+
+    async def group_members(self, group: str) -> list[str]:
+        """Ids of the group's live members (ephemeral znodes)."""
+        return await asyncio.to_thread(self.metadata.group_members, group)
 
     # -- local partitions -----------------------------------------------------------------------
 

@@ -31,11 +31,14 @@ app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Del
 zookeeper_app = typer.Typer(help="The embedded ZooKeeper server.", no_args_is_help=True)
 broker_app = typer.Typer(help="Broker processes.", no_args_is_help=True)
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+groups_app = typer.Typer(help="Consumer groups: committed offsets, lag, resets.", no_args_is_help=True)
 app.add_typer(zookeeper_app, name="zookeeper")
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
+app.add_typer(groups_app, name="groups")
 
-console = Console()
+# Piped output keeps whole rows (rich would wrap at 80 columns when stdout is not a terminal).
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True)
 
 BootstrapOpt = Annotated[str, typer.Option("--bootstrap-server", "-b", envvar="LAKELOG_BOOTSTRAP_SERVER",
@@ -205,6 +208,76 @@ def topics_delete(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP
         except GatewayError as e:
             _fail(str(e))
     console.print(f"Deleted topic {topic}.")
+
+
+# -- consumer groups -----------------------------------------------------------------------------
+
+@groups_app.command("list")
+def groups_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """List groups that have committed offsets."""
+    with _client(bootstrap_server) as client:
+        for name in client.list_groups():
+            console.print(name)
+
+
+@groups_app.command("describe")
+def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """Committed offset, log end offset and lag per partition (like kafka-consumer-groups --describe)."""
+    from lakelog.client import GatewayError
+
+    with _client(bootstrap_server) as client:
+        try:
+            lag = client.group_lag(group)
+        except GatewayError as e:
+            _fail(str(e))
+    table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "HIGH-WATERMARK", "LAG")
+    for p in lag["partitions"]:
+        table.add_row(group, p["topic"], str(p["partition"]),
+                      "-" if p["committed_offset"] is None else str(p["committed_offset"]),
+                      str(p["log_end_offset"]), str(p["high_watermark"]), str(p["lag"]))
+    console.print(table)
+    console.print(f"Total lag: {lag['total_lag']}")
+
+
+@groups_app.command("reset-offsets")
+def groups_reset_offsets(
+    group: str,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the log start offsets.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the high watermarks.")] = False,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Reset to this offset.")] = None,
+    to_datetime: Annotated[Optional[str], typer.Option("--to-datetime", help="ISO-8601, e.g. 2024-01-31T12:00:00Z.")] = None,
+    topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Topic(s) to reset (default: all the group's).")] = None,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Move a group with no active members to new offsets."""
+    from datetime import datetime
+
+    from lakelog.client import GatewayError
+
+    chosen = [x for x in (to_earliest, to_latest, to_offset is not None, to_datetime is not None) if x]
+    if len(chosen) != 1:
+        _fail("give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime T")
+    if to_earliest:
+        to, value = "earliest", None
+    elif to_latest:
+        to, value = "latest", None
+    elif to_offset is not None:
+        to, value = "offset", to_offset
+    else:
+        try:
+            value = int(datetime.fromisoformat(to_datetime.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            _fail(f"--to-datetime {to_datetime!r} is not an ISO-8601 date-time")
+        to = "timestamp"
+    with _client(bootstrap_server) as client:
+        try:
+            result = client.reset_offsets(group, to=to, value=value, topics=topic)
+        except GatewayError as e:
+            _fail(str(e))
+    table = Table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+    for o in result["offsets"]:
+        table.add_row(group, o["topic"], str(o["partition"]), str(o["offset"]))
+    console.print(table)
 
 
 # -- produce and consume -------------------------------------------------------------------------

@@ -135,6 +135,41 @@ class LakelogClient:
         return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_body(table),
                              headers={"Content-Type": codecs.ARROW_STREAM}).json()
 
+    # -- consumer group offsets -----------------------------------------------------------------
+
+    def commit_offsets(self, group: str, offsets: Sequence[dict], *, transaction_app_id: str | None = None,
+                       transaction_version: int | None = None, generation_id: int | None = None) -> dict:
+        """Commit ``[{"topic", "partition", "offset"}]`` for ``group`` in one Delta transaction.
+
+        With ``transaction_app_id``/``transaction_version`` a replay of the same (or an older) version
+        is a no-op (the answer has ``"committed": false``). Raises :class:`GatewayError`
+        (40904 when ``generation_id`` is older than the group's).
+        """
+        body: dict = {"offsets": [dict(o) for o in offsets]}
+        if generation_id is not None:
+            body["generation_id"] = generation_id
+        if transaction_app_id is not None and transaction_version is not None:
+            body["transaction"] = {"app_id": transaction_app_id, "version": transaction_version}
+        return self._request("POST", f"/consumers/{group}/offsets", json=body).json()
+
+    def committed_offsets(self, group: str, topic: str | None = None) -> list[dict]:
+        """The group's committed offsets: ``[{"topic", "partition", "offset", "metadata", ...}]``."""
+        params = {"topic": topic} if topic else None
+        return self._request("GET", f"/consumers/{group}/offsets", params=params).json()["offsets"]
+
+    def list_groups(self) -> list[str]:
+        return self._request("GET", "/consumers").json()
+
+    def group_lag(self, group: str) -> dict:
+        """Committed offset, log end offset, high watermark and lag per partition of the group's topics."""
+        return self._request("GET", f"/consumers/{group}/lag").json()
+
+    def reset_offsets(self, group: str, *, to: str, value: int | None = None,
+                      topics: Sequence[str] | None = None) -> dict:
+        """Move a group without active members to ``earliest``, ``latest``, ``timestamp`` or ``offset``."""
+        body = {"to": to, "value": value, "topics": list(topics) if topics else None}
+        return self._request("POST", f"/consumers/{group}/offsets/reset", json=body).json()
+
     # -- fetch ----------------------------------------------------------------------------------
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,

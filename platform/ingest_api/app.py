@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.errors import LakelogError
-from lakelog.ingest_api import codecs, models
+from lakelog.ingest_api import codecs, models, offsets_api
 from lakelog.ingest_api.errors import (
     InvalidEncodingError,
     InvalidPartitionInRecordError,
@@ -107,6 +107,7 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
         lifespan=lifespan,
     )
     app.state.broker = broker
+    app.include_router(offsets_api.router)
     _document_raw_body_models(app)
 
     # -- errors ---------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ ZooKeeper layout (under the chroot of ``zookeeper.connect``)::
     /lakelog/topics/{topic}                        {"topic_id","partitions":{"0":[1,2,3]},"config":{...}}
     /lakelog/topics/{topic}/partitions/{p}/state   {"leader","leader_epoch","isr","controller_epoch"}
     /lakelog/admin/delete_topics/{topic}           a pending deletion
+    /lakelog/consumers/{group}                     {"generation": n}: bumped on each rebalance
+    /lakelog/consumers/{group}/members/{member}    ephemeral: a live group member
 
 Every znode holds UTF-8 JSON. Partition state is updated with znode-version checks.
 """
@@ -22,7 +24,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from lakelog.config import TopicConfig
 from lakelog.replication.errors import (
@@ -40,6 +42,7 @@ BROKERS_PATH = f"{ROOT}/brokers/ids"
 TOPICS_PATH = f"{ROOT}/topics"
 DELETE_TOPICS_PATH = f"{ROOT}/admin/delete_topics"
 CONTROLLER_PATH = f"{ROOT}/controller"
+CONSUMERS_PATH = f"{ROOT}/consumers"
 
 #: Kafka's legal topic characters and length (``org.apache.kafka.common.internals.Topic``).
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -309,3 +312,32 @@ class ClusterMetadata:
         stat = self.zk.set(f"{TOPICS_PATH}/{topic}/partitions/{partition}/state", _dump(state.to_json()),
                            version=state.version)
         return PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def group_generation(self, group: str) -> int | None:
+        """The group's generation, or None when it has no membership state."""
+        try:
+            return int(_load(self.zk.get(f"{CONSUMERS_PATH}/{group}")[0]).get("generation"))
+        except (NoNodeError, TypeError, ValueError):
+            return None
+
+    def bump_group_generation(self, group: str) -> int:
+        """Start a new generation of ``group`` (a rebalance); returns it. Compare-and-set on the znode."""
+        path = f"{CONSUMERS_PATH}/{group}"
+        self.zk.ensure_path(path)
+        while True:
+            data, stat = self.zk.get(path)
+            generation = int(_load(data).get("generation", 0)) + 1
+            try:
+                self.zk.set(path, _dump({"generation": generation}), version=stat.version)
+                return generation
+            except BadVersionError:
+                continue
+
+    def group_members(self, group: str) -> list[str]:
+        """Ids of the group's live members."""
+        try:
+            return sorted(self.zk.get_children(f"{CONSUMERS_PATH}/{group}/members"))
+        except NoNodeError:
+            return []
