@@ -157,6 +157,10 @@ class LakelogClient:
         params = {"topic": topic} if topic else None
         return self._request("GET", f"/consumers/{group}/offsets", params=params).json()["offsets"]
 
+    def consumer_offsets_table(self) -> str:
+        """URI of the broker's ``__consumer_offsets`` Delta table."""
+        return self._request("GET", "/lakelog/v1/consumer-offsets").json()["table_uri"]
+
     def list_groups(self) -> list[str]:
         return self._request("GET", "/consumers").json()
 

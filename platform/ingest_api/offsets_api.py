@@ -111,6 +111,16 @@ async def get_offsets(group: str, request: Request,
                             generation_id=c.generation, commit_timestamp=c.commit_timestamp_ms) for c in rows])
 
 
+class OffsetsTable(BaseModel):
+    table_uri: str
+
+
+@router.get("/lakelog/v1/consumer-offsets", response_model=OffsetsTable, tags=["lakelog"],
+            summary="Where the __consumer_offsets Delta table is, for SQL")
+async def offsets_table(request: Request) -> OffsetsTable:
+    return OffsetsTable(table_uri=_broker(request).offset_store.table_uri)
+
+
 @router.get("/consumers", response_model=list[str], summary="Groups with committed offsets")
 async def list_groups(request: Request) -> list[str]:
     return _broker(request).offset_store.groups()

@@ -6,6 +6,8 @@ otherwise); :mod:`lakelog.spark.sql` registers topics as views with the columns 
 
 from lakelog.spark.session import DeltaJarsError, ensure_delta_jars, session
 from lakelog.spark.sql import (
+    history,
+    register_consumer_offsets,
     KAFKA_SOURCE_SCHEMA,
     PartitionLogInfo,
     register_topic_view,
@@ -18,6 +20,8 @@ __all__ = [
     "KAFKA_SOURCE_SCHEMA",
     "PartitionLogInfo",
     "ensure_delta_jars",
+    "history",
+    "register_consumer_offsets",
     "register_topic_view",
     "register_topics_from_gateway",
     "session",

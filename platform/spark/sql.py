@@ -89,8 +89,13 @@ class PartitionLogInfo:
             raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
 
 
-def _partition_dataframe(spark: "SparkSession", info: PartitionLogInfo) -> "DataFrame":
-    log = spark.read.format("delta").load(info.table_uri)
+def _partition_dataframe(spark: "SparkSession", info: PartitionLogInfo,
+                         as_of_timestamp: str | None = None) -> "DataFrame":
+    reader = spark.read.format("delta")
+    if as_of_timestamp is not None:
+        # Delta time travel: the table as it was then (records committed by that time)
+        reader = reader.option("timestampAsOf", as_of_timestamp)
+    log = reader.load(info.table_uri)
     offset = F.col("offset")
     committed = log.where((offset >= F.lit(info.log_start_offset)) & (offset < F.lit(info.high_watermark)))
     # Kafka's source gives null, not an empty array, for a record without headers.
@@ -107,7 +112,8 @@ def _partition_dataframe(spark: "SparkSession", info: PartitionLogInfo) -> "Data
     )
 
 
-def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo]) -> "DataFrame":
+def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo], *,
+                    as_of_timestamp: str | None = None) -> "DataFrame":
     """The committed records of a topic's partitions as a DataFrame shaped like Spark's Kafka source.
 
     Args:
@@ -124,12 +130,15 @@ def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo
         ``value`` null is a tombstone; ``headers`` is null for a record without headers, as in
         Spark's Kafka source. No partitions: an empty DataFrame with that schema. Row order is not
         defined (as in any DataFrame); order by ``partition, offset`` when it matters.
+
+    ``as_of_timestamp`` (``"2024-05-01 12:00:00"``, UTC) reads each partition table as it was then
+    (Delta's ``timestampAsOf``): the topic's history up to that moment.
     """
     # The Kafka source's columns are all nullable, the log table's offset and timestamp are not: a
     # union's output is nullable where any input is, so starting from an empty relation with the
     # Kafka schema gives exactly that schema (the optimizer drops the empty input again).
     empty = spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
-    frames = [_partition_dataframe(spark, info) for info in partitions]
+    frames = [_partition_dataframe(spark, info, as_of_timestamp) for info in partitions]
     return reduce(lambda a, b: a.unionByName(b), frames, empty)
 
 
@@ -201,7 +210,8 @@ def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[Par
 
 def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient", *,
                                  topics: Sequence[str] | None = None) -> dict[str, str]:
-    """Register a view per topic (default: every topic of the cluster) with the bounds the brokers report now.
+    """Register a view per topic (default: every topic of the cluster, plus ``__consumer_offsets``)
+    with the bounds the brokers report now.
 
     Returns:
         ``{topic: view name as written in SQL}``.
@@ -209,4 +219,35 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
     names = {}
     for topic in (client.list_topics() if topics is None else topics):
         names[topic] = register_topic_view(spark, topic, partition_logs_from_gateway(client, topic))
+    if topics is None:
+        names["__consumer_offsets"] = register_consumer_offsets(spark, client)
     return names
+
+
+def history(spark: "SparkSession", client: "LakelogClient", topic: str, *, as_of_timestamp: str | None = None,
+            start_offset: int | None = None, end_offset: int | None = None) -> "DataFrame":
+    """A topic's history: by offset range (``start_offset <= offset < end_offset``) and/or as of a time.
+
+    Args:
+        as_of_timestamp: read the partition tables as they were at this UTC time (Delta time
+            travel, e.g. ``"2024-05-01 12:00:00"``); records committed later are not there.
+        start_offset, end_offset: offset bounds applied to every partition.
+
+    Returns:
+        A DataFrame with :data:`KAFKA_SOURCE_SCHEMA`.
+    """
+    df = topic_dataframe(spark, partition_logs_from_gateway(client, topic), as_of_timestamp=as_of_timestamp)
+    if start_offset is not None:
+        df = df.where(F.col("offset") >= start_offset)
+    if end_offset is not None:
+        df = df.where(F.col("offset") < end_offset)
+    return df
+
+
+def register_consumer_offsets(spark: "SparkSession", client: "LakelogClient",
+                              view_name: str = "__consumer_offsets") -> str:
+    """Register the broker's ``__consumer_offsets`` Delta table (every commit, newest last) as a view."""
+    uri = client.consumer_offsets_table()
+    name = quote_identifier(view_name)
+    spark.read.format("delta").load(uri).createOrReplaceTempView(name)
+    return name

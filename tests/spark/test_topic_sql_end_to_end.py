@@ -47,3 +47,28 @@ def test_sql_never_shows_offsets_at_or_above_the_high_watermark(spark, client, t
     assert spark.sql(f"SELECT max(offset) AS m, count(*) AS n FROM `{topic_name}`").collect()[0].asDict() == {"m": 9, "n": 10}
     register_topics_from_gateway(spark, client, topics=[topic_name])
     assert spark.sql(f"SELECT count(*) AS n FROM `{topic_name}`").collect()[0].n == 11
+
+
+def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, client, topic_name):
+    import time
+
+    from lakelog.spark.sql import history
+
+    client.create_topic(topic_name, partitions=1)
+    client.produce_binary(topic_name, [(None, b"first-%d" % i) for i in range(5)], partition=0)
+    time.sleep(1.5)
+    between = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    time.sleep(1.5)
+    client.produce_binary(topic_name, [(None, b"second-%d" % i) for i in range(5)], partition=0)
+
+    by_offset = history(spark, client, topic_name, start_offset=3, end_offset=7)
+    assert sorted(r.offset for r in by_offset.collect()) == [3, 4, 5, 6]
+    then = history(spark, client, topic_name, as_of_timestamp=between)
+    assert sorted(bytes(r.value) for r in then.collect()) == [b"first-%d" % i for i in range(5)]
+
+    group = f"sql-{topic_name}"
+    client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 4}])
+    views = register_topics_from_gateway(spark, client)
+    assert views["__consumer_offsets"] == "__consumer_offsets"
+    row = spark.sql(f"SELECT `offset` FROM __consumer_offsets WHERE `group` = '{group}'").collect()
+    assert [r.offset for r in row] == [4]
