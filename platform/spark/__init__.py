@@ -5,6 +5,7 @@ otherwise); :mod:`lakelog.spark.sql` registers topics as views with the columns 
 """
 
 from lakelog.spark.session import DeltaJarsError, ensure_delta_jars, session
+from lakelog.spark.source import LakelogDataSource, register
 from lakelog.spark.sql import (
     history,
     register_consumer_offsets,
@@ -18,9 +19,11 @@ from lakelog.spark.sql import (
 __all__ = [
     "DeltaJarsError",
     "KAFKA_SOURCE_SCHEMA",
+    "LakelogDataSource",
     "PartitionLogInfo",
     "ensure_delta_jars",
     "history",
+    "register",
     "register_consumer_offsets",
     "register_topic_view",
     "register_topics_from_gateway",

@@ -160,6 +160,9 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     extra_packages = values["spark.jars.packages"].split(",")[1:]
     builder = configure_spark_with_delta_pip(builder, extra_packages=extra_packages)
 
+    # Python workers are started with PYSPARK_PYTHON (default: "python3" on PATH, which may not have
+    # lakelog); the spark.pyspark.python setting alone does not reach them.
+    os.environ.setdefault("PYSPARK_PYTHON", values.get("spark.pyspark.python", sys.executable))
     running = SparkContext._active_spark_context is not None
     started = time.monotonic()
     spark = builder.getOrCreate()
