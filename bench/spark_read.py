@@ -17,37 +17,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parent.parent
 console = Console()
 PARTITIONS = 6
-
-
-def start_broker(data_dir: Path, zk_connect: str, port: int) -> subprocess.Popen:
-    log = open(data_dir / "broker.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "broker", "start", "--port", str(port),
-                             "--log-dirs", str(data_dir / "logs"), "--zookeeper-connect", zk_connect,
-                             "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v3/clusters", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("broker did not start")
 
 
 def produce(url: str, topic: str, records: int, value_bytes: int) -> None:
@@ -79,6 +58,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from lakelog.client import LakelogClient
+    from lakelog.demo import start_broker, stop_process
     from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
     from lakelog.spark import session
     from lakelog.spark.source import register
@@ -87,7 +67,7 @@ def main() -> None:
     zk = ZooKeeperServer(data_dir=data_dir / "zk", client_port=free_port())
     zk.start()
     port = free_port()
-    broker = start_broker(data_dir, zk.connect_string, port)
+    broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
     url = f"http://127.0.0.1:{port}"
     spark = None
     try:
@@ -148,9 +128,7 @@ def main() -> None:
     finally:
         if spark is not None:
             spark.stop()
-        if broker.poll() is None:
-            os.kill(broker.pid, signal.SIGTERM)
-            broker.wait(30)
+        stop_process(broker)
         zk.stop()
 
 

@@ -419,24 +419,17 @@ class PartitionLog:
             yield table
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
-        """The first offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by time).
+        """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by time).
 
-        Uses the ``max.timestamp`` file statistic to open only the first file that can hold such a
-        record. Returns the high watermark when no committed record is that recent.
+        Delegates to :func:`lakelog.log_tables.reader.offset_for_timestamp` (only files whose
+        ``max.timestamp`` statistic can match are opened). Returns the high watermark when no committed
+        record is that recent.
         """
-        self._table.update_incremental()
-        actions = pa.table(self._table.get_add_actions(flatten=True))
-        if actions.num_rows == 0:
-            return self.high_watermark
-        target = pa.scalar(timestamp_ms * 1000, pa.int64()).cast(TIMESTAMP_TYPE)
-        actions = actions.filter(pc.greater_equal(actions["max.timestamp"], target)).sort_by("min.offset")
-        for path in actions["path"].to_pylist():
-            table = pq.read_table(f"{self._root}/{unquote(path)}", filesystem=self._fs, columns=["offset", "timestamp"])
-            hits = table.filter(pc.and_(pc.greater_equal(table["timestamp"].cast(TIMESTAMP_TYPE), target),
-                                        pc.less(table["offset"], self.high_watermark)))
-            if hits.num_rows:
-                return max(int(pc.min(hits["offset"]).as_py()), self._log_start_offset)
-        return self.high_watermark
+        from lakelog.log_tables.reader import offset_for_timestamp
+
+        hw = self.high_watermark
+        found = offset_for_timestamp(self.table_uri, timestamp_ms, start=self._log_start_offset, end=hw)
+        return hw if found is None else found
 
     # -- compaction -----------------------------------------------------------------------------
 
