@@ -7,6 +7,7 @@ otherwise); :mod:`lakelog.spark.sql` registers topics as views with the columns 
 from lakelog.spark.session import DeltaJarsError, ensure_delta_jars, session
 from lakelog.spark.source import LakelogDataSource, register
 from lakelog.spark.sql import (
+    create_topic_view,
     history,
     register_consumer_offsets,
     KAFKA_SOURCE_SCHEMA,
@@ -17,6 +18,7 @@ from lakelog.spark.sql import (
 )
 
 __all__ = [
+    "create_topic_view",
     "DeltaJarsError",
     "KAFKA_SOURCE_SCHEMA",
     "LakelogDataSource",

@@ -194,6 +194,61 @@ def register_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[
     return name
 
 
+#: The schema (database) that :func:`register_topics_from_gateway` puts a view per topic into.
+SCHEMA = "lakelog"
+
+_KAFKA_SELECT_NULLS = ("CAST(NULL AS BINARY) AS key, CAST(NULL AS BINARY) AS value, CAST(NULL AS STRING) AS topic, "
+                       "CAST(NULL AS INT) AS partition, CAST(NULL AS BIGINT) AS offset, "
+                       "CAST(NULL AS TIMESTAMP) AS timestamp, CAST(NULL AS INT) AS timestampType, "
+                       "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers")
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def topic_view_sql(partitions: Sequence[PartitionLogInfo]) -> str:
+    """The SQL text of :func:`topic_dataframe` (without time travel), for a persistent view.
+
+    A ``SELECT`` of the Kafka source's columns over ``delta.`{table_uri}``` of each partition with
+    ``log_start_offset <= offset < high_watermark``, joined by ``UNION ALL``; a typed empty row set
+    leads the union so every column is nullable as in Spark's Kafka source and an empty topic still
+    has the schema. The bounds are literals: the view shows what was committed when it was made.
+    """
+    selects = [f"SELECT {_KAFKA_SELECT_NULLS} WHERE false"]
+    for info in partitions:
+        table = "delta.`" + info.table_uri.replace("`", "``") + "`"
+        selects.append(
+            f"SELECT key, value, {_sql_string(info.topic)} AS topic, CAST({info.partition} AS INT) AS partition, "
+            f"CAST(offset AS BIGINT) AS offset, CAST(timestamp AS TIMESTAMP) AS timestamp, "
+            f"CAST({info.timestamp_type} AS INT) AS timestampType, "
+            f"CASE WHEN size(headers) > 0 THEN headers END AS headers "
+            f"FROM {table} WHERE offset >= {info.log_start_offset} AND offset < {info.high_watermark}")
+    return "\nUNION ALL\n".join(selects)
+
+
+def create_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[PartitionLogInfo], *,
+                      schema: str = SCHEMA) -> str:
+    """Create (or replace) the view ``{schema}.{topic}`` over the topic's committed records.
+
+    Unlike :func:`register_topic_view` (a session temp view), this is a catalog view in a schema,
+    so ``SHOW TABLES IN lakelog`` lists the topics and ``SELECT * FROM lakelog.orders`` works like
+    any table. With Spark's default in-memory catalog it lasts as long as the session; with a Hive
+    metastore it persists. The offset bounds are fixed when it is made: create it again to move
+    them (:func:`register_topics_from_gateway` does).
+
+    Returns:
+        The qualified name as written in SQL, e.g. ``"lakelog.orders"`` or ``"lakelog.`orders.v1`"``.
+    """
+    others = sorted({p.topic for p in partitions if p.topic != topic})
+    if others:
+        raise ValueError(f"partitions of other topics given for topic {topic!r}: {others}")
+    name = f"{quote_identifier(schema)}.{quote_identifier(topic)}"
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(schema)}")
+    spark.sql(f"CREATE OR REPLACE VIEW {name} AS {topic_view_sql(partitions)}")
+    return name
+
+
 def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[PartitionLogInfo]:
     """Each partition's table URI, log start offset and high watermark, as the leader reports them.
 
@@ -209,18 +264,26 @@ def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[Par
 
 
 def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient", *,
-                                 topics: Sequence[str] | None = None) -> dict[str, str]:
-    """Register a view per topic (default: every topic of the cluster, plus ``__consumer_offsets``)
-    with the bounds the brokers report now.
+                                 topics: Sequence[str] | None = None, schema: str | None = SCHEMA) -> dict[str, str]:
+    """Register a view per topic with the bounds the brokers report now.
+
+    Args:
+        topics: the topics. Default: every topic of the cluster, plus ``__consumer_offsets``.
+        schema: also create ``{schema}.{topic}`` catalog views (:func:`create_topic_view`), and
+            ``{schema}.__consumer_offsets`` when ``topics`` is None. Default: ``lakelog``; None: only
+            the session temp views.
 
     Returns:
-        ``{topic: view name as written in SQL}``.
+        ``{topic: temp view name as written in SQL}`` (the temp view is named after the topic).
     """
     names = {}
     for topic in (client.list_topics() if topics is None else topics):
-        names[topic] = register_topic_view(spark, topic, partition_logs_from_gateway(client, topic))
+        partitions = partition_logs_from_gateway(client, topic)
+        names[topic] = register_topic_view(spark, topic, partitions)
+        if schema is not None:
+            create_topic_view(spark, topic, partitions, schema=schema)
     if topics is None:
-        names["__consumer_offsets"] = register_consumer_offsets(spark, client)
+        names["__consumer_offsets"] = register_consumer_offsets(spark, client, schema=schema)
     return names
 
 
@@ -245,9 +308,18 @@ def history(spark: "SparkSession", client: "LakelogClient", topic: str, *, as_of
 
 
 def register_consumer_offsets(spark: "SparkSession", client: "LakelogClient",
-                              view_name: str = "__consumer_offsets") -> str:
-    """Register the broker's ``__consumer_offsets`` Delta table (every commit, newest last) as a view."""
+                              view_name: str = "__consumer_offsets", *, schema: str | None = None) -> str:
+    """Register the broker's ``__consumer_offsets`` Delta table (every commit, newest last) as a view.
+
+    Columns: ``group, topic, partition, offset, metadata, generation, commit_timestamp`` (see
+    :mod:`lakelog.consumer_groups.offset_store`). Also creates ``{schema}.{view_name}`` when
+    ``schema`` is given. Returns the temp view's SQL name.
+    """
     uri = client.consumer_offsets_table()
     name = quote_identifier(view_name)
     spark.read.format("delta").load(uri).createOrReplaceTempView(name)
+    if schema is not None:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(schema)}")
+        spark.sql(f"CREATE OR REPLACE VIEW {quote_identifier(schema)}.{name} AS "
+                  f"SELECT * FROM delta.`{uri.replace('`', '``')}`")
     return name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,8 +17,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakelog.log_tables.schema import LOG_SCHEMA, table_dir_name
-from lakelog.spark.sql import (KAFKA_SOURCE_SCHEMA, LOG_APPEND_TIME, PartitionLogInfo, quote_identifier,
-                               register_topic_view, topic_dataframe)
+from lakelog.spark.sql import (KAFKA_SOURCE_SCHEMA, LOG_APPEND_TIME, PartitionLogInfo, create_topic_view,
+                               quote_identifier, register_topic_view, topic_dataframe)
 
 # The module, not the `session` function the package may re-export under the same name.
 session_module = importlib.import_module("lakelog.spark.session")
@@ -157,6 +158,20 @@ def test_view_returns_exactly_the_committed_records(spark, tmp_path):
     assert by_offset[(0, 6)][0].decode() == "ключ-🔑-キー"
     assert by_offset[(0, 6)][7] == [("trace-id", b"\x00\xff"), ("ключ", None), ("dup", b"a"), ("dup", b"b"), ("", b"")]
     assert by_offset[(0, 7)][7] is None                               # no headers
+
+
+@pytest.mark.spark
+def test_view_in_the_lakelog_schema_equals_the_temp_view(spark, tmp_path):
+    schema = f"lakelog_{uuid.uuid4().hex[:8]}"
+    partitions = make_topic(tmp_path, "orders.v1", timestamp_type=LOG_APPEND_TIME)
+    name = create_topic_view(spark, "orders.v1", partitions, schema=schema)
+    assert name == f"{schema}.`orders.v1`"
+    assert collect(spark, name) == expected_rows("orders.v1", timestamp_type=1)
+    assert spark.table(name).schema == KAFKA_SOURCE_SCHEMA
+    assert [r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()] == ["orders.v1"]
+    # Re-creating moves the bounds; an empty topic keeps the schema.
+    create_topic_view(spark, "orders.v1", [], schema=schema)
+    assert spark.table(name).count() == 0 and spark.table(name).schema == KAFKA_SOURCE_SCHEMA
 
 
 @pytest.mark.spark
