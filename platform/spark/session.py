@@ -91,6 +91,10 @@ def _expand_home(value: str) -> str:
     return os.path.expanduser(value) if value == "~" or value.startswith("~/") else value
 
 
+#: Default stack size of the driver JVM's threads (``-Xss``), unless extraJavaOptions set one.
+DRIVER_THREAD_STACK = "16m"
+
+
 def session_conf(*, master: str | None = None, app_name: str = "lakelog",
                  conf: dict[str, str] | None = None) -> dict[str, str]:
     """The complete Spark configuration :func:`session` starts with, without starting anything.
@@ -120,6 +124,13 @@ def session_conf(*, master: str | None = None, app_name: str = "lakelog",
         java_opts = values.get("spark.driver.extraJavaOptions", "")
         if "log4j2.configurationFile" not in java_opts:
             values["spark.driver.extraJavaOptions"] = f"{option} {java_opts}".strip()
+
+    # A bigger default thread stack for the driver's threads: with the JVM's 1 MiB default, a
+    # streaming query's execution thread died once with a StackOverflowError deep in java.util.regex
+    # while the demo produced at full speed. Threads commit stack memory only as they use it.
+    java_opts = values.get("spark.driver.extraJavaOptions", "")
+    if "-Xss" not in java_opts:
+        values["spark.driver.extraJavaOptions"] = f"-Xss{DRIVER_THREAD_STACK} {java_opts}".strip()
 
     # Local Python workers must run this interpreter (it has pyspark and pyarrow), not whatever
     # "python3" is first on PATH, which is pyspark's default.

@@ -165,10 +165,10 @@ def test_view_in_the_lakelog_schema_equals_the_temp_view(spark, tmp_path):
     schema = f"lakelog_{uuid.uuid4().hex[:8]}"
     partitions = make_topic(tmp_path, "orders.v1", timestamp_type=LOG_APPEND_TIME)
     name = create_topic_view(spark, "orders.v1", partitions, schema=schema)
-    assert name == f"{schema}.`orders.v1`"
+    assert name == f"{schema}.orders_v1"
     assert collect(spark, name) == expected_rows("orders.v1", timestamp_type=1)
     assert spark.table(name).schema == KAFKA_SOURCE_SCHEMA
-    assert [r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()] == ["orders.v1"]
+    assert [r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()] == ["orders_v1"]
     # Re-creating moves the bounds; an empty topic keeps the schema.
     create_topic_view(spark, "orders.v1", [], schema=schema)
     assert spark.table(name).count() == 0 and spark.table(name).schema == KAFKA_SOURCE_SCHEMA
@@ -387,6 +387,7 @@ def test_session_conf_precedence(monkeypatch):
     assert conf["spark.sql.extensions"] == f"{session_module.DELTA_SQL_EXTENSION},com.example.Ext"
     assert conf["spark.jars.packages"].split(",")[1:] == ["org.example:thing:1.0"]
     assert conf["spark.driver.extraJavaOptions"].endswith(" -Dfoo=bar")
+    assert conf["spark.driver.extraJavaOptions"].startswith(f"-Xss{session_module.DRIVER_THREAD_STACK} ")
 
 
 def test_ensure_delta_jars_falls_back_to_maven(monkeypatch):

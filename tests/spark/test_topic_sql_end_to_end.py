@@ -72,3 +72,9 @@ def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, cli
     assert views["__consumer_offsets"] == "__consumer_offsets"
     row = spark.sql(f"SELECT `offset` FROM __consumer_offsets WHERE `group` = '{group}'").collect()
     assert [r.offset for r in row] == [4]
+    # The same, through the lakelog schema: a view per topic and lakelog.__consumer_offsets.
+    table = topic_name.replace("-", "_")
+    assert {table, "__consumer_offsets"} <= {r.tableName for r in spark.sql("SHOW TABLES IN lakelog").collect()}
+    assert spark.sql(f"SELECT count(*) AS n FROM lakelog.{table}").collect()[0].n == 10
+    row = spark.sql(f"SELECT `offset` FROM lakelog.__consumer_offsets WHERE `group` = '{group}'").collect()
+    assert [r.offset for r in row] == [4]
