@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from functools import reduce
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Sequence
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -227,23 +230,32 @@ def topic_view_sql(partitions: Sequence[PartitionLogInfo]) -> str:
     return "\nUNION ALL\n".join(selects)
 
 
+def catalog_view_name(topic: str) -> str:
+    """The name of a topic's view in the ``lakelog`` schema: the topic name with every character
+    other than ``[A-Za-z0-9_]`` replaced by ``_`` (Spark's catalog accepts only those in table
+    names): ``orders.v1`` -> ``orders_v1``, ``my-topic`` -> ``my_topic``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", topic)
+
+
 def create_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[PartitionLogInfo], *,
                       schema: str = SCHEMA) -> str:
-    """Create (or replace) the view ``{schema}.{topic}`` over the topic's committed records.
+    """Create (or replace) the view ``{schema}.{catalog_view_name(topic)}`` over the topic's committed records.
 
-    Unlike :func:`register_topic_view` (a session temp view), this is a catalog view in a schema,
-    so ``SHOW TABLES IN lakelog`` lists the topics and ``SELECT * FROM lakelog.orders`` works like
-    any table. With Spark's default in-memory catalog it lasts as long as the session; with a Hive
-    metastore it persists. The offset bounds are fixed when it is made: create it again to move
-    them (:func:`register_topics_from_gateway` does).
+    Unlike :func:`register_topic_view` (a session temp view named exactly as the topic), this is a
+    catalog view in a schema, so ``SHOW TABLES IN lakelog`` lists the topics and
+    ``SELECT * FROM lakelog.orders`` works like any table. Spark's catalog allows only
+    ``[A-Za-z0-9_]`` in its names, so ``orders.v1`` becomes ``lakelog.orders_v1``
+    (:func:`catalog_view_name`). With Spark's default in-memory catalog the view lasts as long as the
+    session; with a Hive metastore it persists. The offset bounds are fixed when it is made: create it
+    again to move them (:func:`register_topics_from_gateway` does).
 
     Returns:
-        The qualified name as written in SQL, e.g. ``"lakelog.orders"`` or ``"lakelog.`orders.v1`"``.
+        The qualified name as written in SQL, e.g. ``"lakelog.orders"`` or ``"lakelog.orders_v1"``.
     """
     others = sorted({p.topic for p in partitions if p.topic != topic})
     if others:
         raise ValueError(f"partitions of other topics given for topic {topic!r}: {others}")
-    name = f"{quote_identifier(schema)}.{quote_identifier(topic)}"
+    name = f"{quote_identifier(schema)}.{quote_identifier(catalog_view_name(topic))}"
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(schema)}")
     spark.sql(f"CREATE OR REPLACE VIEW {name} AS {topic_view_sql(partitions)}")
     return name
@@ -276,12 +288,18 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
     Returns:
         ``{topic: temp view name as written in SQL}`` (the temp view is named after the topic).
     """
-    names = {}
+    names, catalog_names = {}, {}
     for topic in (client.list_topics() if topics is None else topics):
         partitions = partition_logs_from_gateway(client, topic)
         names[topic] = register_topic_view(spark, topic, partitions)
-        if schema is not None:
-            create_topic_view(spark, topic, partitions, schema=schema)
+        if schema is None:
+            continue
+        other = catalog_names.setdefault(catalog_view_name(topic), topic)
+        if other != topic:  # e.g. my-topic and my_topic: the temp views still tell them apart
+            log.warning("topics %s and %s share the view name %s.%s; it shows %s", other, topic, schema,
+                        catalog_view_name(topic), other)
+            continue
+        create_topic_view(spark, topic, partitions, schema=schema)
     if topics is None:
         names["__consumer_offsets"] = register_consumer_offsets(spark, client, schema=schema)
     return names
