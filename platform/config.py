@@ -80,6 +80,16 @@ class BrokerSettings(BaseSettings):
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
     default_replication_factor: int = Field(1, gt=0, description="default.replication.factor. Default: 1.")
+    consumer_instance_timeout_ms: int = Field(300000, gt=0, description="consumer.instance.timeout.ms (REST Proxy): an HTTP consumer instance without requests for this long is deleted and its group rebalances. Default: 300000.")
+    partition_assignment_strategy: Literal["range", "roundrobin", "sticky"] = Field("range", description="partition.assignment.strategy of HTTP consumer instances that name none (Kafka consumer config): range, roundrobin or sticky. Default: range.")
+    replica_lag_time_max_ms: int = Field(30000, gt=0, description="replica.lag.time.max.ms: a follower that has not caught up to the leader's log end offset for this long leaves the ISR. Default: 30000.")
+    replica_fetch_wait_max_ms: int = Field(500, ge=0, description="replica.fetch.wait.max.ms: long-poll of a follower's fetch. Default: 500.")
+    replica_fetch_max_bytes: int = Field(16 * 1024 * 1024, gt=0, description="replica.fetch.max.bytes: soft limit on the bytes of one follower fetch. Default: 16 MiB.")
+    replica_fetch_backoff_ms: int = Field(100, ge=0, description="replica.fetch.backoff.ms: pause after a failed follower fetch. Default: 100.")
+    request_timeout_ms: int = Field(30000, gt=0, description="request.timeout.ms: how long an acks=all produce waits for the ISR. Default: 30000.")
+    auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable: the controller moves leadership back to the preferred replica once it is in sync. Default: true.")
+    leader_imbalance_check_interval_seconds: float = Field(300, gt=0, description="leader.imbalance.check.interval.seconds: how often the controller checks for preferred leaders. Default: 300.")
+    controlled_shutdown_enable: bool = Field(True, description="controlled.shutdown.enable: on SIGTERM move this broker's leaderships to other in-sync replicas before exiting. Default: true.")
 
     @classmethod
     def load(cls, *, config_file: str | Path | None = None, **overrides: Any) -> "BrokerSettings":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import uvicorn
@@ -9,21 +10,58 @@ import uvicorn
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 
+log = logging.getLogger(__name__)
+
 
 def configure_logging(level: str = "INFO") -> None:
     """Log lines as ``time level logger: message`` to stderr."""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+class _BrokerServer(uvicorn.Server):
+    """uvicorn's server with Kafka's controlled shutdown in front of its graceful shutdown.
+
+    The first SIGTERM/SIGINT first moves the broker's leaderships to other in-sync replicas (while it
+    still serves requests, so in-flight acks=all produces complete and new ones are redirected), then
+    lets uvicorn stop: no new connections, in-flight requests finish, the lifespan stops the broker.
+    A second signal stops at once.
+    """
+
+    def __init__(self, config: uvicorn.Config, broker) -> None:
+        super().__init__(config)
+        self.broker = broker
+        self._shutting_down = False
+
+    def handle_exit(self, sig, frame) -> None:
+        if self._shutting_down or self.should_exit:
+            return super().handle_exit(sig, frame)
+        self._shutting_down = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return super().handle_exit(sig, frame)
+
+        async def controlled_then_exit() -> None:
+            try:
+                await asyncio.wait_for(self.broker.controlled_shutdown(), timeout=15)
+            except Exception:
+                log.exception("controlled shutdown did not complete")
+            super(_BrokerServer, self).handle_exit(sig, frame)
+
+        loop.create_task(controlled_then_exit())
 
 
 def run_broker(settings: BrokerSettings, *, log_level: str = "info") -> None:
-    """Serve one broker in the foreground until SIGINT or SIGTERM (uvicorn's graceful shutdown).
+    """Serve one broker in the foreground until SIGINT or SIGTERM.
 
-    Uvicorn stops accepting requests, in-flight requests finish, then the app's lifespan stops the
+    Steps on SIGTERM: 1. controlled shutdown (leaderships move away, ``controlled.shutdown.enable``);
+    2. uvicorn stops accepting requests and in-flight requests finish; 3. the app's lifespan stops the
     broker: queued appends are committed, logs closed, the ZooKeeper session ended.
     """
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             access_log=False, timeout_graceful_shutdown=10, loop="uvloop", http="httptools")
-    uvicorn.Server(config).run()
+    _BrokerServer(config, app.state.broker).run()

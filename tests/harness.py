@@ -93,6 +93,7 @@ class BrokerProcess:
         """SIGTERM by pid, wait; SIGKILL if it does not exit in time. Returns the exit code."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
+        os.kill(self.process.pid, signal.SIGCONT)  # in case it was paused
         os.kill(self.process.pid, signal.SIGTERM)
         try:
             return self.process.wait(timeout_s)
@@ -105,3 +106,13 @@ class BrokerProcess:
         if self.process is not None and self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP by pid: the process freezes (its ZooKeeper session and fetches stop with it)."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT by pid after :meth:`pause`."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)

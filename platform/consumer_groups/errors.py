@@ -38,3 +38,64 @@ class InvalidCommitError(ConsumerGroupError):
 
     http_status = 422
     error_code = 42202
+
+
+# -- REST Proxy v2 consumer instances (io.confluent.kafkarest.Errors) ----------------------------
+
+class ConsumerInstanceNotFoundError(ConsumerGroupError):
+    """Consumer instance not found. REST Proxy: 404 / 40403.
+
+    The instance was deleted, expired after ``consumer.instance.timeout.ms`` without requests, or
+    lives on another broker (use the ``base_uri`` returned when it was created).
+    """
+
+    http_status = 404
+    error_code = 40403
+
+
+class ConsumerFormatMismatchError(ConsumerGroupError):
+    """The requested embedded data format does not match the format of this consumer instance.
+
+    REST Proxy: 406 / 40601 (the ``Accept`` header of a records request must name the instance's format).
+    """
+
+    http_status = 406
+    error_code = 40601
+
+
+class ConsumerAlreadySubscribedError(ConsumerGroupError):
+    """The consumer instance is already subscribed to other topics. REST Proxy: 409 / 40901.
+
+    Delete the subscription first (``DELETE .../subscription``), then subscribe again.
+    """
+
+    http_status = 409
+    error_code = 40901
+
+
+class ConsumerAlreadyExistsError(ConsumerGroupError):
+    """Consumer with specified consumer ID already exists in the specified consumer group.
+
+    REST Proxy: 409 / 40902. Instance names are unique per group across the cluster (ZooKeeper).
+    """
+
+    http_status = 409
+    error_code = 40902
+
+
+class IllegalConsumerStateError(ConsumerGroupError):
+    """Illegal state of a consumer instance. REST Proxy: 409 / 40903 (Kafka's IllegalStateException).
+
+    E.g. subscription, manual assignment and pattern subscription are mutually exclusive; seeking or
+    reading needs an assignment.
+    """
+
+    http_status = 409
+    error_code = 40903
+
+
+class InvalidConsumerConfigError(ConsumerGroupError):
+    """Invalid consumer configuration. REST Proxy: 422 / 42204."""
+
+    http_status = 422
+    error_code = 42204

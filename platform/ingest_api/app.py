@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import logging
 from datetime import datetime, timezone
-from typing import Annotated
+from typing import Annotated, Optional
 
 import numpy as np
 import orjson
@@ -35,8 +35,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.errors import LakelogError
-from lakelog.ingest_api import codecs, models, offsets_api
+from lakelog.ingest_api import codecs, consumers_api, models, offsets_api, replica_api
 from lakelog.ingest_api.errors import (
+    ForwardedProduceError,
     InvalidEncodingError,
     InvalidPartitionInRecordError,
     MalformedBodyError,
@@ -45,10 +46,12 @@ from lakelog.ingest_api.errors import (
 )
 from lakelog.ingest_api.partitioner import partitions_for_keys
 from lakelog.log_tables.records import check_record_sizes, normalize_produce_batch
+from lakelog.replication.acks import ACKS_HEADER, parse_acks
+from lakelog.replication.errors import NotLeaderError
 
 log = logging.getLogger(__name__)
 
-_ERRORS = {status: {"model": models.ErrorBody} for status in (400, 404, 406, 413, 415, 421, 422, 503)}
+_ERRORS = {status: {"model": models.ErrorBody} for status in (400, 404, 406, 413, 415, 421, 422, 503, 504)}
 
 _PRODUCE_BODY = {
     "requestBody": {
@@ -95,7 +98,8 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
     async def lifespan(app: FastAPI):
         await broker.start()
         try:
-            yield
+            async with consumers_api.consumer_instances(app, broker, settings):
+                yield
         finally:
             await broker.stop()
 
@@ -108,6 +112,8 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
     )
     app.state.broker = broker
     app.include_router(offsets_api.router)
+    app.include_router(consumers_api.router)
+    app.include_router(replica_api.router)
     _document_raw_body_models(app)
 
     # -- errors ---------------------------------------------------------------------------------
@@ -155,11 +161,25 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
             info.log_start_offset = part.log.log_start_offset
             info.log_end_offset = part.log.log_end_offset
             info.high_watermark = part.log.high_watermark
+        elif state.leader >= 0:  # any broker answers for the whole cluster: the offsets are the leader's
+            url = await broker.broker_url(state.leader)
+            try:
+                if url is not None and broker.http is not None:
+                    resp = await broker.http.get(f"{url}/topics/{topic}/partitions/{p}", timeout=2.0)
+                    if resp.status_code == 200:
+                        remote = resp.json()
+                        info.log_start_offset = remote.get("log_start_offset")
+                        info.log_end_offset = remote.get("log_end_offset")
+                        info.high_watermark = remote.get("high_watermark")
+            except Exception:  # the leader is unreachable: offsets stay unknown
+                pass
         return info
 
     async def produce_batch(topic: str, batch: pa.Table, partitions: pa.Array | None,
-                            fixed_partition: int | None) -> Response:
-        """Route a decoded batch to partitions, validate all of it, append, answer per record."""
+                            fixed_partition: int | None, acks: str = "all") -> Response:
+        """Route a decoded batch to partitions, validate all of it, append, answer per record.
+
+        ``acks`` as in :mod:`lakelog.replication.acks` (``0`` answers offsets -1)."""
         meta = await broker.topic_fresh(topic)
         n = batch.num_rows
         # 1. validate the whole request before anything is queued: nothing partial is ever written
@@ -189,7 +209,9 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
             groups = [(fixed_partition, None)]
         # 3. append each partition's share; the group committer batches them with other requests
         subs = [(p, batch if mask is None else batch.filter(mask), mask) for p, mask in groups]
-        results = await asyncio.gather(*(broker.produce(topic, p, sub) for p, sub, _ in subs), return_exceptions=True)
+        append = broker.produce if fixed_partition is not None else append_or_forward
+        results = await asyncio.gather(*(append(topic, p, sub, acks=acks) for p, sub, _ in subs),
+                                       return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and len(errors) == len(results):
             raise errors[0]
@@ -204,7 +226,7 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
                 failed[p] = base
                 offsets[idx] = -1
             else:
-                offsets[idx] = base + np.arange(len(idx))
+                offsets[idx] = -1 if acks == "0" else base + np.arange(len(idx))
         if not failed:
             entries = [{"partition": p, "offset": o, "error_code": None, "error": None}
                        for p, o in zip(part_of.tolist(), offsets.tolist())]
@@ -220,11 +242,35 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
                                     "error": str(err)})
         return _json({"offsets": entries, "key_schema_id": None, "value_schema_id": None})
 
+    async def append_or_forward(topic: str, partition: int, records: pa.Table, *, acks: str) -> int:
+        """Append a topic-level produce's share for ``partition`` here, or send it to the partition's
+        leader (Arrow IPC to ``/topics/{t}/partitions/{p}/records`` with the same ``acks``) when this
+        broker does not lead it: a ``POST /topics/{t}`` may go to any broker, as with REST Proxy, which
+        produces to every leader. Returns the share's base offset; raises what the leader answered."""
+        try:
+            return await broker.produce(topic, partition, records, acks=acks)
+        except NotLeaderError as e:
+            if broker.http is None or not e.leader_url:
+                raise
+            leader_url = e.leader_url
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, records.schema) as writer:
+            writer.write_table(records)
+        resp = await broker.http.post(
+            f"{leader_url}/topics/{topic}/partitions/{partition}/records", params={"acks": acks},
+            content=sink.getvalue().to_pybytes(), headers={"Content-Type": codecs.ARROW_STREAM},
+            timeout=settings.request_timeout_ms / 1000.0 + 5)
+        body = resp.json()
+        if resp.status_code != 200:
+            raise ForwardedProduceError(resp.status_code, body)
+        return body["base_offset"]
+
     async def produce(request: Request, topic: str, partition: int | None, *, allow_arrow: bool) -> Response:
         fmt = codecs.produce_format(request.headers.get("content-type"))
         if fmt == "arrow" and not allow_arrow:
             raise UnsupportedMediaTypeError(
                 f"Arrow produce goes to one partition: POST /topics/{topic}/partitions/{{p}}/records.")
+        acks = parse_acks(request.query_params.get("acks", request.headers.get(ACKS_HEADER)))
         body = await read_body(request)
         await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
         batch, parts = codecs.decode_produce(body, fmt)
@@ -237,10 +283,11 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
             if batch.num_rows == 0:
                 raise MalformedBodyError("The Arrow body holds no records.")
             check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
-            base = await broker.produce(topic, partition, batch)
-            return _json({"partition": partition, "base_offset": base, "last_offset": base + batch.num_rows - 1,
+            base = await broker.produce(topic, partition, batch, acks=acks)
+            return _json({"partition": partition, "base_offset": base,
+                          "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                           "record_count": batch.num_rows})
-        return await produce_batch(topic, batch, parts, partition)
+        return await produce_batch(topic, batch, parts, partition, acks)
 
     # -- v2: metadata ---------------------------------------------------------------------------
 
@@ -323,16 +370,32 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
 
     @app.get("/lakelog/v1/topics/{topic}/logs", response_model=list[models.PartitionLogInfo], responses=_ERRORS,
              tags=["lakelog"], summary="Partition tables and their high watermarks, for direct readers (Spark)")
-    async def topic_logs(topic: TopicName) -> list[models.PartitionLogInfo]:
+    async def topic_logs(topic: TopicName, partition: Optional[int] = Query(
+            None, ge=0, description="only this partition (default: all)")) -> list[models.PartitionLogInfo]:
+        """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked
+        of its leader (``?partition=``), whose table holds the committed records (offsets below the HW)."""
         meta = await broker.topic_fresh(topic)
-        out = []
-        for p in sorted(meta.replicas):
-            part = await broker.leader_partition(topic, p)
-            out.append(models.PartitionLogInfo(
+        if partition is not None:
+            broker.check_partition(meta, partition)
+
+        async def one(p: int) -> models.PartitionLogInfo:
+            try:
+                part = await broker.leader_partition(topic, p)
+            except NotLeaderError as e:
+                if broker.http is None or not e.leader_url:
+                    raise
+                resp = await broker.http.get(f"{e.leader_url}/lakelog/v1/topics/{topic}/logs",
+                                             params={"partition": p}, timeout=10.0)
+                if resp.status_code != 200:
+                    raise
+                return models.PartitionLogInfo(**resp.json()[0])
+            return models.PartitionLogInfo(
                 topic=topic, partition=p, table_uri=part.log.table_uri, log_start_offset=part.log.log_start_offset,
                 log_end_offset=part.log.log_end_offset, high_watermark=part.log.high_watermark,
-                leader_epoch=part.leader_epoch, timestamp_type=meta.config.timestamp_type_id))
-        return out
+                leader_epoch=part.leader_epoch, timestamp_type=meta.config.timestamp_type_id)
+
+        wanted = [partition] if partition is not None else sorted(meta.replicas)
+        return list(await asyncio.gather(*(one(p) for p in wanted)))
 
     # -- v3 -------------------------------------------------------------------------------------
 

@@ -52,3 +52,17 @@ class RequestTooLargeError(RequestError):
 
     http_status = 413
     error_code = 41301
+
+
+class ForwardedProduceError(LakelogError):
+    """The partition's leader refused a share of a topic-level produce this broker forwarded to it.
+
+    Carries the leader's status, error code and message, and is retriable when the leader's answer
+    was (503 not enough replicas, 421 leadership moved, 504 timed out).
+    """
+
+    def __init__(self, status: int, body: dict) -> None:
+        super().__init__(f"The partition leader answered {status}: {body.get('message', body)}")
+        self.http_status = status
+        self.error_code = int(body.get("error_code", status * 100))
+        self.retriable = status in (421, 503, 504)

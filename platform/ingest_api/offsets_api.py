@@ -139,12 +139,11 @@ async def group_lag(group: str, request: Request) -> GroupLag:
         except Exception:
             continue  # the topic was deleted since
         for p in sorted(meta.replicas):
-            local = await broker.leader_partition(topic, p)
-            hw = local.log.high_watermark
+            log_start, log_end, hw = await broker.partition_offsets(topic, p)
             c = committed.get((topic, p))
             parts.append(PartitionLag(topic=topic, partition=p, committed_offset=c,
-                                      log_end_offset=local.log.log_end_offset, high_watermark=hw,
-                                      lag=max(0, hw - (c if c is not None else local.log.log_start_offset))))
+                                      log_end_offset=log_end, high_watermark=hw,
+                                      lag=max(0, hw - (c if c is not None else log_start))))
     return GroupLag(group=group, partitions=parts, total_lag=sum(p.lag for p in parts))
 
 

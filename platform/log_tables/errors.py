@@ -58,3 +58,28 @@ class LogClosedError(LogTableError):
     http_status = 503
     error_code = 50302
     retriable = True
+
+
+class FencedLeaderEpochError(LogTableError):
+    """An append carries a leader epoch older than the newest epoch already in the log.
+
+    A deposed leader can append nothing: once records of a newer leader epoch are in the replica's
+    log (or the replica has seen that epoch), appends stamped with an older epoch are refused.
+    Kafka: FENCED_LEADER_EPOCH (74), KIP-101/KIP-320. Retriable: the client looks up the new leader.
+    """
+
+    http_status = 421
+    error_code = 42102
+    retriable = True
+
+
+class NonContiguousOffsetsError(LogTableError):
+    """A replicated batch does not start at the log end offset or its offsets are not dense.
+
+    A follower appends the leader's records with the leader's offsets; the batch must continue the
+    log exactly (``offset[0] == log end offset``, each next offset one more).
+    """
+
+    http_status = 409
+    error_code = 40911
+    retriable = True

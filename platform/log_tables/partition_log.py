@@ -11,7 +11,15 @@ State recovered on open (after a clean stop or a crash alike):
 - log end offset (LEO) = max(``max.offset`` file statistic over the table's files) + 1, or the
   ``lakelog.log_end_offset`` recorded in the newest commit if that is larger (a log emptied by
   retention keeps its offsets);
-- log start offset = min(``min.offset``), or the LEO of an empty log.
+- log start offset = min(``min.offset``), or the LEO of an empty log;
+- the leader epoch cache (KIP-101): the first offset of each leader epoch in the log, from the
+  ``leader_epoch`` min/max file statistics (only files that span several epochs are read).
+
+Replication (see :mod:`lakelog.replication`) adds three operations: :meth:`PartitionLog.append_replicated`
+(a follower appends the leader's records with the leader's offsets), :meth:`PartitionLog.truncate_to`
+(a replica drops its un-replicated tail, KIP-101) and :meth:`PartitionLog.end_offset_for_epoch`
+(the leader answers a follower's OffsetsForLeaderEpoch). Appends stamped with a leader epoch older
+than the newest one the log has seen are refused (:class:`FencedLeaderEpochError`).
 
 A Delta commit is atomic: a batch is either wholly in the table (and then it is acknowledged) or
 not at all. Parquet files written by a commit that did not complete are never referenced.
@@ -36,7 +44,13 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.errors import CommitFailedError, LogClosedError, OffsetOutOfRangeError
+from lakelog.log_tables.errors import (
+    CommitFailedError,
+    FencedLeaderEpochError,
+    LogClosedError,
+    NonContiguousOffsetsError,
+    OffsetOutOfRangeError,
+)
 from lakelog.log_tables.records import normalize_produce_batch
 from lakelog.log_tables.schema import LOG_SCHEMA, TIMESTAMP_TYPE
 
@@ -94,12 +108,16 @@ class PartitionLog:
         config: the topic's configuration (``max.message.bytes``, ``message.timestamp.type``,
             ``compression.type`` are honoured here).
         tail_cache_max_bytes: bytes of the newest records kept in memory. Default: 32 MiB.
+        initial_high_watermark: the high watermark after opening (capped at the log end offset).
+            Default: None = the log end offset (a single-replica log: everything in it is committed).
+            A replicated partition passes its log start offset and lets the ISR move it.
 
     Use :meth:`open`, which creates the table when it does not exist yet and recovers the offsets.
     """
 
     def __init__(self, *, topic: str, partition: int, table_uri: str, config: TopicConfig,
-                 table: DeltaTable, tail_cache_max_bytes: int = 32 * 1024 * 1024) -> None:
+                 table: DeltaTable, tail_cache_max_bytes: int = 32 * 1024 * 1024,
+                 initial_high_watermark: int | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.table_uri = table_uri
@@ -119,15 +137,20 @@ class PartitionLog:
         self._log_end_offset = 0
         self.high_watermark = 0
         self._hw_listeners: list = []
+        #: leader epoch cache: (epoch, first offset of that epoch), ascending in both (KIP-101)
+        self._epochs: list[tuple[int, int]] = []
+        self._fence_epoch = -1  # newest leader epoch seen (appends below it are refused)
         self._fs, self._root = pafs.FileSystem.from_uri(table_uri)
         self._recover()
-        self.high_watermark = self._log_end_offset
+        self.high_watermark = (self._log_end_offset if initial_high_watermark is None
+                               else max(self._log_start_offset, min(initial_high_watermark, self._log_end_offset)))
 
     # -- opening and recovery -------------------------------------------------------------------
 
     @classmethod
     def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
-             tail_cache_max_bytes: int = 32 * 1024 * 1024) -> "PartitionLog":
+             tail_cache_max_bytes: int = 32 * 1024 * 1024,
+             initial_high_watermark: int | None = None) -> "PartitionLog":
         """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
 
         Raises:
@@ -147,7 +170,7 @@ class PartitionLog:
                 configuration={"delta.dataSkippingNumIndexedCols": "9"},
             )
         return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
-                   tail_cache_max_bytes=tail_cache_max_bytes)
+                   tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark)
 
     def _recover(self) -> None:
         """Rebuild the segment index, log start and log end offsets from the table's metadata."""
@@ -160,6 +183,33 @@ class PartitionLog:
         self._cache.clear()
         self._cache_bases.clear()
         self._cache_bytes = 0
+        self._epochs = self._load_epochs()
+        if self._epochs:
+            self._fence_epoch = max(self._fence_epoch, self._epochs[-1][0])
+
+    def _load_epochs(self) -> list[tuple[int, int]]:
+        """The leader epoch cache from the table: ``[(epoch, first offset)]`` in offset order.
+
+        Uses the ``min/max.leader_epoch`` file statistics; only files spanning several epochs are read
+        (their ``offset`` and ``leader_epoch`` columns).
+        """
+        actions = pa.table(self._table.get_add_actions(flatten=True))
+        if actions.num_rows == 0 or "min.leader_epoch" not in actions.column_names:
+            return []
+        actions = actions.filter(pc.is_valid(actions["min.offset"])).sort_by("min.offset")
+        epochs: list[tuple[int, int]] = []
+        for lo, e_lo, e_hi, path in zip(actions["min.offset"].to_pylist(), actions["min.leader_epoch"].to_pylist(),
+                                        actions["max.leader_epoch"].to_pylist(), actions["path"].to_pylist()):
+            if e_lo == e_hi:
+                starts = [(int(e_lo), int(lo))]
+            else:
+                t = pq.read_table(f"{self._root}/{unquote(path)}", filesystem=self._fs,
+                                  columns=["offset", "leader_epoch"]).sort_by("offset")
+                starts = _epoch_starts(t["offset"].to_numpy(), t["leader_epoch"].to_numpy())
+            for epoch, start in starts:
+                if not epochs or epoch > epochs[-1][0]:
+                    epochs.append((epoch, start))
+        return epochs
 
     def _recorded_log_end_offset(self) -> int:
         if self._table.version() <= 0:
@@ -227,6 +277,41 @@ class PartitionLog:
         """Current Delta table version."""
         return self._table.version()
 
+    # -- leader epochs (KIP-101) ----------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch of a record in the log, or -1 for an empty log."""
+        with self._state_lock:
+            return self._epochs[-1][0] if self._epochs else -1
+
+    def fence(self, leader_epoch: int) -> None:
+        """Refuse, from now on, appends stamped with an epoch older than ``leader_epoch``.
+
+        Called when the replica learns of a new leader epoch (it became leader or follower), so a
+        commit queued under an older epoch can not land afterwards.
+        """
+        with self._state_lock:
+            self._fence_epoch = max(self._fence_epoch, leader_epoch)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetsForLeaderEpoch answer for ``leader_epoch`` (KIP-101, KIP-279).
+
+        Returns:
+            ``(epoch, end_offset)``: ``epoch`` is the largest epoch in the log at or below
+            ``leader_epoch``; ``end_offset`` is the first offset of the next larger epoch in the log,
+            or the log end offset when there is none. ``(-1, log start offset)`` when the log has no
+            epoch at or below ``leader_epoch`` (an empty log: a follower truncates everything).
+        """
+        with self._state_lock:
+            epochs, leo = list(self._epochs), self._log_end_offset
+            lso = self._log_start_offset
+        i = bisect.bisect_right([e for e, _ in epochs], leader_epoch) - 1
+        if i < 0:
+            return -1, lso
+        end = epochs[i + 1][1] if i + 1 < len(epochs) else leo
+        return epochs[i][0], end
+
     # -- append ---------------------------------------------------------------------------------
 
     def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None) -> AppendInfo:
@@ -253,6 +338,10 @@ class PartitionLog:
         with self._write_lock:
             if self._closed:
                 raise LogClosedError(f"The log of {self.topic}-{self.partition} is closed")
+            if leader_epoch < self._fence_epoch:
+                raise FencedLeaderEpochError(
+                    f"Append to {self.topic}-{self.partition} with leader epoch {leader_epoch} refused: the "
+                    f"replica has seen leader epoch {self._fence_epoch} (this broker is no longer the leader).")
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self._log_end_offset
             batch = self._to_log_batch(records, base_offset=base, leader_epoch=leader_epoch,
@@ -274,7 +363,121 @@ class PartitionLog:
                 self._log_end_offset = base + n
                 self._add_to_cache(base, batch)
                 self._commits_since_index += 1
+                if not self._epochs or leader_epoch > self._epochs[-1][0]:
+                    self._epochs.append((leader_epoch, base))
+                self._fence_epoch = max(self._fence_epoch, leader_epoch)
             return AppendInfo(base, base + n - 1, n, now_ms, version)
+
+    def append_replicated(self, batch: pa.Table) -> AppendInfo:
+        """Append the leader's records as they are (offsets, timestamps, leader epochs kept): one Delta commit.
+
+        A follower's path. Steps:
+
+        1. check the batch continues the log: ``offset[0]`` is the log end offset, offsets are dense;
+        2. commit it as one Delta transaction, recording the new log end offset in commitInfo;
+        3. move the log end offset, the tail cache and the leader epoch cache.
+
+        Args:
+            batch: rows with the columns of :data:`LOG_SCHEMA` (as served by the leader's replica
+                fetch), in offset order, at least one.
+
+        Raises:
+            NonContiguousOffsetsError: the batch does not continue the log (the follower truncates
+                and fetches again).
+            LogClosedError, CommitFailedError: as :meth:`append`.
+        """
+        n = batch.num_rows
+        if n == 0:
+            raise ValueError("append_replicated needs at least one record")
+        batch = batch.select(LOG_SCHEMA.names).cast(LOG_SCHEMA).combine_chunks()
+        offsets = batch["offset"].to_numpy()
+        with self._write_lock:
+            if self._closed:
+                raise LogClosedError(f"The log of {self.topic}-{self.partition} is closed")
+            # 1. the batch must continue the log exactly
+            base = self._log_end_offset
+            if int(offsets[0]) != base or int(offsets[-1]) != base + n - 1 or (
+                    n > 1 and not (np.diff(offsets) == 1).all()):
+                raise NonContiguousOffsetsError(
+                    f"Replicated batch for {self.topic}-{self.partition} holds offsets {int(offsets[0])}.."
+                    f"{int(offsets[-1])} ({n} records) but the log end offset is {base}.")
+            # 2. one Delta transaction, the new LEO recorded in commitInfo
+            try:
+                write_deltalake(
+                    self._table, batch, mode="append",
+                    writer_properties=WriterProperties(compression=PARQUET_CODECS[self.config.compression_type]),
+                    commit_properties=CommitProperties(custom_metadata={LOG_END_OFFSET_KEY: str(base + n)}),
+                )
+            except Exception as e:
+                log.warning("replicated commit of %d records to %s-%d failed: %s", n, self.topic, self.partition, e)
+                self._recover_after_failed_commit()
+                raise CommitFailedError(
+                    f"Writing {n} replicated records to {self.topic}-{self.partition} failed: {e}") from e
+            version = self._table.version()
+            # 3. LEO, tail cache, leader epoch cache
+            starts = _epoch_starts(offsets, batch["leader_epoch"].to_numpy())
+            with self._state_lock:
+                self._log_end_offset = base + n
+                self._add_to_cache(base, batch)
+                self._commits_since_index += 1
+                for epoch, start in starts:
+                    if not self._epochs or epoch > self._epochs[-1][0]:
+                        self._epochs.append((epoch, start))
+                        self._fence_epoch = max(self._fence_epoch, epoch)
+            return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at or above ``offset``; the log end offset becomes ``offset`` (KIP-101).
+
+        Steps:
+
+        1. nothing to do when ``offset`` is at or above the log end offset;
+        2. one Delta commit: an overwrite with ``predicate = offset >= X`` and no rows (Delta's
+           replaceWhere; files holding offsets below X are rewritten with just those rows), the new
+           log end offset recorded in commitInfo, so recovery after a crash gives the same LEO;
+        3. re-read the segment index, tail cache and leader epoch cache; the high watermark drops to
+           at most ``offset``.
+
+        Args:
+            offset: the new log end offset; not below the log start offset.
+
+        Returns:
+            True if records were removed.
+
+        Raises:
+            ValueError: ``offset`` is below the log start offset.
+            LogClosedError, CommitFailedError: as :meth:`append`.
+        """
+        with self._write_lock:
+            if self._closed:
+                raise LogClosedError(f"The log of {self.topic}-{self.partition} is closed")
+            # 1. nothing above the point
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._log_start_offset:
+                raise ValueError(f"cannot truncate {self.topic}-{self.partition} to {offset}, below the log "
+                                 f"start offset {self._log_start_offset}")
+            old_leo = self._log_end_offset
+            # 2. one commit: replaceWhere offset >= X with no rows
+            try:
+                write_deltalake(
+                    self._table, LOG_SCHEMA.empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
+                    commit_properties=CommitProperties(custom_metadata={
+                        LOG_END_OFFSET_KEY: str(offset), "lakelog.operation": "truncate"}),
+                )
+            except Exception as e:
+                log.warning("truncating %s-%d to %d failed: %s", self.topic, self.partition, offset, e)
+                self._recover_after_failed_commit()
+                raise CommitFailedError(f"Truncating {self.topic}-{self.partition} to {offset} failed: {e}") from e
+            # 3. in-memory state from the table
+            fence = self._fence_epoch
+            self._recover()
+            with self._state_lock:
+                self._log_end_offset = offset
+                self.high_watermark = min(self.high_watermark, offset)
+                self._fence_epoch = max(fence, self._fence_epoch)
+            log.info("truncated %s-%d from log end offset %d to %d", self.topic, self.partition, old_leo, offset)
+            return True
 
     def _recover_after_failed_commit(self) -> None:
         try:
@@ -505,3 +708,12 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
                 f"end={self._log_end_offset}, hw={self.high_watermark})")
+
+
+def _epoch_starts(offsets: np.ndarray, epochs: np.ndarray) -> list[tuple[int, int]]:
+    """``[(epoch, first offset)]`` where the epoch changes along offset-ordered rows (vectorised)."""
+    if len(offsets) == 0:
+        return []
+    change = np.flatnonzero(np.diff(epochs) != 0) + 1
+    idx = np.concatenate([[0], change])
+    return [(int(e), int(o)) for e, o in zip(epochs[idx], offsets[idx])]

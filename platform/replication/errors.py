@@ -62,12 +62,26 @@ class LeaderNotAvailableError(ReplicationError):
 class NotLeaderError(ReplicationError):
     """This broker is not the partition's leader. Kafka: NOT_LEADER_OR_FOLLOWER (6).
 
-    Answered with 421 Misdirected Request; the message names the leader's URL.
+    Answered with 421 Misdirected Request; the message names the leader's URL, and the body carries
+    ``leader_id`` and ``leader_url`` (when known) so a client can go straight to the leader.
     """
 
     http_status = 421
     error_code = 42101
     retriable = True
+
+    def __init__(self, message: str | None = None, *, leader_id: int | None = None,
+                 leader_url: str | None = None) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_url = leader_url
+
+    def to_body(self) -> dict:
+        body = super().to_body()
+        if self.leader_id is not None:
+            body["leader_id"] = self.leader_id
+            body["leader_url"] = self.leader_url
+        return body
 
 
 class TopicExistsError(ReplicationError):
@@ -96,3 +110,47 @@ class InvalidReplicationFactorError(ReplicationError):
 
     http_status = 400
     error_code = 40006
+
+
+class NotEnoughReplicasError(ReplicationError):
+    """The ISR is smaller than the topic's ``min.insync.replicas``: an ``acks=all`` produce is refused
+    before anything is written. Kafka: NOT_ENOUGH_REPLICAS (19). Retriable (the ISR may grow back)."""
+
+    http_status = 503
+    error_code = 50310
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(ReplicationError):
+    """The batch was written by the leader but did not reach ``min.insync.replicas`` replicas in
+    ``request.timeout.ms``; it may or may not become committed. Kafka: NOT_ENOUGH_REPLICAS_AFTER_APPEND (20).
+    Retriable (a retry may duplicate the batch)."""
+
+    http_status = 503
+    error_code = 50311
+    retriable = True
+
+
+class RequestTimedOutError(ReplicationError):
+    """The batch was written by the leader, but the high watermark did not pass it within
+    ``request.timeout.ms``. Kafka: REQUEST_TIMED_OUT (7). Retriable (a retry may duplicate the batch)."""
+
+    http_status = 504
+    error_code = 50401
+    retriable = True
+
+
+class InvalidRequiredAcksError(ReplicationError):
+    """``acks`` is not 0, 1, all (or -1). Kafka: INVALID_REQUIRED_ACKS (21)."""
+
+    http_status = 400
+    error_code = 40007
+
+
+class UnknownLeaderEpochError(ReplicationError):
+    """A replica request names a leader epoch newer than this broker knows (it has not yet seen the
+    state change). Kafka: UNKNOWN_LEADER_EPOCH (76). Retriable."""
+
+    http_status = 409
+    error_code = 40912
+    retriable = True

@@ -4,6 +4,8 @@ ZooKeeper layout (under the chroot of ``zookeeper.connect``)::
 
     /lakelog/cluster/id                            the cluster id (created once)
     /lakelog/brokers/ids/{id}                      ephemeral: {"host","port","rack","started_at"}
+    /lakelog/controller                            ephemeral: {"broker_id","epoch"} of the elected controller
+    /lakelog/controller_epoch                      the controller epoch, bumped by each new controller
     /lakelog/topics/{topic}                        {"topic_id","partitions":{"0":[1,2,3]},"config":{...}}
     /lakelog/topics/{topic}/partitions/{p}/state   {"leader","leader_epoch","isr","controller_epoch"}
     /lakelog/admin/delete_topics/{topic}           a pending deletion
@@ -42,6 +44,7 @@ BROKERS_PATH = f"{ROOT}/brokers/ids"
 TOPICS_PATH = f"{ROOT}/topics"
 DELETE_TOPICS_PATH = f"{ROOT}/admin/delete_topics"
 CONTROLLER_PATH = f"{ROOT}/controller"
+CONTROLLER_EPOCH_PATH = f"{ROOT}/controller_epoch"
 CONSUMERS_PATH = f"{ROOT}/consumers"
 
 #: Kafka's legal topic characters and length (``org.apache.kafka.common.internals.Topic``).
@@ -102,6 +105,12 @@ class PartitionState:
         d = asdict(self)
         d.pop("version")
         return d
+
+    @classmethod
+    def from_json(cls, data: bytes, version: int = -1) -> "PartitionState":
+        """Parse the state znode's JSON (``version`` = its znode version)."""
+        d = _load(data)
+        return cls(d["leader"], d["leader_epoch"], list(d["isr"]), d.get("controller_epoch", 0), version)
 
 
 @dataclass(frozen=True)
@@ -294,14 +303,17 @@ class ClusterMetadata:
         except NoNodeError:
             pass
 
+    def state_path(self, topic: str, partition: int) -> str:
+        """The partition's state znode."""
+        return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         """The partition's leader/epoch/ISR with its znode version. Raises :class:`UnknownTopicError`."""
         try:
             data, stat = self.zk.get(f"{TOPICS_PATH}/{topic}/partitions/{partition}/state")
         except NoNodeError:
             raise UnknownTopicError(topic) from None
-        d = _load(data)
-        return PartitionState(d["leader"], d["leader_epoch"], list(d["isr"]), d.get("controller_epoch", 0), stat.version)
+        return PartitionState.from_json(data, stat.version)
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
         """Write a new state if the znode is still at ``state.version`` (compare-and-set).

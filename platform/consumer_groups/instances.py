@@ -1,0 +1,125 @@
+"""A REST Proxy v2 consumer instance: its configuration, subscription, assignment and positions.
+
+An instance is the HTTP counterpart of a ``KafkaConsumer``: created by ``POST /consumers/{group}``,
+it lives in the broker process that created it (REST Proxy's model; its ``base_uri`` points there)
+until it is deleted or has served no request for ``consumer.instance.timeout.ms``.
+
+State, all touched only from the broker's event loop:
+
+- ``owned``: partitions the instance may read now (its current assignment); ``positions`` holds the
+  next offset to read of each (Kafka's *position*);
+- ``pending``: partitions assigned to it in the current generation that it may read only once every
+  member has revoked what it loses (see :mod:`lakelog.consumer_groups.membership`);
+- ``generation``: the group generation it belongs to (None when it is not a group member: not
+  subscribed, or manually assigned); its offset commits carry it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lakelog.consumer_groups.assignors import TopicPartition
+
+EmbeddedFormat = Literal["binary", "json"]
+OffsetReset = Literal["earliest", "latest"]
+
+#: Kafka's ``auto.commit.interval.ms`` default: with auto commit, positions are committed on a
+#: records request at most this often (and always on revocation and close).
+AUTO_COMMIT_INTERVAL_MS = 5000
+
+
+@dataclass(eq=False)
+class ConsumerInstance:
+    """One consumer instance (REST Proxy v2 ``ConsumerInstanceConfig`` plus its consumer state).
+
+    Attributes:
+        group, name: the consumer group and the instance's name (its member id in the group).
+        format: ``binary`` (base64 keys and values) or ``json`` (embedded JSON).
+        auto_offset_reset: where to start a partition without a committed offset (``earliest``,
+            ``latest``). Kafka's default: ``latest``.
+        auto_commit: ``auto.commit.enable``: commit positions every ``auto.commit.interval.ms`` on
+            reads, before partitions are revoked and on close. Kafka's default: true.
+        fetch_min_bytes: a records request returns once it has this many bytes (or at its timeout).
+        request_timeout_ms: default ``timeout`` of a records request (``consumer.request.timeout.ms``).
+        assignor: the ``partition.assignment.strategy`` it asks the group for.
+    """
+
+    group: str
+    name: str
+    format: EmbeddedFormat = "binary"
+    auto_offset_reset: OffsetReset = "latest"
+    auto_commit: bool = True
+    fetch_min_bytes: int = 1
+    request_timeout_ms: int = 1000
+    assignor: str = "range"
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # subscription: explicit topics, a pattern, or a manual assignment (mutually exclusive)
+    topics: list[str] | None = None
+    pattern: re.Pattern | None = None
+    manual: bool = False
+    # assignment and positions
+    generation: int | None = None
+    owned: set[TopicPartition] = field(default_factory=set)
+    pending: set[TopicPartition] = field(default_factory=set)
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    closed: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+    last_auto_commit: float = field(default_factory=time.monotonic)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    rotation: int = 0
+
+    @property
+    def subscribed(self) -> bool:
+        """True when subscribed to topics or a pattern (a group member)."""
+        return self.topics is not None or self.pattern is not None
+
+    def touch(self) -> None:
+        """Record a request on the instance (restarts its ``consumer.instance.timeout.ms`` clock)."""
+        self.last_used = time.monotonic()
+
+    def idle_ms(self, now: float | None = None) -> float:
+        """Milliseconds since its last request."""
+        return ((now if now is not None else time.monotonic()) - self.last_used) * 1000.0
+
+    def matching_topics(self, all_topics: list[str]) -> list[str]:
+        """The topics of its subscription: the explicit list, or the existing topics its pattern matches
+        in full (Java ``Pattern.matcher(topic).matches()``), sorted."""
+        if self.pattern is not None:
+            return sorted(t for t in all_topics if self.pattern.fullmatch(t))
+        return sorted(self.topics or [])
+
+    def notify(self) -> None:
+        """Wake a records request waiting on this instance (its assignment changed)."""
+        event, self.changed = self.changed, asyncio.Event()
+        event.set()
+
+    def revoke(self, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Stop reading ``partitions``; returns their positions (what auto commit commits)."""
+        positions = {tp: self.positions[tp] for tp in partitions if tp in self.positions}
+        self.owned -= partitions
+        self.pending -= partitions
+        for tp in partitions:
+            self.positions.pop(tp, None)
+        self.notify()
+        return positions
+
+    def activate(self, positions: dict[TopicPartition, int]) -> None:
+        """Start reading the given partitions at the given offsets."""
+        self.positions.update(positions)
+        self.owned |= set(positions)
+        self.pending -= set(positions)
+        self.notify()
+
+    def consumed_positions(self) -> dict[TopicPartition, int]:
+        """The positions of the owned partitions: what an empty offset commit commits."""
+        return {tp: self.positions[tp] for tp in sorted(self.owned) if tp in self.positions}
+
+    def auto_commit_due(self, now: float | None = None) -> bool:
+        """True when auto commit is on and ``auto.commit.interval.ms`` passed since the last one."""
+        now = now if now is not None else time.monotonic()
+        return self.auto_commit and (now - self.last_auto_commit) * 1000.0 >= AUTO_COMMIT_INTERVAL_MS

@@ -1,0 +1,75 @@
+"""Internal replica endpoints: followers fetch from their leader (Kafka's replica Fetch and
+OffsetsForLeaderEpoch requests, KIP-101), over HTTP.
+
+- ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/records?offset=&replica_id=&leader_epoch=&max_wait_ms=&max_bytes=``:
+  full log rows (:data:`lakelog.log_tables.schema.LOG_SCHEMA`: offset, timestamp, key, value, headers,
+  leader_epoch, producer fields) from ``offset`` up to the leader's log end offset, as an Arrow IPC
+  stream; long-polls up to ``max_wait_ms`` when there are none. The fetch offset is the follower's log
+  end offset: the leader moves its high watermark and ISR from it. Headers:
+  ``X-Lakelog-High-Watermark``, ``X-Lakelog-Log-End-Offset``, ``X-Lakelog-Leader-Epoch``.
+- ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/epoch-end-offset?epoch=&leader_epoch=&replica_id=``:
+  ``{"epoch": E', "end_offset": N}``, E' the largest leader epoch at or below ``epoch`` in the leader's
+  log and N the first offset after it (the follower truncates to it before fetching).
+
+Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
+409/40912 newer, 422/42202 ``offset`` beyond the leader's log end offset (the follower truncates).
+Both endpoints are for brokers, not clients; they are hidden from the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import pyarrow as pa
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from lakelog.ingest_api import codecs
+
+router = APIRouter(prefix="/lakelog/v1/replica", tags=["replication (internal)"], include_in_schema=False)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+@router.get("/topics/{topic}/partitions/{partition}/records", response_class=Response)
+async def replica_fetch(
+    request: Request,
+    topic: Annotated[str, Path()],
+    partition: Annotated[int, Path(ge=0)],
+    offset: Annotated[int, Query(ge=0)],
+    replica_id: Annotated[int, Query(ge=0)],
+    leader_epoch: Annotated[int, Query(ge=0)],
+    max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
+    max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024,
+) -> Response:
+    broker = request.app.state.broker
+    table, part = await broker.replica_fetch(topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
+                                             offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+    body = b"" if table.num_rows == 0 else (
+        await asyncio.to_thread(_ipc, table) if table.num_rows > 5000 else _ipc(table))
+    return Response(body, media_type=codecs.ARROW_STREAM, headers={
+        "X-Lakelog-High-Watermark": str(part.log.high_watermark),
+        "X-Lakelog-Log-End-Offset": str(part.log.log_end_offset),
+        "X-Lakelog-Leader-Epoch": str(part.leader_epoch),
+    })
+
+
+@router.get("/topics/{topic}/partitions/{partition}/epoch-end-offset")
+async def epoch_end_offset(
+    request: Request,
+    topic: Annotated[str, Path()],
+    partition: Annotated[int, Path(ge=0)],
+    epoch: Annotated[int, Query(ge=0)],
+    leader_epoch: Annotated[int, Query(ge=0)],
+    replica_id: Annotated[int, Query(ge=0)],
+) -> dict:
+    broker = request.app.state.broker
+    found, end = await broker.replica_epoch_end_offset(topic, partition, replica_id=replica_id,
+                                                       leader_epoch=leader_epoch, epoch=epoch)
+    return {"epoch": found, "end_offset": end}

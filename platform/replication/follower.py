@@ -1,0 +1,178 @@
+"""A follower's fetcher: pulls one partition's records from its leader into the local replica.
+
+Kafka's ``ReplicaFetcherThread`` for one partition, over the leader's internal HTTP endpoints
+(:mod:`lakelog.ingest_api.replica_api`). Steps (mirrored by comments in :meth:`ReplicaFetcher._run`):
+
+1. truncate (KIP-101, KIP-279): ask the leader for the end offset of this replica's latest leader
+   epoch (``GET .../epoch-end-offset?epoch=E``); the leader answers ``(E', end)`` with E' the largest
+   epoch it has at or below E; truncate the local log to ``min(end, own end offset of E')``. This
+   drops a tail the leader never had (an old leader's un-replicated records) and keeps everything
+   committed;
+2. fetch from the log end offset (``GET .../records?offset=LEO&replica_id=&leader_epoch=``, a
+   long-poll of ``replica.fetch.wait.max.ms``): the answer is an Arrow IPC stream of full log rows
+   (leader's offsets, timestamps, leader epochs) plus the leader's high watermark in
+   ``X-Lakelog-High-Watermark``; the fetch offset itself tells the leader this replica's LEO;
+3. append the rows with their offsets (:meth:`PartitionLog.append_replicated`, one Delta commit) and
+   move the local high watermark to ``min(leader HW, LEO)``;
+4. repeat 2-3; an out-of-range answer or a batch that does not continue the log goes back to 1; other
+   errors (leader unreachable, epoch mismatch while the new state propagates) wait
+   ``replica.fetch.backoff.ms`` and retry.
+
+The fetcher runs until cancelled (the broker stops it when the partition's leader or epoch changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import httpx
+import pyarrow as pa
+
+from lakelog.log_tables.errors import NonContiguousOffsetsError
+from lakelog.log_tables.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+REPLICA_PREFIX = "/lakelog/v1/replica"
+
+
+class _TruncateAgain(Exception):
+    """The leader says our fetch offset is out of range: run the truncation step again."""
+
+
+class ReplicaFetcher:
+    """Fetches one partition from its leader and appends to the local log.
+
+    Args:
+        log: the local replica's log.
+        broker_id: this broker's id (sent as ``replica_id``).
+        leader_id: the leader's broker id.
+        leader_epoch: the leader epoch this broker learned from ZooKeeper (sent with every request).
+        resolve_leader_url: coroutine giving the leader's ``http://host:port`` (None while unknown).
+        http: a shared ``httpx.AsyncClient``.
+        fetch_wait_max_ms: long-poll of each fetch (``replica.fetch.wait.max.ms``).
+        fetch_max_bytes: soft limit on a fetch's bytes (``replica.fetch.max.bytes``).
+        fetch_backoff_ms: pause after a failed request (``replica.fetch.backoff.ms``).
+        on_append: called after each append (the broker wakes waiters, compacts).
+    """
+
+    def __init__(self, log: PartitionLog, *, broker_id: int, leader_id: int, leader_epoch: int,
+                 resolve_leader_url: Callable[[int], Awaitable[str | None]], http: httpx.AsyncClient,
+                 fetch_wait_max_ms: int = 500, fetch_max_bytes: int = 16 * 1024 * 1024,
+                 fetch_backoff_ms: int = 100, on_append: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.log = log
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self._resolve = resolve_leader_url
+        self._http = http
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.backoff_s = fetch_backoff_ms / 1000.0
+        self._on_append = on_append
+        self._task: asyncio.Task | None = None
+        self.truncated = False  # the truncation step has run since start (tests, metrics)
+
+    def start(self) -> "ReplicaFetcher":
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"fetch-{self.log.topic}-{self.log.partition}-from-{self.leader_id}")
+        return self
+
+    async def stop(self) -> None:
+        """Cancel the fetcher and wait until it stopped (an append in a worker thread finishes first)."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        self._task = None
+
+    def _path(self, what: str) -> str:
+        return f"{REPLICA_PREFIX}/topics/{self.log.topic}/partitions/{self.log.partition}/{what}"
+
+    async def _run(self) -> None:
+        need_truncation = True
+        while True:
+            try:
+                url = await self._resolve(self.leader_id)
+                if url is None:
+                    await asyncio.sleep(self.backoff_s)
+                    continue
+                # 1. truncate to what the leader confirms for our latest epoch
+                if need_truncation:
+                    await self._truncate(url)
+                    need_truncation = False
+                    self.truncated = True
+                # 2.-3. fetch from our log end offset, append with the leader's offsets
+                await self._fetch_once(url)
+            except asyncio.CancelledError:
+                raise
+            except (_TruncateAgain, NonContiguousOffsetsError) as e:
+                log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e)
+                need_truncation = True
+            except (httpx.HTTPError, OSError) as e:
+                log.debug("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
+                          self.leader_id, e)
+                await asyncio.sleep(self.backoff_s)
+            except Exception as e:
+                # 4. anything else (the leader's epoch moved on, a commit failed): back off and retry
+                log.info("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
+                         self.leader_id, e)
+                await asyncio.sleep(self.backoff_s)
+
+    async def _truncate(self, url: str) -> None:
+        latest = self.log.latest_epoch
+        if latest < 0:
+            if self.log.log_end_offset > self.log.log_start_offset:
+                # records but no epoch information (a table written before replication): keep them only
+                # up to the leader's end offset
+                latest = 0
+            else:
+                return
+        resp = await self._http.get(url + self._path("epoch-end-offset"), params={
+            "epoch": latest, "leader_epoch": self.leader_epoch, "replica_id": self.broker_id})
+        _raise_for(resp)
+        answer = resp.json()
+        leader_epoch_found, leader_end = int(answer["epoch"]), int(answer["end_offset"])
+        if leader_epoch_found < 0:
+            target = leader_end
+        else:
+            _, own_end = self.log.end_offset_for_epoch(leader_epoch_found)
+            target = min(leader_end, own_end)
+        target = max(target, self.log.log_start_offset)
+        if target < self.log.log_end_offset:
+            log.info("%s-%d: truncating to %d (leader epoch %d ends at %d on broker %d; our LEO %d)",
+                     self.log.topic, self.log.partition, target, leader_epoch_found, leader_end,
+                     self.leader_id, self.log.log_end_offset)
+            await asyncio.to_thread(self.log.truncate_to, target)
+
+    async def _fetch_once(self, url: str) -> None:
+        offset = self.log.log_end_offset
+        resp = await self._http.get(url + self._path("records"), params={
+            "offset": offset, "replica_id": self.broker_id, "leader_epoch": self.leader_epoch,
+            "max_wait_ms": self.fetch_wait_max_ms, "max_bytes": self.fetch_max_bytes},
+            timeout=self.fetch_wait_max_ms / 1000.0 + 30)
+        if resp.status_code == 422:  # offset out of range: our log is ahead of the leader's
+            raise _TruncateAgain(resp.text)
+        _raise_for(resp)
+        leader_hw = int(resp.headers.get("X-Lakelog-High-Watermark", "0"))
+        if resp.content:
+            table = pa.ipc.open_stream(resp.content).read_all()
+            if table.num_rows:
+                await asyncio.to_thread(self.log.append_replicated, table)
+        self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
+        if self._on_append is not None:
+            await self._on_append()
+
+
+class ReplicaRequestError(Exception):
+    """The leader answered a replica request with an error."""
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    if resp.status_code >= 400:
+        raise ReplicaRequestError(f"HTTP {resp.status_code}: {resp.text[:300]}")

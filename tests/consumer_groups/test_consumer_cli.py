@@ -1,0 +1,35 @@
+"""``lakelog consume --group`` and ``lakelog groups describe`` against a real broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.consumer_groups.conftest import wait_for
+
+
+def lakelog(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lakelog.cli", *args], capture_output=True, timeout=60, check=True)
+
+
+def test_consume_with_group_resumes_and_describe_shows_members(api, gw, topic_name, group):
+    b = ["--bootstrap-server", gw.url]
+    api.create_topic(topic_name, partitions=2)
+    for p in range(2):
+        api.produce_binary(topic_name, [(None, f"v{p}-{i}".encode()) for i in range(10)], partition=p)
+    first = lakelog("consume", topic_name, "--group", group, "--from-beginning", "--max-messages", "15", *b)
+    assert len(first.stdout.splitlines()) == 15 and "Processed a total of 15 messages" in first.stderr.decode()
+    rest = lakelog("consume", topic_name, "--group", group, "--from-beginning", *b)
+    lines = first.stdout.decode().splitlines() + rest.stdout.decode().splitlines()
+    assert sorted(lines) == sorted(f"v{p}-{i}" for p in range(2) for i in range(10))  # resumed, nothing twice
+    again = lakelog("consume", topic_name, "--group", group, *b)
+    assert again.stdout == b"" and "Processed a total of 0 messages" in again.stderr.decode()
+
+    described = lakelog("groups", "describe", group, *b).stdout.decode()
+    assert "Total lag: 0" in described and "State: Empty" in described
+    with api.create_consumer(group, name="console-member") as c:
+        c.subscribe([topic_name])
+        wait_for(lambda: len(c.assignment()) == 2, what="assignment")
+        described = lakelog("groups", "describe", group, *b).stdout.decode()
+        assert "console-member" in described and "State: Stable" in described
+        assert f"{topic_name}-0,{topic_name}-1" in described
