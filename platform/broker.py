@@ -10,9 +10,11 @@ serves produce and fetch for the partitions it leads (replica fetches too).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from lakelog.replication.errors import (
 )
 from lakelog.replication.follower import ReplicaFetcher
 from lakelog.replication.metadata import (
+    BROKERS_PATH,
     TOPICS_PATH,
     BrokerInfo,
     ClusterMetadata,
@@ -109,31 +112,33 @@ class LocalPartition:
         event, self._leo_moved = self._leo_moved, asyncio.Event()
         event.set()
 
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float, *, log_end: bool = False) -> bool:
+        """Wait until ``condition()`` holds or ``timeout_s`` seconds passed; return ``condition()``.
+
+        The condition is re-checked whenever the high watermark or the role moves (with ``log_end``:
+        whenever the log end offset or the role moves), and at least once a second.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            event = self._leo_moved if log_end else self._hw_moved
+            try:
+                await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+            except asyncio.TimeoutError:
+                pass
+        return True
+
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:
         """Return once the high watermark is above ``offset`` or after ``timeout_s`` seconds."""
-        deadline = time.monotonic() + timeout_s
-        while self.log.high_watermark <= offset:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            event = self._hw_moved
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except asyncio.TimeoutError:
-                return
+        await self.wait_until(lambda: self.log.high_watermark > offset, timeout_s)
 
     async def wait_for_log_end(self, offset: int, timeout_s: float) -> None:
-        """Return once the log end offset is above ``offset`` or after ``timeout_s`` seconds."""
-        deadline = time.monotonic() + timeout_s
-        while self.log.log_end_offset <= offset and self.role == "leader":
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            event = self._leo_moved
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except asyncio.TimeoutError:
-                return
+        """Return once the log end offset is above ``offset``, this broker stopped leading, or after
+        ``timeout_s`` seconds."""
+        await self.wait_until(lambda: self.log.log_end_offset > offset or self.role != "leader", timeout_s,
+                              log_end=True)
 
 
 def _now_ms() -> float:
@@ -169,7 +174,7 @@ class Broker:
         self.zk = KazooClient(hosts=settings.zookeeper_connect,
                               timeout=settings.zookeeper_session_timeout_ms / 1000.0)
         self.metadata = ClusterMetadata(self.zk)
-        self.controller = Controller(self.zk, self.broker_id,
+        self.controller = Controller(self.zk, self.broker_id, metadata=self.metadata,
                                      auto_leader_rebalance_enable=settings.auto_leader_rebalance_enable,
                                      leader_imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds)
         self.cluster_id = ""
@@ -182,7 +187,14 @@ class Broker:
         self._session_lost = False
         self._shut_down_controlled = False
         self._isr_task: asyncio.Task | None = None
-        self._broker_cache: tuple[float, dict[int, BrokerInfo]] = (0.0, {})
+        # live brokers, reloaded by a ChildrenWatch on the brokers path (reads numbered: a slow older
+        # read never overwrites a newer one)
+        self._live_brokers: dict[int, BrokerInfo] = {}
+        self._brokers_reload: asyncio.Task | None = None
+        self._brokers_read_at = 0.0
+        self._brokers_reads_started = 0
+        self._brokers_read_applied = 0
+        self._topics_refresh: concurrent.futures.Future | None = None
         self.http: httpx.AsyncClient | None = None
         self.offset_store: OffsetStore | None = None
 
@@ -201,12 +213,17 @@ class Broker:
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
+        await asyncio.to_thread(self.zk.ChildrenWatch, BROKERS_PATH, self._on_brokers_changed)
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
         self.offset_store = await asyncio.to_thread(OffsetStore, str(self.log_dirs / OFFSETS_TABLE))
         await asyncio.to_thread(self.controller.start)
-        self.zk.ChildrenWatch(TOPICS_PATH, self._on_topics_changed)
-        await self.refresh_topics()
+        # the watch calls back once while it is set up: that call's refresh is the initial topic read
+        await asyncio.to_thread(self.zk.ChildrenWatch, TOPICS_PATH, self._on_topics_changed)
+        if self._topics_refresh is not None:
+            await asyncio.wrap_future(self._topics_refresh)
+        else:
+            await self.refresh_topics()
         self._isr_task = self._loop.create_task(self._isr_expiration_loop(), name="isr-expiration")
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self._topics))
@@ -305,7 +322,30 @@ class Broker:
     def _on_topics_changed(self, children: list[str]) -> None:
         # kazoo's thread: hop to the event loop.
         if self._loop is not None and not self._stopping:
-            asyncio.run_coroutine_threadsafe(self.refresh_topics(), self._loop)
+            self._topics_refresh = asyncio.run_coroutine_threadsafe(self.refresh_topics(), self._loop)
+
+    def _on_brokers_changed(self, children: list[str]) -> None:
+        # kazoo's thread: hop to the event loop.
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(self._start_brokers_reload)
+
+    def _start_brokers_reload(self) -> asyncio.Task:
+        """Re-read the live brokers (in a task) into the cache :meth:`broker_url` answers from."""
+        self._brokers_reads_started += 1
+        self._brokers_read_at = time.monotonic()
+        self._brokers_reload = asyncio.get_running_loop().create_task(
+            self._reload_brokers(self._brokers_reads_started), name="reload-brokers")
+        return self._brokers_reload
+
+    async def _reload_brokers(self, number: int) -> None:
+        try:
+            brokers = await self.brokers()
+        except Exception as e:
+            log.warning("reading the live brokers failed: %s", e)
+            return
+        if number > self._brokers_read_applied:  # a slow older read never overwrites a newer one
+            self._brokers_read_applied = number
+            self._live_brokers = brokers
 
     async def refresh_topics(self) -> None:
         """Reload topic metadata from ZooKeeper; drop the logs of deleted (or re-created) topics; watch
@@ -383,15 +423,18 @@ class Broker:
         return await asyncio.to_thread(self.metadata.brokers)
 
     async def broker_url(self, broker_id: int) -> str | None:
-        """``http://host:port`` of a live broker (cached for a second), or None."""
-        at, cached = self._broker_cache
-        if broker_id not in cached or time.monotonic() - at > 1.0:
-            try:
-                cached = await self.brokers()
-            except Exception:
-                return None
-            self._broker_cache = (time.monotonic(), cached)
-        info = cached.get(broker_id)
+        """``http://host:port`` of a live broker, or None.
+
+        Answered from the live brokers kept by the watch on the brokers path; an id missing from them
+        is looked up in ZooKeeper (at most once a second).
+        """
+        info = self._live_brokers.get(broker_id)
+        if info is None:
+            reload = self._brokers_reload
+            if reload is None or (reload.done() and time.monotonic() - self._brokers_read_at > 1.0):
+                reload = self._start_brokers_reload()
+            await asyncio.shield(reload)  # a read under way (the watch's, say) is awaited, not repeated
+            info = self._live_brokers.get(broker_id)
         return info.url if info is not None else None
 
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
@@ -448,6 +491,10 @@ class Broker:
         part = self._partitions.get((topic, partition))
         if part is not None and part.role == "leader":
             return part
+        if (part is not None and part.state is not None and part.state.leader != self.broker_id
+                and not self._session_lost):
+            # a replica here: its watched state names the leader, no ZooKeeper read needed
+            raise await self._not_leader(topic, partition, part.state)
         meta = await self.topic_fresh(topic)
         self.check_partition(meta, partition)
         state = await self.partition_state(topic, partition)
@@ -524,6 +571,7 @@ class Broker:
         await part.committer.close()
         part.log.close()
         part.notify_high_watermark()
+        part.notify_log_end_offset()
         if delete_data:
             await asyncio.to_thread(shutil.rmtree, part.log.table_uri, True)
 
@@ -544,6 +592,8 @@ class Broker:
         async with part.lock:
             if self._stopping or self._session_lost:
                 return
+            if self._partitions.get((topic, partition)) is not part:
+                return  # dropped (and closed) while we waited for the lock
             if part.state is not None and state.version >= 0 and state.version < part.state.version:
                 return  # an older event overtaken by a newer one
             if state.leader_epoch < part.leader_epoch:
@@ -601,8 +651,12 @@ class Broker:
 
     async def _after_follower_append(self, part: LocalPartition) -> None:
         part.notify_high_watermark()
-        if part.log.needs_compaction(max_files=self.settings.log_segment_files_max):
-            await asyncio.to_thread(part.log.compact_head, keep_newest=max(1, self.settings.log_segment_files_max // 4))
+        try:  # compaction is an optimisation: a failure must not stop replication
+            if part.log.needs_compaction(max_files=self.settings.log_segment_files_max):
+                await asyncio.to_thread(part.log.compact_head,
+                                        keep_newest=max(1, self.settings.log_segment_files_max // 4))
+        except Exception:
+            log.exception("compaction of %s-%d failed", part.topic, part.partition)
 
     def _after_leader_append(self, part: LocalPartition) -> None:
         """A group commit landed on the leader: wake the followers' fetches, maybe move the HW."""
@@ -829,33 +883,30 @@ class Broker:
 
     async def _wait_for_commit(self, part: LocalPartition, epoch: int, end_offset: int) -> None:
         """Wait until the HW reaches ``end_offset`` while this broker still leads at ``epoch`` (acks=all)."""
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000.0
         min_isr = part.log.config.min_insync_replicas
-        while True:
-            if part.role != "leader" or part.leader_epoch != epoch:
-                raise NotLeaderError(
-                    f"Broker {self.broker_id} stopped leading {part.topic}-{part.partition} before the batch "
-                    f"ending at offset {end_offset} was committed; it may or may not be in the log.")
-            if part.log.high_watermark >= end_offset:
-                if len(part.isr) < min_isr:
-                    raise NotEnoughReplicasAfterAppendError(
-                        f"{part.topic}-{part.partition}: the batch is committed by the ISR {part.isr}, fewer than "
-                        f"min.insync.replicas={min_isr}.")
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if len(part.isr) < min_isr:
-                    raise NotEnoughReplicasAfterAppendError(
-                        f"{part.topic}-{part.partition}: the batch ending at {end_offset} did not reach "
-                        f"min.insync.replicas={min_isr} in request.timeout.ms={self.settings.request_timeout_ms}.")
-                raise RequestTimedOutError(
-                    f"{part.topic}-{part.partition}: the high watermark did not pass offset {end_offset - 1} in "
-                    f"request.timeout.ms={self.settings.request_timeout_ms}.")
-            event = part._hw_moved
-            try:
-                await asyncio.wait_for(event.wait(), min(remaining, 1.0))
-            except asyncio.TimeoutError:
-                pass
+
+        def leading() -> bool:
+            return part.role == "leader" and part.leader_epoch == epoch
+
+        await part.wait_until(lambda: not leading() or part.log.high_watermark >= end_offset,
+                              self.settings.request_timeout_ms / 1000.0)
+        if not leading():
+            raise NotLeaderError(
+                f"Broker {self.broker_id} stopped leading {part.topic}-{part.partition} before the batch "
+                f"ending at offset {end_offset} was committed; it may or may not be in the log.")
+        if part.log.high_watermark >= end_offset:
+            if len(part.isr) < min_isr:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"{part.topic}-{part.partition}: the batch is committed by the ISR {part.isr}, fewer than "
+                    f"min.insync.replicas={min_isr}.")
+            return
+        if len(part.isr) < min_isr:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{part.topic}-{part.partition}: the batch ending at {end_offset} did not reach "
+                f"min.insync.replicas={min_isr} in request.timeout.ms={self.settings.request_timeout_ms}.")
+        raise RequestTimedOutError(
+            f"{part.topic}-{part.partition}: the high watermark did not pass offset {end_offset - 1} in "
+            f"request.timeout.ms={self.settings.request_timeout_ms}.")
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                     max_wait_ms: int, columns: list[str] | None = None) -> tuple[pa.Table, LocalPartition]:

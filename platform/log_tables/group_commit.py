@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 
@@ -85,7 +86,7 @@ class GroupCommitter:
             CommitFailedError: the commit failed; nothing of the request is in the log.
         """
         if self._closed:
-            raise LogClosedError(f"The log of {self.log.topic}-{self.log.partition} is closed")
+            raise self._closed_error()
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(records, future))
         self._queued_bytes += records.nbytes
@@ -116,42 +117,84 @@ class GroupCommitter:
                 taken.append(item)
                 size += item.records.nbytes
             self._queued_bytes -= size
-            batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
-            # 3. one append = offsets + one Delta transaction, off the event loop
-            started = time.perf_counter()
             try:
-                info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
+                await self._commit(taken)
+            except asyncio.CancelledError:
+                _fail(taken, self._closed_error())
+                raise
             except Exception as e:
-                for p in taken:
-                    if not p.future.done():
-                        p.future.set_exception(e)
+                # one failed batch fails only its own requests; the committer goes on with the next
+                if isinstance(e, LakelogError):  # an expected error (not leader, commit failed)
+                    log.info("group commit to %s-%d failed: %s", self.log.topic, self.log.partition, e)
+                else:
+                    log.exception("group commit to %s-%d failed", self.log.topic, self.log.partition)
+                _fail(taken, e)
                 continue
-            self.commits += 1
-            self.records += info.count
-            log.debug("committed %d records in %d requests to %s-%d in %.1f ms", info.count, len(taken),
-                      self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
-            # 4. the replica manager learns of the append (moves the high watermark)
-            if self._on_append is not None:
-                try:
-                    self._on_append(info)
-                except Exception:
-                    log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition)
-            # 5. answer each request with the offset of its first record
-            offset = info.base_offset
-            for p in taken:
-                if not p.future.done():
-                    p.future.set_result(offset)
-                offset += p.records.num_rows
-            # 6. keep the file count (and so the cost of every commit) bounded
-            if self._segment_files_max is not None and self.log.needs_compaction(max_files=self._segment_files_max):
-                await asyncio.to_thread(self.log.compact_head, keep_newest=max(1, self._segment_files_max // 4))
+            # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
+            # failure is logged and the next commit tries again
+            try:
+                if self._segment_files_max is not None and self.log.needs_compaction(max_files=self._segment_files_max):
+                    await asyncio.to_thread(self.log.compact_head, keep_newest=max(1, self._segment_files_max // 4))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("compaction of %s-%d failed", self.log.topic, self.log.partition)
+
+    async def _commit(self, taken: list[_Pending]) -> None:
+        """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
+        batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
+        # 3. one append = offsets + one Delta transaction, off the event loop
+        started = time.perf_counter()
+        info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
+        self.commits += 1
+        self.records += info.count
+        log.debug("committed %d records in %d requests to %s-%d in %.1f ms", info.count, len(taken),
+                  self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
+        # 4. the replica manager learns of the append (moves the high watermark)
+        if self._on_append is not None:
+            try:
+                self._on_append(info)
+            except Exception:
+                log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition)
+        # 5. answer each request with the offset of its first record
+        offset = info.base_offset
+        for p in taken:
+            if not p.future.done():
+                p.future.set_result(offset)
+            offset += p.records.num_rows
+
+    def _closed_error(self) -> LogClosedError:
+        return LogClosedError(f"The log of {self.log.topic}-{self.log.partition} is closed")
 
     async def close(self) -> None:
-        """Commit what is queued, then stop; later appends raise :class:`LogClosedError`."""
+        """Commit what is queued, then stop; later appends raise :class:`LogClosedError`.
+
+        Never raises: requests still queued when the committer stops (it did not finish in 30 s) fail
+        with :class:`LogClosedError`.
+        """
         self._closed = True
         self._wakeup.set()
         self._full.set()
         try:
-            await asyncio.wait_for(self._task, timeout=30)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=30)
+        except asyncio.TimeoutError:
             self._task.cancel()
+            try:
+                await self._task
+            except BaseException:
+                pass
+        except asyncio.CancelledError:
+            self._task.cancel()
+            raise
+        except Exception:
+            log.exception("the committer of %s-%d failed", self.log.topic, self.log.partition)
+        finally:
+            queued, self._queue, self._queued_bytes = self._queue, [], 0
+            _fail(queued, self._closed_error())
+
+
+def _fail(pending: list[_Pending], error: BaseException) -> None:
+    """Fail every request of ``pending`` not answered yet with ``error``."""
+    for p in pending:
+        if not p.future.done():
+            p.future.set_exception(error)

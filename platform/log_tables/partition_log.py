@@ -57,6 +57,11 @@ from lakelog.log_tables.schema import LOG_SCHEMA, TIMESTAMP_TYPE
 log = logging.getLogger(__name__)
 
 #: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
+#: Target size of a compacted file: files under half of it are merged (:meth:`PartitionLog.compact_head`).
+COMPACTION_TARGET_BYTES = 64 * 1024 * 1024
+#: Rows per Parquet row group in compacted files, so readers can skip row groups by offset statistics.
+COMPACTION_ROW_GROUP_ROWS = 64 * 1024
+
 PARQUET_CODECS = {
     "producer": "SNAPPY",
     "uncompressed": "UNCOMPRESSED",
@@ -636,23 +641,32 @@ class PartitionLog:
 
     # -- compaction -----------------------------------------------------------------------------
 
-    def needs_compaction(self, *, max_files: int = 64) -> bool:
-        """True when the table holds more than ``max_files`` data files (a cheap, in-memory check).
+    def needs_compaction(self, *, max_files: int = 64, max_file_bytes: int = COMPACTION_TARGET_BYTES) -> bool:
+        """True when the table holds more than ``max_files`` small data files (a cheap, in-memory check).
 
         Every delta-rs commit costs time proportional to the files in the table's snapshot
         (about 0.1 ms per file measured on 2 cores), so many small group commits slow later ones.
+        Only files :meth:`compact_head` may merge count (smaller than half of ``max_file_bytes``, and
+        the commits not indexed yet): a table of large files does not ask for compaction after
+        every commit.
         """
-        return len(self._segments) + self._commits_since_index > max_files
+        small = sum(1 for seg in self._segments if seg.size_bytes < max_file_bytes // 2)
+        return small + self._commits_since_index > max_files
 
-    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = 64 * 1024 * 1024,
+    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = COMPACTION_TARGET_BYTES,
                      max_run_bytes: int = 256 * 1024 * 1024) -> int:
         """Rewrite the oldest run of small data files into one file, in offset order; one Delta commit.
 
-        The run is the longest prefix of files, older than the ``keep_newest`` newest, each smaller
-        than ``max_file_bytes`` and together at most ``max_run_bytes``, whose offsets are contiguous.
+        Size-tiered, so no byte is rewritten more than a few times: among the files older than the
+        ``keep_newest`` newest, a run is a sequence of files with contiguous offsets, each smaller than
+        half of ``max_file_bytes`` (the target size), ending once the run holds ``max_file_bytes``
+        (or would exceed ``max_run_bytes``). A run's leading file is left out while it is larger than
+        the rest of the run together (an earlier merge's output is only rewritten once the run at
+        least doubles it). The oldest run with two or more files is merged.
         The rewrite is an ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's
         replaceWhere), so readers of an older version keep their files; a later VACUUM removes them.
-        The broker is the table's only writer, so this never races an append.
+        The broker is the table's only writer, so this never races an append. The output is written
+        in row groups of at most :data:`COMPACTION_ROW_GROUP_ROWS` rows.
 
         Returns:
             The number of files replaced (0 when there was nothing worth compacting).
@@ -662,19 +676,27 @@ class PartitionLog:
                 return 0
             self._load_segments()
             segments = self._segments[:-keep_newest] if keep_newest else self._segments
-            # skip files that are already large (earlier compactions), then take a contiguous run
-            start = 0
-            while start < len(segments) and segments[start].size_bytes >= max_file_bytes:
-                start += 1
+            small = max_file_bytes // 2
             run: list[_Segment] = []
             size = 0
-            for seg in segments[start:]:
-                if seg.size_bytes >= max_file_bytes or size + seg.size_bytes > max_run_bytes:
-                    break
-                if run and seg.base_offset != run[-1].last_offset + 1:
-                    break
+            chosen: list[_Segment] = []
+            for seg in [*segments, None]:
+                ends = (seg is None or seg.size_bytes >= small or size >= max_file_bytes
+                        or size + seg.size_bytes > max_run_bytes
+                        or (run and seg.base_offset != run[-1].last_offset + 1))
+                if ends:
+                    # leave out leading files larger than the rest of the run together
+                    while len(run) >= 2 and run[0].size_bytes > size - run[0].size_bytes:
+                        size -= run.pop(0).size_bytes
+                    if len(run) >= 2:
+                        chosen = run
+                        break
+                    run, size = [], 0
+                    if seg is None or seg.size_bytes >= small:
+                        continue
                 run.append(seg)
                 size += seg.size_bytes
+            run = chosen
             if len(run) < 2:
                 return 0
             lo, hi = run[0].base_offset, run[-1].last_offset
@@ -685,7 +707,8 @@ class PartitionLog:
                 write_deltalake(
                     self._table, table, mode="overwrite", predicate=f"offset >= {lo} AND offset <= {hi}",
                     target_file_size=max_run_bytes * 4,
-                    writer_properties=WriterProperties(compression=PARQUET_CODECS[self.config.compression_type]),
+                    writer_properties=WriterProperties(compression=PARQUET_CODECS[self.config.compression_type],
+                                                       max_row_group_size=COMPACTION_ROW_GROUP_ROWS),
                     commit_properties=CommitProperties(custom_metadata={
                         LOG_END_OFFSET_KEY: str(self._log_end_offset), "lakelog.operation": "compact"}),
                 )

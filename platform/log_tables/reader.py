@@ -121,7 +121,6 @@ class DataFile:
             absolute URI.
         min_offset: ``min.offset`` statistic, None when the file has no statistics.
         max_offset: ``max.offset`` statistic, None when the file has no statistics.
-        min_timestamp_us: ``min.timestamp`` statistic in microseconds since the epoch, or None.
         max_timestamp_us: ``max.timestamp`` statistic in microseconds since the epoch, or None.
         num_records: row count, or None when unknown.
         size_bytes: file size.
@@ -130,7 +129,6 @@ class DataFile:
     path: str
     min_offset: int | None
     max_offset: int | None
-    min_timestamp_us: int | None
     max_timestamp_us: int | None
     num_records: int | None
     size_bytes: int
@@ -183,11 +181,11 @@ def data_files(table: DeltaTable) -> list[DataFile]:
         return col.to_pylist()
 
     files = [
-        DataFile(path=unquote(path), min_offset=lo, max_offset=hi, min_timestamp_us=_us(tlo),
-                 max_timestamp_us=_us(thi), num_records=n, size_bytes=int(size))
-        for path, lo, hi, tlo, thi, n, size in zip(
-            column("path"), column("min.offset"), column("max.offset"), column("min.timestamp"),
-            column("max.timestamp"), column("num_records"), column("size_bytes"))
+        DataFile(path=unquote(path), min_offset=lo, max_offset=hi, max_timestamp_us=_us(thi), num_records=n,
+                 size_bytes=int(size))
+        for path, lo, hi, thi, n, size in zip(
+            column("path"), column("min.offset"), column("max.offset"), column("max.timestamp"),
+            column("num_records"), column("size_bytes"))
     ]
     files.sort(key=lambda f: (f.min_offset is None, f.min_offset if f.min_offset is not None else 0, f.path))
     return files

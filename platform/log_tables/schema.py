@@ -31,10 +31,6 @@ LOG_SCHEMA = pa.schema([
     pa.field("sequence", pa.int32()),
 ])
 
-#: Columns a producer may send; the log assigns the rest.
-PRODUCE_COLUMNS = ("key", "value", "headers", "timestamp")
-
-
 def table_dir_name(topic: str, partition: int) -> str:
     """Directory name of a partition's table under a log dir: ``{topic}-{partition}`` (Kafka's)."""
     return f"{topic}-{partition}"

@@ -39,6 +39,7 @@ from dataclasses import replace
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from lakelog.config import TopicConfig
 from lakelog.errors import ConfigError
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.metadata import (
@@ -101,8 +102,8 @@ def state_for_preferred_leader(replicas: list[int], state: PartitionState, live:
 
 
 def _unclean_enabled(configs: dict[str, str]) -> bool:
-    from lakelog.config import TopicConfig
-
+    """The topic's ``unclean.leader.election.enable``; False when its stored configs do not parse
+    (the controller must not fail on one bad topic)."""
     try:
         return TopicConfig.parse(configs).unclean_leader_election_enable
     except ConfigError:
@@ -192,14 +193,15 @@ class Controller:
         broker_id: this broker's id.
         auto_leader_rebalance_enable: run preferred leader elections. Default: True.
         leader_imbalance_check_interval_s: seconds between preferred leader checks. Default: 300.
+        metadata: the broker's :class:`ClusterMetadata` on ``zk``. Default: a new one.
 
     :meth:`start` after the broker registered; :meth:`stop` (resigns) before it leaves ZooKeeper.
     """
 
     def __init__(self, zk: KazooClient, broker_id: int, *, auto_leader_rebalance_enable: bool = True,
-                 leader_imbalance_check_interval_s: float = 300.0) -> None:
+                 leader_imbalance_check_interval_s: float = 300.0, metadata: ClusterMetadata | None = None) -> None:
         self.zk = zk
-        self.metadata = ClusterMetadata(zk)
+        self.metadata = metadata if metadata is not None else ClusterMetadata(zk)
         self.broker_id = broker_id
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
         self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s

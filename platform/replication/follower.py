@@ -14,9 +14,9 @@ Kafka's ``ReplicaFetcherThread`` for one partition, over the leader's internal H
    ``X-Lakelog-High-Watermark``; the fetch offset itself tells the leader this replica's LEO;
 3. append the rows with their offsets (:meth:`PartitionLog.append_replicated`, one Delta commit) and
    move the local high watermark to ``min(leader HW, LEO)``;
-4. repeat 2-3; an out-of-range answer or a batch that does not continue the log goes back to 1; other
-   errors (leader unreachable, epoch mismatch while the new state propagates) wait
-   ``replica.fetch.backoff.ms`` and retry.
+4. repeat 2-3; an out-of-range answer (422 / 42202) or a batch that does not continue the log goes
+   back to 1 after ``replica.fetch.backoff.ms``; other errors (leader unreachable, epoch mismatch
+   while the new state propagates) wait ``replica.fetch.backoff.ms`` and retry.
 
 The fetcher runs until cancelled (the broker stops it when the partition's leader or epoch changes).
 """
@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pyarrow as pa
 
-from lakelog.log_tables.errors import NonContiguousOffsetsError
+from lakelog.log_tables.errors import NonContiguousOffsetsError, OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,6 @@ class ReplicaFetcher:
         self.backoff_s = fetch_backoff_ms / 1000.0
         self._on_append = on_append
         self._task: asyncio.Task | None = None
-        self.truncated = False  # the truncation step has run since start (tests, metrics)
 
     def start(self) -> "ReplicaFetcher":
         self._task = asyncio.get_running_loop().create_task(
@@ -106,7 +105,6 @@ class ReplicaFetcher:
                 if need_truncation:
                     await self._truncate(url)
                     need_truncation = False
-                    self.truncated = True
                 # 2.-3. fetch from our log end offset, append with the leader's offsets
                 await self._fetch_once(url)
             except asyncio.CancelledError:
@@ -114,6 +112,7 @@ class ReplicaFetcher:
             except (_TruncateAgain, NonContiguousOffsetsError) as e:
                 log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e)
                 need_truncation = True
+                await asyncio.sleep(self.backoff_s)  # no tight loop while the leader's log moves
             except (httpx.HTTPError, OSError) as e:
                 log.debug("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
                           self.leader_id, e)
@@ -156,8 +155,8 @@ class ReplicaFetcher:
             "offset": offset, "replica_id": self.broker_id, "leader_epoch": self.leader_epoch,
             "max_wait_ms": self.fetch_wait_max_ms, "max_bytes": self.fetch_max_bytes},
             timeout=self.fetch_wait_max_ms / 1000.0 + 30)
-        if resp.status_code == 422:  # offset out of range: our log is ahead of the leader's
-            raise _TruncateAgain(resp.text)
+        if resp.status_code == 422 and _error_code(resp) == OffsetOutOfRangeError.error_code:
+            raise _TruncateAgain(resp.text)  # offset out of range: our log is ahead of the leader's
         _raise_for(resp)
         leader_hw = int(resp.headers.get("X-Lakelog-High-Watermark", "0"))
         if resp.content:
@@ -171,6 +170,14 @@ class ReplicaFetcher:
 
 class ReplicaRequestError(Exception):
     """The leader answered a replica request with an error."""
+
+
+def _error_code(resp: httpx.Response) -> int | None:
+    """The ``error_code`` of an error answer's JSON body, or None."""
+    try:
+        return int(resp.json().get("error_code"))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _raise_for(resp: httpx.Response) -> None:

@@ -310,7 +310,7 @@ class ClusterMetadata:
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         """The partition's leader/epoch/ISR with its znode version. Raises :class:`UnknownTopicError`."""
         try:
-            data, stat = self.zk.get(f"{TOPICS_PATH}/{topic}/partitions/{partition}/state")
+            data, stat = self.zk.get(self.state_path(topic, partition))
         except NoNodeError:
             raise UnknownTopicError(topic) from None
         return PartitionState.from_json(data, stat.version)
@@ -321,8 +321,7 @@ class ClusterMetadata:
         Raises:
             kazoo.exceptions.BadVersionError: someone else changed it first.
         """
-        stat = self.zk.set(f"{TOPICS_PATH}/{topic}/partitions/{partition}/state", _dump(state.to_json()),
-                           version=state.version)
+        stat = self.zk.set(self.state_path(topic, partition), _dump(state.to_json()), version=state.version)
         return PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
 
     # -- consumer groups ------------------------------------------------------------------------
