@@ -50,10 +50,16 @@ class PartitionAssignor(Protocol):
         ...
 
 
+def _subscribed_topics(partitions_per_topic: Mapping[str, int],
+                       subscriptions: Mapping[str, Collection[str]]) -> list[str]:
+    """The existing topics some member subscribes to, sorted."""
+    return sorted({t for subs in subscriptions.values() for t in subs if t in partitions_per_topic})
+
+
 def _subscribed_partitions(partitions_per_topic: Mapping[str, int],
                            subscriptions: Mapping[str, Collection[str]]) -> list[TopicPartition]:
-    topics = sorted({t for subs in subscriptions.values() for t in subs if t in partitions_per_topic})
-    return [(t, p) for t in topics for p in range(partitions_per_topic[t])]
+    return [(t, p) for t in _subscribed_topics(partitions_per_topic, subscriptions)
+            for p in range(partitions_per_topic[t])]
 
 
 class RangeAssignor:
@@ -68,8 +74,7 @@ class RangeAssignor:
     def assign(self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Collection[str]], *,
                previous: Mapping[str, Collection[TopicPartition]] | None = None) -> Assignment:
         out: Assignment = {m: [] for m in subscriptions}
-        topics = sorted({t for subs in subscriptions.values() for t in subs if t in partitions_per_topic})
-        for topic in topics:
+        for topic in _subscribed_topics(partitions_per_topic, subscriptions):
             members = sorted(m for m, subs in subscriptions.items() if topic in subs)
             n, c = partitions_per_topic[topic], len(members)
             per_member, extra = divmod(n, c)

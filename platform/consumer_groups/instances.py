@@ -11,7 +11,8 @@ State, all touched only from the broker's event loop:
 - ``pending``: partitions assigned to it in the current generation that it may read only once every
   member has revoked what it loses (see :mod:`lakelog.consumer_groups.membership`);
 - ``generation``: the group generation it belongs to (None when it is not a group member: not
-  subscribed, or manually assigned); its offset commits carry it.
+  subscribed, or manually assigned); its offset commits carry it. ``acked_generation``: the
+  generation whose revocation it has acknowledged in ZooKeeper.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class ConsumerInstance:
     manual: bool = False
     # assignment and positions
     generation: int | None = None
+    acked_generation: int | None = None  # the generation whose revocation ack is written (rebalance step 2)
     owned: set[TopicPartition] = field(default_factory=set)
     pending: set[TopicPartition] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)

@@ -35,13 +35,19 @@ from lakelog.consumer_groups.instances import ConsumerInstance
 from lakelog.consumer_groups.membership import GroupMembership, GroupWatch
 from lakelog.ingest_api import codecs
 from lakelog.log_tables.errors import OffsetOutOfRangeError
-from lakelog.replication.errors import NotLeaderError, UnknownTopicError
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 from lakelog.replication.metadata import TOPICS_PATH
 
 log = logging.getLogger(__name__)
 
 #: Kafka consumer's ``max.partition.fetch.bytes`` default: bytes read per partition per records request.
 MAX_PARTITION_FETCH_BYTES = 1024 * 1024
+
+#: A records round with more rows than this is encoded off the event loop (one thread hop per round).
+ENCODE_INLINE_MAX_ROWS = 500
+
+#: Partitions a records request skips for this round (logged), as a Kafka consumer's poll does.
+_SKIPPABLE_READ_ERRORS = (NotLeaderError, LeaderNotAvailableError, UnknownTopicError)
 
 
 class _LocalGroup:
@@ -76,7 +82,6 @@ class ConsumerManager:
         self._groups: dict[str, _LocalGroup] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._expiry_task: asyncio.Task | None = None
-        self._http: httpx.AsyncClient | None = None
         self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -84,7 +89,6 @@ class ConsumerManager:
     async def start(self) -> None:
         """Start the expiry task and the topic watch (pattern subscriptions, partition counts)."""
         self._loop = asyncio.get_running_loop()
-        self._http = httpx.AsyncClient(timeout=30)
         self._expiry_task = asyncio.create_task(self._expire_loop(), name="consumer-instance-expiry")
         self.broker.zk.ChildrenWatch(TOPICS_PATH, self._on_topics_changed)
 
@@ -98,8 +102,6 @@ class ConsumerManager:
                 await self.delete(inst.group, inst.name)
             except Exception:
                 log.exception("closing consumer instance %s/%s failed", inst.group, inst.name)
-        if self._http is not None:
-            await self._http.aclose()
 
     @property
     def base_url(self) -> str:
@@ -218,16 +220,22 @@ class ConsumerManager:
         group = inst.group
         was_member = inst.subscribed
         # revoke everything; with auto commit the positions are committed before leaving
+        generation = inst.generation
         positions = inst.revoke(set(inst.owned) | set(inst.pending))
-        if inst.auto_commit and positions:
-            await self._commit_quietly(inst, positions)
-        inst.topics, inst.pattern, inst.manual, inst.generation = None, None, False, None
+        try:
+            if inst.auto_commit and positions:
+                await self._commit_quietly(inst, positions, generation)
+        finally:
+            inst.topics, inst.pattern, inst.manual = None, None, False
+            inst.generation = inst.acked_generation = None
+            if was_member:
+                # leave even if the commit failed: a member that stays would never ack and stall the group
+                await asyncio.to_thread(self.membership.leave, group, inst.name)
+                if not any(i.subscribed for i in self.instances(group)):
+                    local = self._groups.pop(group, None)
+                    if local is not None:
+                        local.watch.stop()
         if was_member:
-            await asyncio.to_thread(self.membership.leave, group, inst.name)
-            if not any(i.subscribed for i in self.instances(group)):
-                local = self._groups.pop(group, None)
-                if local is not None:
-                    local.watch.stop()
             # the leaving broker starts the next generation right away (the others also see the watch)
             await asyncio.to_thread(self.membership.rebalance, group)
 
@@ -246,7 +254,7 @@ class ConsumerManager:
             self.broker.check_partition(meta, p)
         positions = inst.revoke(inst.owned - wanted)
         if inst.auto_commit and positions:
-            await self._commit_quietly(inst, positions)
+            await self._commit_quietly(inst, positions, inst.generation)
         inst.manual = bool(wanted)
         inst.activate(await self._initial_positions(inst, wanted - inst.owned))
 
@@ -290,16 +298,22 @@ class ConsumerManager:
         for inst in members:
             if inst.closed or not inst.subscribed or inst.name not in assignment.members:
                 continue  # joined after this generation was computed: the next one includes it
-            if inst.generation == assignment.generation:
+            if inst.acked_generation == assignment.generation:
                 continue
             # 2. revoke what the member loses, commit it with auto commit, then ack the generation
-            new = set(assignment.partitions_of(inst.name))
-            positions = inst.revoke((inst.owned | inst.pending) - new)
-            inst.generation = assignment.generation
-            inst.pending = new - inst.owned
-            if inst.auto_commit and positions:
-                await self._commit_quietly(inst, positions)
+            # (a failed ack is retried by the next pass: the generation counts as handled once acked)
+            if inst.generation != assignment.generation:
+                new = set(assignment.partitions_of(inst.name))
+                positions = inst.revoke((inst.owned | inst.pending) - new)
+                inst.generation = assignment.generation
+                inst.pending = new - inst.owned
+                if inst.auto_commit and positions:
+                    await self._commit_quietly(inst, positions, assignment.generation)
+                    if inst.closed or not inst.subscribed:
+                        continue  # left the group meanwhile: nothing to ack
             await asyncio.to_thread(self.membership.acknowledge, group, inst.name, assignment.generation)
+            if inst.generation == assignment.generation:
+                inst.acked_generation = assignment.generation
         # 3. assign: gained partitions become readable once every member of the generation acked
         waiting = [i for i in members if i.generation == assignment.generation and i.pending and not i.closed]
         if waiting and await asyncio.to_thread(self.membership.all_acknowledged, group, assignment):
@@ -357,27 +371,21 @@ class ConsumerManager:
 
     # -- positions ------------------------------------------------------------------------------
 
-    async def _bounds(self, tp: TopicPartition) -> tuple[int, int]:
-        """(log start offset, high watermark) of a partition, from its leader."""
-        try:
-            part = await self.broker.leader_partition(*tp)
-            return part.log.log_start_offset, part.log.high_watermark
-        except NotLeaderError:
-            resp = await self._http.get(f"{await self._leader_url(tp)}/topics/{tp[0]}/partitions/{tp[1]}/offsets")
-            resp.raise_for_status()
-            body = resp.json()
-            return int(body["beginning_offset"]), int(body["end_offset"])
+    async def _bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start offset, high watermark) of each partition, from its leader (asked concurrently)."""
+        tps = sorted(partitions)
+        offsets = await asyncio.gather(*(self.broker.partition_offsets(*tp) for tp in tps))
+        return {tp: (start, hw) for tp, (start, _, hw) in zip(tps, offsets)}
 
     async def _reset_position(self, inst: ConsumerInstance, tp: TopicPartition) -> int:
-        start, end = await self._bounds(tp)
-        return start if inst.auto_offset_reset == "earliest" else end
+        start, _, hw = await self.broker.partition_offsets(*tp)
+        return start if inst.auto_offset_reset == "earliest" else hw
 
     async def _initial_positions(self, inst: ConsumerInstance, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Committed offsets of the group, else ``auto.offset.reset`` (also for out-of-range commits)."""
         committed = {(c.topic, c.partition): c.offset for c in self.broker.offset_store.committed(inst.group)}
         out = {}
-        for tp in sorted(partitions):
-            start, end = await self._bounds(tp)
+        for tp, (start, end) in (await self._bounds(partitions)).items():
             c = committed.get(tp)
             if c is not None and start <= c <= end:
                 out[tp] = c
@@ -394,8 +402,7 @@ class ConsumerManager:
     async def seek_to(self, inst: ConsumerInstance, partitions: list[TopicPartition], *, end: bool) -> None:
         """Seek to the log start offsets (``end=False``) or the high watermarks (``end=True``)."""
         self._check_owned(inst, partitions)
-        for tp in partitions:
-            start, stop = await self._bounds(tp)
+        for tp, (start, stop) in (await self._bounds(partitions)).items():
             inst.positions[tp] = stop if end else start
         inst.notify()
 
@@ -434,7 +441,7 @@ class ConsumerManager:
             inst.touch()
             if inst.auto_commit_due():
                 inst.last_auto_commit = time.monotonic()
-                await self._commit_quietly(inst, inst.consumed_positions())
+                await self._commit_quietly(inst, inst.consumed_positions(), inst.generation)
             deadline = time.monotonic() + timeout_ms / 1000.0
             chunks: list[bytes] = []
             total = 0
@@ -451,9 +458,10 @@ class ConsumerManager:
                                                    return_exceptions=True)
                     if inst.generation != generation:
                         break  # rebalanced while reading: drop this round (positions stay), answer what we have
+                    tables: list[tuple[TopicPartition, pa.Table]] = []
                     for tp, start, res in zip(owned, starts, results):
                         if isinstance(res, BaseException):
-                            if not isinstance(res, (NotLeaderError, UnknownTopicError)):
+                            if not isinstance(res, _SKIPPABLE_READ_ERRORS):
                                 raise res
                             log.warning("reading %s-%d for %s/%s: %s", tp[0], tp[1], inst.group, inst.name, res)
                             continue
@@ -463,11 +471,11 @@ class ConsumerManager:
                             continue
                         inst.positions[tp] = int(table["offset"][-1].as_py()) + 1
                         total += _record_bytes(table)
-                        if table.num_rows > 5000:
-                            chunks.append(await asyncio.to_thread(codecs.encode_records, table, inst.format,
-                                                                  topic=tp[0], partition=tp[1]))
-                        else:
-                            chunks.append(codecs.encode_records(table, inst.format, topic=tp[0], partition=tp[1]))
+                        tables.append((tp, table))
+                    if sum(t.num_rows for _, t in tables) > ENCODE_INLINE_MAX_ROWS:
+                        chunks.extend(await asyncio.to_thread(_encode_all, tables, inst.format))
+                    else:
+                        chunks.extend(_encode_all(tables, inst.format))
                 remaining = deadline - time.monotonic()
                 if total >= max(1, inst.fetch_min_bytes) or total >= max_bytes or remaining <= 0:
                     break
@@ -482,30 +490,41 @@ class ConsumerManager:
                 table, _ = await self.broker.fetch(tp[0], tp[1], offset, max_bytes=max_bytes, max_wait_ms=0,
                                                    columns=codecs.FETCH_COLUMNS)
                 return table
-            except NotLeaderError:
-                return await self._remote_read(tp, offset, max_bytes)
+            except NotLeaderError as e:
+                return await self._remote_read(tp, offset, max_bytes, e)
         except OffsetOutOfRangeError:
             # Kafka: an out-of-range position is reset by auto.offset.reset
             if tp in inst.owned and inst.positions.get(tp) == offset:
                 inst.positions[tp] = await self._reset_position(inst, tp)
             return None
 
-    async def _leader_url(self, tp: TopicPartition) -> str:
-        state = await self.broker.partition_state(*tp)
-        brokers = await self.broker.brokers()
-        if state.leader not in brokers:
-            raise NotLeaderError(f"{tp[0]}-{tp[1]} has no live leader (broker {state.leader}).")
-        return brokers[state.leader].url
-
-    async def _remote_read(self, tp: TopicPartition, offset: int, max_bytes: int) -> pa.Table:
-        """Read a partition led by another broker through its gateway (Arrow IPC)."""
-        resp = await self._http.get(f"{await self._leader_url(tp)}/topics/{tp[0]}/partitions/{tp[1]}/records",
-                                    params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": 0},
-                                    headers={"Accept": codecs.ARROW_STREAM})
-        if resp.status_code == 422 and resp.json().get("error_code") == 42202:
-            raise OffsetOutOfRangeError(topic=tp[0], partition=tp[1], offset=offset, log_start_offset=-1,
-                                        high_watermark=-1)
-        resp.raise_for_status()
+    async def _remote_read(self, tp: TopicPartition, offset: int, max_bytes: int, not_leader: NotLeaderError) -> pa.Table:
+        """Read a partition led by another broker (the one ``not_leader`` names) through its gateway (Arrow IPC)."""
+        if self.broker.http is None or not not_leader.leader_url:
+            raise not_leader
+        url = f"{not_leader.leader_url}/topics/{tp[0]}/partitions/{tp[1]}/records"
+        try:
+            resp = await self.broker.http.get(url, params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": 0},
+                                              headers={"Accept": codecs.ARROW_STREAM})
+        except httpx.HTTPError as e:
+            raise LeaderNotAvailableError(f"The leader of {tp[0]}-{tp[1]} at {not_leader.leader_url} does not "
+                                          f"answer ({type(e).__name__}); retry.") from None
+        if resp.status_code != 200:
+            try:
+                body = resp.json()
+            except ValueError:
+                body = {}
+            code = body.get("error_code") if isinstance(body, dict) else None
+            # the fetch route answers 422 / 42202 only for an offset out of range (OffsetOutOfRangeError)
+            if resp.status_code == OffsetOutOfRangeError.http_status and code == OffsetOutOfRangeError.error_code:
+                raise OffsetOutOfRangeError(topic=tp[0], partition=tp[1], offset=offset, log_start_offset=-1,
+                                            high_watermark=-1)
+            if resp.status_code == NotLeaderError.http_status:  # leadership moved again
+                raise NotLeaderError(body.get("message"), leader_id=body.get("leader_id"),
+                                     leader_url=body.get("leader_url"))
+            if code == UnknownTopicError.error_code:
+                raise UnknownTopicError(tp[0])
+            resp.raise_for_status()
         return pa.ipc.open_stream(resp.content).read_all()
 
     async def _wait_for_records(self, inst: ConsumerInstance, timeout_s: float) -> None:
@@ -514,9 +533,8 @@ class ConsumerManager:
         waits = [asyncio.ensure_future(inst.changed.wait())]
         remote = False
         for tp in sorted(inst.owned):
-            try:
-                part = await self.broker.leader_partition(*tp)
-            except (NotLeaderError, UnknownTopicError):
+            part = self.broker.local_partition(*tp)  # no I/O: led elsewhere (or not yet known here) is polled
+            if part is None or part.role != "leader":
                 remote = True
                 continue
             waits.append(asyncio.ensure_future(part.wait_for_records(inst.positions[tp], timeout_s)))
@@ -536,23 +554,35 @@ class ConsumerManager:
         Raises:
             IllegalGenerationError: the instance's generation is older than the group's (409 / 40904).
         """
+        # the generation is read together with the positions, before any await (a rebalance meanwhile
+        # must not stamp generation n's positions with n + 1)
+        generation = inst.generation
         if offsets is None:
             offsets = {tp: (o, None) for tp, o in inst.consumed_positions().items()}
+        await self._commit(inst.group, offsets, generation)
+
+    async def _commit(self, group: str, offsets: dict[TopicPartition, tuple[int, str | None]],
+                      generation: int | None) -> None:
+        """Commit ``offsets`` read in ``generation`` (None: outside group membership), fenced by the group's."""
         if not offsets:
             return
         for t, p in sorted(offsets):
             meta = await self.broker.topic_fresh(t)
             self.broker.check_partition(meta, p)
         rows = [{"topic": t, "partition": p, "offset": o, "metadata": m} for (t, p), (o, m) in sorted(offsets.items())]
-        current = await self.broker.group_generation(inst.group) if inst.generation is not None else None
-        await asyncio.to_thread(self.broker.offset_store.commit, inst.group, rows, generation=inst.generation,
+        current = await self.broker.group_generation(group) if generation is not None else None
+        await asyncio.to_thread(self.broker.offset_store.commit, group, rows, generation=generation,
                                 current_generation=current)
 
-    async def _commit_quietly(self, inst: ConsumerInstance, positions: dict[TopicPartition, int]) -> None:
+    async def _commit_quietly(self, inst: ConsumerInstance, positions: dict[TopicPartition, int],
+                              generation: int | None) -> None:
+        """Auto commit: a failure is logged and the caller goes on (as Kafka's auto commit)."""
         try:
-            await self.commit(inst, {tp: (o, None) for tp, o in positions.items()})
+            await self._commit(inst.group, {tp: (o, None) for tp, o in positions.items()}, generation)
         except IllegalGenerationError as e:
             log.info("auto commit of %s/%s refused: %s", inst.group, inst.name, e)
+        except Exception as e:
+            log.warning("auto commit of %s/%s failed: %s", inst.group, inst.name, e, exc_info=True)
 
     def committed(self, inst: ConsumerInstance, partitions: list[TopicPartition] | None) -> list[dict]:
         """The group's committed offsets of ``partitions`` (default: the owned ones); partitions without
@@ -571,7 +601,7 @@ class ConsumerManager:
         """
         members = await asyncio.to_thread(self.membership.members, group)
         assignment = await asyncio.to_thread(self.membership.assignment, group)
-        generation = await asyncio.to_thread(self.membership.generation, group)
+        generation = await self.broker.group_generation(group)
         current = assignment is not None and assignment.generation == generation and \
             set(assignment.members) == set(members)
         state = "Empty" if not members else ("Stable" if current else "PreparingRebalance")
@@ -585,6 +615,11 @@ class ConsumerManager:
                                (assignment.partitions_of(m) if assignment else [])],
             } for m, info in sorted(members.items())],
         }
+
+
+def _encode_all(tables: list[tuple[TopicPartition, pa.Table]], fmt: str) -> list[bytes]:
+    """One records round as JSON arrays, one per partition."""
+    return [codecs.encode_records(table, fmt, topic=tp[0], partition=tp[1]) for tp, table in tables]
 
 
 def _record_bytes(table: pa.Table) -> int:

@@ -35,7 +35,6 @@ fingerprint and starts generation ``n + 2``; so a rebalance never waits for a de
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 from collections import Counter
@@ -47,7 +46,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from lakelog.consumer_groups.assignors import TopicPartition, get_assignor
 from lakelog.consumer_groups.errors import ConsumerAlreadyExistsError
-from lakelog.replication.metadata import CONSUMERS_PATH
+from lakelog.replication.metadata import CONSUMERS_PATH, ClusterMetadata, _dump, _load
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +54,6 @@ log = logging.getLogger(__name__)
 def group_path(group: str) -> str:
     """``/lakelog/consumers/{group}``."""
     return f"{CONSUMERS_PATH}/{group}"
-
-
-def _dump(value: dict) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
-
-
-def _load(data: bytes | None) -> dict:
-    return json.loads(data.decode()) if data else {}
 
 
 @dataclass(frozen=True)
@@ -152,6 +143,7 @@ class GroupMembership:
     def __init__(self, zk: KazooClient, *, partition_counts: Callable[[Iterable[str]], dict[str, int]],
                  default_assignor: str = "range") -> None:
         self.zk = zk
+        self._metadata = ClusterMetadata(zk)
         self.partition_counts = partition_counts
         self.default_assignor = default_assignor
 
@@ -229,14 +221,6 @@ class GroupMembership:
 
     # -- assignment -----------------------------------------------------------------------------
 
-    def generation(self, group: str) -> int | None:
-        """The group's generation, or None before its first rebalance."""
-        try:
-            g = _load(self.zk.get(group_path(group))[0]).get("generation")
-        except NoNodeError:
-            return None
-        return None if g is None else int(g)
-
     def assignment(self, group: str) -> GroupAssignment | None:
         """The stored assignment, or None before the first rebalance."""
         try:
@@ -304,7 +288,7 @@ class GroupMembership:
             acks = set(self.zk.get_children(f"{base}/acks"))
         except NoNodeError:
             return False
-        if self.generation(group) != assignment.generation:
+        if self._metadata.group_generation(group) != assignment.generation:
             return False
         return all(f"{assignment.generation:010d}-{m}" in acks for m in assignment.members)
 

@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -76,6 +77,9 @@ class OffsetStore:
         else:
             self._table = DeltaTable.create(uri, OFFSETS_SCHEMA, mode="ignore", name=OFFSETS_TABLE,
                                             description="lakelog committed consumer group offsets")
+        # _write_lock serializes commits (fence + Delta write); _lock guards the in-memory view only,
+        # so reads never wait for a Delta write
+        self._write_lock = threading.Lock()
         self._lock = threading.Lock()
         self._latest: dict[tuple[str, str, int], CommittedOffset] = {}
         self._generations: dict[str, int] = {}
@@ -85,19 +89,22 @@ class OffsetStore:
         table = self._table.to_pyarrow_table()
         if table.num_rows == 0:
             return
-        # rows are appended in commit order; the newest row per key wins
-        order = pc.sort_indices(table, [("commit_timestamp", "ascending")])
-        for row in table.take(order).to_pylist():
-            self._remember(row)
-
-    def _remember(self, row: dict) -> None:
-        ts = row["commit_timestamp"]
-        ms = int(ts.timestamp() * 1000) if hasattr(ts, "timestamp") else int(ts) // 1000
-        c = CommittedOffset(row["group"], row["topic"], int(row["partition"]), int(row["offset"]),
-                            row.get("metadata"), row.get("generation"), ms)
-        self._latest[(c.group, c.topic, c.partition)] = c
-        if c.generation is not None:
-            self._generations[c.group] = max(self._generations.get(c.group, -1), c.generation)
+        # the newest row per (group, topic, partition) wins: sort by commit time (stable: ties keep
+        # append order), number the rows, keep the highest number per key
+        keys = ["group", "topic", "partition"]
+        table = table.take(pc.sort_indices(table, [("commit_timestamp", "ascending")]))
+        table = table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        newest = table.group_by(keys).aggregate([("_row", "max")])["_row_max"]
+        latest = table.take(newest)
+        ms = pc.divide(latest["commit_timestamp"].cast(pa.int64()), 1000)
+        cols = [latest[k].to_pylist() for k in (*keys, "offset", "metadata", "generation")] + [ms.to_pylist()]
+        generations = table.group_by("group").aggregate([("generation", "max")])
+        with self._lock:
+            for g, t, p, o, m, gen, ts in zip(*cols):
+                self._latest[(g, t, p)] = CommittedOffset(g, t, p, o, m, gen, ts)
+            for g, gen in zip(generations["group"].to_pylist(), generations["generation_max"].to_pylist()):
+                if gen is not None:
+                    self._generations[g] = gen
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -111,10 +118,6 @@ class OffsetStore:
         with self._lock:
             rows = [c for (g, t, _), c in self._latest.items() if g == group and (topic is None or t == topic)]
         return sorted(rows, key=lambda c: (c.topic, c.partition))
-
-    def transaction_version(self, app_id: str) -> int | None:
-        """The latest version committed with transaction ``app_id``, or None."""
-        return self._table.transaction_version(app_id)
 
     # -- commit ---------------------------------------------------------------------------------
 
@@ -138,9 +141,13 @@ class OffsetStore:
             IllegalGenerationError: ``generation`` is older than the group's.
             deltalake.exceptions.DeltaError: the commit failed (nothing was written).
         """
-        with self._lock:
-            # 1. fence commits from an older generation
-            known = current_generation if current_generation is not None else self._generations.get(group)
+        with self._write_lock:
+            # 1. fence commits from an older generation (generations only change under _write_lock)
+            if current_generation is not None:
+                known = current_generation
+            else:
+                with self._lock:
+                    known = self._generations.get(group)
             if generation is not None and known is not None and generation < known:
                 raise IllegalGenerationError(
                     f"Offset commit for group '{group}' has generation {generation}, but the group is at "
@@ -168,6 +175,11 @@ class OffsetStore:
                             commit_properties=CommitProperties(app_transactions=txns,
                                                                custom_metadata={"lakelog.group": group}))
             # 4. the in-memory view of the latest offsets
-            for row in batch.to_pylist():
-                self._remember(row)
+            with self._lock:
+                for o in offsets:
+                    c = CommittedOffset(group, o["topic"], int(o["partition"]), int(o["offset"]), o.get("metadata"),
+                                        generation, now_us // 1000)
+                    self._latest[(group, c.topic, c.partition)] = c
+                if generation is not None:
+                    self._generations[group] = max(self._generations.get(group, -1), generation)
             return True
