@@ -7,9 +7,11 @@ Reads topic ``flights`` with ``spark.readStream.format("lakelog")`` (group ``fli
 source commits the group's offsets as each micro-batch commits, so ``lakelog groups describe``
 shows the job's lag), parses the JSON values into typed columns, aggregates each micro-batch per
 carrier and day (flights, delay sums and counts) and appends the result to the Delta table at
-``--output`` through ``foreachBatch`` with Delta's idempotent writes: ``txnAppId`` = the query id,
+``--output`` through ``foreachBatch`` with Delta's idempotent writes: ``txnAppId`` = :data:`APP_ID`,
 ``txnVersion`` = the batch id. A batch replayed after a crash is skipped by Delta, so the table
-holds each record's contribution exactly once. The view ``flight_delays`` (see :func:`delays_view`)
+holds each record's contribution exactly once. The output table and the checkpoint belong
+together: batch ids restart at 0 with a new checkpoint, and Delta would skip them all, so
+:func:`start` refuses an output table that already has this pipeline's writes without its checkpoint. The view ``flight_delays`` (see :func:`delays_view`)
 sums the per-batch rows into means per carrier and day.
 """
 
@@ -69,8 +71,18 @@ def start(spark: SparkSession, *, bootstrap_servers: str, output: str, checkpoin
           group_id: str = "flight-delays", max_offsets_per_trigger: int | None = None,
           available_now: bool = False, trigger_interval: str = "2 seconds"):
     """Start the streaming query; returns the :class:`StreamingQuery`."""
+    from pathlib import Path
+
     from lakelog.spark.source import register
 
+    # Spark writes a batch's offsets to the checkpoint before it runs the batch, so output without any
+    # planned batch in the checkpoint means the checkpoint is not this output's (a crash after the
+    # write but before the batch's commit still has its offsets: Spark replays it, Delta skips it).
+    planned = Path(checkpoint) / "offsets"
+    if (Path(output) / "_delta_log").exists() and not (planned.exists() and any(planned.iterdir())):
+        raise ValueError(f"{output} already holds this pipeline's output but {checkpoint} has no planned "
+                         "batch: a new checkpoint restarts batch ids at 0 and Delta would skip them as "
+                         "replays. Remove the output too, or use its checkpoint.")
     register(spark)
     reader = (spark.readStream.format("lakelog")
               .option("lakelog.bootstrap.servers", bootstrap_servers)

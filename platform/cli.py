@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
 import sys
 import time
@@ -63,10 +64,16 @@ def _parse_configs(items: list[str] | None) -> dict[str, str]:
     return configs
 
 
+@contextlib.contextmanager
 def _client(bootstrap: str):
-    from lakelog.client import LakelogClient
+    """A :class:`LakelogClient`; a gateway error or an unreachable gateway ends the command with its message."""
+    from lakelog.client import GatewayError, LakelogClient
 
-    return LakelogClient(bootstrap)
+    try:
+        with LakelogClient(bootstrap) as client:
+            yield client
+    except (GatewayError, ConnectionError) as e:
+        _fail(str(e))
 
 
 # -- servers -------------------------------------------------------------------------------------
@@ -161,34 +168,26 @@ def cluster_up(
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
     controlled shutdown), then ZooKeeper.
     """
-    import subprocess
-
+    from lakelog.broker_process import BrokerProcess
     from lakelog.replication.zookeeper_server import ZooKeeperServer
 
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
     zk.start()
-    procs: list[subprocess.Popen] = []
+    procs = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / f"broker-{i}", broker_id=i,
+                           port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
+                           new_session=True, config_file=config) for i in range(brokers)]
     try:
-        for i in range(brokers):
-            cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", str(i),
-                   "--port", str(port + i), "--log-dirs", str(data_dir / f"broker-{i}"),
-                   "--zookeeper-connect", zk.connect_string, "--log-level", log_level]
-            if config is not None:
-                cmd += ["--config", str(config)]
-            procs.append(subprocess.Popen(cmd))
+        for proc in procs:
+            proc.start()
         servers = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
         err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); {brokers} brokers: {servers} "
-                          f"(pids {', '.join(str(p.pid) for p in procs)}). Use --bootstrap-server {servers}")
+                          f"(pids {', '.join(str(p.pid) for p in procs)}, logs {data_dir}/broker-N.log). "
+                          f"Use --bootstrap-server {servers}")
         _wait_for_signal()
     finally:
         for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            proc.stop(timeout_s=30)
         zk.stop()
 
 
@@ -203,14 +202,9 @@ def topics_create(
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
-    from lakelog.client import GatewayError
-
     with _client(bootstrap_server) as client:
-        try:
-            data = client.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
-                                       configs=_parse_configs(config))
-        except GatewayError as e:
-            _fail(str(e))
+        data = client.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                                   configs=_parse_configs(config))
     console.print(f"Created topic {topic} ({data['partitions_count']} partitions, replication factor "
                   f"{data['replication_factor']}).")
 
@@ -226,13 +220,8 @@ def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
 @topics_app.command("describe")
 def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Partitions with leader, replicas, ISR, leader epoch, log end offset and high watermark."""
-    from lakelog.client import GatewayError
-
     with _client(bootstrap_server) as client:
-        try:
-            info = client.describe_topic(topic)
-        except GatewayError as e:
-            _fail(str(e))
+        info = client.describe_topic(topic)
     configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
     console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
     table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LogEndOffset",
@@ -247,13 +236,8 @@ def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
 @topics_app.command("delete")
 def topics_delete(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Delete a topic and its partition logs."""
-    from lakelog.client import GatewayError
-
     with _client(bootstrap_server) as client:
-        try:
-            client.delete_topic(topic)
-        except GatewayError as e:
-            _fail(str(e))
+        client.delete_topic(topic)
     console.print(f"Deleted topic {topic}.")
 
 
@@ -274,22 +258,19 @@ def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
     from lakelog.client import GatewayError
 
     with _client(bootstrap_server) as client:
+        members = client.group_members(group)
         try:
-            members = client.group_members(group)
-            try:
-                lag = client.group_lag(group)
-            except GatewayError as e:
-                if e.error_code != 40407 or not members["members"]:
-                    raise
-                lag = {"partitions": [], "total_lag": 0}  # members, but nothing committed yet
-            owner = {(a["topic"], a["partition"]): m["member_id"] for m in members["members"] for a in m["assignment"]}
-            rows = {(p["topic"], p["partition"]): p for p in lag["partitions"]}
-            for t, p in sorted(set(owner) - set(rows)):
-                offs = client.partition_offsets(t, p)
-                rows[(t, p)] = {"topic": t, "partition": p, "committed_offset": None, "log_end_offset": offs["end_offset"],
-                                "high_watermark": offs["end_offset"], "lag": offs["end_offset"] - offs["beginning_offset"]}
+            lag = client.group_lag(group)
         except GatewayError as e:
-            _fail(str(e))
+            if e.error_code != 40407 or not members["members"]:
+                raise
+            lag = {"partitions": [], "total_lag": 0}  # members, but nothing committed yet
+        owner = {(a["topic"], a["partition"]): m["member_id"] for m in members["members"] for a in m["assignment"]}
+        rows = {(p["topic"], p["partition"]): p for p in lag["partitions"]}
+        for t, p in sorted(set(owner) - set(rows)):
+            offs = client.partition_offsets(t, p)
+            rows[(t, p)] = {"topic": t, "partition": p, "committed_offset": None, "log_end_offset": offs["end_offset"],
+                            "high_watermark": offs["end_offset"], "lag": offs["end_offset"] - offs["beginning_offset"]}
     table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "HIGH-WATERMARK", "LAG", "CONSUMER-ID")
     for key, p in sorted(rows.items()):
         table.add_row(group, p["topic"], str(p["partition"]),
@@ -320,7 +301,6 @@ def groups_reset_offsets(
     """Move a group with no active members to new offsets."""
     from datetime import datetime
 
-    from lakelog.client import GatewayError
 
     chosen = [x for x in (to_earliest, to_latest, to_offset is not None, to_datetime is not None) if x]
     if len(chosen) != 1:
@@ -338,10 +318,7 @@ def groups_reset_offsets(
             _fail(f"--to-datetime {to_datetime!r} is not an ISO-8601 date-time")
         to = "timestamp"
     with _client(bootstrap_server) as client:
-        try:
-            result = client.reset_offsets(group, to=to, value=value, topics=topic)
-        except GatewayError as e:
-            _fail(str(e))
+        result = client.reset_offsets(group, to=to, value=value, topics=topic)
     table = Table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
     for o in result["offsets"]:
         table.add_row(group, o["topic"], str(o["partition"]), str(o["offset"]))
@@ -362,7 +339,6 @@ def produce(
     """Produce each input line as a record (like kafka-console-producer); a progress bar for files."""
     from rich.progress import Progress
 
-    from lakelog.client import GatewayError
 
     stream = file.open("rb") if file else sys.stdin.buffer
     total = file.stat().st_size if file else None
@@ -374,10 +350,7 @@ def produce(
         def flush() -> None:
             nonlocal sent
             if batch:
-                try:
-                    client.produce_binary(topic, batch, partition=partition)
-                except GatewayError as e:
-                    _fail(str(e))
+                client.produce_binary(topic, batch, partition=partition)
                 sent += len(batch)
                 batch.clear()
 
@@ -412,8 +385,6 @@ def consume(
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Print records of a topic (like kafka-console-consumer); without --follow stop at the end."""
-    from lakelog.client import GatewayError
-
     if group is not None:
         return _consume_group(topic, group, from_beginning=from_beginning, follow=follow, max_messages=max_messages,
                               print_key=print_key, key_separator=key_separator, print_offset=print_offset,
@@ -457,8 +428,6 @@ def consume(
                         break
                     if len(parts) > 1:
                         time.sleep(0.2)
-        except GatewayError as e:
-            _fail(str(e))
         except KeyboardInterrupt:
             pass
     err_console.print(f"Processed a total of {count} messages")
@@ -503,8 +472,6 @@ def _consume_group(topic: str, group: str, *, from_beginning: bool, follow: bool
                         break
                 elif not follow and (consumer.assignment() or time.monotonic() > deadline):
                     break  # read to the end of its partitions
-        except GatewayError as e:
-            _fail(str(e))
         except KeyboardInterrupt:
             pass
         finally:

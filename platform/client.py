@@ -14,18 +14,30 @@ import httpx
 import orjson
 import pyarrow as pa
 
-from lakelog.errors import LakelogError
+from lakelog.errors import RETRIABLE_HEADER, LakelogError
 from lakelog.ingest_api import codecs
 
 
 class GatewayError(LakelogError):
     """The gateway answered with an error body."""
 
-    def __init__(self, status: int, error_code: int, message: str) -> None:
+    def __init__(self, status: int, error_code: int, message: str, *, retriable: bool | None = None) -> None:
         super().__init__(f"{message} (HTTP {status}, error_code {error_code})")
         self.http_status = status
         self.error_code = error_code
-        self.retriable = status in (503, 421) or error_code in (40406,)
+        # The gateway says whether its error is retriable (X-Lakelog-Retriable); guess for other servers.
+        self.retriable = retriable if retriable is not None else (status in (421, 503, 504) or error_code == 40406)
+
+    @classmethod
+    def from_response(cls, resp: httpx.Response) -> "GatewayError":
+        """The error a gateway answer (status >= 400) carries: REST Proxy body, else the status and text."""
+        try:
+            body = resp.json()
+            code, message = int(body.get("error_code", resp.status_code)), body.get("message", resp.text)
+        except (ValueError, AttributeError, TypeError):
+            code, message = resp.status_code, resp.text
+        flag = resp.headers.get(RETRIABLE_HEADER)
+        return cls(resp.status_code, code, message, retriable=None if flag is None else flag == "true")
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
@@ -72,11 +84,7 @@ class LakelogClient:
                 continue
             resp = self._follow_leader(resp, method, path, **kwargs)
             if resp.status_code >= 400:
-                try:
-                    body = resp.json()
-                    raise GatewayError(resp.status_code, int(body.get("error_code", resp.status_code)), body.get("message", resp.text))
-                except (ValueError, KeyError):
-                    raise GatewayError(resp.status_code, resp.status_code, resp.text) from None
+                raise GatewayError.from_response(resp)
             return resp
         raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
 
@@ -150,7 +158,7 @@ class LakelogClient:
 
     def produce_arrow(self, topic: str, partition: int, table: pa.Table) -> dict:
         """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition."""
-        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_body(table),
+        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=codecs.arrow_ipc(table),
                              headers={"Content-Type": codecs.ARROW_STREAM}).json()
 
     # -- consumer group offsets -----------------------------------------------------------------
@@ -262,12 +270,7 @@ class HttpConsumer:
             headers.setdefault("Content-Type", codecs.V2)
         resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
         if resp.status_code >= 400:
-            try:
-                err = resp.json()
-                code, message = int(err.get("error_code", resp.status_code)), err.get("message", resp.text)
-            except (ValueError, AttributeError):
-                code, message = resp.status_code, resp.text
-            raise GatewayError(resp.status_code, code, message)
+            raise GatewayError.from_response(resp)
         return resp
 
     def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
@@ -339,9 +342,7 @@ class HttpConsumer:
         self.close()
 
 
-def arrow_body(table: pa.Table) -> bytes:
-    """An Arrow IPC stream of ``table``."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+
+
+#: ``table`` as an Arrow IPC stream body (the same encoder the gateway uses).
+arrow_body = codecs.arrow_ipc

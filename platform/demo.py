@@ -21,20 +21,16 @@ Steps (each printed as it runs):
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lakelog.broker_process import BrokerProcess
 from lakelog.client import LakelogClient, GatewayError
 from lakelog.ingest_api import codecs
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
@@ -87,37 +83,6 @@ def request_bodies() -> tuple[list[bytes], int]:
     return bodies, len(lines)
 
 
-def start_broker(*, data_dir: Path, port: int, zookeeper_connect: str) -> subprocess.Popen:
-    """Start a broker process and wait until it answers; its log goes to ``data_dir/broker.log``."""
-    log = open(data_dir / "broker.log", "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", "0", "--port", str(port),
-         "--log-dirs", str(data_dir / "logs"), "--zookeeper-connect", zookeeper_connect, "--log-level", "warning"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited ({proc.returncode}); see {data_dir / 'broker.log'}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v3/clusters", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"the broker did not start in 60 s; see {data_dir / 'broker.log'}")
-
-
-def stop_process(proc: subprocess.Popen, timeout_s: float = 20) -> None:
-    """SIGTERM by pid, then SIGKILL if it does not exit in time."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_servers: str | None = None,
              replication_factor: int = 1) -> None:
     """Run the whole demo; raises if any check fails. See the module docstring for the steps.
@@ -143,8 +108,9 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=free_port())
             zk.start()
             console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
-            broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
-            url = f"http://127.0.0.1:{port}"
+            broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / "logs", port=port,
+                                   log_file=data_dir / "broker.log", new_session=True).start()
+            url = broker.url
             console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
         with LakelogClient(url) as client:
             if TOPIC in client.list_topics():
@@ -167,7 +133,7 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
         if spark is not None:
             spark.stop()
         if broker is not None:
-            stop_process(broker)
+            broker.stop()
         if zk is not None:
             zk.stop()
         console.print("8. stopped the pipeline and Spark" + ("" if bootstrap_servers else ", the broker and ZooKeeper"))

@@ -9,6 +9,11 @@ HTTP gateway needs to answer it the way Confluent REST Proxy does (``http_status
 from __future__ import annotations
 
 
+#: Response header of every error answer: ``true`` when the same request may succeed later. The body
+#: keeps REST Proxy's exact shape (``error_code``, ``message``), so retriability travels beside it.
+RETRIABLE_HEADER = "X-Lakelog-Retriable"
+
+
 class LakelogError(Exception):
     """Base class of all lakelog errors.
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import numpy as np
+import httpx
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
-from lakelog.errors import LakelogError
+from lakelog.errors import RETRIABLE_HEADER, LakelogError
 from lakelog.ingest_api import codecs, consumers_api, models, offsets_api, replica_api
 from lakelog.ingest_api.errors import (
     ForwardedProduceError,
@@ -47,7 +48,7 @@ from lakelog.ingest_api.errors import (
 from lakelog.ingest_api.partitioner import partitions_for_keys
 from lakelog.log_tables.records import check_record_sizes, normalize_produce_batch
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
-from lakelog.replication.errors import NotLeaderError
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,15 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
 
     @app.exception_handler(LakelogError)
     async def lakelog_error(request: Request, exc: LakelogError) -> JSONResponse:
-        return JSONResponse(exc.to_body(), status_code=exc.http_status)
+        return JSONResponse(exc.to_body(), status_code=exc.http_status,
+                            headers={RETRIABLE_HEADER: "true" if exc.retriable else "false"})
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        # A bug or an unexpected failure: still a REST Proxy error body, never a bare text/plain 500.
+        log.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse({"error_code": 50001, "message": f"Internal error: {type(exc).__name__}: {exc}"},
+                            status_code=500, headers={RETRIABLE_HEADER: "false"})
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -156,22 +165,11 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
         info = models.PartitionInfo(
             partition=p, leader=state.leader, leader_epoch=state.leader_epoch,
             replicas=[models.ReplicaInfo(broker=b, leader=b == state.leader, in_sync=b in state.isr) for b in replicas])
-        if state.leader == broker.broker_id:
-            part = await broker.leader_partition(topic, p)
-            info.log_start_offset = part.log.log_start_offset
-            info.log_end_offset = part.log.log_end_offset
-            info.high_watermark = part.log.high_watermark
-        elif state.leader >= 0:  # any broker answers for the whole cluster: the offsets are the leader's
-            url = await broker.broker_url(state.leader)
+        if state.leader >= 0:  # any broker answers for the whole cluster: the offsets are the leader's
             try:
-                if url is not None and broker.http is not None:
-                    resp = await broker.http.get(f"{url}/topics/{topic}/partitions/{p}", timeout=2.0)
-                    if resp.status_code == 200:
-                        remote = resp.json()
-                        info.log_start_offset = remote.get("log_start_offset")
-                        info.log_end_offset = remote.get("log_end_offset")
-                        info.high_watermark = remote.get("high_watermark")
-            except Exception:  # the leader is unreachable: offsets stay unknown
+                info.log_start_offset, info.log_end_offset, info.high_watermark = \
+                    await broker.partition_offsets(topic, p)
+            except LakelogError:  # the leader is moving or unreachable: offsets stay unknown
                 pass
         return info
 
@@ -253,17 +251,17 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
             if broker.http is None or not e.leader_url:
                 raise
             leader_url = e.leader_url
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, records.schema) as writer:
-            writer.write_table(records)
-        resp = await broker.http.post(
-            f"{leader_url}/topics/{topic}/partitions/{partition}/records", params={"acks": acks},
-            content=sink.getvalue().to_pybytes(), headers={"Content-Type": codecs.ARROW_STREAM},
-            timeout=settings.request_timeout_ms / 1000.0 + 5)
-        body = resp.json()
+        try:
+            resp = await broker.http.post(
+                f"{leader_url}/topics/{topic}/partitions/{partition}/records", params={"acks": acks},
+                content=codecs.arrow_ipc(records), headers={"Content-Type": codecs.ARROW_STREAM},
+                timeout=settings.request_timeout_ms / 1000.0 + 5)
+        except httpx.HTTPError as e:
+            raise LeaderNotAvailableError(f"The leader of {topic}-{partition} at {leader_url} did not answer "
+                                          f"({type(e).__name__}); retry.") from None
         if resp.status_code != 200:
-            raise ForwardedProduceError(resp.status_code, body)
-        return body["base_offset"]
+            raise ForwardedProduceError.from_response(resp)
+        return resp.json()["base_offset"]
 
     async def produce(request: Request, topic: str, partition: int | None, *, allow_arrow: bool) -> Response:
         fmt = codecs.produce_format(request.headers.get("content-type"))
@@ -300,14 +298,14 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
              summary="Describe a topic: configs and partitions")
     async def get_topic(topic: TopicName) -> models.TopicInfo:
         meta = await broker.topic_fresh(topic)
-        parts = [await partition_info(topic, p, r) for p, r in sorted(meta.replicas.items())]
-        return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=parts)
+        parts = await asyncio.gather(*(partition_info(topic, p, r) for p, r in sorted(meta.replicas.items())))
+        return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=list(parts))
 
     @app.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=_ERRORS,
              tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR")
     async def list_partitions(topic: TopicName) -> list[models.PartitionInfo]:
         meta = await broker.topic_fresh(topic)
-        return [await partition_info(topic, p, r) for p, r in sorted(meta.replicas.items())]
+        return list(await asyncio.gather(*(partition_info(topic, p, r) for p, r in sorted(meta.replicas.items()))))
 
     @app.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=_ERRORS,
              tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets")
@@ -320,8 +318,8 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
              responses=_ERRORS, tags=["v2 partitions"],
              summary="Beginning (log start) and end (high watermark) offsets")
     async def get_offsets(topic: TopicName, partition: PartitionId) -> models.PartitionOffsets:
-        part = await broker.leader_partition(topic, partition)
-        return models.PartitionOffsets(beginning_offset=part.log.log_start_offset, end_offset=part.log.high_watermark)
+        log_start, _, high_watermark = await broker.partition_offsets(topic, partition)
+        return models.PartitionOffsets(beginning_offset=log_start, end_offset=high_watermark)
 
     # -- v2: produce ----------------------------------------------------------------------------
 
@@ -384,8 +382,12 @@ def create_app(settings: BrokerSettings, *, broker: Broker | None = None) -> Fas
             except NotLeaderError as e:
                 if broker.http is None or not e.leader_url:
                     raise
-                resp = await broker.http.get(f"{e.leader_url}/lakelog/v1/topics/{topic}/logs",
-                                             params={"partition": p}, timeout=10.0)
+                try:
+                    resp = await broker.http.get(f"{e.leader_url}/lakelog/v1/topics/{topic}/logs",
+                                                 params={"partition": p}, timeout=10.0)
+                except httpx.HTTPError:
+                    raise LeaderNotAvailableError(f"The leader of {topic}-{p} at {e.leader_url} did not answer; "
+                                                  "retry.") from None
                 if resp.status_code != 200:
                     raise
                 return models.PartitionLogInfo(**resp.json()[0])

@@ -206,6 +206,15 @@ def fetch_format(accept: str | None, default: Format = "binary") -> Format:
 FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
 
 
+def arrow_ipc(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream (``application/vnd.apache.arrow.stream``), the body of every
+    Arrow produce, fetch and replica fetch."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
 def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) -> bytes:
     """Encode log records (columns :data:`FETCH_COLUMNS`) as a fetch response body.
 
@@ -218,12 +227,8 @@ def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) 
     Arrow: an IPC stream with ``offset``, ``timestamp`` (ms, UTC), ``key``, ``value``, ``headers``.
     """
     if fmt == "arrow":
-        sink = pa.BufferOutputStream()
         out = table.select(FETCH_COLUMNS)
-        out = out.set_column(1, "timestamp", pc.cast(out["timestamp"], pa.timestamp("ms", tz="UTC")))
-        with pa.ipc.new_stream(sink, out.schema) as writer:
-            writer.write_table(out)
-        return sink.getvalue().to_pybytes()
+        return arrow_ipc(out.set_column(1, "timestamp", pc.cast(out["timestamp"], pa.timestamp("ms", tz="UTC"))))
     n = table.num_rows
     if n == 0:
         return b"[]"

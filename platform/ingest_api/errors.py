@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.errors import LakelogError
+from lakelog.errors import RETRIABLE_HEADER, LakelogError
 
 
 class RequestError(LakelogError):
@@ -57,12 +57,22 @@ class RequestTooLargeError(RequestError):
 class ForwardedProduceError(LakelogError):
     """The partition's leader refused a share of a topic-level produce this broker forwarded to it.
 
-    Carries the leader's status, error code and message, and is retriable when the leader's answer
-    was (503 not enough replicas, 421 leadership moved, 504 timed out).
+    Carries the leader's status, error code, message and retriability (its ``X-Lakelog-Retriable``
+    header) as they were.
     """
 
-    def __init__(self, status: int, body: dict) -> None:
-        super().__init__(f"The partition leader answered {status}: {body.get('message', body)}")
+    def __init__(self, status: int, error_code: int, message: str, *, retriable: bool) -> None:
+        super().__init__(f"The partition leader answered {status}: {message}")
         self.http_status = status
-        self.error_code = int(body.get("error_code", status * 100))
-        self.retriable = status in (421, 503, 504)
+        self.error_code = error_code
+        self.retriable = retriable
+
+    @classmethod
+    def from_response(cls, resp) -> "ForwardedProduceError":
+        """From the leader's ``httpx.Response`` (status >= 400)."""
+        try:
+            body = resp.json()
+            code, message = int(body.get("error_code", resp.status_code * 100)), body.get("message", resp.text)
+        except (ValueError, AttributeError, TypeError):
+            code, message = resp.status_code * 100 + 1, resp.text
+        return cls(resp.status_code, code, message, retriable=resp.headers.get(RETRIABLE_HEADER) == "true")

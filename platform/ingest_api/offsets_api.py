@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.consumer_groups.errors import GroupNotEmptyError, InvalidCommitError, UnknownGroupError
+from lakelog.replication.errors import UnknownTopicError
 
 router = APIRouter(tags=["consumer offsets"])
 
@@ -136,10 +137,10 @@ async def group_lag(group: str, request: Request) -> GroupLag:
     for topic in sorted({t for t, _ in committed}):
         try:
             meta = await broker.topic_fresh(topic)
-        except Exception:
+        except UnknownTopicError:
             continue  # the topic was deleted since
-        for p in sorted(meta.replicas):
-            log_start, log_end, hw = await broker.partition_offsets(topic, p)
+        bounds = await asyncio.gather(*(broker.partition_offsets(topic, p) for p in sorted(meta.replicas)))
+        for p, (log_start, log_end, hw) in zip(sorted(meta.replicas), bounds):
             c = committed.get((topic, p))
             parts.append(PartitionLag(topic=topic, partition=p, committed_offset=c,
                                       log_end_offset=log_end, high_watermark=hw,
@@ -164,15 +165,13 @@ async def reset_offsets(group: str, body: ResetOffsetsRequest, request: Request)
     for topic in topics:
         meta = await broker.topic_fresh(topic)
         for p in sorted(meta.replicas):
-            log = (await broker.leader_partition(topic, p)).log
-            if body.to == "earliest":
-                target = log.log_start_offset
-            elif body.to == "latest":
-                target = log.high_watermark
-            elif body.to == "offset":
-                target = min(max(body.value, log.log_start_offset), log.high_watermark)
-            else:
+            if body.to == "timestamp":  # the time index is the leader's log: reset on the leader
+                log = (await broker.leader_partition(topic, p)).log
                 target = await asyncio.to_thread(log.offset_for_timestamp, body.value)
+            else:  # from the partition's leader, wherever it is
+                log_start, _, high_watermark = await broker.partition_offsets(topic, p)
+                target = {"earliest": log_start, "latest": high_watermark}.get(
+                    body.to, min(max(body.value or 0, log_start), high_watermark))
             offsets.append(TopicPartitionOffset(topic=topic, partition=p, offset=target))
     await asyncio.to_thread(broker.offset_store.commit, group, [o.model_dump() for o in offsets])
     return CommitOffsetsResponse(committed=True, offsets=offsets)

@@ -21,20 +21,12 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-import pyarrow as pa
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs
 
 router = APIRouter(prefix="/lakelog/v1/replica", tags=["replication (internal)"], include_in_schema=False)
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", response_class=Response)
@@ -52,7 +44,7 @@ async def replica_fetch(
     table, part = await broker.replica_fetch(topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
                                              offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
     body = b"" if table.num_rows == 0 else (
-        await asyncio.to_thread(_ipc, table) if table.num_rows > 5000 else _ipc(table))
+        await asyncio.to_thread(codecs.arrow_ipc, table) if table.num_rows > 5000 else codecs.arrow_ipc(table))
     return Response(body, media_type=codecs.ARROW_STREAM, headers={
         "X-Lakelog-High-Watermark": str(part.log.high_watermark),
         "X-Lakelog-Log-End-Offset": str(part.log.log_end_offset),

@@ -172,8 +172,10 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     builder = configure_spark_with_delta_pip(builder, extra_packages=extra_packages)
 
     # Python workers are started with PYSPARK_PYTHON (default: "python3" on PATH, which may not have
-    # lakelog); the spark.pyspark.python setting alone does not reach them.
-    os.environ.setdefault("PYSPARK_PYTHON", values.get("spark.pyspark.python", sys.executable))
+    # lakelog); the spark.pyspark.python setting alone does not reach them. Only a local master gets
+    # this interpreter (session_conf): a cluster's executors have their own Python.
+    if "spark.pyspark.python" in values:
+        os.environ.setdefault("PYSPARK_PYTHON", values["spark.pyspark.python"])
     running = SparkContext._active_spark_context is not None
     started = time.monotonic()
     spark = builder.getOrCreate()

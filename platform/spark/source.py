@@ -117,7 +117,7 @@ from lakelog.client import GatewayError, LakelogClient
 from lakelog.errors import ConfigError, LakelogError
 from lakelog.log_tables.reader import DataLoss, DataLossError, offset_for_timestamp, read_offset_range
 from lakelog.log_tables.schema import HEADERS_TYPE
-from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
+from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA, PartitionLogInfo, partition_logs_from_gateway
 
 log = logging.getLogger(__name__)
 
@@ -394,16 +394,8 @@ class SourceOptions:
 
 # -- the cluster as the driver sees it ---------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PartitionState:
-    """One partition's table and readable offsets, as its leader reported them."""
-
-    topic: str
-    partition: int
-    table_uri: str
-    log_start_offset: int
-    high_watermark: int
-    timestamp_type: int = 0
+#: One partition's table and readable offsets, as its leader reported them (the SQL side's record).
+PartitionState = PartitionLogInfo
 
 
 class _Cluster:
@@ -458,17 +450,15 @@ class _Cluster:
         out: dict[TopicPartition, PartitionState] = {}
         for topic in self._topics():
             try:
-                logs = self.client.topic_logs(topic)
+                logs = partition_logs_from_gateway(self.client, topic)
             except GatewayError as e:
                 if e.error_code == 40401 and self.options.assign is None:
                     continue  # subscribed topic that does not exist (yet): like Kafka, nothing to read
                 if e.error_code == 40401:
                     raise SourceError(f"Assigned topic '{topic}' does not exist ({e})") from e
                 raise
-            for p in logs:
-                tp = (topic, int(p["partition"]))
-                out[tp] = PartitionState(topic, tp[1], p["table_uri"], int(p["log_start_offset"]),
-                                         int(p["high_watermark"]), int(p.get("timestamp_type", 0)))
+            for info in logs:
+                out[(topic, info.partition)] = info
         if self.options.assign is not None:
             wanted = {(t, p) for t, ps in self.options.assign.items() for p in ps}
             missing = sorted(wanted - out.keys())

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from functools import reduce
 from typing import TYPE_CHECKING, Sequence
 
 from pyspark.sql import functions as F
@@ -92,29 +91,6 @@ class PartitionLogInfo:
             raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
 
 
-def _partition_dataframe(spark: "SparkSession", info: PartitionLogInfo,
-                         as_of_timestamp: str | None = None) -> "DataFrame":
-    reader = spark.read.format("delta")
-    if as_of_timestamp is not None:
-        # Delta time travel: the table as it was then (records committed by that time)
-        reader = reader.option("timestampAsOf", as_of_timestamp)
-    log = reader.load(info.table_uri)
-    offset = F.col("offset")
-    committed = log.where((offset >= F.lit(info.log_start_offset)) & (offset < F.lit(info.high_watermark)))
-    # Kafka's source gives null, not an empty array, for a record without headers.
-    headers = F.when(F.size(F.col("headers")) > 0, F.col("headers"))
-    return committed.select(
-        F.col("key"),
-        F.col("value"),
-        F.lit(info.topic).alias("topic"),
-        F.lit(info.partition).cast("int").alias("partition"),
-        offset.cast("long").alias("offset"),
-        F.col("timestamp").cast("timestamp").alias("timestamp"),
-        F.lit(info.timestamp_type).cast("int").alias("timestampType"),
-        headers.alias("headers"),
-    )
-
-
 def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo], *,
                     as_of_timestamp: str | None = None) -> "DataFrame":
     """The committed records of a topic's partitions as a DataFrame shaped like Spark's Kafka source.
@@ -137,12 +113,7 @@ def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo
     ``as_of_timestamp`` (``"2024-05-01 12:00:00"``, UTC) reads each partition table as it was then
     (Delta's ``timestampAsOf``): the topic's history up to that moment.
     """
-    # The Kafka source's columns are all nullable, the log table's offset and timestamp are not: a
-    # union's output is nullable where any input is, so starting from an empty relation with the
-    # Kafka schema gives exactly that schema (the optimizer drops the empty input again).
-    empty = spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
-    frames = [_partition_dataframe(spark, info, as_of_timestamp) for info in partitions]
-    return reduce(lambda a, b: a.unionByName(b), frames, empty)
+    return spark.sql(topic_view_sql(partitions, as_of_timestamp=as_of_timestamp))
 
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -200,27 +171,29 @@ def register_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[
 #: The schema (database) that :func:`register_topics_from_gateway` puts a view per topic into.
 SCHEMA = "lakelog"
 
-_KAFKA_SELECT_NULLS = ("CAST(NULL AS BINARY) AS key, CAST(NULL AS BINARY) AS value, CAST(NULL AS STRING) AS topic, "
-                       "CAST(NULL AS INT) AS partition, CAST(NULL AS BIGINT) AS offset, "
-                       "CAST(NULL AS TIMESTAMP) AS timestamp, CAST(NULL AS INT) AS timestampType, "
-                       "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers")
+# The Kafka source's columns are all nullable, the log table's offset and timestamp are not: a union's
+# output is nullable where any input is, so a typed empty row set leading the union gives exactly
+# KAFKA_SOURCE_SCHEMA (the optimizer drops it again), and an empty topic still has the schema.
+_KAFKA_SELECT_NULLS = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {f.name}" for f in KAFKA_SOURCE_SCHEMA)
 
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def topic_view_sql(partitions: Sequence[PartitionLogInfo]) -> str:
-    """The SQL text of :func:`topic_dataframe` (without time travel), for a persistent view.
+def topic_view_sql(partitions: Sequence[PartitionLogInfo], *, as_of_timestamp: str | None = None) -> str:
+    """The SQL of a topic's committed records in Spark's Kafka-source shape (see :func:`topic_dataframe`).
 
-    A ``SELECT`` of the Kafka source's columns over ``delta.`{table_uri}``` of each partition with
-    ``log_start_offset <= offset < high_watermark``, joined by ``UNION ALL``; a typed empty row set
-    leads the union so every column is nullable as in Spark's Kafka source and an empty topic still
-    has the schema. The bounds are literals: the view shows what was committed when it was made.
+    A ``SELECT`` over ``delta.`{table_uri}``` of each partition with
+    ``log_start_offset <= offset < high_watermark``, joined by ``UNION ALL`` behind a typed empty row
+    set. ``as_of_timestamp`` adds Delta's ``TIMESTAMP AS OF`` to every table. The bounds are literals:
+    the SQL shows what was committed when it was made.
     """
+    as_of = "" if as_of_timestamp is None else f" TIMESTAMP AS OF {_sql_string(as_of_timestamp)}"
     selects = [f"SELECT {_KAFKA_SELECT_NULLS} WHERE false"]
     for info in partitions:
-        table = "delta.`" + info.table_uri.replace("`", "``") + "`"
+        table = "delta.`" + info.table_uri.replace("`", "``") + "`" + as_of
+        # Kafka's source gives null, not an empty array, for a record without headers.
         selects.append(
             f"SELECT key, value, {_sql_string(info.topic)} AS topic, CAST({info.partition} AS INT) AS partition, "
             f"CAST(offset AS BIGINT) AS offset, CAST(timestamp AS TIMESTAMP) AS timestamp, "

@@ -1,0 +1,151 @@
+"""A broker in a child process (``lakelog broker start``), started and stopped by pid.
+
+Used by the demo, the benchmarks, ``lakelog cluster up`` and the tests (the kazoo testing model:
+real processes, signals by pid)::
+
+    broker = BrokerProcess(zookeeper_connect="127.0.0.1:2181/lakelog", log_dirs=Path("data/logs")).start()
+    ...                       # broker.url, broker.pid; broker.kill() / pause() / resume() for faults
+    broker.stop()             # SIGTERM (controlled shutdown), SIGKILL if it does not exit in time
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from lakelog.replication.zookeeper_server import free_port
+
+
+class BrokerProcess:
+    """One broker child process on ``127.0.0.1``.
+
+    Args:
+        zookeeper_connect: ``host:port[/chroot]``.
+        log_dirs: where its partition tables go (created).
+        broker_id: ``broker.id``. Default: 0.
+        port: HTTP port. Default: a free one.
+        extra_env: extra environment, e.g. ``LAKELOG_*`` settings. Default: none.
+        log_file: where its stdout and stderr go. Default: ``broker-{id}-{port}.log`` beside ``log_dirs``.
+        log_level: ``--log-level``. Default: ``warning``.
+        new_session: run it in its own session, so a Ctrl-C in the terminal reaches only the parent,
+            which then stops it. Default: False.
+        config_file: a ``broker.properties`` passed as ``--config``. Default: none.
+    """
+
+    def __init__(self, *, zookeeper_connect: str, log_dirs: Path, broker_id: int = 0, port: int | None = None,
+                 extra_env: dict[str, str] | None = None, log_file: Path | None = None,
+                 log_level: str = "warning", new_session: bool = False, config_file: Path | None = None) -> None:
+        self.zookeeper_connect = zookeeper_connect
+        self.log_dirs = Path(log_dirs)
+        self.broker_id = broker_id
+        self.port = port or free_port()
+        self.extra_env = extra_env or {}
+        self.log_file = Path(log_file) if log_file else self.log_dirs.parent / f"broker-{broker_id}-{self.port}.log"
+        self.log_level = log_level
+        self.new_session = new_session
+        self.config_file = config_file
+        self.process: subprocess.Popen | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, *, timeout_s: float = 60.0) -> "BrokerProcess":
+        """Start it and wait until ``GET /v3/clusters`` answers (:attr:`startup_s` = the seconds it took).
+
+        Raises:
+            RuntimeError: it exited, or did not answer within ``timeout_s`` (then it is killed); the
+                message ends with the tail of its log.
+        """
+        t0 = time.monotonic()
+        self.log_dirs.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", str(self.broker_id),
+               "--port", str(self.port), "--log-dirs", str(self.log_dirs),
+               "--zookeeper-connect", self.zookeeper_connect, "--log-level", self.log_level]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env=env, start_new_session=self.new_session)
+        while time.monotonic() - t0 < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/v3/clusters", timeout=1).status_code == 200:
+                    self.startup_s = time.monotonic() - t0
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"broker {self.broker_id} did not answer within {timeout_s} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of its log ("" when there is none)."""
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def running(self) -> bool:
+        """Whether the process has not exited yet (an unreaped zombie counts as exited).
+
+        Does not reap it (``waitid`` with ``WNOWAIT``), so it is safe while another thread is in :meth:`stop`.
+        """
+        if self.process is None:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:  # already reaped
+            return False
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` by pid if it still runs (it may exit between the check and the kill)."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.kill(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, *, timeout_s: float = 20.0) -> int | None:
+        """SIGTERM by pid (a controlled shutdown), wait; SIGKILL if it does not exit in time.
+
+        Returns:
+            The exit code, or None when it had to be killed or was never started.
+        """
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.signal(signal.SIGCONT)  # in case it was paused
+        self.signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL by pid: a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP by pid: the process freezes (its ZooKeeper session and fetches stop with it)."""
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT by pid after :meth:`pause`."""
+        self.signal(signal.SIGCONT)
