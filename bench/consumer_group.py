@@ -28,6 +28,7 @@ The ``bench/`` folder never asserts timings; figures are printed.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakelog.client import HttpConsumer, LakelogClient
-from lakelog.demo import start_broker, stop_process
+from lakelog.broker_process import BrokerProcess
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 PARTITIONS = 6
@@ -171,12 +172,12 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="lakelog-bench-cg-"))
     zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    zk.start()
-    port = free_port()
     broker = None
     try:
-        broker = start_broker(data_dir=tmp, port=port, zookeeper_connect=zk.connect_string)
-        url = f"http://127.0.0.1:{port}"
+        zk.start()
+        broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=tmp / "logs",
+                               log_file=tmp / "broker.log", new_session=True).start()
+        url = broker.url
         with LakelogClient(url, timeout_s=120) as client:
             topic = "bench-consumer-group"
             client.create_topic(topic, partitions=PARTITIONS)
@@ -198,8 +199,9 @@ def main() -> int:
             console.print(rt)
     finally:
         if broker is not None:
-            stop_process(broker)
+            broker.stop()
         zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -28,7 +28,7 @@ Scenarios, each with 100-byte and 1 KiB values (keys ~10 bytes, values random le
   produce wrote: first the newest records (the broker's in-memory tail cache), then, after a broker
   restart, from the log start (Parquet files of the Delta tables).
 
-Figures: records/s, MB/s of values (10^6 bytes), MB/s of HTTP bodies, records per Delta commit (how
+Figures: records/s, MB/s of values (10^6 bytes), MB/s of HTTP bodies, records per append commit (how
 well group commit batched), and CPU (100% = one core) of the broker, split into its event-loop thread,
 its Python worker threads (``asyncio.to_thread``: appends, reads) and its native threads (delta-rs,
 Arrow), of this client, and of the rest of the machine, since all share the machine's cores. A
@@ -59,6 +59,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
+from lakelog.broker_process import BrokerProcess
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -83,62 +84,12 @@ console = _probe if _probe.is_terminal else Console(width=200)
 
 # -- processes ----------------------------------------------------------------------------------
 
-class Broker:
-    """One broker child process (``lakelog broker start``) in its own session, stopped by pid."""
+class Broker(BrokerProcess):
+    """The benchmarked broker: a :class:`BrokerProcess` in its own session (a Ctrl-C in the terminal
+    reaches only this script, which stops it), plus its CPU use read from ``/proc``."""
 
-    def __init__(self, *, zk_connect: str, log_dirs: Path, log_file: Path, env: dict[str, str]) -> None:
-        self.zk_connect = zk_connect
-        self.log_dirs = log_dirs
-        self.log_file = log_file
-        self.env = env
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def start(self, timeout_s: float = 60.0) -> float:
-        """Start and wait until ``GET /v3/clusters`` answers; returns the seconds it took."""
-        t0 = time.monotonic()
-        self.log_dirs.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", "0",
-               "--port", str(self.port), "--log-dirs", str(self.log_dirs),
-               "--zookeeper-connect", self.zk_connect, "--log-level", "warning"]
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        with open(self.log_file, "ab") as log:
-            # Own session: a Ctrl-C in the terminal reaches only this script, which stops the broker.
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, start_new_session=True)
-        while time.monotonic() - t0 < timeout_s:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/v3/clusters", timeout=1).status_code == 200:
-                    return time.monotonic() - t0
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"broker did not answer within {timeout_s}s:\n{self.log_tail()}")
-
-    def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGTERM by pid (graceful: queued commits finish), SIGKILL if it does not exit in time."""
-        p = self.process
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.kill(p.pid, signal.SIGTERM)
-            p.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(10)
-        except ProcessLookupError:
-            pass
+    def __init__(self, *, log_dirs: Path, log_file: Path, env: dict[str, str]) -> None:
+        super().__init__(zookeeper_connect="", log_dirs=log_dirs, log_file=log_file, extra_env=env, new_session=True)
 
     def cpu_seconds(self) -> float:
         """user + system CPU seconds of the broker process (all its threads) so far."""
@@ -163,12 +114,6 @@ class Broker:
             elif comm.startswith("python"):
                 workers += cpu
         return loop, workers
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 class PySpy:
@@ -269,7 +214,7 @@ class Result:
     loop_cpu: float = 0.0
     worker_cpu: float = 0.0
     commits: int = 0
-    files: float = 0.0  # Delta data files per partition table after the run (sustained rows)
+    files: float = 0.0  # active Parquet data files per partition table at the end of the window (sustained rows)
     note: str = ""
     tag: str = ""
     errors: list[str] = field(default_factory=list)
@@ -338,14 +283,41 @@ class Load:
         return result
 
 
-def delta_commits(log_dirs: Path, topic: str) -> int:
-    """Delta commits in the topic's partition tables so far (sum of the newest table versions)."""
-    total = 0
-    for p in range(PARTITIONS):
-        versions = [int(f.name.split(".")[0]) for f in (log_dirs / f"{topic}-{p}" / "_delta_log").glob("*.json")
-                    if f.name.split(".")[0].isdigit()]
-        total += max(versions, default=0)
-    return total
+class AppendCommits:
+    """Append commits (group commits) in a topic's partition tables, read from their ``_delta_log``.
+
+    Only ``WRITE``/``Append`` commits count: the table creation, compaction (``lakelog.operation`` =
+    ``compact``), truncation and retention commits carry no produced records. Log files already read
+    are remembered, so a count reads only the new ones.
+    """
+
+    def __init__(self, log_dirs: Path, topic: str) -> None:
+        self.log_dirs, self.topic = log_dirs, topic
+        self._seen: dict[Path, bool] = {}  # log file -> is an append commit
+
+    @staticmethod
+    def _is_append(path: Path) -> bool:
+        for line in path.read_bytes().splitlines():
+            action = orjson.loads(line)
+            info = action.get("commitInfo")
+            if info is not None:
+                return (info.get("operation") == "WRITE" and "lakelog.operation" not in info
+                        and (info.get("operationParameters") or {}).get("mode") == "Append")
+        return False
+
+    def count(self) -> int:
+        for p in range(PARTITIONS):
+            for f in (self.log_dirs / f"{self.topic}-{p}" / "_delta_log").glob("*.json"):
+                if f.name.split(".")[0].isdigit() and f not in self._seen:
+                    self._seen[f] = self._is_append(f)
+        return sum(self._seen.values())
+
+
+def data_files_per_partition(log_dirs: Path, topic: str) -> float:
+    """Active data files (Parquet) of the topic's partition tables now, averaged over the partitions."""
+    from deltalake import DeltaTable
+
+    return sum(len(DeltaTable(str(log_dirs / f"{topic}-{p}")).file_uris()) for p in range(PARTITIONS)) / PARTITIONS
 
 
 def _machine_cpu() -> float:
@@ -420,22 +392,23 @@ def produce_scenario(kind: str, size: int, *, url: str, admin: httpx.Client, clu
         check(client.post(path, content=body.content, headers=headers))
         return body.records, body.value_bytes, len(body.content)
 
+    appends = AppendCommits(broker.log_dirs, topic)
     if not windows:
-        before = delta_commits(broker.log_dirs, topic)
+        before = appends.count()
         load.run(result, broker, job, spy)
-        result.commits = delta_commits(broker.log_dirs, topic) - before
+        result.commits = appends.count() - before
         return result
     results, started = [], time.monotonic()
     for w in range(windows):
         r = Result(result.name, kind, size, result.per_request, tag=f"{result.tag}-sustained-{w}")
-        before = delta_commits(broker.log_dirs, topic)
+        before = appends.count()
         load.run(r, broker, job, spy)
-        r.commits = delta_commits(broker.log_dirs, topic) - before
+        r.commits = appends.count() - before
         r.note = f"until {time.monotonic() - started:.0f} s"
         r.name = f"{result.name}, {r.note}"
-        r.files = delta_commits(broker.log_dirs, topic) / PARTITIONS  # one data file per commit
+        r.files = data_files_per_partition(broker.log_dirs, topic)
         results.append(r)
-        console.print(f"  {r.name:<28} {r.rate:>12,.0f} records/s, {r.files:,.0f} Delta files per partition")
+        console.print(f"  {r.name:<28} {r.rate:>12,.0f} records/s, {r.files:,.1f} data files per partition")
     return results
 
 
@@ -559,7 +532,7 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
         f"/topics/{{t}}/partitions/{{p}}/records of the Arrow-produced topic; 'tail cache' = newest records (in "
         f"broker memory), 'Parquet' = from the log start after a broker restart.\n"
         f"MB/s = 10^6 bytes/s of record values; MB/s HTTP = request (produce) or response (fetch) bodies; "
-        f"rec/commit = records per Delta commit (group commit batching; tables start empty); CPU 100% = one "
+        f"rec/commit = records per append commit (group commit batching; compaction commits not counted; tables start empty); CPU 100% = one "
         f"core; broker loop = its event-loop thread (HTTP, decode, encode), py = its asyncio.to_thread workers "
         f"(appends, reads: Python parts and native calls made from them), native = delta-rs/Arrow threads; other = the rest of the machine (other processes, py-spy) during the run: above ~15% the "
         f"figures are lower than the machine can do.")
@@ -569,19 +542,22 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
 
 def report_sustained(results: list[Result]) -> None:
     table = Table(title="sustained produce, 100 B values: one topic, consecutive 5 s windows", show_lines=False)
-    for col in ("scenario", "records/s", "rec/commit", "Delta files per partition", "broker CPU loop/py/native",
+    for col in ("scenario", "records/s", "rec/commit", "data files per partition", "broker CPU loop/py/native",
                 "CPU broker/client/other"):
         table.add_column(col, justify="left" if col == "scenario" else "right")
     for r in results:
         secs = r.seconds or float("inf")
         table.add_row(r.name + (f" [red]{r.errors[0][:120]}[/]" if r.errors else ""), f"{r.rate:,.0f}",
-                      f"{r.records / r.commits:,.0f}" if r.commits else "", f"{r.files:,.0f}",
+                      f"{r.records / r.commits:,.0f}" if r.commits else "", f"{r.files:,.1f}",
                       f"{r.loop_cpu / secs:.0%} / {r.worker_cpu / secs:.0%} / "
                       f"{max(0.0, r.broker_cpu - r.loop_cpu - r.worker_cpu) / secs:.0%}",
                       f"{r.broker_cpu / secs:.0%} / {r.client_cpu / secs:.0%} / {r.other_cpu / secs:.0%}")
     console.print(table)
-    console.print("Each Delta commit adds a data file; delta-rs re-reads the table's active files on every commit, "
-                  "so the cost of a commit grows with the files in the table until they are compacted.")
+    console.print("rec/commit = records per append commit in the window (compaction and other maintenance commits "
+                  "are not counted); data files per partition = active Parquet files of each partition table at "
+                  "the end of the window (the Delta table's file list), averaged over the partitions. Each append "
+                  "commit adds a data file and delta-rs re-reads the table's active files on every commit, so the "
+                  "cost of a commit grows with the files in the table until compaction merges them.")
 
 
 def run_fetches(args, results: list[Result], broker: Broker, admin: httpx.Client, load: Load) -> httpx.Client:
@@ -592,7 +568,7 @@ def run_fetches(args, results: list[Result], broker: Broker, admin: httpx.Client
             with console.status("restarting the broker (empty tail cache: fetches read Parquet)"):
                 admin.close()
                 broker.stop()
-                took = broker.start()
+                took = broker.start().startup_s
                 admin = httpx.Client(base_url=broker.url, timeout=120.0)
             console.print(f"broker restarted (pid {broker.pid}, up in {took:.1f} s)")
         spy = PySpy(args.py_spy, broker.pid, args.py_spy_format, args.py_spy_native, args.py_spy_gil)
@@ -645,7 +621,7 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="lakelog-bench-"))
     zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    broker = Broker(zk_connect="", log_dirs=tmp / "logs", log_file=tmp / "broker.log", env=broker_env)
+    broker = Broker(log_dirs=tmp / "logs", log_file=tmp / "broker.log", env=broker_env)
 
     def on_sigterm(signum, frame):
         raise KeyboardInterrupt
@@ -659,9 +635,9 @@ def main() -> int:
     try:
         with console.status("starting ZooKeeper"):
             zk.start()
-        broker.zk_connect = zk.connect_string
+        broker.zookeeper_connect = zk.connect_string
         with console.status("starting the broker"):
-            took = broker.start()
+            took = broker.start().startup_s
         console.print(f"ZooKeeper {zk.connect_string} (pid {zk.pid}); broker {broker.url} (pid {broker.pid}, "
                       f"up in {took:.1f} s); data in {tmp}")
         admin = httpx.Client(base_url=broker.url, timeout=120.0)

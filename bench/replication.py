@@ -32,8 +32,6 @@ import base64
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,50 +41,9 @@ import httpx
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lakelog.ingest_api import codecs  # noqa: E402
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port  # noqa: E402
-
-
-class BrokerProc:
-    def __init__(self, broker_id: int, zk_connect: str, root: Path, env: dict[str, str]) -> None:
-        self.broker_id, self.zk_connect, self.root, self.env = broker_id, zk_connect, root, env
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", str(self.broker_id),
-               "--port", str(self.port), "--log-dirs", str(self.root / f"logs-{self.broker_id}"),
-               "--zookeeper-connect", self.zk_connect, "--log-level", "warning"]
-        with open(self.root / f"broker-{self.broker_id}.log", "ab") as log:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**os.environ, **self.env}, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/v3/clusters", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"broker {self.broker_id} did not start")
-
-    def signal(self, sig: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, sig)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
+from lakelog.broker_process import BrokerProcess
+from lakelog.ingest_api import codecs
+from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 
 def body(n: int, value_size: int = 100) -> bytes:
@@ -97,7 +54,7 @@ def body(n: int, value_size: int = 100) -> bytes:
 
 
 class Cluster:
-    def __init__(self, brokers: list[BrokerProc], topic: str) -> None:
+    def __init__(self, brokers: list[BrokerProcess], topic: str) -> None:
         self.brokers, self.topic = brokers, topic
 
     def leaders(self) -> dict[int, str]:
@@ -112,26 +69,70 @@ class Cluster:
 
 
 def produce_load(cluster: Cluster, *, acks: str, threads: int, seconds: float, records: int) -> dict:
+    """``threads`` workers produce to the partitions' leaders round-robin for ``seconds``.
+
+    Only acknowledged requests count towards records/s and latency; every other answer (non-200, or
+    an error code in an offset entry) and every transport error is counted in ``failed`` (the first
+    few are kept in ``failures``). A partition without a leader (-1) or a failed request makes the
+    worker look the leaders up again before its next request to that partition.
+    """
     payload = body(records)
-    leaders = cluster.leaders()
     latencies: list[float] = []
     count = [0]
+    failed = [0]
+    failures: list[str] = []
+    errors: list[BaseException] = []
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
+    def fail(what: str) -> None:
+        with lock:
+            failed[0] += 1
+            if len(failures) < 5:
+                failures.append(what)
+
+    def resolve() -> dict[int, str | None]:
+        while True:
+            try:
+                return cluster.leaders()
+            except RuntimeError:  # no broker answered: try again until the run ends
+                if time.monotonic() >= stop_at:
+                    return {}
+                time.sleep(0.1)
+
     def worker(i: int) -> None:
-        with httpx.Client(timeout=60) as http:
-            p = i % len(leaders)
-            while time.monotonic() < stop_at:
-                t0 = time.perf_counter()
-                resp = http.post(f"{leaders[p]}/topics/{cluster.topic}/partitions/{p}", params={"acks": acks},
-                                 content=payload, headers={"Content-Type": codecs.BINARY_V2})
-                dt = time.perf_counter() - t0
-                if resp.status_code == 200:
-                    with lock:
-                        latencies.append(dt)
-                        count[0] += records
-                p = (p + 1) % len(leaders)
+        try:
+            leaders = resolve()
+            n = max(len(leaders), 1)
+            p = i % n
+            with httpx.Client(timeout=60) as http:
+                while time.monotonic() < stop_at:
+                    url = leaders.get(p)
+                    if url is None:  # no leader right now (-1) or not known: look again
+                        time.sleep(0.05)
+                        leaders = resolve()
+                        continue
+                    t0 = time.perf_counter()
+                    try:
+                        resp = http.post(f"{url}/topics/{cluster.topic}/partitions/{p}", params={"acks": acks},
+                                         content=payload, headers={"Content-Type": codecs.BINARY_V2})
+                    except httpx.TransportError as e:
+                        fail(f"{type(e).__name__}: {e}")
+                        leaders = resolve()
+                        continue
+                    dt = time.perf_counter() - t0
+                    ok = resp.status_code == 200 and all(o.get("error_code") is None for o in resp.json()["offsets"])
+                    if ok:
+                        with lock:
+                            latencies.append(dt)
+                            count[0] += records
+                    else:
+                        fail(f"{resp.status_code}: {resp.text[:200]}")
+                        leaders = resolve()
+                    p = (p + 1) % n
+        except BaseException as e:  # reported after the run
+            with lock:
+                errors.append(e)
 
     started = time.monotonic()
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
@@ -140,9 +141,12 @@ def produce_load(cluster: Cluster, *, acks: str, threads: int, seconds: float, r
     for t in ts:
         t.join()
     elapsed = time.monotonic() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} produce worker(s) failed") from errors[0]
     lat = np.array(latencies) * 1000
     return {"records_s": count[0] / elapsed, "p50_ms": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
-            "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"), "requests": len(lat)}
+            "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"), "requests": len(lat),
+            "failed": failed[0], "failures": failures}
 
 
 def failover(cluster: Cluster, victim_sig: int) -> float:
@@ -192,7 +196,8 @@ def main() -> None:
     zk.start(timeout_s=60)
     env = {"LAKELOG_ZOOKEEPER_SESSION_TIMEOUT_MS": str(args.session_timeout_ms),
            "LAKELOG_AUTO_LEADER_REBALANCE_ENABLE": "true", "LAKELOG_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS": "5"}
-    brokers = [BrokerProc(i, zk.connect_string, root, env) for i in range(3)]
+    brokers = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=root / f"logs-{i}", broker_id=i,
+                             extra_env=env, log_file=root / f"broker-{i}.log", new_session=True) for i in range(3)]
     try:
         for b in brokers:
             b.start()
@@ -205,15 +210,21 @@ def main() -> None:
         wait_in_sync(cluster)
         print(f"3 brokers, topic {topic}: 3 partitions, replication factor 3, min.insync.replicas=2; "
               f"{os.cpu_count()} cores shared by all processes")
-        print(f"{'scenario':<44} {'records/s':>12} {'p50 ms':>9} {'p99 ms':>9} {'requests':>9}")
-        for acks in ("1", "all"):
-            r = produce_load(cluster, acks=acks, threads=args.threads, seconds=args.seconds, records=1000)
-            print(f"{f'throughput, acks={acks}, 1,000 rec/request, {args.threads} threads':<44} "
-                  f"{r['records_s']:>12,.0f} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} {r['requests']:>9}")
-        for acks in ("1", "all"):
-            r = produce_load(cluster, acks=acks, threads=1, seconds=args.seconds / 2, records=10)
-            print(f"{f'latency, acks={acks}, 10 rec/request, 1 thread':<44} "
-                  f"{r['records_s']:>12,.0f} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} {r['requests']:>9}")
+        print(f"{'scenario':<44} {'records/s':>12} {'p50 ms':>9} {'p99 ms':>9} {'requests':>9} {'failed':>7}")
+        all_failures: list[str] = []
+        runs = [(f"throughput, acks={acks}, 1,000 rec/request, {args.threads} threads",
+                 dict(acks=acks, threads=args.threads, seconds=args.seconds, records=1000)) for acks in ("1", "all")]
+        runs += [(f"latency, acks={acks}, 10 rec/request, 1 thread",
+                  dict(acks=acks, threads=1, seconds=args.seconds / 2, records=10)) for acks in ("1", "all")]
+        for name, kwargs in runs:
+            r = produce_load(cluster, **kwargs)
+            print(f"{name:<44} {r['records_s']:>12,.0f} {r['p50_ms']:>9.1f} {r['p99_ms']:>9.1f} {r['requests']:>9} "
+                  f"{r['failed']:>7}")
+            all_failures += [f"  {name}: {f}" for f in r["failures"]]
+        print("requests = acknowledged requests (records/s and latency count only these); failed = other answers "
+              "and transport errors" + (", e.g.:" if all_failures else ""))
+        for line in all_failures:
+            print(line)
         wait_in_sync(cluster)
         took = failover(cluster, signal.SIGKILL)
         print(f"failover after SIGKILL of the leader: first acks=all produce on the new leader after {took:.2f} s "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -55,23 +56,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=2, help="timed runs per reader (best is shown)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per reader (best is shown). Default: 3.")
     args = parser.parse_args()
 
     from lakelog.client import LakelogClient
-    from lakelog.demo import start_broker, stop_process
+    from lakelog.broker_process import BrokerProcess
     from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
     from lakelog.spark import session
     from lakelog.spark.source import register
 
     data_dir = Path(tempfile.mkdtemp(prefix="lakelog-spark-bench-"))
     zk = ZooKeeperServer(data_dir=data_dir / "zk", client_port=free_port())
-    zk.start()
-    port = free_port()
-    broker = start_broker(data_dir=data_dir, port=port, zookeeper_connect=zk.connect_string)
-    url = f"http://127.0.0.1:{port}"
+    broker = None
     spark = None
     try:
+        zk.start()
+        broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / "logs",
+                               log_file=data_dir / "broker.log", new_session=True).start()
+        url = broker.url
         topic = "bench"
         elapsed, _ = timed(lambda: produce(url, topic, args.records, args.value_bytes))
         console.print(f"produced {args.records:,} x {args.value_bytes} B in {elapsed:.1f} s (Arrow produce)")
@@ -142,8 +144,10 @@ def main() -> None:
     finally:
         if spark is not None:
             spark.stop()
-        stop_process(broker)
+        if broker is not None:
+            broker.stop()
         zk.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

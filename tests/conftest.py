@@ -39,8 +39,18 @@ def broker_factory(zk_connect, tmp_path):
         return b.start()
 
     yield start
-    for b in started:
-        b.stop()
+    errors = []
+    for b in started:  # each in its own try: one failure must not leave the others running
+        try:
+            b.stop()
+        except Exception as e:  # noqa: BLE001 - reported after every broker was stopped
+            errors.append(e)
+            try:
+                b.kill()
+            except Exception:  # noqa: BLE001
+                pass
+    if errors:
+        raise errors[0]
 
 
 @pytest.fixture

@@ -89,6 +89,9 @@ def test_pipeline_is_exactly_once_across_kills(client, topic_name, tmp_path):
             while _versions(output) < target and time.monotonic() < deadline:
                 assert pipeline.alive(), (tmp_path / "pipeline.log").read_text()[-3000:]
                 time.sleep(0.2)
+            assert _versions(output) >= target, (
+                f"the pipeline committed no batch in 120 s (output version {_versions(output)}, wanted {target}):\n"
+                + (tmp_path / "pipeline.log").read_text()[-3000:])
             time.sleep(rng.uniform(0.0, 2.0))
             pipeline.kill()
             pipeline.start()

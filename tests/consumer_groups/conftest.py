@@ -3,7 +3,6 @@ costs seconds), with a short ``consumer.instance.timeout.ms``; each test uses it
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -35,14 +34,3 @@ def api(gw):
 def group() -> str:
     return f"g-{uuid.uuid4().hex[:8]}"
 
-
-def wait_for(predicate, *, timeout_s: float = 15.0, interval_s: float = 0.05, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from lakelog.client import GatewayError
-from tests.consumer_groups.conftest import wait_for
+from tests.harness import wait_for
 
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.consumer_groups.conftest import wait_for
+from tests.harness import wait_for
 
 
 def lakelog(*args: str) -> subprocess.CompletedProcess:

@@ -46,4 +46,7 @@ def test_commit_from_an_older_generation_is_refused(tmp_path):
     with pytest.raises(IllegalGenerationError):
         store.commit("g", [{"topic": "t", "partition": 0, "offset": 100}], generation=2, current_generation=3)
     assert [c.offset for c in store.committed("g")] == [3]
-    store.commit("other", [{"topic": "t", "partition": 0, "offset": 1}], generation=1)  # groups are separate
+    # groups are separate: generation 1 is fine in another group, and neither group sees the other's offsets
+    assert store.commit("other", [{"topic": "t", "partition": 0, "offset": 1}], generation=1)
+    assert [c.offset for c in store.committed("other")] == [1]
+    assert [c.offset for c in store.committed("g")] == [3]

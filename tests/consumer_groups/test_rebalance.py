@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 
 from lakelog.client import GatewayError, HttpConsumer, LakelogClient
-from tests.consumer_groups.conftest import wait_for
+from tests.harness import wait_for
 
 PARTITIONS = 6
 
@@ -43,6 +43,7 @@ class Worker(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(10)
+        assert not self.is_alive(), "the worker did not stop"
         assert self.error is None, self.error
 
 
@@ -54,19 +55,26 @@ class Producer(threading.Thread):
         self.client = LakelogClient(url)
         self.topic = topic
         self.stop_event = threading.Event()
+        self.error: BaseException | None = None
 
     def run(self) -> None:
-        n = 0
-        while not self.stop_event.is_set():
-            for p in range(PARTITIONS):
-                self.client.produce_binary(self.topic, [(None, f"{p}-{n}-{i}".encode()) for i in range(10)], partition=p)
-            n += 1
-            time.sleep(0.02)
+        try:
+            n = 0
+            while not self.stop_event.is_set():
+                for p in range(PARTITIONS):
+                    self.client.produce_binary(self.topic, [(None, f"{p}-{n}-{i}".encode()) for i in range(10)],
+                                               partition=p)
+                n += 1
+                time.sleep(0.02)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
 
     def stop(self) -> None:
         self.stop_event.set()
         self.join(10)
+        assert not self.is_alive(), "the producer did not stop"
         self.client.close()
+        assert self.error is None, self.error
 
 
 def high_watermarks(api: LakelogClient, topic: str) -> dict[int, int]:

@@ -103,17 +103,18 @@ def test_batch_size_bounds_a_commit(tmp_path):
     appends: list[AppendInfo] = []
 
     async def main():
-        # at most 3 requests fit in batch.size; a long linger is cut short once it is reached
-        committer = GroupCommitter(log, linger_ms=10_000, batch_size=3 * one, on_append=appends.append)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        bases = await asyncio.gather(*(committer.append(request(i, 10)) for i in range(12)))
-        elapsed = loop.time() - started
+        # at most 3 requests fit in batch.size; a linger of a day is cut short once it is reached: 12
+        # requests are 4 full batches, so the appends can only finish by batch.size ending each linger
+        committer = GroupCommitter(log, linger_ms=24 * 3600 * 1000, batch_size=3 * one, on_append=appends.append)
+        try:
+            bases = await asyncio.wait_for(
+                asyncio.gather(*(committer.append(request(i, 10)) for i in range(12))), 120)
+        except asyncio.TimeoutError:
+            raise AssertionError("batch.size reached must end the linger") from None
         await committer.close()
-        return committer, bases, elapsed
+        return committer, bases
 
-    committer, bases, elapsed = asyncio.run(main())
-    assert elapsed < 5, "batch.size reached must end the linger"
+    committer, bases = asyncio.run(main())
     assert all(a.count <= 30 for a in appends), [a.count for a in appends]
     assert committer.commits >= 4
     assert sorted(bases) == list(range(0, 120, 10))

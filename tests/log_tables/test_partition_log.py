@@ -166,17 +166,19 @@ def test_reads_from_disk_across_many_files(tmp_path, cache):
 
 
 def test_range_reads_open_only_the_files_that_hold_the_range(tmp_path):
-    uri = tmp_path / "orders-0"
     log = open_log(tmp_path, cache=0)
     leo = fill(log, [10] * 10)  # files hold 0-9, 10-19, ..., 90-99
     log.close()
     log = open_log(tmp_path, cache=0)
     assert log.log_end_offset == leo
+    files = data_files(log)
+    assert sorted(files.values()) == [(lo, lo + 9) for lo in range(0, 100, 10)]
     # Delete every file that does not overlap offsets 25..46: a read that opened one would fail.
-    for path, (lo, hi) in data_files(log).items():
+    for path, (lo, hi) in files.items():
         if hi < 25 or lo > 46:
             os.remove(path)
-    assert len(os.listdir(uri)) > 0
+    # Exactly the three files holding 20-29, 30-39 and 40-49 are left on disk.
+    assert sorted(r for path, r in files.items() if os.path.exists(path)) == [(20, 29), (30, 39), (40, 49)]
     assert_records(log.read(25, end_offset=47), 25, 47)
     assert_records(log.read(20, end_offset=30), 20, 30)
     one = log.read(25, max_bytes=1)  # at least one record, and only the first file needed

@@ -174,11 +174,11 @@ def test_port_in_use_fails_fast(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         zk = ZooKeeperServer(data_dir=tmp_path / "zookeeper", client_port=port)
-        started = time.monotonic()
+        # fails fast: it raises about the port (not "did not serve within" after the long timeout)
         with pytest.raises(ZooKeeperStartError) as info:
-            zk.start()
-        assert time.monotonic() - started < 5.0
+            zk.start(timeout_s=120)
     message = str(info.value)
+    assert "did not serve within" not in message
     assert f"127.0.0.1:{port}" in message and "already in use" in message
     assert info.value.retriable and info.value.http_status == 503
     assert zk.pid is None and not zk.is_running()  # no JVM was launched
@@ -193,11 +193,11 @@ def test_jvm_exit_during_start_reports_log_tail(tmp_path: Path, monkeypatch: pyt
         port = taken.getsockname()[1]
         zk = ZooKeeperServer(data_dir=tmp_path / "zookeeper", client_port=port)
         monkeypatch.setattr(zk, "_check_port_free", lambda: None)  # let ZooKeeper find out itself
-        started = time.monotonic()
+        # the JVM's exit is reported as such, not waited out until the (long) timeout
         with pytest.raises(ZooKeeperStartError) as info:
-            zk.start()
-        assert time.monotonic() - started < 20.0
+            zk.start(timeout_s=120)
     message = str(info.value)
+    assert "did not serve within" not in message
     assert "exited with code" in message
     assert "java.net.BindException: Address already in use" in message
     assert str(zk.log_file) in message

@@ -282,6 +282,7 @@ def test_records_appended_during_the_stream_arrive_in_later_batches_in_offset_or
         assert sorted(sink.rows) == expected(t, {0: range(5)})
         thread.start()
         thread.join(60)
+        assert not thread.is_alive(), "the producer thread did not finish in 60 s"
         q.processAllAvailable()
         progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
     finally:
@@ -331,7 +332,10 @@ def test_fail_on_data_loss(lakelog_spark, broker, client, topic_name, tmp_path):
     produce(client, t, 0, 10, 10)
     sink = Batches()
     q = start_stream(spark, client, sink, tmp_path / "ckpt", once=True, subscribe=t, startingOffsets="earliest")
-    q.awaitTermination(120)
+    try:
+        assert q.awaitTermination(120), "the once query did not finish in 120 s"
+    finally:
+        q.stop()
     assert sorted(sink.rows) == expected(t, {0: range(20)})
 
     # Retention removes offsets 0-24 while the query is down. Only one writer per table: stop the
@@ -406,7 +410,11 @@ def test_sink_round_trips_a_dataframe_through_topics(lakelog_spark, client, topi
          .selectExpr("key", "value", "partition % 2 AS partition")
          .writeStream.format("lakelog").option("lakelog.bootstrap.servers", client.urls[0]).option("topic", copy)
          .option("checkpointLocation", str(tmp_path / "copy-ckpt")).trigger(availableNow=True).start())
-    q.awaitTermination(120)
+    try:
+        assert q.awaitTermination(120), "the availableNow query did not finish in 120 s"
+        assert q.exception() is None, q.exception()
+    finally:
+        q.stop()
     original = reader(spark, client, subscribe=out).load().selectExpr("key", "value", "partition % 2 AS p")
     copied = reader(spark, client, subscribe=copy).load().selectExpr("key", "value", "partition AS p")
     copied_rows = bag(copied)
