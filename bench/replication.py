@@ -42,7 +42,7 @@ import numpy as np
 import orjson
 
 from lakelog.broker_process import BrokerProcess
-from lakelog.ingest_api import codecs
+from lakelog.protocol import media_types
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 
@@ -115,7 +115,7 @@ def produce_load(cluster: Cluster, *, acks: str, threads: int, seconds: float, r
                     t0 = time.perf_counter()
                     try:
                         resp = http.post(f"{url}/topics/{cluster.topic}/partitions/{p}", params={"acks": acks},
-                                         content=payload, headers={"Content-Type": codecs.BINARY_V2})
+                                         content=payload, headers={"Content-Type": media_types.BINARY_V2})
                     except httpx.TransportError as e:
                         fail(f"{type(e).__name__}: {e}")
                         leaders = resolve()
@@ -162,7 +162,7 @@ def failover(cluster: Cluster, victim_sig: int) -> float:
             for url in urls:
                 try:
                     resp = http.post(f"{url}/topics/{cluster.topic}/partitions/0", params={"acks": "all"},
-                                     content=payload, headers={"Content-Type": codecs.BINARY_V2})
+                                     content=payload, headers={"Content-Type": media_types.BINARY_V2})
                 except httpx.TransportError:
                     continue
                 if resp.status_code == 200:

@@ -14,30 +14,18 @@ import httpx
 import orjson
 import pyarrow as pa
 
-from lakelog.errors import RETRIABLE_HEADER, LakelogError
-from lakelog.ingest_api import codecs
+# The error classes the gateway may answer with, so error_from_response rebuilds them here.
+import lakelog.consumer_groups.errors  # noqa: F401
+import lakelog.log_tables.errors  # noqa: F401
+import lakelog.replication.errors  # noqa: F401
+from lakelog.protocol import media_types
+from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.protocol.errors import RemoteError, error_from_response
 
 
-class GatewayError(LakelogError):
-    """The gateway answered with an error body."""
-
-    def __init__(self, status: int, error_code: int, message: str, *, retriable: bool | None = None) -> None:
-        super().__init__(f"{message} (HTTP {status}, error_code {error_code})")
-        self.http_status = status
-        self.error_code = error_code
-        # The gateway says whether its error is retriable (X-Lakelog-Retriable); guess for other servers.
-        self.retriable = retriable if retriable is not None else (status in (421, 503, 504) or error_code == 40406)
-
-    @classmethod
-    def from_response(cls, resp: httpx.Response) -> "GatewayError":
-        """The error a gateway answer (status >= 400) carries: REST Proxy body, else the status and text."""
-        try:
-            body = resp.json()
-            code, message = int(body.get("error_code", resp.status_code)), body.get("message", resp.text)
-        except (ValueError, AttributeError, TypeError):
-            code, message = resp.status_code, resp.text
-        flag = resp.headers.get(RETRIABLE_HEADER)
-        return cls(resp.status_code, code, message, retriable=None if flag is None else flag == "true")
+#: What every method raises when the gateway answers an error: the server's own error class where the
+#: code is known (``UnknownTopicError``, ``NotLeaderError``, ...), always also a :class:`GatewayError`.
+GatewayError = RemoteError
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
@@ -84,7 +72,7 @@ class LakelogClient:
                 continue
             resp = self._follow_leader(resp, method, path, **kwargs)
             if resp.status_code >= 400:
-                raise GatewayError.from_response(resp)
+                raise error_from_response(resp)
             return resp
         raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
 
@@ -140,12 +128,12 @@ class LakelogClient:
         """POST JSON-format records (``{"key": ..., "value": ...}``); returns the REST Proxy response."""
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
         body = orjson.dumps({"records": list(records)})
-        return self._request("POST", path, content=body, headers={"Content-Type": codecs.JSON_V2}).json()
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
 
     def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None) -> dict:
         """POST an already encoded JSON-format body."""
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
-        return self._request("POST", path, content=body, headers={"Content-Type": codecs.JSON_V2}).json()
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
 
     def produce_binary(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], *,
                        partition: int | None = None) -> dict:
@@ -154,12 +142,12 @@ class LakelogClient:
             return None if x is None else base64.b64encode(x).decode()
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
         body = orjson.dumps({"records": [{"key": b64(k), "value": b64(v)} for k, v in records]})
-        return self._request("POST", path, content=body, headers={"Content-Type": codecs.BINARY_V2}).json()
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.BINARY_V2}).json()
 
     def produce_arrow(self, topic: str, partition: int, table: pa.Table) -> dict:
         """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition."""
-        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=codecs.arrow_ipc(table),
-                             headers={"Content-Type": codecs.ARROW_STREAM}).json()
+        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_ipc(table),
+                             headers={"Content-Type": media_types.ARROW_STREAM}).json()
 
     # -- consumer group offsets -----------------------------------------------------------------
 
@@ -221,7 +209,7 @@ class LakelogClient:
         if request_timeout_ms is not None:
             body["consumer.request.timeout.ms"] = request_timeout_ms
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
-                             headers={"Content-Type": codecs.V2}).json()
+                             headers={"Content-Type": media_types.V2}).json()
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
                             timeout_s=self.http.timeout.read or 60.0)
 
@@ -230,7 +218,7 @@ class LakelogClient:
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
               max_wait_ms: int = 0, form: str = "binary") -> list[dict]:
         """Fetch JSON-form records (``form`` = ``binary`` or ``json``)."""
-        accept = codecs.BINARY_V2 if form == "binary" else codecs.JSON_V2
+        accept = media_types.BINARY_V2 if form == "binary" else media_types.JSON_V2
         resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
                              params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
                              headers={"Accept": accept})
@@ -241,8 +229,8 @@ class LakelogClient:
         """Fetch records as an Arrow table (``offset``, ``timestamp``, ``key``, ``value``, ``headers``)."""
         resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
                              params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
-                             headers={"Accept": codecs.ARROW_STREAM})
-        return pa.ipc.open_stream(resp.content).read_all()
+                             headers={"Accept": media_types.ARROW_STREAM})
+        return read_arrow_ipc(resp.content)
 
 
 class HttpConsumer:
@@ -267,10 +255,10 @@ class HttpConsumer:
         headers = kwargs.pop("headers", {})
         if body is not None:
             kwargs["content"] = orjson.dumps(body)
-            headers.setdefault("Content-Type", codecs.V2)
+            headers.setdefault("Content-Type", media_types.V2)
         resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
         if resp.status_code >= 400:
-            raise GatewayError.from_response(resp)
+            raise error_from_response(resp)
         return resp
 
     def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
@@ -307,7 +295,7 @@ class HttpConsumer:
         params: dict[str, int] = {"timeout": timeout_ms}
         if max_bytes is not None:
             params["max_bytes"] = max_bytes
-        accept = codecs.BINARY_V2 if self.format == "binary" else codecs.JSON_V2
+        accept = media_types.BINARY_V2 if self.format == "binary" else media_types.JSON_V2
         resp = self._call("GET", "/records", params=params, headers={"Accept": accept})
         generation = resp.headers.get("X-Lakelog-Generation")
         self.last_generation = int(generation) if generation is not None else None
@@ -345,4 +333,4 @@ class HttpConsumer:
 
 
 #: ``table`` as an Arrow IPC stream body (the same encoder the gateway uses).
-arrow_body = codecs.arrow_ipc
+arrow_body = arrow_ipc

@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lakelog.broker_process import BrokerProcess
 from lakelog.client import LakelogClient, GatewayError
-from lakelog.ingest_api import codecs
+from lakelog.protocol import media_types
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 console = Console()
@@ -275,7 +275,7 @@ def fetch_and_check(client: LakelogClient, produced: Counter) -> None:
             offset = table["offset"][-1].as_py() + 1
     elapsed = time.perf_counter() - started
     total = sum(fetched.values())
-    console.print(f"5. fetched {total:,} records back over HTTP ({codecs.ARROW_STREAM}) in {elapsed:.1f} s")
+    console.print(f"5. fetched {total:,} records back over HTTP ({media_types.ARROW_STREAM}) in {elapsed:.1f} s")
     for p in range(PARTITIONS):
         mark = "ok" if fetched[p] == produced[p] else "MISMATCH"
         console.print(f"   partition {p}: produced {produced[p]:>7,}  fetched {fetched[p]:>7,}  {mark}")

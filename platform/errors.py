@@ -14,6 +14,12 @@ from __future__ import annotations
 RETRIABLE_HEADER = "X-Lakelog-Retriable"
 
 
+#: REST error code -> the class that answers with it (filled as error classes are defined; one class a
+#: code, checked by tests/test_error_codes.py). :func:`lakelog.protocol.errors.error_from_response`
+#: reads it to rebuild a server's error on the client side.
+ERROR_CLASSES: dict[int, type["LakelogError"]] = {}
+
+
 class LakelogError(Exception):
     """Base class of all lakelog errors.
 
@@ -26,6 +32,22 @@ class LakelogError(Exception):
     http_status: int = 500
     error_code: int = 50001
     retriable: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("error_code")
+        if isinstance(code, int):  # a class that names its own code answers for it
+            ERROR_CLASSES.setdefault(code, cls)
+
+    @classmethod
+    def from_body(cls, message: str, body: dict) -> "LakelogError":
+        """Rebuild this error from a REST error body ``{"error_code", "message", ...}`` (client side).
+
+        Subclasses whose body carries more fields (``NotLeaderError``'s ``leader_url``) override this.
+        """
+        err = cls.__new__(cls)
+        LakelogError.__init__(err, message)
+        return err
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or self.__class__.__doc__.strip().splitlines()[0])

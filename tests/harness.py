@@ -14,7 +14,7 @@ import httpx
 from kazoo.client import KazooClient
 
 from lakelog.broker_process import BrokerProcess
-from lakelog.ingest_api import codecs
+from lakelog.protocol import media_types
 
 
 def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition", interval_s: float = 0.05):
@@ -41,7 +41,7 @@ def read_partition(http: httpx.Client | str, topic: str, partition: int) -> list
     while True:
         resp = http.get(f"/topics/{topic}/partitions/{partition}/records",
                         params={"offset": offset, "max_wait_ms": 0, "max_bytes": 64 * 1024 * 1024},
-                        headers={"Accept": codecs.BINARY_V2})
+                        headers={"Accept": media_types.BINARY_V2})
         assert resp.status_code == 200, resp.text
         page = resp.json()
         if not page:

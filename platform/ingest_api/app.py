@@ -45,7 +45,7 @@ from lakelog.ingest_api.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
-from lakelog.ingest_api.partitioner import partitions_for_keys
+from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.log_tables.records import check_record_sizes, normalize_produce_batch
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError

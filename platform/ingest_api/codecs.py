@@ -15,7 +15,7 @@ the columns are then built once per request. Responses are built from Arrow colu
 from __future__ import annotations
 
 import base64
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 import orjson
 import pyarrow as pa
@@ -23,17 +23,17 @@ import pyarrow.compute as pc
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import NotRequired, TypedDict
 
-from lakelog.ingest_api.errors import InvalidEncodingError, MalformedBodyError, UnsupportedMediaTypeError
+from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.protocol.errors import (
+    InvalidEncodingError,
+    MalformedBodyError,
+    NotAcceptableError,
+    UnsupportedMediaTypeError,
+)
+from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON, JSON_V2, V2, Format, media_type
 from lakelog.log_tables.records import PRODUCE_SCHEMA, normalize_produce_batch
 from lakelog.log_tables.schema import HEADERS_TYPE
 
-BINARY_V2 = "application/vnd.kafka.binary.v2+json"
-JSON_V2 = "application/vnd.kafka.json.v2+json"
-V2 = "application/vnd.kafka.v2+json"
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
-JSON = "application/json"
-
-Format = Literal["binary", "json", "arrow"]
 
 _B64 = ConfigDict(val_json_bytes="base64")
 
@@ -75,11 +75,6 @@ class _JsonProduce(TypedDict):
 
 _BINARY_ADAPTER = TypeAdapter(_BinaryProduce)
 _JSON_ADAPTER = TypeAdapter(_JsonProduce)
-
-
-def media_type(header: str | None) -> str:
-    """The bare media type of a Content-Type/Accept entry (parameters and case dropped)."""
-    return (header or "").split(";", 1)[0].strip().lower()
 
 
 def produce_format(content_type: str | None) -> Format:
@@ -145,7 +140,7 @@ def _json_bytes(record: dict, name: str) -> bytes | None:
 
 def _decode_arrow(body: bytes) -> tuple[pa.Table, pa.Array | None]:
     try:
-        table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+        table = read_arrow_ipc(body)
     except (pa.ArrowInvalid, pa.ArrowException) as e:
         raise MalformedBodyError(f"The body is not a valid Arrow IPC stream: {e}") from None
     partitions = None
@@ -185,8 +180,6 @@ def fetch_format(accept: str | None, default: Format = "binary") -> Format:
     Raises:
         NotAcceptableError: no supported form is acceptable.
     """
-    from lakelog.ingest_api.errors import NotAcceptableError
-
     if not accept:
         return default
     for entry in accept.split(","):
@@ -204,15 +197,6 @@ def fetch_format(accept: str | None, default: Format = "binary") -> Format:
 
 
 FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
-
-
-def arrow_ipc(table: pa.Table) -> bytes:
-    """``table`` as an Arrow IPC stream (``application/vnd.apache.arrow.stream``), the body of every
-    Arrow produce, fetch and replica fetch."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) -> bytes:

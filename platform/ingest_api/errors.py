@@ -3,55 +3,15 @@
 from __future__ import annotations
 
 from lakelog.errors import RETRIABLE_HEADER, LakelogError
-
-
-class RequestError(LakelogError):
-    """The request is malformed."""
-
-    http_status = 400
-    error_code = 40001
-
-
-class MalformedBodyError(RequestError):
-    """The body is not valid JSON or not shaped as the endpoint expects. 400 / 40001."""
-
-    http_status = 400
-    error_code = 40001
-
-
-class InvalidEncodingError(RequestError):
-    """A key, value or header is not valid base64 (binary format). REST Proxy's JSON conversion error: 422 / 42203."""
-
-    http_status = 422
-    error_code = 42203
-
-
-class InvalidPartitionInRecordError(RequestError):
-    """A record names a partition the topic does not have. REST Proxy: 422 / 42202."""
-
-    http_status = 422
-    error_code = 42202
-
-
-class UnsupportedMediaTypeError(RequestError):
-    """The Content-Type is not one the endpoint accepts. 415 / 41501."""
-
-    http_status = 415
-    error_code = 41501
-
-
-class NotAcceptableError(RequestError):
-    """No response form matches the Accept header. 406 / 40601."""
-
-    http_status = 406
-    error_code = 40601
-
-
-class RequestTooLargeError(RequestError):
-    """The body is larger than ``socket.request.max.bytes``. 413 / 41301."""
-
-    http_status = 413
-    error_code = 41301
+from lakelog.protocol.errors import (  # noqa: F401  (the gateway raises them; defined with the wire vocabulary)
+    InvalidEncodingError,
+    InvalidPartitionInRecordError,
+    MalformedBodyError,
+    NotAcceptableError,
+    RequestError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+)
 
 
 class ForwardedProduceError(LakelogError):

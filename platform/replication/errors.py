@@ -76,6 +76,13 @@ class NotLeaderError(ReplicationError):
         self.leader_id = leader_id
         self.leader_url = leader_url
 
+    @classmethod
+    def from_body(cls, message: str, body: dict) -> "NotLeaderError":
+        err = super().from_body(message, body)
+        err.leader_id = body.get("leader_id")
+        err.leader_url = body.get("leader_url")
+        return err
+
     def to_body(self) -> dict:
         body = super().to_body()
         if self.leader_id is not None:

@@ -972,7 +972,7 @@ class _Producer:
             self._send_topic(topic, rows, parts)
 
     def _send_topic(self, topic: str, rows: pa.Table, explicit: pa.Array | None) -> None:
-        from lakelog.ingest_api.partitioner import partitions_for_keys
+        from lakelog.protocol.partitioner import partitions_for_keys
 
         count = self.partition_count(topic)
         hashed = partitions_for_keys(rows["key"], count)

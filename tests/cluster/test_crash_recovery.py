@@ -21,8 +21,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
-from lakelog.ingest_api import codecs
-from lakelog.ingest_api.partitioner import murmur2, to_positive
+from lakelog.protocol import media_types
+from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH
 from tests.harness import read_partition
 
@@ -69,7 +69,7 @@ class Producer(threading.Thread):
                     self.attempts += 1
                     try:
                         resp = http.post(f"/topics/{self.topic}", content=body,
-                                         headers={"Content-Type": codecs.BINARY_V2})
+                                         headers={"Content-Type": media_types.BINARY_V2})
                     except httpx.TransportError:
                         resp = None
                     if resp is not None and resp.status_code == 200:

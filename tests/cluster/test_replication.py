@@ -19,8 +19,8 @@ import pytest
 from deltalake import DeltaTable
 from kazoo.client import KazooClient
 
-from lakelog.ingest_api import codecs
-from lakelog.ingest_api.partitioner import murmur2, to_positive
+from lakelog.protocol import media_types
+from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH, CONTROLLER_PATH, ClusterMetadata
 from tests.harness import read_partition
 from tests.harness import wait_for as wait_until
@@ -92,7 +92,7 @@ def produce(url: str, topic: str, p: int, values: list[bytes], *, acks: str = "a
     body = orjson.dumps({"records": [{"key": None if k is None else b64(k), "value": b64(v)}
                                      for k, v in zip(keys, values)]})
     return httpx.post(f"{url}/topics/{topic}/partitions/{p}", params={"acks": acks}, content=body,
-                      headers={"Content-Type": codecs.BINARY_V2}, timeout=timeout)
+                      headers={"Content-Type": media_types.BINARY_V2}, timeout=timeout)
 
 
 def table_rows(log_dir: Path, topic: str, p: int, below: int) -> list[tuple]:
@@ -194,7 +194,7 @@ class PartitionProducer(threading.Thread):
                 return False
             resp = httpx.get(f"{self.leader_url()}/topics/{self.topic}/partitions/{self.p}/records",
                              params={"offset": self.next_offset, "max_wait_ms": 0, "max_bytes": 1},
-                             headers={"Accept": codecs.BINARY_V2}, timeout=10)
+                             headers={"Accept": media_types.BINARY_V2}, timeout=10)
             if resp.status_code != 200:
                 return False
             page = resp.json()
@@ -506,7 +506,7 @@ def test_a_topic_level_produce_to_any_broker_reaches_every_leader(broker_factory
     keys = [b"key-%d" % i for i in range(300)]
     resp = httpx.post(
         f"{brokers[1].url}/topics/keyed", params={"acks": "all"}, timeout=30,
-        headers={"Content-Type": codecs.BINARY_V2},
+        headers={"Content-Type": media_types.BINARY_V2},
         content=orjson.dumps({"records": [{"key": b64(k), "value": b64(b"v" + k)} for k in keys]}))
     assert resp.status_code == 200, resp.text
     offsets = resp.json()["offsets"]

@@ -15,11 +15,11 @@ import pyarrow as pa
 import pytest
 
 from lakelog.client import LakelogClient, arrow_body
-from lakelog.ingest_api import codecs
+from lakelog.protocol import media_types
 
-BINARY = codecs.BINARY_V2
-JSON = codecs.JSON_V2
-ARROW = codecs.ARROW_STREAM
+BINARY = media_types.BINARY_V2
+JSON = media_types.JSON_V2
+ARROW = media_types.ARROW_STREAM
 
 
 def new_topic(api: LakelogClient, partitions: int = 3, configs: dict | None = None) -> str:

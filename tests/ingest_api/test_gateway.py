@@ -19,7 +19,7 @@ from lakelog.client import GatewayError, LakelogClient, arrow_body
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api import codecs
 from lakelog.ingest_api.app import create_app
-from lakelog.ingest_api.partitioner import murmur2, to_positive
+from lakelog.protocol.partitioner import murmur2, to_positive
 
 BINARY = codecs.BINARY_V2
 JSON = codecs.JSON_V2

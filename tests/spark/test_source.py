@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakelog.ingest_api.partitioner import partition_for_key
+from lakelog.protocol.partitioner import partition_for_key
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.spark import source
 from lakelog.spark.source import (LakelogStreamReader, OffsetRangePartition, SourceOptions, kafka_schema,

@@ -1,4 +1,4 @@
-"""Tests of lakelog.ingest_api.partitioner: Kafka-compatible murmur2 key partitioning."""
+"""Tests of lakelog.protocol.partitioner: Kafka-compatible murmur2 key partitioning."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakelog.ingest_api.partitioner import (
+from lakelog.protocol.partitioner import (
     murmur2,
     partition_for_key,
     partitions_for_keys,
@@ -247,7 +247,7 @@ def test_not_an_arrow_array():
 
 
 def test_hashes_each_distinct_key_once(monkeypatch):
-    import lakelog.ingest_api.partitioner as partitioner
+    import lakelog.protocol.partitioner as partitioner
 
     calls = []
     real = partitioner.murmur2
