@@ -34,10 +34,10 @@ class UnknownGroupError(ConsumerGroupError):
 
 
 class InvalidCommitError(ConsumerGroupError):
-    """An offset commit names a partition that does not exist or a negative offset. 422 / 42202."""
+    """An offset commit names a partition that does not exist or a negative offset. 422 / 42207."""
 
     http_status = 422
-    error_code = 42202
+    error_code = 42207
 
 
 # -- REST Proxy v2 consumer instances (io.confluent.kafkarest.Errors) ----------------------------

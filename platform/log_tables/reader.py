@@ -71,7 +71,7 @@ class DataLossError(LogTableError):
     """
 
     http_status = 422
-    error_code = 42203
+    error_code = 42208
 
     def __init__(self, loss: "DataLoss", message: str | None = None) -> None:
         super().__init__(message or f"{loss.describe()} of the table {loss.table_uri}")

@@ -17,10 +17,7 @@ from lakelog.errors import ERROR_CLASSES, RETRIABLE_HEADER, LakelogError
 # -- the request errors every gateway route may answer ----------------------------------------
 
 class RequestError(LakelogError):
-    """The request is malformed."""
-
-    http_status = 400
-    error_code = 40001
+    """The request is malformed (base class: each subclass has its own status and code)."""
 
 
 class MalformedBodyError(RequestError):
@@ -38,10 +35,10 @@ class InvalidEncodingError(RequestError):
 
 
 class InvalidPartitionInRecordError(RequestError):
-    """A record names a partition the topic does not have. REST Proxy: 422 / 42202."""
+    """A record names a partition the topic does not have. 422 / 42206."""
 
     http_status = 422
-    error_code = 42202
+    error_code = 42206
 
 
 class UnsupportedMediaTypeError(RequestError):
@@ -52,10 +49,10 @@ class UnsupportedMediaTypeError(RequestError):
 
 
 class NotAcceptableError(RequestError):
-    """No response form matches the Accept header. 406 / 40601."""
+    """No response form matches the Accept header. 406 / 40602."""
 
     http_status = 406
-    error_code = 40601
+    error_code = 40602
 
 
 class RequestTooLargeError(RequestError):

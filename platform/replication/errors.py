@@ -22,11 +22,20 @@ class ZooKeeperStartError(ReplicationError):
     retriable = True
 
 
+class ZooKeeperUnavailableError(ReplicationError):
+    """The broker lost its ZooKeeper connection or session (kazoo ``ConnectionLoss``,
+    ``SessionExpiredError``, a timeout) while answering; it reconnects by itself. 503 / 50304, retriable."""
+
+    http_status = 503
+    error_code = 50304
+    retriable = True
+
+
 class BrokerIdInUseError(ReplicationError):
     """Another live broker is registered with this broker.id."""
 
     http_status = 409
-    error_code = 40903
+    error_code = 40913
 
 
 class UnknownTopicError(ReplicationError):

@@ -145,7 +145,7 @@ class SourceError(LakelogError):
     """The ``lakelog`` data source can not plan or read a query (e.g. partitions that do not exist)."""
 
     http_status = 400
-    error_code = 40004
+    error_code = 40020
 
 
 # -- schema --------------------------------------------------------------------------------------

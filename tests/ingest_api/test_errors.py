@@ -298,10 +298,10 @@ def test_content_type_parameters_and_case_are_accepted(http, topic):
 
 
 @pytest.mark.parametrize("accept", ["text/html", "application/xml", "image/png, text/plain"])
-def test_unsupported_accept_is_40601(http, topic, accept):
+def test_unsupported_accept_is_40602(http, topic, accept):
     resp = http.get(f"/topics/{topic}/partitions/0/records", params={"offset": 0, "max_wait_ms": 0},
                     headers={"Accept": accept})
-    assert_error(resp, 406, 40601, accept, BINARY, JSON, ARROW)
+    assert_error(resp, 406, 40602, accept, BINARY, JSON, ARROW)
 
 
 def test_accept_list_picks_the_first_supported_form(http, topic):
@@ -310,7 +310,7 @@ def test_accept_list_picks_the_first_supported_form(http, topic):
     assert resp.status_code == 200 and resp.headers["content-type"].startswith(JSON)
 
 
-def test_record_naming_a_missing_partition_is_42202_and_writes_nothing(api, http, topic):
+def test_record_naming_a_missing_partition_is_42206_and_writes_nothing(api, http, topic):
     before = log_state(http, topic)
     for body, ctype, fragments in [
         ({"records": [{"value": b64(b"a"), "partition": 0}, {"value": b64(b"b"), "partition": 3}]}, BINARY,
@@ -320,15 +320,15 @@ def test_record_naming_a_missing_partition_is_42202_and_writes_nothing(api, http
         ({"records": [{"value": b64(b"a"), "partition": -1}]}, BINARY, ["partition -1"]),
     ]:
         resp = post(http, f"/topics/{topic}", body, ctype)
-        assert_error(resp, 422, 42202, *fragments)
+        assert_error(resp, 422, 42206, *fragments)
     # an Arrow 'partition' column that disagrees with the path
     resp = post(http, f"/topics/{topic}/partitions/0/records",
                 arrow_body(pa.table({"value": [b"a", b"b"], "partition": [0, 1]})), ARROW)
-    assert_error(resp, 422, 42202, "partition")
+    assert_error(resp, 422, 42206, "partition")
     # v3: partition_id that does not exist
     resp = http.post(f"/v3/clusters/{api.cluster_id}/topics/{topic}/records",
                      json={"partition_id": 5, "value": {"type": "STRING", "data": "x"}})
-    assert_error(resp, 422, 42202, "partition 5")
+    assert_error(resp, 422, 42206, "partition 5")
     assert log_state(http, topic) == before
 
 
