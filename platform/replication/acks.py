@@ -13,13 +13,18 @@ parameter ``acks`` or the header ``X-Lakelog-Acks``; default ``all``.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from lakelog.replication.errors import InvalidRequiredAcksError
 
+#: The producer's ``acks`` modes.
+Acks = Literal["0", "1", "all"]
+
 ACKS_HEADER = "X-Lakelog-Acks"
-DEFAULT_ACKS = "all"
+DEFAULT_ACKS: Acks = "all"
 
 
-def parse_acks(value: str | None) -> str:
+def parse_acks(value: str | None) -> Acks:
     """``"0"``, ``"1"`` or ``"all"`` from a request's ``acks`` (None = the default, ``all``; ``-1`` = ``all``).
 
     Raises:

@@ -1,0 +1,158 @@
+"""The one client for broker-to-broker calls: every request one broker sends to another's gateway.
+
+A broker asks a partition's leader when it does not lead the partition itself:
+
+- :meth:`LeaderClient.produce`: a topic-level produce's share for a partition led elsewhere (Arrow IPC
+  to ``POST /topics/{t}/partitions/{p}/records``, same ``acks``), as REST Proxy produces to every leader;
+- :meth:`LeaderClient.partition_offsets`: log start offset, LEO and HW (``GET /topics/{t}/partitions/{p}``);
+- :meth:`LeaderClient.topic_log`: the partition's table location for direct readers
+  (``GET /lakelog/v1/topics/{t}/logs?partition=``);
+- :meth:`LeaderClient.fetch`: records below the HW as Arrow (consumer instances on another broker);
+- :meth:`LeaderClient.replica_fetch` and :meth:`LeaderClient.epoch_end_offset`: a follower's replica
+  fetch and KIP-101 OffsetsForLeaderEpoch (``/lakelog/v1/replica/...``).
+
+Errors are mapped once, here: a transport failure (connection refused, timeout) raises
+:class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
+:class:`~lakelog.errors.LakelogError` the leader raised, rebuilt by
+:func:`lakelog.protocol.errors.error_from_response` (``NotLeaderError`` naming the new leader,
+``OffsetOutOfRangeError``, ``UnknownTopicError``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pyarrow as pa
+
+import lakelog.log_tables.errors  # noqa: F401  (registers the log's errors for error_from_response)
+from lakelog.protocol import media_types
+from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.protocol.errors import error_from_response
+from lakelog.replication.acks import Acks
+from lakelog.replication.errors import LeaderNotAvailableError
+
+#: Prefix of the internal replica routes (hidden from the OpenAPI document).
+REPLICA_PREFIX = "/lakelog/v1/replica"
+
+
+@dataclass(frozen=True)
+class ReplicaFetchResult:
+    """A leader's answer to a replica fetch.
+
+    Attributes:
+        records: full log rows (``LOG_SCHEMA``) from the fetch offset, possibly empty.
+        high_watermark: the leader's HW when it answered.
+        log_end_offset: the leader's LEO when it answered.
+    """
+
+    records: pa.Table | None
+    high_watermark: int
+    log_end_offset: int
+
+
+class LeaderClient:
+    """Broker-to-broker HTTP calls over one shared connection pool.
+
+    Args:
+        request_timeout_ms: timeout of a forwarded produce on top of which 5 s are allowed for the
+            transfer (``request.timeout.ms``). Default: 30000.
+        max_connections: connection pool size. Default: 200.
+
+    Use inside the event loop that serves the gateway; :meth:`aclose` when the broker stops.
+    """
+
+    def __init__(self, *, request_timeout_ms: int = 30_000, max_connections: int = 200) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=min(50, max_connections)))
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
+        """One request; transport errors become LeaderNotAvailableError, error answers their LakelogError."""
+        try:
+            resp = await self._http.request(method, url, **kwargs)
+        except httpx.HTTPError as e:
+            raise LeaderNotAvailableError(f"The leader of {what} at {url.split('/', 3)[:3][-1]} did not answer "
+                                          f"({type(e).__name__}); retry.") from None
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp
+
+    async def produce(self, leader_url: str, topic: str, partition: int, records: pa.Table, *,
+                      acks: Acks) -> int:
+        """Append ``records`` on the leader; return the base offset (-1 with ``acks="0"``).
+
+        Raises: LeaderNotAvailableError, or what the leader answered (NotLeaderError, ...).
+        """
+        resp = await self._call(
+            "POST", f"{leader_url}/topics/{topic}/partitions/{partition}/records", what=f"{topic}-{partition}",
+            params={"acks": acks}, content=arrow_ipc(records),
+            headers={"Content-Type": media_types.ARROW_STREAM},
+            timeout=self.request_timeout_ms / 1000.0 + 5)
+        return int(resp.json()["base_offset"])
+
+    async def partition_offsets(self, leader_url: str, topic: str, partition: int) -> tuple[int, int, int]:
+        """``(log_start_offset, log_end_offset, high_watermark)`` as the leader has them.
+
+        Raises: LeaderNotAvailableError (also when the answer lacks offsets: the leader is moving), or
+        what the leader answered.
+        """
+        resp = await self._call("GET", f"{leader_url}/topics/{topic}/partitions/{partition}",
+                                what=f"{topic}-{partition}", timeout=5.0)
+        body = resp.json()
+        if body.get("high_watermark") is None:
+            raise LeaderNotAvailableError(f"The leader of {topic}-{partition} at {leader_url} does not know its "
+                                          "offsets yet; retry.")
+        return int(body["log_start_offset"]), int(body["log_end_offset"]), int(body["high_watermark"])
+
+    async def topic_log(self, leader_url: str, topic: str, partition: int) -> dict:
+        """The partition's ``PartitionLogInfo`` body as the leader answers it (table URI, offsets, epoch)."""
+        resp = await self._call("GET", f"{leader_url}/lakelog/v1/topics/{topic}/logs", what=f"{topic}-{partition}",
+                                params={"partition": partition}, timeout=10.0)
+        return resp.json()[0]
+
+    async def fetch(self, leader_url: str, topic: str, partition: int, *, offset: int, max_bytes: int,
+                    max_wait_ms: int = 0) -> pa.Table:
+        """Records from ``offset`` below the leader's HW (columns ``offset``, ``timestamp`` (ms, UTC),
+        ``key``, ``value``, ``headers``).
+
+        Raises: LeaderNotAvailableError, OffsetOutOfRangeError, NotLeaderError, UnknownTopicError, ...
+        """
+        resp = await self._call(
+            "GET", f"{leader_url}/topics/{topic}/partitions/{partition}/records", what=f"{topic}-{partition}",
+            params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+            headers={"Accept": media_types.ARROW_STREAM}, timeout=max_wait_ms / 1000.0 + 30)
+        return read_arrow_ipc(resp.content)
+
+    async def replica_fetch(self, leader_url: str, topic: str, partition: int, *, replica_id: int,
+                            leader_epoch: int, offset: int, max_bytes: int, max_wait_ms: int) -> ReplicaFetchResult:
+        """A follower's fetch from its leader (long-polls up to ``max_wait_ms``).
+
+        Raises: OffsetOutOfRangeError when ``offset`` is beyond the leader's LEO (truncate first),
+        FencedLeaderEpochError / UnknownLeaderEpochError on an epoch mismatch, NotLeaderError,
+        LeaderNotAvailableError.
+        """
+        resp = await self._call(
+            "GET", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/records",
+            what=f"{topic}-{partition}",
+            params={"offset": offset, "replica_id": replica_id, "leader_epoch": leader_epoch,
+                    "max_wait_ms": max_wait_ms, "max_bytes": max_bytes},
+            timeout=max_wait_ms / 1000.0 + 30)
+        records = read_arrow_ipc(resp.content) if resp.content else None
+        return ReplicaFetchResult(records, int(resp.headers.get("X-Lakelog-High-Watermark", "0")),
+                                  int(resp.headers.get("X-Lakelog-Log-End-Offset", "-1")))
+
+    async def epoch_end_offset(self, leader_url: str, topic: str, partition: int, *, replica_id: int,
+                               leader_epoch: int, epoch: int) -> tuple[int, int]:
+        """KIP-101's OffsetsForLeaderEpoch: ``(largest epoch <= epoch in the leader's log, its end offset)``."""
+        resp = await self._call(
+            "GET", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/epoch-end-offset",
+            what=f"{topic}-{partition}",
+            params={"epoch": epoch, "leader_epoch": leader_epoch, "replica_id": replica_id})
+        answer = resp.json()
+        return int(answer["epoch"]), int(answer["end_offset"])
