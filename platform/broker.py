@@ -41,6 +41,7 @@ from lakelog.replication.errors import (
     UnknownTopicError,
 )
 from lakelog.replication.follower import ReplicaFetcher
+from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import (
     BROKERS_PATH,
     TOPICS_PATH,
@@ -196,6 +197,7 @@ class Broker:
         self._brokers_read_applied = 0
         self._topics_refresh: concurrent.futures.Future | None = None
         self.http: httpx.AsyncClient | None = None
+        self.leader_client: LeaderClient | None = None
         self.offset_store: OffsetStore | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -210,6 +212,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self.log_dirs.mkdir(parents=True, exist_ok=True)
         self.http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+        self.leader_client = LeaderClient(request_timeout_ms=self.settings.request_timeout_ms)
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
@@ -252,6 +255,8 @@ class Broker:
             log.exception("leaving ZooKeeper failed")
         if self.http is not None:
             await self.http.aclose()
+        if self.leader_client is not None:
+            await self.leader_client.aclose()
         log.info("broker %d stopped", self.broker_id)
 
     async def controlled_shutdown(self) -> None:
