@@ -132,13 +132,7 @@ class GroupCommitter:
                 continue
             # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
             # failure is logged and the next commit tries again
-            try:
-                if self._segment_files_max is not None and self.log.needs_compaction(max_files=self._segment_files_max):
-                    await asyncio.to_thread(self.log.compact_head, keep_newest=max(1, self._segment_files_max // 4))
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("compaction of %s-%d failed", self.log.topic, self.log.partition)
+            await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
 
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""

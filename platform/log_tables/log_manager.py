@@ -1,0 +1,96 @@
+"""Opening and dropping a broker's partition logs under ``log.dirs`` (Kafka's ``LogManager``).
+
+Each replica's log is ``{log.dirs}/{topic}-{partition}/``, a Delta table. A topic id file inside the
+table (``_lakelog_topic_id``) tells a table of a deleted-and-re-created topic of the same name apart: it
+is removed before the new topic's log is created there.
+
+:func:`compact_if_needed` is the one compaction trigger: the leader's group committer runs it after each
+commit, the follower after each replicated append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+
+from lakelog.config import TopicConfig
+from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.log_tables.schema import table_dir_name
+
+log = logging.getLogger(__name__)
+
+#: The file inside a partition table that names the topic id the table belongs to.
+TOPIC_ID_FILE = "_lakelog_topic_id"
+
+
+class LogManager:
+    """The partition logs of one broker.
+
+    Args:
+        log_dirs: the broker's ``log.dirs`` (created if missing).
+        tail_cache_max_bytes: per-log tail cache (``log.tail.cache.max.bytes``).
+        segment_files_max: data files per table after which the oldest small ones are merged
+            (``log.segment.files.max``); None = never.
+    """
+
+    def __init__(self, log_dirs: str | Path, *, tail_cache_max_bytes: int, segment_files_max: int | None) -> None:
+        self.log_dirs = Path(log_dirs).resolve()
+        self.tail_cache_max_bytes = tail_cache_max_bytes
+        self.segment_files_max = segment_files_max
+
+    def ensure_dirs(self) -> None:
+        """Create ``log.dirs`` if missing."""
+        self.log_dirs.mkdir(parents=True, exist_ok=True)
+
+    def table_uri(self, topic: str, partition: int) -> str:
+        """Where this broker keeps the partition's Delta table."""
+        return str(self.log_dirs / table_dir_name(topic, partition))
+
+    def open_log(self, *, topic: str, partition: int, topic_id: str, config: TopicConfig,
+                 replicated: bool) -> PartitionLog:
+        """Open (or create) the partition's log; a table left by an older topic of that name is removed.
+
+        A replicated partition's high watermark starts at the log start offset: the ISR moves it up.
+        Blocking (Delta I/O): call from a worker thread.
+        """
+        uri = self.table_uri(topic, partition)
+        id_file = Path(uri) / TOPIC_ID_FILE
+        if id_file.exists() and id_file.read_text().strip() != topic_id:
+            log.info("removing the log of an older topic %s-%d", topic, partition)
+            shutil.rmtree(uri)
+        plog = PartitionLog.open(topic=topic, partition=partition, table_uri=uri, config=config,
+                                 tail_cache_max_bytes=self.tail_cache_max_bytes,
+                                 initial_high_watermark=0 if replicated else None)
+        if not id_file.exists():
+            id_file.write_text(topic_id)
+        return plog
+
+    async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:
+        """Close a log and, with ``delete_data``, delete its table from disk."""
+        plog.close()
+        if delete_data:
+            await asyncio.to_thread(shutil.rmtree, plog.table_uri, True)
+
+    async def compact_if_needed(self, plog: PartitionLog) -> None:
+        """Run :func:`compact_if_needed` with this broker's ``log.segment.files.max``."""
+        await compact_if_needed(plog, segment_files_max=self.segment_files_max)
+
+
+async def compact_if_needed(plog: PartitionLog, *, segment_files_max: int | None) -> None:
+    """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
+    files (each delta-rs commit costs time per file), keeping the newest quarter as they are.
+
+    An optimisation: a failure is logged, never raised (the next append tries again); cancellation is
+    passed on.
+    """
+    if segment_files_max is None:
+        return
+    try:
+        if plog.needs_compaction(max_files=segment_files_max):
+            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4))
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("compaction of %s-%d failed", plog.topic, plog.partition)
