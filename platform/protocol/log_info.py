@@ -1,0 +1,75 @@
+"""Where a partition's log table is and which of its offsets readers may see: :class:`PartitionLogInfo`.
+
+One model for both ends of ``GET /lakelog/v1/topics/{topic}/logs``: the gateway answers a JSON list of
+them (``?partition=p``: a list of one), and direct readers (the Spark source, SQL views over topics)
+parse that list back into them::
+
+    GET /lakelog/v1/topics/orders/logs
+    200 [{"topic": "orders", "partition": 0, "table_uri": "/data/logs/orders-0",
+          "log_start_offset": 0, "log_end_offset": 120, "high_watermark": 118,
+          "leader_epoch": 3, "timestamp_type": 0}, ...]
+
+Every field is required (no defaults), so a body parses the same whether it is read with this model or
+by the gateway. The model is immutable and checks the invariants a reader relies on (see
+:class:`PartitionLogInfo`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["CREATE_TIME", "LOG_APPEND_TIME", "PartitionLogInfo"]
+
+#: ``timestamp_type`` values, Kafka's ``TimestampType.id`` (also the Kafka source's ``timestampType`` column).
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+class PartitionLogInfo(BaseModel):
+    """Where a partition's Delta table is and which offsets readers may see (lakelog's own).
+
+    JSON shape (all fields required)::
+
+        {"topic": str, "partition": int, "table_uri": str, "log_start_offset": int,
+         "log_end_offset": int, "high_watermark": int, "leader_epoch": int, "timestamp_type": int}
+
+    Attributes:
+        topic: topic name (Kafka's legal characters: ``[a-zA-Z0-9._-]``).
+        partition: partition number, >= 0.
+        table_uri: URI or path of the partition's Delta table on its leader
+            (``{log.dirs}/{topic}-{partition}``), anything both delta-rs and Spark can open.
+        log_start_offset: first offset still in the log (retention may have removed earlier ones).
+        log_end_offset: the offset the next appended record gets (LEO, on the leader).
+        high_watermark: first offset not yet replicated to the ISR; readers see only
+            ``log_start_offset <= offset < high_watermark``.
+        leader_epoch: the leader's epoch when it answered.
+        timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the topic's ``message.timestamp.type``;
+            see :attr:`lakelog.config.TopicConfig.timestamp_type_id`).
+
+    Raises:
+        pydantic.ValidationError (a ``ValueError``): a field is missing or of the wrong type,
+        ``partition < 0``, not ``0 <= log_start_offset <= high_watermark``, or ``timestamp_type`` is
+        neither 0 nor 1. Assigning to a field raises too (the model is frozen).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    topic: str
+    partition: int
+    table_uri: str
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    leader_epoch: int
+    timestamp_type: int = Field(description="0 = CreateTime, 1 = LogAppendTime")
+
+    @model_validator(mode="after")
+    def _check_offsets(self) -> "PartitionLogInfo":
+        if self.partition < 0:
+            raise ValueError(f"partition must be >= 0, got {self.partition}")
+        if self.log_start_offset < 0 or self.high_watermark < self.log_start_offset:
+            raise ValueError(f"need 0 <= log_start_offset <= high_watermark, got "
+                             f"{self.log_start_offset} and {self.high_watermark} for {self.topic}-{self.partition}")
+        if self.timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
+        return self
