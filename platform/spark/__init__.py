@@ -4,7 +4,8 @@
 otherwise); :mod:`lakelog.spark.sql` registers topics as views with the columns of Spark's Kafka source.
 """
 
-from lakelog.spark.session import DeltaJarsError, ensure_delta_jars, session
+from lakelog.spark.errors import DeltaJarsError, SourceError, SourceOptionError
+from lakelog.spark.session import ensure_delta_jars, session
 from lakelog.spark.source import LakelogDataSource, register
 from lakelog.spark.sql import (
     create_topic_view,
@@ -30,5 +31,7 @@ __all__ = [
     "register_topic_view",
     "register_topics_from_gateway",
     "session",
+    "SourceError",
+    "SourceOptionError",
     "topic_dataframe",
 ]

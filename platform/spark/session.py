@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakelog.config import CONF_DIR, read_properties
-from lakelog.errors import LakelogError
+from lakelog.spark.errors import DeltaJarsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,13 +58,6 @@ BUILTIN_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
 }
-
-
-class DeltaJarsError(LakelogError):
-    """Delta Lake's JVM jars could not be resolved (no cached copy and no reachable repository)."""
-
-    http_status = 500
-    error_code = 50002
 
 
 def delta_version() -> str:

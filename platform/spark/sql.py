@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
+
+from lakelog.protocol.log_info import CREATE_TIME, LOG_APPEND_TIME, PartitionLogInfo
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,15 @@ if TYPE_CHECKING:
 
     from lakelog.client import LakelogClient
 
-#: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column).
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
+#: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column), and
+#: :class:`~lakelog.protocol.log_info.PartitionLogInfo`, the partition bounds every function here takes:
+#: re-exported from :mod:`lakelog.protocol.log_info`.
+__all__ = [
+    "CREATE_TIME", "KAFKA_HEADERS_TYPE", "KAFKA_SOURCE_SCHEMA", "LOG_APPEND_TIME", "PartitionLogInfo", "SCHEMA",
+    "catalog_view_name", "create_topic_view", "history", "partition_logs_from_gateway", "quote_identifier",
+    "register_consumer_offsets", "register_topic_view", "register_topics_from_gateway", "topic_dataframe",
+    "topic_view_sql",
+]
 
 #: ``headers`` column of Spark's Kafka source (``KafkaRecordToRowConverter.headersType``).
 KAFKA_HEADERS_TYPE = ArrayType(StructType([
@@ -57,38 +64,6 @@ KAFKA_SOURCE_SCHEMA = StructType([
     StructField("timestampType", IntegerType(), True),
     StructField("headers", KAFKA_HEADERS_TYPE, True),
 ])
-
-
-@dataclass(frozen=True)
-class PartitionLogInfo:
-    """Where one partition's log is and which offsets of it are readable.
-
-    Attributes:
-        topic: topic name (Kafka's legal characters: ``[a-zA-Z0-9._-]``).
-        partition: partition number, >= 0.
-        table_uri: URI or path of the partition's Delta table (``{log.dirs}/{topic}-{partition}``),
-            anything both delta-rs and Spark can open.
-        log_start_offset: first offset still in the log (retention may have removed earlier ones).
-        high_watermark: first offset not yet committed; only ``offset < high_watermark`` is read.
-        timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the topic's ``message.timestamp.type``;
-            see :attr:`lakelog.config.TopicConfig.timestamp_type_id`).
-    """
-
-    topic: str
-    partition: int
-    table_uri: str
-    log_start_offset: int
-    high_watermark: int
-    timestamp_type: int = CREATE_TIME
-
-    def __post_init__(self) -> None:
-        if self.partition < 0:
-            raise ValueError(f"partition must be >= 0, got {self.partition}")
-        if self.log_start_offset < 0 or self.high_watermark < self.log_start_offset:
-            raise ValueError(f"need 0 <= log_start_offset <= high_watermark, got "
-                             f"{self.log_start_offset} and {self.high_watermark} for {self.topic}-{self.partition}")
-        if self.timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
-            raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
 
 
 def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo], *,
@@ -235,17 +210,19 @@ def create_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[Pa
 
 
 def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[PartitionLogInfo]:
-    """Each partition's table URI, log start offset and high watermark, as the leader reports them.
+    """Each partition's table URI, log start offset and high watermark, as its leader reports them.
 
-    Uses ``GET /lakelog/v1/topics/{topic}/logs``. Raises :class:`lakelog.client.GatewayError`
-    (40401 for an unknown topic).
+    Uses ``GET /lakelog/v1/topics/{topic}/logs`` and parses every entry of the answer with
+    :class:`~lakelog.protocol.log_info.PartitionLogInfo`: one per partition, in the gateway's order
+    (partition number).
+
+    Raises:
+        lakelog.replication.errors.UnknownTopicError: the topic does not exist (40401; the client
+            rebuilds the gateway's error, which is also a :class:`lakelog.protocol.errors.RemoteError`).
+        lakelog.protocol.errors.RemoteError: any other error answer; ConnectionError: no gateway
+            reachable; pydantic.ValidationError: an entry is not a valid ``PartitionLogInfo``.
     """
-    return [
-        PartitionLogInfo(topic=topic, partition=p["partition"], table_uri=p["table_uri"],
-                         log_start_offset=p["log_start_offset"], high_watermark=p["high_watermark"],
-                         timestamp_type=p["timestamp_type"])
-        for p in client.topic_logs(topic)
-    ]
+    return [PartitionLogInfo.model_validate(p) for p in client.topic_logs(topic)]
 
 
 def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient", *,

@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from lakelog.protocol.partitioner import partition_for_key
 from lakelog.log_tables.schema import HEADERS_TYPE
+from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark import source
 from lakelog.spark.source import (LakelogStreamReader, OffsetRangePartition, SourceOptions, kafka_schema,
                                   rate_limit, split_ranges)
@@ -450,7 +451,8 @@ class FakeCluster:
 
 
 def state(topic, partition, lso, hw, uri="/nowhere"):
-    return source.PartitionState(topic, partition, uri, lso, hw, 0)
+    return PartitionLogInfo(topic=topic, partition=partition, table_uri=uri, log_start_offset=lso,
+                            log_end_offset=hw, high_watermark=hw, leader_epoch=0, timestamp_type=0)
 
 
 def stream_reader(states: dict, **options) -> LakelogStreamReader:
@@ -501,7 +503,7 @@ def test_stream_reader_positions_caps_and_restart_without_spark(monkeypatch):
 
 def test_commit_sends_the_group_offsets_once_per_batch(monkeypatch, caplog):
     states = {("t", 0): state("t", 0, 0, 30), ("t", 1): state("t", 1, 0, 8)}
-    monkeypatch.setattr(source, "CAN_COMMIT_OFFSETS", True)
+    monkeypatch.setattr(source.stream, "CAN_COMMIT_OFFSETS", True)
     r = stream_reader(states, subscribe="t", **{"group.id": "billing"})
     r.commit({"t": {"1": 8, "0": 12}})
     r.commit({"t": {"0": 12, "1": 8}})  # the same batch again (e.g. after a restart): no second call
@@ -515,7 +517,7 @@ def test_commit_sends_the_group_offsets_once_per_batch(monkeypatch, caplog):
     no_group = stream_reader(states, subscribe="t")
     no_group.commit({"t": {"0": 1}})
     assert no_group._cluster.client.commits == []
-    monkeypatch.setattr(source, "CAN_COMMIT_OFFSETS", False)
+    monkeypatch.setattr(source.stream, "CAN_COMMIT_OFFSETS", False)
     old_client = stream_reader(states, subscribe="t", **{"group.id": "g"})
     with caplog.at_level("WARNING", logger="lakelog.spark.source"):
         old_client.commit({"t": {"0": 1}})

@@ -83,12 +83,20 @@ P1_RECORDS = [record(o, b"p1-%d" % o, b"x" * o, headers=[("n", b"%d" % o)]) for 
 P1_LOG_START, P1_HW = 0, 5
 
 
+def log_info(topic: str, partition: int, table_uri: str, log_start_offset: int, high_watermark: int,
+             timestamp_type: int = 0) -> PartitionLogInfo:
+    """A partition's bounds as the gateway would report them (LEO = HW, leader epoch 0)."""
+    return PartitionLogInfo(topic=topic, partition=partition, table_uri=table_uri, log_start_offset=log_start_offset,
+                            log_end_offset=high_watermark, high_watermark=high_watermark, leader_epoch=0,
+                            timestamp_type=timestamp_type)
+
+
 def make_topic(tmp_path: Path, topic: str, timestamp_type: int = 0) -> list[PartitionLogInfo]:
     log_dir = tmp_path / "logs"
     uri0 = write_partition(log_dir, topic, 0, [P0_RECORDS[:5], P0_RECORDS[5:]])
     uri1 = write_partition(log_dir, topic, 1, [P1_RECORDS])
-    return [PartitionLogInfo(topic, 0, uri0, P0_LOG_START, P0_HW, timestamp_type),
-            PartitionLogInfo(topic, 1, uri1, P1_LOG_START, P1_HW, timestamp_type)]
+    return [log_info(topic, 0, uri0, P0_LOG_START, P0_HW, timestamp_type),
+            log_info(topic, 1, uri1, P1_LOG_START, P1_HW, timestamp_type)]
 
 
 def expected_rows(topic: str, timestamp_type: int = 0) -> list[tuple]:
@@ -222,7 +230,7 @@ def test_records_above_the_high_watermark_appear_only_when_it_moves(spark, tmp_p
     write_deltalake(uri0, pa.Table.from_pylist([record(10, b"later", b"later")], schema=LOG_SCHEMA), mode="append")
     assert spark.sql("SELECT count(*) FROM orders WHERE partition = 0").first()[0] == P0_HW - P0_LOG_START
 
-    moved = [PartitionLogInfo("orders", 0, uri0, P0_LOG_START, 11), partitions[1]]
+    moved = [log_info("orders", 0, uri0, P0_LOG_START, 11), partitions[1]]
     register_topic_view(spark, "orders", moved)
     offsets = [r.offset for r in spark.sql("SELECT offset FROM orders WHERE partition = 0 ORDER BY offset").collect()]
     assert offsets == list(range(P0_LOG_START, 11))
@@ -257,8 +265,8 @@ def test_empty_partition_table_and_empty_offset_range(spark, tmp_path):
     uri = str(tmp_path / "logs" / "quiet-0")
     write_deltalake(uri, pa.Table.from_pylist([], schema=LOG_SCHEMA), mode="append")
     uri1 = write_partition(tmp_path / "logs", "quiet", 1, [P1_RECORDS])
-    df = topic_dataframe(spark, [PartitionLogInfo("quiet", 0, uri, 0, 0),
-                                 PartitionLogInfo("quiet", 1, uri1, 3, 3)])
+    df = topic_dataframe(spark, [log_info("quiet", 0, uri, 0, 0),
+                                 log_info("quiet", 1, uri1, 3, 3)])
     assert df.schema == KAFKA_SOURCE_SCHEMA
     assert df.count() == 0
 
@@ -297,7 +305,7 @@ def test_delta_spark_appends_and_delta_rs_reads_back(spark, tmp_path):
     assert from_rs == P0_RECORDS
 
     # Both engines agree on every committed record, read through the Kafka-shaped view as well.
-    register_topic_view(spark, "mixed", [PartitionLogInfo("mixed", 0, uri, 0, 10)])
+    register_topic_view(spark, "mixed", [log_info("mixed", 0, uri, 0, 10)])
     from_spark = collect(spark, "mixed")
     assert [(r[0], r[1], r[4], r[5]) for r in from_spark] == [
         (r["key"], r["value"], r["offset"], BASE_MS + r["offset"] * 1000) for r in from_rs]
@@ -310,20 +318,42 @@ def test_delta_spark_appends_and_delta_rs_reads_back(spark, tmp_path):
 
 
 def test_partition_log_info_validates():
-    PartitionLogInfo("t", 0, "/x", 0, 0)
+    log_info("t", 0, "/x", 0, 0)
     with pytest.raises(ValueError):
-        PartitionLogInfo("t", -1, "/x", 0, 0)
+        log_info("t", -1, "/x", 0, 0)
     with pytest.raises(ValueError):
-        PartitionLogInfo("t", 0, "/x", 5, 4)
+        log_info("t", 0, "/x", 5, 4)
     with pytest.raises(ValueError):
-        PartitionLogInfo("t", 0, "/x", 0, 1, timestamp_type=2)
+        log_info("t", 0, "/x", 0, 1, timestamp_type=2)
     with pytest.raises(Exception):
-        PartitionLogInfo("t", 0, "/x", 0, 1).high_watermark = 3  # frozen
+        log_info("t", 0, "/x", 0, 1).high_watermark = 3  # frozen
+
+
+def test_partition_log_info_is_the_gateways_logs_body():
+    from lakelog.ingest_api import models
+    from lakelog.spark.sql import partition_logs_from_gateway
+
+    body = {"topic": "t", "partition": 1, "table_uri": "/data/t-1", "log_start_offset": 2, "log_end_offset": 9,
+            "high_watermark": 7, "leader_epoch": 3, "timestamp_type": 1}
+    assert PartitionLogInfo.model_validate(body).model_dump() == body
+    # the gateway's response model and this one read and write the same JSON
+    assert models.PartitionLogInfo.model_validate(body).model_dump() == body
+    ours, gateways = PartitionLogInfo.model_json_schema(), models.PartitionLogInfo.model_json_schema()
+    assert (ours["properties"], sorted(ours["required"])) == (gateways["properties"], sorted(gateways["required"]))
+    with pytest.raises(ValueError):
+        PartitionLogInfo.model_validate({k: v for k, v in body.items() if k != "leader_epoch"})
+
+    class FakeClient:
+        def topic_logs(self, topic):
+            return [dict(body, topic=topic, partition=p) for p in (0, 1)]
+
+    assert [(i.topic, i.partition, i.high_watermark) for i in partition_logs_from_gateway(FakeClient(), "u")] == [
+        ("u", 0, 7), ("u", 1, 7)]
 
 
 def test_register_topic_view_refuses_other_topics_partitions():
     with pytest.raises(ValueError, match="other topics"):
-        register_topic_view(None, "a", [PartitionLogInfo("b", 0, "/x", 0, 0)])
+        register_topic_view(None, "a", [log_info("b", 0, "/x", 0, 0)])
 
 
 @pytest.mark.parametrize("name, quoted", [

@@ -1,0 +1,171 @@
+"""The ``lakelog`` PySpark data source: topics as batch and streaming DataFrames, and a Kafka-style sink.
+
+A Spark job written for Spark's own Kafka source moves over by changing the format name and the
+bootstrap option::
+
+    lakelog.spark.source.register(spark)            # once per session
+    df = (spark.readStream.format("lakelog")         # was: format("kafka")
+          .option("lakelog.bootstrap.servers", "localhost:8082")   # was: kafka.bootstrap.servers
+          .option("subscribe", "orders")
+          .option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", 10000)
+          .load())
+
+Output columns are those of Spark's Kafka source (``KafkaRecordToRowConverter``), in its order:
+``key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
+timestampType int`` and, only with ``includeHeaders=true``,
+``headers array<struct<key: string, value: binary>>`` (null for a record without headers).
+
+Where the data comes from: the driver asks a gateway (``lakelog.bootstrap.servers``) for the topics
+and, per partition, its Delta table, log start offset and high watermark
+(``GET /lakelog/v1/topics/{t}/logs``). Executors then read the partition tables directly with
+:func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset statistics overlap the
+range), as Arrow record batches, never at or past the high watermark the driver saw when it planned
+the batch (that is the batch's end offset), so uncommitted records are never returned.
+
+Options (same names and meaning as Spark's Kafka source; option names are case-insensitive):
+
+- exactly one of ``subscribe`` (comma list), ``subscribePattern`` (a regex matched against the whole
+  topic name; Python's ``re`` syntax, which agrees with Java's for ordinary patterns), ``assign``
+  (JSON ``{"topicA": [0, 1]}``);
+- ``lakelog.bootstrap.servers`` (required): comma list of gateway ``host:port`` (or URLs);
+- ``startingTimestamp`` > ``startingOffsetsByTimestamp`` > ``startingOffsets`` (``earliest``,
+  ``latest`` (streaming only), or JSON ``{"t": {"0": 23, "1": -2}}``, -2 = earliest, -1 = latest;
+  JSON must name every partition read), ``startingOffsetsByTimestampStrategy`` (``error`` | ``latest``);
+- batch only: ``endingTimestamp`` > ``endingOffsetsByTimestamp`` > ``endingOffsets`` (``latest`` or
+  JSON with -1 = latest);
+- streaming only: ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (default 15m);
+- ``minPartitions``, ``maxRecordsPerPartition``: split large offset ranges into several Spark tasks;
+- ``failOnDataLoss`` (default true): fail, naming the missing offsets, when offsets the query needs
+  are no longer in the log (retention removed them, the log was truncated, a topic was deleted);
+  false: log a warning and go on with what is there;
+- ``includeHeaders`` (default false);
+- ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
+  10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
+  offset look-ups;
+- ``group.id`` (optional, lakelog's): the consumer group whose committed offsets the stream updates
+  after each micro-batch (see :meth:`LakelogStreamReader.commit`). ``kafka.group.id`` does not
+  commit anything, as with Kafka's source.
+
+The sink (``df.write.format("lakelog")`` / ``writeStream.format("lakelog")``, ``mode("append")``)
+takes Spark's Kafka sink's columns and produces through the gateway, at-least-once: see
+:mod:`~lakelog.spark.source.sink`.
+
+Modules, by responsibility:
+
+- :mod:`~lakelog.spark.source.options`: :class:`SourceOptions`, :class:`SinkOptions`, the offsets JSON;
+- :mod:`~lakelog.spark.source.planning`: the partitions a read covers (through the gateway), starting
+  and ending offsets, ``maxOffsetsPerTrigger``;
+- :mod:`~lakelog.spark.source.read`: :class:`OffsetRangePartition` (one Spark task), reading it, the
+  batch reader;
+- :mod:`~lakelog.spark.source.stream`: the stream reader (micro-batches, restarts, ``group.id``
+  commits, and the PySpark specifics they rely on);
+- :mod:`~lakelog.spark.source.sink`: the writers;
+- :mod:`lakelog.spark.errors`: :class:`SourceOptionError` (40003), :class:`SourceError` (40020).
+
+This package holds the data source itself (:class:`LakelogDataSource`) and :func:`register`, and
+re-exports the names above, so ``from lakelog.spark.source import X`` works for each of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from lakelog.log_tables.reader import DataLoss, DataLossError
+from lakelog.protocol.log_info import PartitionLogInfo
+from lakelog.spark.errors import SourceError, SourceOptionError
+from lakelog.spark.source.options import (EARLIEST, LATEST, SinkOptions, SourceOptions, TopicPartition, _bool,
+                                          offsets_from_json, offsets_to_json)
+from lakelog.spark.source.planning import (INTERNAL_TOPICS, rate_limit, resolve_ending_offsets,
+                                           resolve_starting_offsets)
+from lakelog.spark.source.read import (LakelogBatchReader, OffsetRangePartition, kafka_schema, read_partition,
+                                       split_ranges)
+from lakelog.spark.source.sink import LakelogCommitMessage, LakelogStreamWriter, LakelogWriter, check_sink_schema
+from lakelog.spark.source.stream import LakelogStreamReader
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EARLIEST", "FORMAT", "INTERNAL_TOPICS", "LATEST", "DataLoss", "DataLossError", "LakelogBatchReader",
+    "LakelogCommitMessage", "LakelogDataSource", "LakelogStreamReader", "LakelogStreamWriter", "LakelogWriter",
+    "OffsetRangePartition", "PartitionLogInfo", "SinkOptions", "SourceError", "SourceOptionError",
+    "SourceOptions", "TopicPartition", "kafka_schema", "offsets_from_json", "offsets_to_json", "rate_limit",
+    "read_partition", "register", "resolve_ending_offsets", "resolve_starting_offsets", "split_ranges",
+]
+
+#: The data source's short name: ``spark.read.format(FORMAT)``.
+FORMAT = "lakelog"
+
+
+class LakelogDataSource(DataSource):
+    """The ``lakelog`` format: Spark's Kafka source and sink, over lakelog topics.
+
+    Spark makes one per ``load()``/``save()``/``start()`` with the options given (``self.options``);
+    the options are checked here, on the driver, so a bad option fails at once with
+    :class:`SourceOptionError`.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The short name, ``"lakelog"`` (:data:`FORMAT`)."""
+        return FORMAT
+
+    def schema(self) -> StructType:
+        """:func:`kafka_schema`, with ``headers`` when ``includeHeaders=true``."""
+        return kafka_schema(_bool({str(k).lower(): v for k, v in dict(self.options).items()}, "includeHeaders", False))
+
+    def _check_schema(self, schema: StructType, options: SourceOptions) -> None:
+        """Refuse a user-given schema other than the Kafka source's (the schema is fixed)."""
+        expected = kafka_schema(options.include_headers)
+        if schema is not None and schema != expected:
+            raise SourceOptionError(
+                "The lakelog source has a fixed schema and cannot be set with a custom one "
+                f"(expected {expected.simpleString()}, got {schema.simpleString()})")
+
+    def reader(self, schema: StructType) -> LakelogBatchReader:
+        """``spark.read``: the batch reader. Raises :class:`SourceOptionError` for invalid options."""
+        options = SourceOptions.parse(self.options, streaming=False)
+        self._check_schema(schema, options)
+        return LakelogBatchReader(options, schema)
+
+    def streamReader(self, schema: StructType) -> LakelogStreamReader:
+        """``spark.readStream``: the stream reader. Raises :class:`SourceOptionError` for invalid options."""
+        options = SourceOptions.parse(self.options, streaming=True)
+        self._check_schema(schema, options)
+        return LakelogStreamReader(options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> LakelogWriter:
+        """``df.write`` in ``append`` mode. Raises :class:`SourceOptionError` for overwrite, options or columns."""
+        if overwrite:
+            raise SourceOptionError("Save mode Overwrite is not allowed for lakelog: a topic is an append-only "
+                                    "log. Use mode('append').")
+        options = SinkOptions.parse(self.options)
+        check_sink_schema(schema, options)
+        return LakelogWriter(options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> LakelogStreamWriter:
+        """``df.writeStream``. Raises :class:`SourceOptionError` for invalid options or columns."""
+        options = SinkOptions.parse(self.options)
+        check_sink_schema(schema, options)
+        return LakelogStreamWriter(options, schema)
+
+
+def register(spark) -> None:
+    """Make ``format("lakelog")`` available in ``spark`` (``spark.dataSource.register``).
+
+    Spark's Python workers (planning, reading, writing) must be able to import ``lakelog``. PySpark
+    starts them with ``SparkContext.pythonExec``, which it takes from the environment variable
+    ``PYSPARK_PYTHON`` only (default ``python3``), not from the ``spark.pyspark.python`` setting that
+    :func:`lakelog.spark.session` makes (this interpreter). So when that setting is there and the
+    variable is not, the context is pointed at it before the data source is registered.
+    """
+    sc = spark.sparkContext
+    conf_python = sc.getConf().get("spark.pyspark.python")
+    if conf_python and "PYSPARK_PYTHON" not in os.environ and sc.pythonExec != conf_python:
+        log.info("Python workers will run %s (spark.pyspark.python) instead of %s", conf_python, sc.pythonExec)
+        sc.pythonExec = conf_python
+    spark.dataSource.register(LakelogDataSource)

@@ -1,0 +1,310 @@
+"""Options of the ``lakelog`` source and sink: parsing and checking them, and the offsets JSON.
+
+:meth:`SourceOptions.parse` takes the options of a read exactly as Spark passes them (option names
+are case-insensitive, values strings) and checks them as Spark's Kafka source does, with its
+messages where it has the same check; :meth:`SinkOptions.parse` does the same for a write. The option
+names and their meaning are those of Spark's Kafka source (listed in :mod:`lakelog.spark.source`),
+plus lakelog's own ``lakelog.bootstrap.servers``, ``group.id`` and ``lakelog.max.request.bytes``.
+
+Offsets travel as JSON objects ``{"topic": {"partition": offset}}`` (:func:`offsets_to_json`,
+:func:`offsets_from_json`), in options (``startingOffsets``) and as streaming offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from lakelog.spark.errors import SourceOptionError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EARLIEST", "LATEST", "SinkOptions", "SourceOptions", "TopicPartition", "offsets_from_json", "offsets_to_json",
+]
+
+#: A partition of a topic: ``(topic, partition)``.
+TopicPartition = tuple[str, int]
+
+
+# -- offsets JSON --------------------------------------------------------------------------------
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{(t, p): o}`` -> ``{"t": {"p": o}}`` with topics and partitions in sorted order (stable text)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition) in sorted(offsets):
+        out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+    return out
+
+
+def offsets_from_json(value: Any) -> dict[TopicPartition, int]:
+    """``{"t": {"p": o}}`` (a dict or its JSON text) -> ``{(t, p): o}``.
+
+    Raises:
+        SourceOptionError: not such an object, or a partition or offset that is not an integer.
+        json.JSONDecodeError: ``value`` is text that is not JSON.
+    """
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise SourceOptionError(f"Expected a JSON object like {{\"topic\": {{\"0\": 23}}}}, got {value!r}")
+    out = {}
+    for topic, parts in value.items():
+        if not isinstance(parts, dict):
+            raise SourceOptionError(f"Expected {{\"partition\": offset}} for topic {topic!r}, got {parts!r}")
+        for p, o in parts.items():
+            try:
+                out[(str(topic), int(p))] = int(o)
+            except (TypeError, ValueError):
+                raise SourceOptionError(f"Invalid partition/offset {p!r}: {o!r} for topic {topic!r}") from None
+    return out
+
+
+
+# -- source options ---------------------------------------------------------------------------------
+
+#: The offsets ``-2`` and ``-1`` in JSON offsets options: earliest and latest (as Kafka's source).
+EARLIEST = -2
+LATEST = -1
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "mins": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(text: str, name: str) -> int:
+    """``"15m"``, ``"30s"``, ``"100ms"``, ``"100"`` (ms) -> milliseconds (Spark's ``timeStringAsMs``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if not m or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
+        raise SourceOptionError(f"Option '{name}' must be a duration like 15m, 30s or 500ms, got {text!r}")
+    return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    """Option ``name`` (``true``/``false``, any case) of lower-cased ``opts``; ``default`` if absent."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise SourceOptionError(f"Option '{name}' must be 'true' or 'false', got {raw!r}")
+    return value == "true"
+
+
+def _int(opts: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    """Option ``name`` as an int >= ``minimum``; None if absent."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise SourceOptionError(f"Option '{name}' must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SourceOptionError(f"Option '{name}' must be >= {minimum}, got {value}")
+    return value
+
+
+def _bootstrap(opts: Mapping[str, str]) -> str:
+    """``lakelog.bootstrap.servers``, required (a hint when only ``kafka.bootstrap.servers`` is given)."""
+    servers = (opts.get("lakelog.bootstrap.servers") or "").strip()
+    if not servers:
+        hint = (" ('kafka.bootstrap.servers' is the Kafka source's name for it; lakelog reads "
+                "'lakelog.bootstrap.servers')") if opts.get("kafka.bootstrap.servers") else ""
+        raise SourceOptionError(
+            "Option 'lakelog.bootstrap.servers' must be specified: a comma-separated list of the "
+            f"gateways' host:port{hint}.")
+    return servers
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The parsed options of a read, with the names and meaning of Spark's Kafka source options.
+
+    The options and their defaults are listed in :mod:`lakelog.spark.source`; each attribute is the
+    option of the same name in snake case (``maxOffsetsPerTrigger`` -> ``max_offsets_per_trigger``),
+    offsets as ``{(topic, partition): offset}`` (-2 earliest, -1 latest), timestamps in ms since the
+    epoch, ``max_trigger_delay_ms`` and ``fetch_offset_retry_interval_ms`` in ms. Batch-only
+    attributes are left at their defaults in a streaming read and the other way round.
+    """
+
+    bootstrap_servers: str
+    streaming: bool
+    subscribe: tuple[str, ...] | None = None
+    subscribe_pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    starting_offsets: "str | dict[TopicPartition, int]" = "earliest"
+    starting_timestamp: int | None = None
+    starting_offsets_by_timestamp: dict[TopicPartition, int] | None = None
+    starting_timestamp_strategy: str = "error"
+    ending_offsets: "str | dict[TopicPartition, int]" = "latest"
+    ending_timestamp: int | None = None
+    ending_offsets_by_timestamp: dict[TopicPartition, int] | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    group_id: str | None = None
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> "SourceOptions":
+        """Check and parse the options of a batch (``streaming=False``) or streaming read.
+
+        Raises:
+            SourceOptionError: naming the option and what is wrong with it.
+        """
+        opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+        kind = "streaming" if streaming else "batch"
+
+        strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+        names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
+        if len(strategies) != 1:
+            given = ", ".join(names[k] for k in strategies) or "none"
+            raise SourceOptionError(
+                "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be specified "
+                f"for the lakelog source (given: {given}).")
+        subscribe = pattern = assign = None
+        if "subscribe" in opts:
+            subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+            if not subscribe:
+                raise SourceOptionError(f"No topics to subscribe to in option 'subscribe': {opts['subscribe']!r}")
+        elif "subscribepattern" in opts:
+            pattern = opts["subscribepattern"].strip()
+            if not pattern:
+                raise SourceOptionError("Option 'subscribePattern' is empty")
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise SourceOptionError(f"Option 'subscribePattern' is not a valid regex: {e}") from None
+        else:
+            try:
+                raw = json.loads(opts["assign"])
+                assign = {str(t): tuple(sorted({int(p) for p in ps})) for t, ps in raw.items()}
+            except (ValueError, TypeError, AttributeError):
+                raise SourceOptionError(
+                    f"Option 'assign' must be JSON like {{\"topicA\": [0, 1]}}, got {opts['assign']!r}") from None
+            if not assign or not any(assign.values()):
+                raise SourceOptionError(f"No topic partitions to assign in option 'assign': {opts['assign']!r}")
+
+        def offsets_option(name: str, default: str, allowed: tuple[str, ...]) -> "str | dict[TopicPartition, int]":
+            raw = opts.get(name.lower())
+            if raw is None:
+                return default
+            text = raw.strip()
+            if text.lower() in ("earliest", "latest"):
+                if text.lower() not in allowed:
+                    what = "starting" if name.startswith("starting") else "ending"
+                    raise SourceOptionError(
+                        f"{what} offset can't be {text.lower()} for {kind} queries on lakelog (option '{name}')")
+                return text.lower()
+            return offsets_from_json(text)
+
+        def timestamp_option(name: str) -> int | None:
+            return _int(opts, name, minimum=0)
+
+        def by_timestamp_option(name: str) -> dict[TopicPartition, int] | None:
+            raw = opts.get(name.lower())
+            return None if raw is None else offsets_from_json(raw)
+
+        streaming_only = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+        batch_only = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+        if streaming:
+            for name in batch_only:
+                if name.lower() in opts:
+                    raise SourceOptionError(f"Option '{name}' is not valid in streaming queries (batch queries only).")
+        else:
+            for name in streaming_only:
+                if name.lower() in opts:
+                    log.warning("Option '%s' only applies to streaming queries; ignored by this batch query", name)
+
+        starting = offsets_option("startingOffsets", "latest" if streaming else "earliest",
+                                  ("earliest", "latest") if streaming else ("earliest",))
+        if not streaming and isinstance(starting, dict):
+            for (t, p), o in starting.items():
+                if o == LATEST:
+                    raise SourceOptionError(
+                        f"Starting offset for {t}-{p} can't be latest (-1) for batch queries on lakelog")
+        ending = "latest"
+        if not streaming:
+            ending = offsets_option("endingOffsets", "latest", ("latest",))
+            if isinstance(ending, dict):
+                for (t, p), o in ending.items():
+                    if o == EARLIEST:
+                        raise SourceOptionError(
+                            f"Ending offset for {t}-{p} can't be earliest (-2) for batch queries on lakelog")
+        for offsets, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+            if isinstance(offsets, dict):
+                bad = {tp: o for tp, o in offsets.items() if o < EARLIEST}
+                if bad:
+                    raise SourceOptionError(f"Invalid offsets in option '{name}': {bad}; use >= 0, -1 (latest) or -2 (earliest)")
+
+        strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise SourceOptionError(
+                f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
+        group_id = (opts.get("group.id") or "").strip() or None
+        return cls(
+            bootstrap_servers=_bootstrap(opts),
+            streaming=streaming,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
+            assign=assign,
+            starting_offsets=starting,
+            starting_timestamp=timestamp_option("startingTimestamp"),
+            starting_offsets_by_timestamp=by_timestamp_option("startingOffsetsByTimestamp"),
+            starting_timestamp_strategy=strategy,
+            ending_offsets=ending,
+            ending_timestamp=None if streaming else timestamp_option("endingTimestamp"),
+            ending_offsets_by_timestamp=None if streaming else by_timestamp_option("endingOffsetsByTimestamp"),
+            max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1) if streaming else None,
+            min_offsets_per_trigger=_int(opts, "minOffsetsPerTrigger", minimum=1) if streaming else None,
+            max_trigger_delay_ms=_duration_ms(opts.get("maxtriggerdelay", "15m"), "maxTriggerDelay"),
+            min_partitions=_int(opts, "minPartitions", minimum=1),
+            max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+            include_headers=_bool(opts, "includeHeaders", False),
+            group_id=group_id,
+            fetch_offset_retries=_int(opts, "fetchOffset.numRetries", minimum=0) if "fetchoffset.numretries" in opts else 3,
+            fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
+                                            if "fetchoffset.retryintervalms" in opts else 1000),
+        )
+
+
+
+
+# -- sink options ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """The parsed options of a write: gateways and an optional fixed topic.
+
+    Attributes:
+        bootstrap_servers: ``lakelog.bootstrap.servers`` (required), comma list of gateway ``host:port``.
+        topic: ``topic`` (as the Kafka sink's): every row goes to it, whatever its ``topic`` column says.
+        max_request_bytes: ``lakelog.max.request.bytes`` (>= 1024, default 8 MiB): the size of one
+            produce request's Arrow body, roughly.
+    """
+
+    bootstrap_servers: str
+    topic: str | None = None
+    max_request_bytes: int = 8 * 1024 * 1024
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        """Check and parse the options of a write (names case-insensitive).
+
+        Raises:
+            SourceOptionError: no ``lakelog.bootstrap.servers``, or an invalid ``lakelog.max.request.bytes``.
+        """
+        opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+        topic = (opts.get("topic") or "").strip() or None
+        max_bytes = _int(opts, "lakelog.max.request.bytes", minimum=1024)
+        return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024)
+

@@ -1,0 +1,221 @@
+"""Streaming reads: ``spark.readStream.format("lakelog")`` as micro-batches of offset ranges.
+
+Streaming offsets are JSON objects ``{"topic": {"partition": next_offset}}``, keys sorted, so the same
+position always serialises to the same text (Spark compares offsets as JSON strings).
+
+PySpark 4.0.1 specifics (checked in ``pyspark/sql/datasource.py``, ``worker/plan_data_source_read.py``,
+``streaming/python_streaming_source_runner.py`` and the JVM's ``PythonMicroBatchStream``):
+
+- ``read()`` may yield ``pyarrow.RecordBatch`` es; they must carry exactly the schema's columns.
+- ``DataSourceStreamReader.latestOffset()`` takes no arguments (no admission control before Spark
+  4.2), so the reader itself remembers where the next micro-batch starts: the end it last returned
+  from ``latestOffset``, or the end of the last range Spark planned (``partitions(start, end)``), or
+  ``initialOffset()`` for a new query. After a restart from a checkpoint Spark calls
+  ``setLatestSeenOffset`` on the JVM stream, which the Python runner turns into
+  ``partitions(X, X)`` with X = the last offsets in the checkpoint's offset log; the reader takes X
+  as its position, so ``maxOffsetsPerTrigger`` keeps capping batches from the right place after a
+  restart. (Spark re-runs an uncommitted last batch with ``partitions(start, X)`` first; either way
+  the next batch starts at X.)
+- ``trigger(availableNow=True)``: Python streams do not implement ``SupportsTriggerAvailableNow``, so
+  Spark runs one batch up to one ``latestOffset()``; with ``maxOffsetsPerTrigger`` that single batch
+  is capped (Spark's Kafka source would run several capped batches). Use ``processingTime`` triggers
+  with a cap.
+- ``commit(end)`` of batch N is called when Spark plans batch N+1 (which an idle stream never
+  does), so the reader also commits its position to ``group.id`` at each ``latestOffset()``: Spark
+  asks for new offsets only after the previous batch is in its commit log. The checkpoint stays the
+  query's own source of truth; the group's offsets are what lag tools see.
+- Spark keeps the initial offsets of a Kafka stream in its checkpoint; a Python source has no such
+  place, so if a query dies before its first batch commits, the restarted query computes
+  ``startingOffsets`` again (with ``latest`` it then starts later).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from lakelog.client import LakelogClient
+from lakelog.protocol.log_info import PartitionLogInfo
+from lakelog.spark.source.options import SourceOptions, TopicPartition, offsets_from_json, offsets_to_json
+from lakelog.spark.source.planning import _Cluster, rate_limit, resolve_starting_offsets
+from lakelog.spark.source.read import OffsetRangePartition, read_partition, report_data_loss, split_ranges
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CAN_COMMIT_OFFSETS", "LakelogStreamReader"]
+
+#: Whether this client can commit consumer-group offsets (``LakelogClient.commit_offsets``).
+CAN_COMMIT_OFFSETS = hasattr(LakelogClient, "commit_offsets")
+
+
+class LakelogStreamReader(DataSourceStreamReader):
+    """``spark.readStream.format("lakelog")``: micro-batches of offset ranges.
+
+    One instance lives in the driver's Python streaming runner for the whole run of a query (Spark
+    calls ``initialOffset``, ``latestOffset``, ``partitions``, ``commit`` on it); executors use a
+    pickled copy only for :meth:`read`, which is stateless.
+    """
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._cluster = _Cluster(options)
+        self._initial: dict[TopicPartition, int] | None = None
+        self._position: dict[TopicPartition, int] | None = None  # where the next micro-batch starts
+        self._states: dict[TopicPartition, PartitionLogInfo] = {}
+        self._last_trigger = time.monotonic()
+        self._committed_version = -1
+        self._warned_commit = False
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_states"] = {}
+        return state
+
+    def _refresh(self) -> dict[TopicPartition, PartitionLogInfo]:
+        self._states = self._cluster.partitions()
+        return self._states
+
+    def initialOffset(self) -> dict:
+        """Where a new query starts: the resolved starting options (``startingOffsets`` & co.), as offsets JSON.
+
+        Computed once per reader (asks the gateway the first time).
+        """
+        if self._initial is None:
+            self._initial = resolve_starting_offsets(self.options, self._refresh())
+            log.info("lakelog stream starts at %s", offsets_to_json(self._initial))
+        return offsets_to_json(self._initial)
+
+    def latestOffset(self) -> dict:
+        """The end of the next micro-batch, as offsets JSON ``{"topic": {"partition": offset}}``.
+
+        The high watermarks now, capped by ``maxOffsetsPerTrigger``; the batch's start again (no new
+        batch) while fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay``
+        has not passed since the last batch (the Kafka source's options). With ``group.id`` it first
+        commits the position reached so far (see the module docstring).
+        """
+        opts = self.options
+        if self._position is not None and opts.group_id:
+            # Spark runs micro-batches one after another and asks for the next batch's offsets only
+            # once the previous one is in the commit log: everything below the position is processed.
+            # Committing it here (not only in commit(), which Spark calls when it plans a *new*
+            # batch) keeps the group's offsets current when the stream goes idle.
+            self.commit(offsets_to_json(self._position))
+        if self._position is None:  # a new query: its first batch starts at the initial offsets
+            self.initialOffset()
+            start = dict(self._initial)
+        else:
+            start = self._position
+        states = self._refresh()
+        latest = {tp: s.high_watermark for tp, s in states.items()}
+        end = latest
+        now = time.monotonic()
+        if opts.min_offsets_per_trigger is not None:
+            available = sum(max(0, hw - max(start.get(tp, 0), states[tp].log_start_offset)) for tp, hw in latest.items())
+            delayed_ms = (now - self._last_trigger) * 1000
+            if available < opts.min_offsets_per_trigger and delayed_ms < opts.max_trigger_delay_ms:
+                return offsets_to_json(start)  # wait for more records (or for maxTriggerDelay)
+        if opts.max_offsets_per_trigger is not None:
+            end = rate_limit(start, latest, {tp: s.log_start_offset for tp, s in states.items()},
+                             opts.max_offsets_per_trigger)
+        if end != start:
+            self._last_trigger = now
+        self._position = dict(end)
+        return offsets_to_json(end)
+
+    def partitions(self, start: dict, end: dict) -> list[OffsetRangePartition]:
+        """The Spark tasks of the micro-batch ``start`` to ``end`` (offsets JSON); ``end`` becomes the position.
+
+        A partition new since ``start`` is read from offset 0 (what retention removed of it is data
+        loss).
+
+        Raises:
+            SourceError: with ``failOnDataLoss=true``, partitions that are gone (topic deleted) or whose
+                end lies before their start (log truncated). Else a warning and nothing read of them.
+        """
+        s, e = offsets_from_json(start), offsets_from_json(end)
+        # Spark plans every batch it runs through here, and after a restart it calls
+        # partitions(X, X) with the last offsets of the checkpoint (setLatestSeenOffset): the end is
+        # where the next batch starts.
+        self._position = dict(e)
+        if s == e:
+            return []
+        fail = self.options.fail_on_data_loss
+        gone = sorted(s.keys() - e.keys())
+        if gone:
+            report_data_loss(f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone (topic deleted?).", fail=fail)
+        states = self._states
+        if any(tp not in states for tp in e):
+            states = self._refresh()
+        # Spark starts batch 0 at initialOffset(). When it re-runs an uncommitted batch 0 after a
+        # restart, this (new) reader computed the initial offsets again, and "latest" (or "earliest"
+        # after retention) may now lie past that batch's end: the query starts later than it first
+        # did (Spark's Kafka source keeps its initial offsets in the checkpoint; a Python source has
+        # no place for them). That is no data loss of an already started stream: skip quietly.
+        rerun_of_first_batch = self._initial is not None and s == self._initial
+        ranges = []
+        for tp, until in e.items():
+            frm = s.get(tp, 0)  # a new partition is read from its beginning; what retention removed is data loss
+            state = states.get(tp)
+            if state is None:
+                report_data_loss(f"{tp[0]}-{tp[1]} is gone (topic deleted?); offsets {frm} to {until - 1} were not read.",
+                        fail=fail)
+                continue
+            if until < frm and rerun_of_first_batch:
+                log.warning("%s-%d: the first batch ends at %d, before the recomputed starting offset %d; "
+                            "nothing read from it in this batch", tp[0], tp[1], until, frm)
+                continue
+            if until < frm:
+                report_data_loss(f"{tp[0]}-{tp[1]}'s offset was changed from {frm} to {until} (the log was truncated).",
+                        fail=fail)
+                continue
+            if until > frm:
+                ranges.append(OffsetRangePartition(tp[0], tp[1], state.table_uri, frm, until, state.timestamp_type))
+        return split_ranges(ranges, min_partitions=self.options.min_partitions,
+                            max_records_per_partition=self.options.max_records_per_partition)
+
+    def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one task (:func:`lakelog.spark.source.read.read_partition`); runs in executors."""
+        return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss)
+
+    def commit(self, end: dict) -> None:
+        """Spark processed everything up to ``end``: commit it as ``group.id``'s offsets, if one is set.
+
+        The commit is ``LakelogClient.commit_offsets(group, offsets, transaction_app_id=group,
+        transaction_version=sum of the end offsets)``: one Delta transaction, a no-op when that app id
+        and version were committed already (a replay after a restart). The sum grows with every
+        micro-batch as offsets only move forward. A failed commit is logged, not raised: the
+        checkpoint, not the group, is where the query resumes.
+        """
+        offsets = offsets_from_json(end)
+        if self._position is None:
+            self._position = dict(offsets)
+        group = self.options.group_id
+        if not group:
+            return
+        if not CAN_COMMIT_OFFSETS:
+            if not self._warned_commit:
+                log.warning("group.id=%s is set but this lakelog client has no commit_offsets(); "
+                            "offsets are not committed to the group", group)
+                self._warned_commit = True
+            return
+        version = sum(offsets.values())
+        if version <= self._committed_version:
+            return
+        try:
+            self._cluster.client.commit_offsets(
+                group, [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())],
+                transaction_app_id=group, transaction_version=version)
+            self._committed_version = version
+        except Exception as e:  # noqa: BLE001 - the checkpoint stays authoritative
+            log.warning("committing offsets %s of group %s failed: %s", offsets_to_json(offsets), group, e)
+
+    def stop(self) -> None:
+        """Close the reader's gateway client (Spark calls it when the query stops)."""
+        self._cluster.close()
+
