@@ -2,18 +2,23 @@
 
 ``BrokerProcess`` (:mod:`lakelog.broker_process`) runs ``python -m lakelog.cli broker start`` as a child
 process on a free port with its own log dir and ZooKeeper chroot; tests stop it with SIGTERM or kill
-it with SIGKILL by pid.
+it with SIGKILL by pid. Every process the harness starts (brokers, the session's ZooKeeper) is started
+through :func:`lakelog.processes.spawn`, so it dies with the test process even when that is killed.
+The ``/proc`` helpers below find the processes a command left (by parent pid, by an argument).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 from kazoo.client import KazooClient
 
 from lakelog.broker_process import BrokerProcess
+from lakelog.processes import process_alive, process_cmdline
 from lakelog.protocol import media_types
 
 
@@ -63,4 +68,35 @@ def new_chroot(zk_connect: str) -> str:
     return zk_connect + chroot
 
 
-__all__ = ["BrokerProcess", "new_chroot", "read_partition", "wait_for"]
+def _all_pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def child_pids(pid: int) -> list[int]:
+    """Pids of the live processes whose parent is ``pid`` now (scans ``/proc/*/stat``; Linux)."""
+    out = []
+    for candidate in _all_pids():
+        try:
+            stat = Path(f"/proc/{candidate}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            out.append(candidate)
+    return out
+
+
+def pids_mentioning(text: str | os.PathLike) -> list[int]:
+    """Pids of the live processes (other than this one) with ``text`` in an argument of their command
+    line, e.g. a test's tmp dir (scans ``/proc/*/cmdline``; Linux)."""
+    needle = str(text)
+    return [pid for pid in _all_pids() if pid != os.getpid() and process_alive(pid)
+            and any(needle in arg for arg in process_cmdline(pid) or [])]
+
+
+def wait_gone(pids: list[int], timeout_s: float = 15.0, what: str = "processes") -> None:
+    """Poll until none of ``pids`` is alive (zombies count as gone); AssertionError after ``timeout_s``."""
+    wait_for(lambda: not any(process_alive(p) for p in pids), timeout_s=timeout_s, what=f"{what} {pids} to end")
+
+
+__all__ = ["BrokerProcess", "child_pids", "new_chroot", "pids_mentioning", "read_partition", "wait_for", "wait_gone"]

@@ -1,0 +1,242 @@
+"""Child processes that never outlive their parent, and looking at other processes by pid.
+
+Layer 0: imports only the standard library, so every layer may use it (the embedded ZooKeeper in
+``replication/``, :mod:`lakelog.broker_process`, the CLI, the demo, the tests).
+
+:func:`spawn` starts a child with :class:`subprocess.Popen` and, on Linux, asks the kernel to send it
+a signal when its parent dies (``prctl(PR_SET_PDEATHSIG, sig)`` in the child between ``fork`` and
+``exec``): a ``kill -9`` of ``lakelog up`` takes its ZooKeeper with it instead of leaving a JVM that
+holds the port. Elsewhere (macOS, Windows) it is a plain ``Popen``; the embedded ZooKeeper then relies
+on its pid file to reclaim a server left behind.
+
+The kernel sends the signal when the *thread* that forked the child exits, not the process. So
+:func:`spawn` forks from the main thread when called there, and otherwise hands the ``Popen`` to one
+daemon thread, ``lakelog-spawner``, that this module starts once and that never returns (it blocks on
+its queue until the process exits). Either way the forking thread lives exactly as long as the
+process.
+
+The ``prctl`` function is looked up when this module is imported (in the parent), so the child runs
+no ``dlopen`` between ``fork`` and ``exec``: only the ``prctl`` and ``getppid`` system calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+__all__ = [
+    "DEATH_SIGNAL_SUPPORTED",
+    "parent_pid",
+    "process_alive",
+    "process_cmdline",
+    "spawn",
+    "stop_pid",
+]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter already has loaded
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+#: True where :func:`spawn` can tie a child's life to its parent's (Linux with a usable ``prctl``).
+DEATH_SIGNAL_SUPPORTED = _PRCTL is not None
+
+
+def _die_with_parent(death_signal: int, parent: int) -> Callable[[], None]:
+    """The ``preexec_fn`` of a child: ``prctl(PR_SET_PDEATHSIG)``, then check the parent is still there."""
+    prctl = _PRCTL
+    assert prctl is not None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        # The parent may have died between fork and prctl: the signal would never come. The child has
+        # been re-parented by then, so its parent pid changed: deliver the signal ourselves.
+        if os.getppid() != parent:
+            os.kill(os.getpid(), death_signal)
+
+    return preexec
+
+
+# -- the spawner thread --------------------------------------------------------------------------
+
+_spawner_lock = threading.Lock()
+_spawner_queue: "queue.SimpleQueue[tuple[Callable[[], Any], Future]] | None" = None
+
+
+def _spawner_loop(jobs: "queue.SimpleQueue[tuple[Callable[[], Any], Future]]") -> None:
+    while True:  # never returns: the children it forks get their death signal when the process ends
+        job, future = jobs.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(job())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            future.set_exception(e)
+
+
+def _in_long_lived_thread(job: Callable[[], Any]) -> Any:
+    """Run ``job`` in a thread that lives as long as the process: this one if it is the main thread,
+    else the spawner thread (started on first use). Returns its result or raises its exception."""
+    global _spawner_queue
+    if threading.current_thread() is threading.main_thread():
+        return job()
+    with _spawner_lock:
+        if _spawner_queue is None:
+            jobs: "queue.SimpleQueue[tuple[Callable[[], Any], Future]]" = queue.SimpleQueue()
+            threading.Thread(target=_spawner_loop, args=(jobs,), name="lakelog-spawner", daemon=True).start()
+            _spawner_queue = jobs
+        jobs = _spawner_queue
+    future: Future = Future()
+    jobs.put((job, future))
+    return future.result()
+
+
+def spawn(args: Sequence[str], *, death_signal: int = signal.SIGKILL, **popen_kwargs: Any) -> subprocess.Popen:
+    """Start ``args`` as a child process that gets ``death_signal`` when this process dies.
+
+    Args:
+        args: the command line, as for :class:`subprocess.Popen`.
+        death_signal: the signal the kernel sends the child when its parent dies (Linux). Default:
+            SIGKILL (a crash: nothing can block it). Use SIGTERM for a child whose graceful stop is
+            quick and matters.
+        popen_kwargs: any other :class:`subprocess.Popen` argument (``stdout``, ``env``, ``cwd``,
+            ``start_new_session``, ...) except ``preexec_fn``, which this function owns.
+
+    Returns:
+        The :class:`subprocess.Popen`. Where the death signal is not supported (not Linux) the child
+        is started all the same, without it (see :data:`DEATH_SIGNAL_SUPPORTED`).
+
+    Raises:
+        TypeError: ``preexec_fn`` was given.
+        OSError: the command cannot be run (as :class:`subprocess.Popen` raises it).
+    """
+    if "preexec_fn" in popen_kwargs:
+        raise TypeError("spawn() sets preexec_fn itself")
+    if _PRCTL is not None and os.name == "posix":
+        popen_kwargs["preexec_fn"] = _die_with_parent(int(death_signal), os.getpid())
+    return _in_long_lived_thread(lambda: subprocess.Popen(list(args), **popen_kwargs))
+
+
+# -- other processes, by pid ---------------------------------------------------------------------
+
+def process_cmdline(pid: int) -> list[str] | None:
+    """The command line of process ``pid`` as a list of arguments, or None when it cannot be read.
+
+    None for a process that does not exist, a zombie (its command line is empty), one we may not
+    look at, or on a system without ``/proc`` (then it asks ``ps``, split at whitespace: an argument
+    with spaces in it does not compare equal to the original).
+    """
+    proc = Path("/proc")
+    if proc.is_dir():
+        try:
+            raw = (proc / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            return None
+        if not raw:
+            return None
+        return [a.decode("utf-8", errors="surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+    if os.name != "posix":
+        return None
+    try:
+        out = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.split() or None
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/{pid}/stat`` after the command name (state first, then ppid), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
+def parent_pid(pid: int) -> int | None:
+    """The pid of ``pid``'s parent now (1 or a subreaper's pid once its parent died), or None when
+    ``pid`` does not exist or cannot be looked at."""
+    fields = _proc_stat(pid)
+    if fields is not None:
+        return int(fields[1])
+    if Path("/proc").is_dir() or os.name != "posix":
+        return None
+    try:
+        out = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+        return int(out.stdout.strip()) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and has not exited (a zombie, exited but not reaped, counts as
+    gone). A process of another user counts as alive."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    fields = _proc_stat(pid)
+    return not (fields is not None and fields[0] in ("Z", "X"))
+
+
+def stop_pid(pid: int, *, timeout_s: float = 10.0, still_ours: Callable[[], bool] | None = None) -> bool:
+    """Stop a process that is not our child, by pid: SIGTERM, then SIGKILL if it is still alive after
+    ``timeout_s`` seconds; wait (up to ``timeout_s`` more) until it is gone.
+
+    Args:
+        pid: the process.
+        timeout_s: seconds to wait after SIGTERM, and again after SIGKILL.
+        still_ours: checked before each signal; when it returns False (the pid now names another
+            process) nothing more is sent. Default: always True.
+
+    Returns:
+        True when the process is gone (or ``still_ours`` said the pid names another process now),
+        False when it still runs after SIGKILL and the wait.
+
+    Raises:
+        PermissionError: the process belongs to another user.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not process_alive(pid):
+            return True
+        if still_ours is not None and not still_ours():
+            return True
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not process_alive(pid):
+                return True
+            time.sleep(0.05)
+    return not process_alive(pid)
