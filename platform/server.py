@@ -7,6 +7,7 @@ import logging
 
 import uvicorn
 
+from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 
@@ -61,7 +62,8 @@ def run_broker(settings: BrokerSettings, *, log_level: str = "info") -> None:
     2. uvicorn stops accepting requests and in-flight requests finish; 3. the app's lifespan stops the
     broker: queued appends are committed, logs closed, the ZooKeeper session ended.
     """
-    app = create_app(settings)
+    broker = Broker(settings)
+    app = create_app(broker)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             access_log=False, timeout_graceful_shutdown=10, loop="uvloop", http="httptools")
-    _BrokerServer(config, app.state.broker).run()
+    _BrokerServer(config, broker).run()

@@ -15,6 +15,7 @@ the columns are then built once per request. Responses are built from Arrow colu
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 from typing import Any, Optional
 
 import orjson
@@ -32,7 +33,7 @@ from lakelog.protocol.errors import (
 )
 from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON, JSON_V2, V2, Format, media_type
 from lakelog.log_tables.records import PRODUCE_SCHEMA, normalize_produce_batch
-from lakelog.log_tables.schema import HEADERS_TYPE
+from lakelog.log_tables.schema import FETCH_COLUMNS, HEADERS_TYPE
 
 
 _B64 = ConfigDict(val_json_bytes="base64")
@@ -196,9 +197,6 @@ def fetch_format(accept: str | None, default: Format = "binary") -> Format:
         f"Accept {accept!r} is not supported; use {BINARY_V2}, {JSON_V2} or {ARROW_STREAM}.")
 
 
-FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
-
-
 def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) -> bytes:
     """Encode log records (columns :data:`FETCH_COLUMNS`) as a fetch response body.
 
@@ -246,3 +244,81 @@ def _fragment(raw: bytes) -> Any:
         return orjson.Fragment(raw)
     except orjson.JSONDecodeError:
         return raw.decode("utf-8", errors="replace")
+
+
+# -- produce responses and v3 records ------------------------------------------------------------
+
+def produce_response(result: Any) -> dict:
+    """REST Proxy v2's produce answer for a :class:`~lakelog.replication.produce_router.ProduceResult`:
+    ``{"offsets": [{"partition", "offset", "error_code", "error"}], "key_schema_id": None,
+    "value_schema_id": None}``, one entry per record in request order. A record whose partition's share
+    failed has ``offset`` null and ``error_code`` 2 (retriable) or 1 (not), as REST Proxy reports
+    Kafka errors per record."""
+    parts, offsets = result.partitions.tolist(), result.offsets.tolist()
+    if not result.errors:
+        entries = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in zip(parts, offsets)]
+    else:
+        entries = []
+        for p, o in zip(parts, offsets):
+            err = result.errors.get(p)
+            if err is None:
+                entries.append({"partition": p, "offset": o, "error_code": None, "error": None})
+            else:
+                entries.append({"partition": p, "offset": None,
+                                "error_code": 2 if getattr(err, "retriable", False) else 1, "error": str(err)})
+    return {"offsets": entries, "key_schema_id": None, "value_schema_id": None}
+
+
+def v3_data_bytes(data: Any, what: str) -> bytes | None:
+    """The bytes of a REST Proxy v3 ``{"type": "BINARY"|"JSON"|"STRING", "data": ...}`` (None for none).
+
+    Raises:
+        InvalidEncodingError: BINARY data that is not base64.
+        MalformedBodyError: another ``type``.
+    """
+    if data is None or data.data is None:
+        return None
+    kind = data.type.upper()
+    if kind == "BINARY":
+        try:
+            return base64.b64decode(data.data, validate=True)
+        except (ValueError, TypeError):
+            raise InvalidEncodingError(f"{what}.data is not valid base64 (type BINARY).") from None
+    if kind == "JSON":
+        return orjson.dumps(data.data)
+    if kind == "STRING":
+        return str(data.data).encode()
+    raise MalformedBodyError(f"{what}.type {data.type!r} is not supported; use BINARY, JSON or STRING.")
+
+
+def decode_v3_record(body: Any) -> pa.Table:
+    """A REST Proxy v3 single-record produce body (``V3ProduceRequest``) as a one-row produce batch.
+
+    Raises:
+        MalformedBodyError: ``timestamp`` is not an ISO-8601 date-time, or a data ``type`` is unknown.
+        InvalidEncodingError: BINARY data that is not base64.
+    """
+    ts = None
+    if body.timestamp is not None:
+        try:
+            ts = int(datetime.fromisoformat(body.timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            raise MalformedBodyError(f"timestamp {body.timestamp!r} is not an ISO-8601 date-time") from None
+    headers = [{"key": h.get("name", h.get("key", "")), "value": v3_data_bytes(_Binary(h.get("value")), "header")}
+               for h in body.headers]
+    batch = pa.table({
+        "key": pa.array([v3_data_bytes(body.key, "key")], pa.binary()),
+        "value": pa.array([v3_data_bytes(body.value, "value")], pa.binary()),
+        "headers": pa.array([headers], HEADERS_TYPE),
+        "timestamp": pa.array([ts], pa.int64()),
+    })
+    return normalize_produce_batch(batch)
+
+
+class _Binary:
+    """A v3 header value: always BINARY (base64)."""
+
+    type = "BINARY"
+
+    def __init__(self, data: Any) -> None:
+        self.data = data

@@ -7,9 +7,11 @@ models here describe them in the OpenAPI document.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs route answers it)
 
 
 class ErrorBody(BaseModel):
@@ -121,19 +123,6 @@ class PartitionOffsets(BaseModel):
     end_offset: int
 
 
-class PartitionLogInfo(BaseModel):
-    """Where a partition's Delta table is and which offsets readers may see (lakelog's own)."""
-
-    topic: str
-    partition: int
-    table_uri: str
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    leader_epoch: int
-    timestamp_type: int = Field(description="0 = CreateTime, 1 = LogAppendTime")
-
-
 # -- v3 -----------------------------------------------------------------------------------------
 
 class Related(BaseModel):
@@ -222,3 +211,158 @@ class V3ProduceResponse(BaseModel):
 
 
 TopicInfo.model_rebuild()
+
+
+# -- consumer groups: REST Proxy v2 consumer instances (consumers_api) and group offsets (offsets_api) --
+
+#: Names of consumer groups and instances (REST Proxy accepts these characters).
+CONSUMER_NAME_PATTERN = r"^[A-Za-z0-9._\-:@]+$"
+
+
+class CreateConsumerRequest(BaseModel):
+    """REST Proxy v2 ``ConsumerInstanceConfig``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    name: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN,
+                                description="Instance name; default rest-consumer-<uuid>.")
+    id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN, description="Deprecated REST Proxy alias of name.")
+    format: Literal["binary", "json"] = Field("binary", description="Embedded format of keys and values.")
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        "latest", alias="auto.offset.reset", description="Where to start without a committed offset. Default: latest.")
+    auto_commit_enable: bool = Field(
+        True, alias="auto.commit.enable",
+        description="Commit positions every 5 s on reads, on revocation and on close. Default: true (Kafka's).")
+    fetch_min_bytes: int = Field(1, alias="fetch.min.bytes", ge=-1,
+                                 description="A read returns once it has this many bytes. Default: 1.")
+    consumer_request_timeout_ms: int = Field(1000, alias="consumer.request.timeout.ms", ge=0, le=60_000,
+                                             description="Default timeout of a read. Default: 1000.")
+    partition_assignment_strategy: Optional[Literal["range", "roundrobin", "sticky"]] = Field(
+        None, alias="partition.assignment.strategy",
+        description="lakelog: the assignor this member asks for. Default: the broker's.")
+
+
+class CreateConsumerResponse(BaseModel):
+    """REST Proxy v2: the instance's id and the URI of its routes (on the broker that holds it)."""
+
+    instance_id: str
+    base_uri: str
+
+
+class SubscriptionRequest(BaseModel):
+    """REST Proxy v2 subscription: a non-empty ``topics`` list or a ``topic_pattern`` regex, not both."""
+
+    topics: Optional[list[str]] = None
+    topic_pattern: Optional[str] = None
+
+
+class TopicsResponse(BaseModel):
+    topics: list[str]
+
+
+class TopicPartitionRef(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+
+
+class PartitionsRequest(BaseModel):
+    partitions: list[TopicPartitionRef]
+
+
+class PartitionOffsetRef(TopicPartitionRef):
+    offset: int = Field(ge=0)
+
+
+class SeekRequest(BaseModel):
+    offsets: list[PartitionOffsetRef]
+
+
+class CommitOffset(PartitionOffsetRef):
+    metadata: Optional[str] = None
+
+
+class CommitRequest(BaseModel):
+    """REST Proxy v2 instance commit: each offset is the last record processed (the group resumes after it)."""
+
+    offsets: list[CommitOffset] = Field(default_factory=list)
+
+
+class CommittedOffsetsResponse(BaseModel):
+    offsets: list[CommitOffset]
+
+
+class MemberDescription(BaseModel):
+    member_id: str
+    broker_id: int
+    base_uri: str
+    subscription: list[str]
+    assignment: list[TopicPartitionRef]
+
+
+class GroupMembers(BaseModel):
+    """lakelog: a group's members cluster-wide, its generation and each member's partitions."""
+
+    group: str
+    generation: Optional[int]
+    state: Literal["Empty", "Stable", "PreparingRebalance"]
+    assignor: Optional[str]
+    members: list[MemberDescription]
+
+
+class TopicPartitionOffset(BaseModel):
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0, description="The next offset the group will read (Kafka's committed offset).")
+    metadata: Optional[str] = None
+
+
+class Transaction(BaseModel):
+    """Makes a commit idempotent: a replayed (app_id, version) is a no-op (Delta ``txn`` action)."""
+
+    app_id: str = Field(min_length=1)
+    version: int = Field(ge=0)
+
+
+class CommitOffsetsRequest(BaseModel):
+    offsets: list[TopicPartitionOffset]
+    generation_id: Optional[int] = Field(None, description="The member's generation; older than the group's is refused.")
+    transaction: Optional[Transaction] = None
+
+
+class CommitOffsetsResponse(BaseModel):
+    committed: bool = Field(description="False when the transaction was a replay and nothing was written.")
+    offsets: list[TopicPartitionOffset]
+
+
+class CommittedOffsetInfo(TopicPartitionOffset):
+    generation_id: Optional[int] = None
+    commit_timestamp: int = Field(description="ms since the epoch")
+
+
+class OffsetsResponse(BaseModel):
+    offsets: list[CommittedOffsetInfo]
+
+
+class PartitionLag(BaseModel):
+    topic: str
+    partition: int
+    committed_offset: Optional[int]
+    log_end_offset: int
+    high_watermark: int
+    lag: int = Field(description="high_watermark - committed offset (all of it when nothing is committed)")
+
+
+class GroupLag(BaseModel):
+    group: str
+    partitions: list[PartitionLag]
+    total_lag: int
+
+
+class ResetOffsetsRequest(BaseModel):
+    to: Literal["earliest", "latest", "timestamp", "offset"]
+    value: Optional[int] = Field(None, description="ms since the epoch for `timestamp`; the offset for `offset`.")
+    topics: Optional[list[str]] = Field(None, description="Default: every topic the group has committed.")
+
+
+class OffsetsTable(BaseModel):
+    table_uri: str

@@ -21,17 +21,20 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from lakelog.ingest_api import codecs
+from lakelog.ingest_api.deps import BrokerDep
+from lakelog.protocol.arrow_ipc import arrow_ipc
+from lakelog.protocol.media_types import ARROW_STREAM
+from lakelog.replication.leader_client import REPLICA_PREFIX
 
-router = APIRouter(prefix="/lakelog/v1/replica", tags=["replication (internal)"], include_in_schema=False)
+router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", response_class=Response)
 async def replica_fetch(
-    request: Request,
+    broker: BrokerDep,
     topic: Annotated[str, Path()],
     partition: Annotated[int, Path(ge=0)],
     offset: Annotated[int, Query(ge=0)],
@@ -40,12 +43,11 @@ async def replica_fetch(
     max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024,
 ) -> Response:
-    broker = request.app.state.broker
-    table, part = await broker.replica_fetch(topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
+    table, part = await broker.replica_manager.replica_fetch(topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
                                              offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
     body = b"" if table.num_rows == 0 else (
-        await asyncio.to_thread(codecs.arrow_ipc, table) if table.num_rows > 5000 else codecs.arrow_ipc(table))
-    return Response(body, media_type=codecs.ARROW_STREAM, headers={
+        await asyncio.to_thread(arrow_ipc, table) if table.num_rows > 5000 else arrow_ipc(table))
+    return Response(body, media_type=ARROW_STREAM, headers={
         "X-Lakelog-High-Watermark": str(part.log.high_watermark),
         "X-Lakelog-Log-End-Offset": str(part.log.log_end_offset),
         "X-Lakelog-Leader-Epoch": str(part.leader_epoch),
@@ -54,14 +56,13 @@ async def replica_fetch(
 
 @router.get("/topics/{topic}/partitions/{partition}/epoch-end-offset")
 async def epoch_end_offset(
-    request: Request,
+    broker: BrokerDep,
     topic: Annotated[str, Path()],
     partition: Annotated[int, Path(ge=0)],
     epoch: Annotated[int, Query(ge=0)],
     leader_epoch: Annotated[int, Query(ge=0)],
     replica_id: Annotated[int, Query(ge=0)],
 ) -> dict:
-    broker = request.app.state.broker
-    found, end = await broker.replica_epoch_end_offset(topic, partition, replica_id=replica_id,
+    found, end = await broker.replica_manager.replica_epoch_end_offset(topic, partition, replica_id=replica_id,
                                                        leader_epoch=leader_epoch, epoch=epoch)
     return {"epoch": found, "end_offset": end}

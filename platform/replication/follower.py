@@ -27,15 +27,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-import httpx
-import pyarrow as pa
-
 from lakelog.log_tables.errors import NonContiguousOffsetsError, OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.replication.errors import LeaderNotAvailableError
+from lakelog.replication.leader_client import LeaderClient
 
 log = logging.getLogger(__name__)
-
-REPLICA_PREFIX = "/lakelog/v1/replica"
 
 
 class _TruncateAgain(Exception):
@@ -51,7 +48,7 @@ class ReplicaFetcher:
         leader_id: the leader's broker id.
         leader_epoch: the leader epoch this broker learned from ZooKeeper (sent with every request).
         resolve_leader_url: coroutine giving the leader's ``http://host:port`` (None while unknown).
-        http: a shared ``httpx.AsyncClient``.
+        leader_client: the broker's one inter-broker client.
         fetch_wait_max_ms: long-poll of each fetch (``replica.fetch.wait.max.ms``).
         fetch_max_bytes: soft limit on a fetch's bytes (``replica.fetch.max.bytes``).
         fetch_backoff_ms: pause after a failed request (``replica.fetch.backoff.ms``).
@@ -59,7 +56,7 @@ class ReplicaFetcher:
     """
 
     def __init__(self, log: PartitionLog, *, broker_id: int, leader_id: int, leader_epoch: int,
-                 resolve_leader_url: Callable[[int], Awaitable[str | None]], http: httpx.AsyncClient,
+                 resolve_leader_url: Callable[[int], Awaitable[str | None]], leader_client: LeaderClient,
                  fetch_wait_max_ms: int = 500, fetch_max_bytes: int = 16 * 1024 * 1024,
                  fetch_backoff_ms: int = 100, on_append: Callable[[], Awaitable[None]] | None = None) -> None:
         self.log = log
@@ -67,7 +64,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self._resolve = resolve_leader_url
-        self._http = http
+        self._leader = leader_client
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = fetch_backoff_ms / 1000.0
@@ -90,9 +87,6 @@ class ReplicaFetcher:
             pass
         self._task = None
 
-    def _path(self, what: str) -> str:
-        return f"{REPLICA_PREFIX}/topics/{self.log.topic}/partitions/{self.log.partition}/{what}"
-
     async def _run(self) -> None:
         need_truncation = True
         while True:
@@ -113,7 +107,7 @@ class ReplicaFetcher:
                 log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e)
                 need_truncation = True
                 await asyncio.sleep(self.backoff_s)  # no tight loop while the leader's log moves
-            except (httpx.HTTPError, OSError) as e:
+            except (LeaderNotAvailableError, OSError) as e:
                 log.debug("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
                           self.leader_id, e)
                 await asyncio.sleep(self.backoff_s)
@@ -132,11 +126,9 @@ class ReplicaFetcher:
                 latest = 0
             else:
                 return
-        resp = await self._http.get(url + self._path("epoch-end-offset"), params={
-            "epoch": latest, "leader_epoch": self.leader_epoch, "replica_id": self.broker_id})
-        _raise_for(resp)
-        answer = resp.json()
-        leader_epoch_found, leader_end = int(answer["epoch"]), int(answer["end_offset"])
+        leader_epoch_found, leader_end = await self._leader.epoch_end_offset(
+            url, self.log.topic, self.log.partition, replica_id=self.broker_id, leader_epoch=self.leader_epoch,
+            epoch=latest)
         if leader_epoch_found < 0:
             target = leader_end
         else:
@@ -151,35 +143,16 @@ class ReplicaFetcher:
 
     async def _fetch_once(self, url: str) -> None:
         offset = self.log.log_end_offset
-        resp = await self._http.get(url + self._path("records"), params={
-            "offset": offset, "replica_id": self.broker_id, "leader_epoch": self.leader_epoch,
-            "max_wait_ms": self.fetch_wait_max_ms, "max_bytes": self.fetch_max_bytes},
-            timeout=self.fetch_wait_max_ms / 1000.0 + 30)
-        if resp.status_code == 422 and _error_code(resp) == OffsetOutOfRangeError.error_code:
-            raise _TruncateAgain(resp.text)  # offset out of range: our log is ahead of the leader's
-        _raise_for(resp)
-        leader_hw = int(resp.headers.get("X-Lakelog-High-Watermark", "0"))
-        if resp.content:
-            table = pa.ipc.open_stream(resp.content).read_all()
-            if table.num_rows:
-                await asyncio.to_thread(self.log.append_replicated, table)
+        try:
+            answer = await self._leader.replica_fetch(
+                url, self.log.topic, self.log.partition, replica_id=self.broker_id, leader_epoch=self.leader_epoch,
+                offset=offset, max_bytes=self.fetch_max_bytes, max_wait_ms=self.fetch_wait_max_ms)
+        except OffsetOutOfRangeError as e:
+            raise _TruncateAgain(str(e)) from None  # our log is ahead of the leader's
+        leader_hw = answer.high_watermark
+        if answer.records is not None and answer.records.num_rows:
+            await asyncio.to_thread(self.log.append_replicated, answer.records)
         self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
         if self._on_append is not None:
             await self._on_append()
 
-
-class ReplicaRequestError(Exception):
-    """The leader answered a replica request with an error."""
-
-
-def _error_code(resp: httpx.Response) -> int | None:
-    """The ``error_code`` of an error answer's JSON body, or None."""
-    try:
-        return int(resp.json().get("error_code"))
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
-def _raise_for(resp: httpx.Response) -> None:
-    if resp.status_code >= 400:
-        raise ReplicaRequestError(f"HTTP {resp.status_code}: {resp.text[:300]}")

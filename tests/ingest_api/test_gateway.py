@@ -15,6 +15,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from lakelog.broker import Broker
 from lakelog.client import GatewayError, LakelogClient, arrow_body
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api import codecs
@@ -529,7 +530,7 @@ def test_openapi_lists_every_route_and_the_produce_content_types(http, tmp_path)
     assert EXPECTED_ROUTES <= documented
 
     # every route the app serves is documented (built locally: not started, nothing connected)
-    app = create_app(BrokerSettings.load(log_dirs=tmp_path, zookeeper_connect="127.0.0.1:1"))
+    app = create_app(Broker(BrokerSettings.load(log_dirs=tmp_path, zookeeper_connect="127.0.0.1:1")))
     def leaf_routes(routes):
         for route in routes:
             included = getattr(route, "original_router", None)  # an included APIRouter

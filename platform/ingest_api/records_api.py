@@ -1,0 +1,150 @@
+"""REST Proxy v2 produce and fetch.
+
+- ``POST /topics/{topic}``: records are placed by their ``partition``, else murmur2 of the key, else
+  spread; a share whose partition another broker leads is forwarded to it;
+- ``POST /topics/{topic}/partitions/{p}`` and ``.../records``: one partition (the latter also takes an
+  Arrow IPC stream);
+- ``GET /topics/{topic}/partitions/{p}/records``: records from an offset below the high watermark,
+  long-polling up to ``max_wait_ms``; JSON forms or Arrow IPC by ``Accept``.
+
+``acks`` comes from the query parameter ``acks`` or the header ``X-Lakelog-Acks``
+(:mod:`lakelog.replication.acks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response
+
+from lakelog.ingest_api import codecs, models
+from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
+from lakelog.protocol.errors import MalformedBodyError, RequestTooLargeError, UnsupportedMediaTypeError
+from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
+from lakelog.replication.acks import ACKS_HEADER, parse_acks
+
+router = APIRouter()
+
+_PRODUCE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            BINARY_V2: {"schema": {"$ref": "#/components/schemas/BinaryProduceRequest"}},
+            JSON_V2: {"schema": {"$ref": "#/components/schemas/JsonProduceRequest"}},
+        },
+    }
+}
+_ARROW_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            ARROW_STREAM: {"schema": {"type": "string", "format": "binary",
+                                      "description": "Arrow IPC stream: key, value (binary or string), "
+                                                     "optional headers, timestamp (ms)."}},
+            **_PRODUCE_BODY["requestBody"]["content"],
+        },
+    }
+}
+_FETCH_RESPONSES = {
+    200: {
+        "description": "Records from `offset`, below the high watermark, in offset order.",
+        "content": {
+            BINARY_V2: {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}},
+            JSON_V2: {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}},
+            ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    **ERRORS,
+}
+_FETCH_MEDIA = {"arrow": ARROW_STREAM, "binary": BINARY_V2, "json": JSON_V2}
+
+
+def kafka_json(payload) -> Response:
+    """A REST Proxy v2 JSON answer (``application/vnd.kafka.v2+json``)."""
+    return Response(orjson.dumps(payload), media_type=V2)
+
+
+async def read_body(request: Request, *, limit: int) -> bytes:
+    """The request body, refused above ``limit`` bytes (``socket.request.max.bytes``) or when empty.
+
+    Raises:
+        RequestTooLargeError: the declared or actual body is larger than ``limit``.
+        MalformedBodyError: the body is empty.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLargeError(f"The request body is {declared} bytes, more than socket.request.max.bytes="
+                                   f"{limit}; split it into smaller requests.")
+    body = await request.body()
+    if len(body) > limit:
+        raise RequestTooLargeError(f"The request body is {len(body)} bytes, more than socket.request.max.bytes={limit}.")
+    if not body:
+        raise MalformedBodyError("The request body is empty; send a produce request.")
+    return body
+
+
+async def _produce(request: Request, broker, topic: str, partition: int | None, *, allow_arrow: bool) -> Response:
+    fmt = codecs.produce_format(request.headers.get("content-type"))
+    if fmt == "arrow" and not allow_arrow:
+        raise UnsupportedMediaTypeError(
+            f"Arrow produce goes to one partition: POST /topics/{topic}/partitions/{{p}}/records.")
+    acks = parse_acks(request.query_params.get("acks", request.headers.get(ACKS_HEADER)))
+    body = await read_body(request, limit=broker.settings.socket_request_max_bytes)
+    await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
+    batch, parts = codecs.decode_produce(body, fmt)
+    if fmt == "arrow":
+        assert partition is not None
+        base = await broker.produce_router.produce_arrow(topic, partition, batch, partitions=parts, acks=acks)
+        return kafka_json({"partition": partition, "base_offset": base,
+                           "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
+                           "record_count": batch.num_rows})
+    result = await broker.produce_router.produce(topic, batch, partitions=parts, partition=partition, acks=acks)
+    return kafka_json(codecs.produce_response(result))
+
+
+@router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=ERRORS, tags=["v2 produce"],
+             summary="Produce records; partition by record, else murmur2(key), else spread",
+             openapi_extra=_PRODUCE_BODY)
+async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep) -> Response:
+    return await _produce(request, broker, topic, None, allow_arrow=False)
+
+
+@router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=ERRORS,
+             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY)
+async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
+    return await _produce(request, broker, topic, partition, allow_arrow=True)
+
+
+@router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
+             response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=ERRORS,
+             summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
+             openapi_extra=_ARROW_BODY)
+async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
+    return await _produce(request, broker, topic, partition, allow_arrow=True)
+
+
+@router.get("/topics/{topic}/partitions/{partition}/records", responses=_FETCH_RESPONSES, tags=["fetch"],
+            summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response)
+async def fetch(
+    topic: TopicName, partition: PartitionId, broker: BrokerDep,
+    offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
+    max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024,
+                                    description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.")] = 1024 * 1024,
+    max_wait_ms: Annotated[int | None, Query(ge=0, le=60_000,
+                                             description="Long-poll when nothing is there. Default: fetch.max.wait.ms.")] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    fmt = codecs.fetch_format(accept)
+    wait = broker.settings.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
+    table, part = await broker.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=wait,
+                                     columns=codecs.FETCH_COLUMNS)
+    body = await asyncio.to_thread(codecs.encode_records, table, fmt, topic=topic, partition=partition) \
+        if table.num_rows > 5000 else codecs.encode_records(table, fmt, topic=topic, partition=partition)
+    return Response(body, media_type=_FETCH_MEDIA[fmt], headers={
+        "X-Lakelog-High-Watermark": str(part.log.high_watermark),
+        "X-Lakelog-Log-Start-Offset": str(part.log.log_start_offset),
+    })

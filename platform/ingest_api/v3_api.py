@@ -1,0 +1,97 @@
+"""REST Proxy v3: the cluster, topic admin (list, create, describe, delete) and single-record produce."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from lakelog.ingest_api import codecs, models
+from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.topics_api import ERRORS, TopicName
+from lakelog.replication.metadata import TopicMetadata
+
+router = APIRouter(tags=["v3"])
+
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _check_cluster(broker, cluster_id: str) -> None:
+    if cluster_id != broker.cluster_id:
+        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
+
+
+def _topic_data(request: Request, broker, meta: TopicMetadata) -> models.TopicData:
+    url = f"{_base_url(request)}/v3/clusters/{broker.cluster_id}/topics/{meta.name}"
+    return models.TopicData(
+        metadata=models.ResourceMetadata(self=url, resource_name=f"crn:///kafka={broker.cluster_id}/topic={meta.name}"),
+        cluster_id=broker.cluster_id, topic_name=meta.name, replication_factor=meta.replication_factor,
+        partitions_count=meta.partitions_count, partitions=models.Related(related=f"{url}/partitions"),
+        configs=models.Related(related=f"{url}/configs"),
+        configs_list=[models.ConfigEntry(name=k, value=v) for k, v in sorted(meta.configs.items())])
+
+
+@router.get("/v3/clusters", response_model=models.ClusterList, summary="The cluster")
+async def list_clusters(request: Request, broker: BrokerDep) -> models.ClusterList:
+    url = f"{_base_url(request)}/v3/clusters/{broker.cluster_id}"
+    data = models.ClusterData(metadata=models.ResourceMetadata(self=url), cluster_id=broker.cluster_id,
+                              brokers=models.Related(related=f"{url}/brokers"),
+                              topics=models.Related(related=f"{url}/topics"))
+    return models.ClusterList(metadata={"self": f"{_base_url(request)}/v3/clusters", "next": None}, data=[data])
+
+
+@router.get("/v3/clusters/{cluster_id}/topics", response_model=models.TopicList, responses=ERRORS,
+            summary="List topics")
+async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> models.TopicList:
+    _check_cluster(broker, cluster_id)
+    await broker.refresh_topics()
+    data = [_topic_data(request, broker, m) for _, m in sorted(broker.topics().items())]
+    return models.TopicList(metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics", "next": None},
+                            data=data)
+
+
+@router.post("/v3/clusters/{cluster_id}/topics", response_model=models.TopicData, status_code=201,
+             responses=ERRORS, summary="Create a topic")
+async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request: Request,
+                       broker: BrokerDep) -> models.TopicData:
+    _check_cluster(broker, cluster_id)
+    configs = {c.name: c.value for c in body.configs if c.value is not None}
+    meta = await broker.create_topic(body.topic_name, partitions=body.partitions_count,
+                                     replication_factor=body.replication_factor, configs=configs)
+    return _topic_data(request, broker, meta)
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=ERRORS,
+            summary="Describe a topic")
+async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> models.TopicData:
+    _check_cluster(broker, cluster_id)
+    return _topic_data(request, broker, await broker.topic_fresh(topic))
+
+
+@router.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, responses=ERRORS,
+               summary="Delete a topic and its partition logs", response_class=Response)
+async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
+    _check_cluster(broker, cluster_id)
+    await broker.delete_topic(topic)
+    return Response(status_code=204)
+
+
+@router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
+             responses=ERRORS, summary="Produce one record (REST Proxy v3)")
+async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest,
+                  broker: BrokerDep) -> models.V3ProduceResponse:
+    _check_cluster(broker, cluster_id)
+    meta = await broker.topic_fresh(topic)
+    batch = codecs.decode_v3_record(body)
+    parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
+    result = await broker.produce_router.produce(topic, batch, partitions=parts)
+    if result.errors:
+        raise next(iter(result.errors.values()))
+    return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,
+                                    partition_id=int(result.partitions[0]), offset=int(result.offsets[0]),
+                                    timestamp=datetime.now(timezone.utc).isoformat())

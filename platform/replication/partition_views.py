@@ -1,0 +1,78 @@
+"""What any broker answers about any partition of the cluster: its replicas and offsets, its table.
+
+Kafka's metadata requests: every broker answers for the whole cluster. Leader, epoch and ISR come from
+ZooKeeper; the offsets and the table location from the partition's leader (read locally when this broker
+leads, else asked of the leader through the :class:`~lakelog.replication.leader_client.LeaderClient`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakelog.errors import LakelogError
+from lakelog.protocol.log_info import PartitionLogInfo
+from lakelog.replication.errors import NotLeaderError
+from lakelog.replication.replica_manager import ReplicaManager
+
+
+@dataclass(frozen=True)
+class ReplicaSummary:
+    """One replica of a partition: its broker, whether it leads, whether it is in the ISR."""
+
+    broker: int
+    leader: bool
+    in_sync: bool
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """A partition as REST Proxy v2 describes it, plus lakelog's leader epoch and offsets.
+
+    The offsets are None when the leader is moving or unreachable."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[ReplicaSummary]
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    high_watermark: int | None = None
+
+
+async def partition_summary(rm: ReplicaManager, topic: str, partition: int, replicas: list[int]) -> PartitionSummary:
+    """Leader, epoch, replicas with ISR membership, and the leader's offsets of one partition.
+
+    Raises:
+        UnknownTopicError, UnknownPartitionError (from ZooKeeper); offsets that cannot be had are None.
+    """
+    state = await rm.cache.partition_state(topic, partition)
+    offsets: tuple[int | None, int | None, int | None] = (None, None, None)
+    if state.leader >= 0:
+        try:
+            offsets = await rm.partition_offsets(topic, partition)
+        except LakelogError:  # the leader is moving or unreachable: offsets stay unknown
+            pass
+    return PartitionSummary(
+        partition=partition, leader=state.leader, leader_epoch=state.leader_epoch,
+        replicas=[ReplicaSummary(b, b == state.leader, b in state.isr) for b in replicas],
+        log_start_offset=offsets[0], log_end_offset=offsets[1], high_watermark=offsets[2])
+
+
+async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> PartitionLogInfo:
+    """The partition's table on its leader, for direct readers (Spark); the table holds the committed
+    records (offsets below the HW).
+
+    Raises:
+        UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError, NotLeaderError.
+    """
+    try:
+        part = await rm.leader_partition(topic, partition)
+    except NotLeaderError as e:
+        if not e.leader_url:
+            raise
+        return PartitionLogInfo(**await rm.leader_client.topic_log(e.leader_url, topic, partition))
+    meta = rm.cache.topic(topic)
+    return PartitionLogInfo(topic=topic, partition=partition, table_uri=part.log.table_uri,
+                            log_start_offset=part.log.log_start_offset, log_end_offset=part.log.log_end_offset,
+                            high_watermark=part.log.high_watermark, leader_epoch=part.leader_epoch,
+                            timestamp_type=meta.config.timestamp_type_id)

@@ -1,0 +1,143 @@
+"""Produce routing: a decoded produce request to per-partition appends, here or on each leader.
+
+Steps of :meth:`ProduceRouter.produce` (mirrored by comments in the code):
+
+1. validate the whole request before anything is queued (partitions named by records exist, every
+   record fits ``max.message.bytes``): nothing partial is ever written for a bad request;
+2. choose partitions as Kafka's producer does: the record's partition, else murmur2 of the key (the
+   Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records;
+3. append each partition's share: through the local replica manager, or, for a topic-level produce that
+   reaches a broker not leading the partition, forwarded to the leader (REST Proxy produces to every
+   leader); the group committer batches shares of concurrent requests;
+4. one offset per record, in request order; a partition whose share failed reports its error on each of
+   its records (the request fails as a whole only when every share failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.log_tables.records import check_record_sizes
+from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
+from lakelog.protocol.partitioner import partitions_for_keys
+from lakelog.replication.acks import Acks
+from lakelog.replication.errors import NotLeaderError
+from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.replica_manager import ReplicaManager
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """Where each record of a produce request went.
+
+    Attributes:
+        partitions: int64 array, one partition per record in request order.
+        offsets: int64 array, one offset per record (-1 with ``acks=0`` or where its share failed).
+        errors: partition -> the exception its share failed with (empty when all succeeded).
+    """
+
+    partitions: np.ndarray
+    offsets: np.ndarray
+    errors: dict[int, BaseException]
+
+
+class ProduceRouter:
+    """Routes produce requests to partitions and their leaders.
+
+    Args:
+        replica_manager: appends to the partitions this broker leads.
+        leader_client: forwards shares for partitions led by other brokers.
+    """
+
+    def __init__(self, replica_manager: ReplicaManager, leader_client: LeaderClient) -> None:
+        self.replica_manager = replica_manager
+        self.leader_client = leader_client
+        self._sticky = itertools.count()
+
+    async def produce(self, topic: str, batch: pa.Table, *, partitions: pa.Array | None = None,
+                      partition: int | None = None, acks: Acks = "all") -> ProduceResult:
+        """Append a produce batch (``PRODUCE_SCHEMA``) to ``topic``.
+
+        Args:
+            partitions: int32, the partition each record named (nulls: none), or None.
+            partition: the partition of a partition-level request (every record goes there; not forwarded).
+            acks: see :mod:`lakelog.replication.acks`.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError
+            (nothing written); the share's error when every share failed.
+        """
+        meta = await self.replica_manager.topic_fresh(topic)
+        n = batch.num_rows
+        # 1. validate the whole request before anything is queued
+        if partition is not None:
+            self.replica_manager.cache.check_partition(meta, partition)
+        elif partitions is not None and partitions.null_count < len(partitions):
+            bad = pc.or_(pc.less(partitions, 0), pc.greater_equal(partitions, meta.partitions_count))
+            if pc.any(bad).as_py():
+                i = pc.indices_nonzero(bad)[0].as_py()
+                raise InvalidPartitionInRecordError(
+                    f"Record {i} names partition {partitions[i].as_py()}, but topic '{topic}' has partitions "
+                    f"0 to {meta.partitions_count - 1}. Nothing was written.")
+        check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
+        if n == 0:
+            return ProduceResult(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+        # 2. choose partitions: explicit, else murmur2(key), else sticky
+        if partition is None:
+            hashed = partitions_for_keys(batch["key"], meta.partitions_count)
+            parts = hashed if partitions is None else pc.coalesce(partitions, hashed)
+            if parts.null_count:
+                parts = pc.fill_null(parts, next(self._sticky) % meta.partitions_count)
+            groups = [(int(p), pc.equal(parts, p)) for p in pc.unique(parts).to_pylist()]
+        else:
+            groups = [(partition, None)]
+        # 3. append each partition's share (forwarded to its leader for a topic-level request)
+        shares = [(p, batch if mask is None else batch.filter(mask), mask) for p, mask in groups]
+        append = self.replica_manager.produce if partition is not None else self._append_or_forward
+        results = await asyncio.gather(*(append(topic, p, share, acks=acks) for p, share, _ in shares),
+                                       return_exceptions=True)
+        errors = {p: r for (p, _, _), r in zip(shares, results) if isinstance(r, BaseException)}
+        if errors and len(errors) == len(results):
+            raise next(iter(errors.values()))
+        # 4. one offset per record, in request order
+        offsets = np.zeros(n, dtype=np.int64)
+        part_of = np.zeros(n, dtype=np.int64)
+        for (p, _, mask), base in zip(shares, results):
+            idx = np.arange(n) if mask is None else pc.indices_nonzero(mask).to_numpy()
+            part_of[idx] = p
+            offsets[idx] = -1 if isinstance(base, BaseException) or acks == "0" else base + np.arange(len(idx))
+        return ProduceResult(part_of, offsets, errors)
+
+    async def produce_arrow(self, topic: str, partition: int, batch: pa.Table, *, partitions: pa.Array | None,
+                            acks: Acks = "all") -> int:
+        """Append an Arrow IPC produce to one partition; return its base offset (-1 with ``acks=0``).
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError; InvalidPartitionInRecordError when the body's
+            ``partition`` column names another partition; MalformedBodyError for an empty body;
+            RecordTooLargeError; the errors of :meth:`ReplicaManager.produce`.
+        """
+        meta = await self.replica_manager.topic_fresh(topic)
+        self.replica_manager.cache.check_partition(meta, partition)
+        if partitions is not None and pc.any(pc.not_equal(partitions, partition)).as_py():
+            raise InvalidPartitionInRecordError(
+                f"The Arrow body's 'partition' column names other partitions than {partition}. Nothing was written.")
+        if batch.num_rows == 0:
+            raise MalformedBodyError("The Arrow body holds no records.")
+        check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
+        return await self.replica_manager.produce(topic, partition, batch, acks=acks)
+
+    async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks) -> int:
+        """Append a topic-level produce's share here, or send it to the partition's leader."""
+        try:
+            return await self.replica_manager.produce(topic, partition, records, acks=acks)
+        except NotLeaderError as e:
+            if not e.leader_url:
+                raise
+            return await self.leader_client.produce(e.leader_url, topic, partition, records, acks=acks)

@@ -1,0 +1,481 @@
+"""The replica manager: the partitions this broker replicates, their roles, produce, fetch, replica fetch.
+
+Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelog.replication.partition`):
+
+- every partition state znode of a partition this broker replicates is watched; a state naming this
+  broker as leader makes it leader (:meth:`ReplicaManager._become_leader`), any other makes it follower
+  (a :class:`~lakelog.replication.follower.ReplicaFetcher` pulls from the leader);
+- the leader learns each follower's LEO from its fetch offset, moves the high watermark, and writes ISR
+  shrinks (``replica.lag.time.max.ms``) and expansions to ZooKeeper with znode-version checks;
+- produce honours ``acks`` and ``min.insync.replicas``; appends are stamped with the leader epoch and a
+  deposed leader's appends are refused;
+- a partition led elsewhere answers :class:`NotLeaderError` naming the leader's URL, and
+  :meth:`ReplicaManager.partition_offsets` asks that leader (any broker answers for the whole cluster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from dataclasses import replace
+
+import pyarrow as pa
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError
+
+from lakelog.config import BrokerSettings
+from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.group_commit import GroupCommitter
+from lakelog.log_tables.log_manager import LogManager
+from lakelog.replication.acks import Acks
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
+from lakelog.replication.follower import ReplicaFetcher
+from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.metadata import TOPICS_PATH, ClusterMetadata, PartitionState, TopicMetadata
+from lakelog.replication.metadata_cache import MetadataCache
+from lakelog.replication.partition import Partition, ReplicaRole, now_ms
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, int]
+
+
+class ReplicaManager:
+    """The partition replicas of one broker.
+
+    Args:
+        settings: the broker's settings (``broker.id``, ``linger.ms``, ``request.timeout.ms``, replica
+            fetch settings, ``replica.lag.time.max.ms``).
+        zk: the broker's started kazoo client (partition state watches).
+        metadata: ZooKeeper accessor; cache: the metadata cache; log_manager: opens and drops logs;
+        leader_client: the one inter-broker client.
+
+    Use inside the serving event loop: :meth:`start`, then :meth:`stop`.
+    """
+
+    def __init__(self, settings: BrokerSettings, *, zk: KazooClient, metadata: ClusterMetadata,
+                 cache: MetadataCache, log_manager: LogManager, leader_client: LeaderClient) -> None:
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.zk = zk
+        self.metadata = metadata
+        self.cache = cache
+        self.log_manager = log_manager
+        self.leader_client = leader_client
+        self._partitions: dict[PartitionKey, Partition] = {}
+        self._watched: dict[PartitionKey, str] = {}  # partition -> topic id whose state is watched
+        self._open_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self.session_lost = False
+        self._isr_task: asyncio.Task | None = None
+        self._topics_refresh: concurrent.futures.Future | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Watch the topics (the first call loads them and takes up every partition's role) and start
+        the ISR expiry loop."""
+        self._loop = asyncio.get_running_loop()
+        # the watch calls back once while it is set up: that call's refresh is the initial topic read
+        await asyncio.to_thread(self.zk.ChildrenWatch, TOPICS_PATH, self._on_topics_changed)
+        if self._topics_refresh is not None:
+            await asyncio.wrap_future(self._topics_refresh)
+        else:
+            await self.refresh_topics()
+        self._isr_task = self._loop.create_task(self._isr_expiration_loop(), name="isr-expiration")
+
+    async def stop(self) -> None:
+        """Stop fetchers, commit queued appends, close every log."""
+        self._stopping = True
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for part in list(self._partitions.values()):
+            if part.fetcher is not None:
+                await part.fetcher.stop()
+            if part.committer is not None:
+                await part.committer.close()
+            part.log.close()
+        self._partitions.clear()
+
+    def partitions(self) -> list[Partition]:
+        """The partition replicas open on this broker."""
+        return list(self._partitions.values())
+
+    def _on_topics_changed(self, children: list[str]) -> None:
+        # kazoo's thread: hop to the event loop.
+        if self._loop is not None and not self._stopping:
+            self._topics_refresh = asyncio.run_coroutine_threadsafe(self.refresh_topics(), self._loop)
+
+    async def refresh_topics(self) -> None:
+        """Reload topic metadata; drop the logs of deleted (or re-created) topics; watch the state of
+        every partition this broker replicates."""
+        async with self._open_lock:
+            topics = await self.cache.reload_topics()
+            for key, part in list(self._partitions.items()):
+                meta = topics.get(part.topic)
+                if meta is None or meta.topic_id != part.topic_id:
+                    await self._drop_partition(key, delete_data=True)
+            for key, topic_id in list(self._watched.items()):
+                meta = topics.get(key[0])
+                if meta is None or meta.topic_id != topic_id:
+                    del self._watched[key]
+        for meta in topics.values():
+            for p, replicas in meta.replicas.items():
+                if self.broker_id in replicas:
+                    self._watch_partition(meta.name, p, meta.topic_id)
+
+    async def topic_fresh(self, name: str) -> TopicMetadata:
+        """Metadata of ``name``, re-read (and reconciled) if the cache does not have it yet.
+
+        Raises :class:`UnknownTopicError`."""
+        return await self.cache.topic_fresh(name, reload=self.refresh_topics)
+
+    def _watch_partition(self, topic: str, partition: int, topic_id: str) -> None:
+        """DataWatch the partition's state znode; each change is applied on the event loop."""
+        key = (topic, partition)
+        if self._watched.get(key) == topic_id or self._stopping:
+            return
+        self._watched[key] = topic_id
+
+        def on_state(data, stat, event=None):
+            if self._stopping or self._watched.get(key) != topic_id:
+                return False
+            if data is None or self._loop is None:
+                return None
+            state = PartitionState.from_json(data, stat.version)
+            asyncio.run_coroutine_threadsafe(self.apply_state(topic, partition, topic_id, state), self._loop)
+            return None
+
+        self.zk.DataWatch(self.metadata.state_path(topic, partition), on_state)
+
+    # -- ZooKeeper session ----------------------------------------------------------------------
+
+    async def fence_all(self) -> None:
+        """The session ended: another broker may lead our partitions now; accept no appends."""
+        self.session_lost = True
+        for part in list(self._partitions.values()):
+            async with part.lock:
+                if part.fetcher is not None:
+                    await part.fetcher.stop()
+                    part.fetcher = None
+                part.role = ReplicaRole.NONE
+                part.notify_all()
+
+    async def reapply_states(self) -> None:
+        """A new session: re-read and apply every open partition's state."""
+        self.session_lost = False
+        for (topic, p), part in list(self._partitions.items()):
+            try:
+                state = await self.cache.partition_state(topic, p)
+            except UnknownTopicError:
+                continue
+            await self.apply_state(topic, p, part.topic_id, state)
+
+    # -- local partitions -----------------------------------------------------------------------
+
+    def local_partition(self, topic: str, partition: int) -> Partition | None:
+        """The local replica of a partition, if this broker holds it open."""
+        return self._partitions.get((topic, partition))
+
+    async def leader_partition(self, topic: str, partition: int) -> Partition:
+        """The local partition if this broker leads it.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError, NotLeaderError (naming the leader),
+            LeaderNotAvailableError.
+        """
+        part = self._partitions.get((topic, partition))
+        if part is not None and part.is_leader:
+            return part
+        if part is not None and part.state is not None and part.state.leader != self.broker_id and not self.session_lost:
+            # a replica here: its watched state names the leader, no ZooKeeper read needed
+            raise await self._not_leader(topic, partition, part.state)
+        meta = await self.topic_fresh(topic)
+        self.cache.check_partition(meta, partition)
+        state = await self.cache.partition_state(topic, partition)
+        if state.leader == self.broker_id and self.broker_id in meta.replicas[partition] and not self.session_lost:
+            # the watch has not delivered this state yet: apply it now
+            await self.apply_state(topic, partition, meta.topic_id, state)
+            part = self._partitions.get((topic, partition))
+            if part is not None and part.is_leader:
+                return part
+        raise await self._not_leader(topic, partition, state)
+
+    async def _not_leader(self, topic: str, partition: int, state: PartitionState) -> Exception:
+        if state.leader == self.broker_id:
+            return LeaderNotAvailableError(f"Broker {self.broker_id} is becoming the leader of {topic}-{partition}; "
+                                           "retry.")
+        url = await self.cache.broker_url(state.leader) if state.leader >= 0 else None
+        if url is None:
+            return LeaderNotAvailableError(
+                f"Partition {topic}-{partition} has no live leader (leader {state.leader}, ISR {state.isr}).")
+        return NotLeaderError(f"Broker {self.broker_id} is not the leader of {topic}-{partition}; "
+                              f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)
+
+    async def _open_partition(self, meta: TopicMetadata, partition: int) -> Partition:
+        """The local replica, opening (or creating) its log and committer on first use."""
+        key = (meta.name, partition)
+        part = self._partitions.get(key)
+        if part is not None:
+            return part
+        async with self._open_lock:
+            part = self._partitions.get(key)
+            if part is not None:
+                return part
+            replicas = list(meta.replicas[partition])
+            plog = await asyncio.to_thread(self.log_manager.open_log, topic=meta.name, partition=partition,
+                                           topic_id=meta.topic_id, config=meta.config, replicated=len(replicas) > 1)
+            part = Partition(meta.name, partition, meta.topic_id, self.broker_id, plog, replicas=replicas)
+            part.committer = GroupCommitter(plog, linger_ms=self.settings.linger_ms,
+                                            batch_size=self.settings.batch_size,
+                                            on_append=lambda info: self._after_leader_append(part),
+                                            leader_epoch=part.append_epoch,
+                                            segment_files_max=self.log_manager.segment_files_max)
+            self._partitions[key] = part
+            return part
+
+    async def _drop_partition(self, key: PartitionKey, *, delete_data: bool) -> None:
+        part = self._partitions.pop(key, None)
+        if part is None:
+            return
+        part.role = ReplicaRole.NONE
+        if part.fetcher is not None:
+            await part.fetcher.stop()
+        if part.committer is not None:
+            await part.committer.close()
+        await self.log_manager.drop_log(part.log, delete_data=delete_data)
+        part.notify_all()
+
+    # -- roles ----------------------------------------------------------------------------------
+
+    async def apply_state(self, topic: str, partition: int, topic_id: str, state: PartitionState) -> None:
+        """Take up the role a partition state gives this broker (leader, follower), in state order."""
+        if self._stopping:
+            return
+        meta = self.cache.cached_topic(topic)
+        if meta is None or meta.topic_id != topic_id:
+            meta = await self.topic_fresh(topic)
+            if meta.topic_id != topic_id:
+                return
+        if self.broker_id not in meta.replicas.get(partition, []):
+            return
+        part = await self._open_partition(meta, partition)
+        async with part.lock:
+            if self._stopping or self.session_lost:
+                return
+            if self._partitions.get((topic, partition)) is not part:
+                return  # dropped (and closed) while we waited for the lock
+            if part.state is not None and state.version >= 0 and state.version < part.state.version:
+                return  # an older event overtaken by a newer one
+            if state.leader_epoch < part.leader_epoch:
+                return
+            part.state = state
+            if state.leader == self.broker_id:
+                if not part.is_leader or part.leader_epoch != state.leader_epoch:
+                    await self._become_leader(part, state)
+                else:
+                    part.maybe_advance_high_watermark()  # the ISR may have shrunk
+            elif part.role is not ReplicaRole.FOLLOWER or part.leader_epoch != state.leader_epoch or (
+                    part.fetcher is not None and part.fetcher.leader_id != state.leader) or (
+                    part.fetcher is None and state.leader >= 0):
+                await self._become_follower(part, state)
+            part.notify_all()
+
+    async def _become_leader(self, part: Partition, state: PartitionState) -> None:
+        """Kafka's makeLeader: stop fetching, fence older epochs, start tracking the followers."""
+        if part.fetcher is not None:
+            await part.fetcher.stop()
+            part.fetcher = None
+        part.make_leader(state, at_ms=now_ms())
+        log.info("broker %d leads %s at leader epoch %d (LEO %d, HW %d, ISR %s)", self.broker_id, part.name,
+                 state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr)
+
+    async def _become_follower(self, part: Partition, state: PartitionState) -> None:
+        """Kafka's makeFollower: no more appends here, fence older epochs, fetch from the new leader
+        (the fetcher first truncates to what the leader confirms, KIP-101)."""
+        part.make_follower(state)
+        if part.fetcher is not None:
+            await part.fetcher.stop()
+            part.fetcher = None
+        if state.leader < 0:
+            log.info("%s is offline (no leader); broker %d waits", part.name, self.broker_id)
+            return
+        part.fetcher = ReplicaFetcher(
+            part.log, broker_id=self.broker_id, leader_id=state.leader, leader_epoch=state.leader_epoch,
+            resolve_leader_url=self.cache.broker_url, leader_client=self.leader_client,
+            fetch_wait_max_ms=self.settings.replica_fetch_wait_max_ms,
+            fetch_max_bytes=self.settings.replica_fetch_max_bytes,
+            fetch_backoff_ms=self.settings.replica_fetch_backoff_ms,
+            on_append=lambda: self._after_follower_append(part)).start()
+        log.info("broker %d follows broker %d for %s at leader epoch %d", self.broker_id, state.leader,
+                 part.name, state.leader_epoch)
+
+    async def _after_follower_append(self, part: Partition) -> None:
+        part.notify_high_watermark()
+        await self.log_manager.compact_if_needed(part.log)
+
+    def _after_leader_append(self, part: Partition) -> None:
+        """A group commit landed on the leader: wake the followers' fetches, maybe move the HW."""
+        part.notify_log_end_offset()
+        part.maybe_advance_high_watermark()
+
+    def leads_with_followers(self) -> bool:
+        """True while this broker leads a partition whose ISR has other members (controlled shutdown
+        waits until it does not)."""
+        return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self._partitions.values())
+
+    # -- ISR (leader) ---------------------------------------------------------------------------
+
+    def record_follower_fetch(self, part: Partition, replica_id: int, offset: int) -> None:
+        """A follower fetched at ``offset``: update its progress, the HW, maybe re-admit it to the ISR."""
+        if part.record_follower_fetch(replica_id, offset, at_ms=now_ms()) and self._loop is not None:
+            self._schedule_isr_update(part, add={replica_id})
+
+    def _schedule_isr_update(self, part: Partition, *, add: set[int] = frozenset(),
+                             remove: set[int] = frozenset()) -> None:
+        if part.isr_update_running:
+            return
+        part.isr_update_running = True
+        asyncio.get_running_loop().create_task(self._update_isr(part, add=set(add), remove=set(remove)))
+
+    async def _update_isr(self, part: Partition, *, add: set[int], remove: set[int]) -> None:
+        """Write the leader's new ISR to ZooKeeper (compare-and-set; re-read and retry on a race)."""
+        try:
+            for _ in range(10):
+                async with part.lock:
+                    isr = part.proposed_isr(add=add, remove=remove)
+                    state = part.state
+                    if isr is None or state is None:
+                        return
+                    try:
+                        written = await asyncio.to_thread(self.metadata.set_partition_state, part.topic,
+                                                          part.partition, replace(state, isr=isr))
+                    except BadVersionError:
+                        fresh = await self.cache.partition_state(part.topic, part.partition)
+                        if fresh.leader != self.broker_id or fresh.leader_epoch != part.leader_epoch:
+                            return  # deposed: the watch makes us a follower
+                        part.state = fresh
+                        continue
+                    log.info("%s: ISR %s -> %s", part.name, state.isr, isr)
+                    part.isr_written(written, added=add, at_ms=now_ms())
+                    return
+        except Exception:
+            log.exception("ISR update of %s failed", part.name)
+        finally:
+            part.isr_update_running = False
+
+    async def _isr_expiration_loop(self) -> None:
+        """Every ``replica.lag.time.max.ms / 2``: followers that have not caught up for that long leave the ISR."""
+        lag_ms = self.settings.replica_lag_time_max_ms
+        interval_s = min(max(lag_ms / 2000.0, 0.05), 5.0)
+        while not self._stopping:
+            await asyncio.sleep(interval_s)
+            at = now_ms()
+            for part in list(self._partitions.values()):
+                out = part.lagging_followers(at_ms=at, replica_lag_time_max_ms=lag_ms)
+                if out:
+                    log.info("%s: followers %s have not caught up for %d ms", part.name, sorted(out), lag_ms)
+                    self._schedule_isr_update(part, remove=out)
+
+    # -- replica fetch (leader side) ------------------------------------------------------------
+
+    async def replica_leader(self, topic: str, partition: int, replica_id: int, leader_epoch: int) -> Partition:
+        """The leader's partition for a follower's request at ``leader_epoch``.
+
+        Raises:
+            NotLeaderError / LeaderNotAvailableError: this broker does not lead the partition; and
+            the errors of :meth:`Partition.check_replica_request`.
+        """
+        part = await self.leader_partition(topic, partition)
+        part.check_replica_request(replica_id, leader_epoch,
+                                   partitions_count=self.cache.topic(topic).partitions_count)
+        return part
+
+    async def replica_fetch(self, topic: str, partition: int, *, replica_id: int, leader_epoch: int, offset: int,
+                            max_bytes: int, max_wait_ms: int) -> tuple[pa.Table, Partition]:
+        """A follower's fetch: full log rows from ``offset`` up to the LEO (not the HW), long-polling.
+
+        Raises:
+            the errors of :meth:`replica_leader`; OffsetOutOfRangeError when ``offset`` is beyond the
+            leader's LEO (the follower truncates).
+        """
+        part = await self.replica_leader(topic, partition, replica_id, leader_epoch)
+        if offset > part.log.log_end_offset:
+            raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=offset,
+                                        log_start_offset=part.log.log_start_offset,
+                                        high_watermark=part.log.log_end_offset)
+        self.record_follower_fetch(part, replica_id, offset)
+        if offset >= part.log.log_end_offset and max_wait_ms > 0:
+            await part.wait_for_log_end(offset, max_wait_ms / 1000.0)
+        table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes,
+                                        end_offset=part.log.log_end_offset)
+        return table, part
+
+    async def replica_epoch_end_offset(self, topic: str, partition: int, *, replica_id: int, leader_epoch: int,
+                                       epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)`` in the leader's log."""
+        part = await self.replica_leader(topic, partition, replica_id, leader_epoch)
+        return part.log.end_offset_for_epoch(epoch)
+
+    # -- produce and fetch ----------------------------------------------------------------------
+
+    async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all") -> int:
+        """Append a normalised, already validated produce batch; return the offset of its first record.
+
+        ``acks`` (Kafka's producer ``acks``, :mod:`lakelog.replication.acks`): ``"0"`` queues the batch and
+        answers -1 at once; ``"1"`` answers once the leader committed it; ``"all"`` is refused before
+        writing when the ISR is smaller than ``min.insync.replicas`` and answered once the HW passed the
+        batch, within ``request.timeout.ms``.
+
+        Raises:
+            NotLeaderError, LeaderNotAvailableError, NotEnoughReplicasError (nothing written),
+            NotEnoughReplicasAfterAppendError, RequestTimedOutError, CommitFailedError,
+            FencedLeaderEpochError.
+        """
+        part = await self.leader_partition(topic, partition)
+        part.check_min_insync_replicas(acks)
+        assert part.committer is not None
+        if acks == "0":
+            task = asyncio.get_running_loop().create_task(part.committer.append(records))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            return -1
+        epoch = part.leader_epoch
+        base = await part.committer.append(records)
+        if acks == "all":
+            await part.wait_for_commit(epoch, base + records.num_rows,
+                                       request_timeout_ms=self.settings.request_timeout_ms)
+        return base
+
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
+                    max_wait_ms: int, columns: list[str] | None = None) -> tuple[pa.Table, Partition]:
+        """Records from ``offset`` below the high watermark, waiting up to ``max_wait_ms`` for some.
+
+        Raises:
+            NotLeaderError, LeaderNotAvailableError; OffsetOutOfRangeError: offset below the log start
+            offset or above the high watermark.
+        """
+        part = await self.leader_partition(topic, partition)
+        table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
+        if table.num_rows == 0 and max_wait_ms > 0:
+            await part.wait_for_records(offset, max_wait_ms / 1000.0)
+            table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
+        return table, part
+
+    async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """``(log_start_offset, log_end_offset, high_watermark)`` of a partition, from its leader.
+
+        Read locally when this broker leads the partition, else asked of the leader, so any broker
+        answers for the whole cluster.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable
+            leader, or it does not know its offsets yet), NotLeaderError (leadership moved again).
+        """
+        try:
+            return (await self.leader_partition(topic, partition)).offsets()
+        except NotLeaderError as e:
+            if not e.leader_url:
+                raise
+            return await self.leader_client.partition_offsets(e.leader_url, topic, partition)
