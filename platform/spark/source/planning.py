@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any, Mapping
 
-from lakelog.client import LakelogClient
+from lakelog.protocol.http_client import LakelogClient
 from lakelog.log_tables.reader import offset_for_timestamp
 from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.log_info import PartitionLogInfo
@@ -36,7 +36,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 class _Cluster:
     """Driver-side metadata through the gateway: which partitions a read covers and their offsets.
 
-    Holds one :class:`~lakelog.client.LakelogClient` of ``options.bootstrap_servers``, made on first
+    Holds one :class:`~lakelog.protocol.http_client.LakelogClient` of ``options.bootstrap_servers``, made on first
     use and dropped when pickled (Spark ships readers to its Python workers) or closed.
     """
 

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from lakelog.client import LakelogClient
+from lakelog.protocol.http_client import LakelogClient
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.partitioner import partitions_for_keys

@@ -39,7 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from lakelog.client import LakelogClient
+from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions, TopicPartition, offsets_from_json, offsets_to_json
 from lakelog.spark.source.planning import _Cluster, rate_limit, resolve_starting_offsets

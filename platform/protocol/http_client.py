@@ -1,0 +1,335 @@
+"""A small synchronous HTTP client of the gateway (httpx), used by the CLI, the demo, the Spark source
+(driver and executors), the benchmarks and tests; :mod:`lakelog.client` is its public name.
+
+Errors the gateway answers come back as the server's own :class:`~lakelog.errors.LakelogError`
+subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response` when the class's module is
+imported in this process), always also a :class:`GatewayError` carrying the REST Proxy ``error_code``,
+the message and the HTTP status.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+
+from lakelog.protocol import media_types
+from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.protocol.errors import RemoteError, error_from_response
+
+
+#: What every method raises when the gateway answers an error: the server's own error class where the
+#: code is known (``UnknownTopicError``, ``NotLeaderError``, ...), always also a :class:`GatewayError`.
+GatewayError = RemoteError
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
+    """``"host:port,http://host2:port"`` -> ``["http://host:port", "http://host2:port"]``."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in (s.strip() for s in items):
+        if item:
+            out.append(item.rstrip("/") if "://" in item else f"http://{item}")
+    if not out:
+        raise ValueError("no bootstrap server given (e.g. --bootstrap-server localhost:8082)")
+    return out
+
+
+class LakelogClient:
+    """Synchronous client of one or more gateways.
+
+    Args:
+        bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
+        timeout_s: per-request timeout in seconds. Default: 60.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0) -> None:
+        self.urls = parse_bootstrap(bootstrap_servers)
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s)
+        self._cluster_id: str | None = None
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> "LakelogClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        last: Exception | None = None
+        for url in [str(self.http.base_url).rstrip("/")] + [u for u in self.urls if u != str(self.http.base_url).rstrip("/")]:
+            try:
+                resp = self.http.request(method, url + path, **kwargs)
+            except httpx.TransportError as e:
+                last = e
+                continue
+            resp = self._follow_leader(resp, method, path, **kwargs)
+            if resp.status_code >= 400:
+                raise error_from_response(resp)
+            return resp
+        raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
+
+    def _follow_leader(self, resp: httpx.Response, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """On 421 Misdirected Request (NotLeader, body names ``leader_url``) resend to the leader, up to 3 hops."""
+        for _ in range(3):
+            if resp.status_code != 421:
+                return resp
+            try:
+                leader_url = resp.json().get("leader_url")
+            except ValueError:
+                return resp
+            if not leader_url:
+                return resp
+            try:
+                resp = self.http.request(method, leader_url.rstrip("/") + path, **kwargs)
+            except httpx.TransportError:
+                return resp
+        return resp
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = self._request("GET", "/v3/clusters").json()["data"][0]["cluster_id"]
+        return self._cluster_id
+
+    def list_topics(self) -> list[str]:
+        return self._request("GET", "/topics").json()
+
+    def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+                     configs: dict[str, str] | None = None) -> dict:
+        body = {"topic_name": name, "partitions_count": partitions, "replication_factor": replication_factor,
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+        return self._request("POST", f"/v3/clusters/{self.cluster_id}/topics", json=body).json()
+
+    def delete_topic(self, name: str) -> None:
+        self._request("DELETE", f"/v3/clusters/{self.cluster_id}/topics/{name}")
+
+    def describe_topic(self, name: str) -> dict:
+        return self._request("GET", f"/topics/{name}").json()
+
+    def partition_offsets(self, topic: str, partition: int) -> dict:
+        return self._request("GET", f"/topics/{topic}/partitions/{partition}/offsets").json()
+
+    def topic_logs(self, topic: str) -> list[dict]:
+        return self._request("GET", f"/lakelog/v1/topics/{topic}/logs").json()
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def produce_json(self, topic: str, records: Iterable[dict], *, partition: int | None = None) -> dict:
+        """POST JSON-format records (``{"key": ..., "value": ...}``); returns the REST Proxy response."""
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        body = orjson.dumps({"records": list(records)})
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
+
+    def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None) -> dict:
+        """POST an already encoded JSON-format body."""
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
+
+    def produce_binary(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], *,
+                       partition: int | None = None) -> dict:
+        """POST binary-format records given as ``(key, value)`` byte pairs."""
+        def b64(x: bytes | None) -> str | None:
+            return None if x is None else base64.b64encode(x).decode()
+        path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
+        body = orjson.dumps({"records": [{"key": b64(k), "value": b64(v)} for k, v in records]})
+        return self._request("POST", path, content=body, headers={"Content-Type": media_types.BINARY_V2}).json()
+
+    def produce_arrow(self, topic: str, partition: int, table: pa.Table) -> dict:
+        """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition."""
+        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_ipc(table),
+                             headers={"Content-Type": media_types.ARROW_STREAM}).json()
+
+    # -- consumer group offsets -----------------------------------------------------------------
+
+    def commit_offsets(self, group: str, offsets: Sequence[dict], *, transaction_app_id: str | None = None,
+                       transaction_version: int | None = None, generation_id: int | None = None) -> dict:
+        """Commit ``[{"topic", "partition", "offset"}]`` for ``group`` in one Delta transaction.
+
+        With ``transaction_app_id``/``transaction_version`` a replay of the same (or an older) version
+        is a no-op (the answer has ``"committed": false``). Raises :class:`GatewayError`
+        (40904 when ``generation_id`` is older than the group's).
+        """
+        body: dict = {"offsets": [dict(o) for o in offsets]}
+        if generation_id is not None:
+            body["generation_id"] = generation_id
+        if transaction_app_id is not None and transaction_version is not None:
+            body["transaction"] = {"app_id": transaction_app_id, "version": transaction_version}
+        return self._request("POST", f"/consumers/{group}/offsets", json=body).json()
+
+    def committed_offsets(self, group: str, topic: str | None = None) -> list[dict]:
+        """The group's committed offsets: ``[{"topic", "partition", "offset", "metadata", ...}]``."""
+        params = {"topic": topic} if topic else None
+        return self._request("GET", f"/consumers/{group}/offsets", params=params).json()["offsets"]
+
+    def consumer_offsets_table(self) -> str:
+        """URI of the broker's ``__consumer_offsets`` Delta table."""
+        return self._request("GET", "/lakelog/v1/consumer-offsets").json()["table_uri"]
+
+    def list_groups(self) -> list[str]:
+        return self._request("GET", "/consumers").json()
+
+    def group_lag(self, group: str) -> dict:
+        """Committed offset, log end offset, high watermark and lag per partition of the group's topics."""
+        return self._request("GET", f"/consumers/{group}/lag").json()
+
+    def reset_offsets(self, group: str, *, to: str, value: int | None = None,
+                      topics: Sequence[str] | None = None) -> dict:
+        """Move a group without active members to ``earliest``, ``latest``, ``timestamp`` or ``offset``."""
+        body = {"to": to, "value": value, "topics": list(topics) if topics else None}
+        return self._request("POST", f"/consumers/{group}/offsets/reset", json=body).json()
+
+    def group_members(self, group: str) -> dict:
+        """Members of ``group`` cluster-wide with generation and assignment (``GET /lakelog/v1/consumers/{group}/members``)."""
+        return self._request("GET", f"/lakelog/v1/consumers/{group}/members").json()
+
+    def create_consumer(self, group: str, *, name: str | None = None, format: str = "binary",
+                        auto_offset_reset: str = "latest", auto_commit: bool = True,
+                        assignor: str | None = None, request_timeout_ms: int | None = None) -> "HttpConsumer":
+        """Create a REST Proxy v2 consumer instance in ``group`` (``POST /consumers/{group}``).
+
+        Returns an :class:`HttpConsumer` talking to the instance's ``base_uri`` (the broker that holds it).
+        Raises :class:`GatewayError` (40902 when the name is taken, 42204 for a bad config).
+        """
+        body: dict[str, Any] = {"format": format, "auto.offset.reset": auto_offset_reset,
+                                "auto.commit.enable": "true" if auto_commit else "false"}
+        if name is not None:
+            body["name"] = name
+        if assignor is not None:
+            body["partition.assignment.strategy"] = assignor
+        if request_timeout_ms is not None:
+            body["consumer.request.timeout.ms"] = request_timeout_ms
+        data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
+                             headers={"Content-Type": media_types.V2}).json()
+        return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
+                            timeout_s=self.http.timeout.read or 60.0)
+
+    # -- fetch ----------------------------------------------------------------------------------
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
+              max_wait_ms: int = 0, form: str = "binary") -> list[dict]:
+        """Fetch JSON-form records (``form`` = ``binary`` or ``json``)."""
+        accept = media_types.BINARY_V2 if form == "binary" else media_types.JSON_V2
+        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
+                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+                             headers={"Accept": accept})
+        return orjson.loads(resp.content)
+
+    def fetch_arrow(self, topic: str, partition: int, offset: int, *, max_bytes: int = 16 * 1024 * 1024,
+                    max_wait_ms: int = 0) -> pa.Table:
+        """Fetch records as an Arrow table (``offset``, ``timestamp``, ``key``, ``value``, ``headers``)."""
+        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
+                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+                             headers={"Accept": media_types.ARROW_STREAM})
+        return read_arrow_ipc(resp.content)
+
+
+class HttpConsumer:
+    """A REST Proxy v2 consumer instance seen from the client (like a ``KafkaConsumer`` over HTTP).
+
+    Made by :meth:`LakelogClient.create_consumer`. Methods raise :class:`GatewayError` with REST Proxy's
+    codes (40403 unknown instance, 40601 format mismatch, 40901/40903 subscription conflicts, 40904
+    commit from a stale generation). Use as a context manager to delete the instance at the end.
+    """
+
+    def __init__(self, base_uri: str, *, group: str, instance_id: str, format: str = "binary",
+                 timeout_s: float = 60.0) -> None:
+        self.base_uri = base_uri.rstrip("/")
+        self.group = group
+        self.instance_id = instance_id
+        self.format = format
+        self.http = httpx.Client(timeout=timeout_s)
+        self.closed = False
+        self.last_generation: int | None = None
+
+    def _call(self, method: str, path: str = "", *, body: Any = None, **kwargs: Any) -> httpx.Response:
+        headers = kwargs.pop("headers", {})
+        if body is not None:
+            kwargs["content"] = orjson.dumps(body)
+            headers.setdefault("Content-Type", media_types.V2)
+        resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp
+
+    def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
+        """Subscribe to ``topics`` or to the topics matching the regex ``pattern`` (now and later)."""
+        self._call("POST", "/subscription", body={"topics": list(topics)} if pattern is None else {"topic_pattern": pattern})
+
+    def subscription(self) -> list[str]:
+        return self._call("GET", "/subscription").json()["topics"]
+
+    def unsubscribe(self) -> None:
+        self._call("DELETE", "/subscription")
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Manual assignment of ``[(topic, partition)]``."""
+        self._call("POST", "/assignments", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def assignment(self) -> list[tuple[str, int]]:
+        """The partitions the instance reads now (empty until its group's rebalance completes)."""
+        return [(p["topic"], p["partition"]) for p in self._call("GET", "/assignments").json()["partitions"]]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._call("POST", "/positions", body={"offsets": [{"topic": topic, "partition": partition, "offset": offset}]})
+
+    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._call("POST", "/positions/beginning", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def seek_to_end(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._call("POST", "/positions/end", body={"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    def poll(self, *, timeout_ms: int = 1000, max_bytes: int | None = None) -> list[dict]:
+        """``GET .../records``: REST Proxy records ``{"topic", "key", "value", "partition", "offset", ...}``
+        (binary format: base64 keys and values). ``last_generation`` is then the group generation
+        they were read in (None outside group membership)."""
+        params: dict[str, int] = {"timeout": timeout_ms}
+        if max_bytes is not None:
+            params["max_bytes"] = max_bytes
+        accept = media_types.BINARY_V2 if self.format == "binary" else media_types.JSON_V2
+        resp = self._call("GET", "/records", params=params, headers={"Accept": accept})
+        generation = resp.headers.get("X-Lakelog-Generation")
+        self.last_generation = int(generation) if generation is not None else None
+        return orjson.loads(resp.content)
+
+    def commit(self, offsets: Sequence[dict] | None = None) -> None:
+        """Commit ``[{"topic", "partition", "offset"}]`` (offset = last record processed), or with None
+        every record fetched so far."""
+        self._call("POST", "/offsets", body={"offsets": list(offsets)} if offsets else None)
+
+    def committed(self, partitions: Iterable[tuple[str, int]]) -> list[dict]:
+        """The group's committed offsets (the next offset to read) of ``partitions``."""
+        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        return self._call("GET", "/offsets", body=body).json()["offsets"]
+
+    def close(self) -> None:
+        """Delete the instance (``DELETE``; with auto commit its positions are committed first)."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self._call("DELETE")
+            except GatewayError as e:
+                if e.error_code != 40403:  # already gone (expired): nothing to delete
+                    raise
+            finally:
+                self.http.close()
+
+    def __enter__(self) -> "HttpConsumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+
+
+#: ``table`` as an Arrow IPC stream body (the same encoder the gateway uses).
+arrow_body = arrow_ipc

@@ -1,0 +1,131 @@
+"""The layer table of DESIGN.md holds in the code: a module imports only from its own layer or lower.
+
+The table (``../shared/DESIGN.md``, "Layout"), bottom up:
+
+====  ===================================================================
+0     ``errors.py``, ``config.py``, ``processes.py``, ``protocol/``
+1     ``log_tables/``
+2     ``replication/``, ``producers/``
+3     ``consumer_groups/``, ``security/``
+4     ``ingest_api/``, ``spark/``
+5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli.py``, ``client.py``, ``demo.py``
+====  ===================================================================
+
+Every import counts, also one inside a function; only imports under ``if TYPE_CHECKING:`` (type hints,
+never executed) are exempt. When DESIGN.md is found beside the repository, its table is parsed and must
+agree with :data:`LAYERS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "platform"
+DESIGN = ROOT.parent / "shared" / "DESIGN.md"
+
+#: top-level module or subpackage of ``lakelog`` -> layer
+LAYERS: dict[str, int] = {
+    "errors": 0, "config": 0, "processes": 0, "protocol": 0,
+    "log_tables": 1,
+    "replication": 2, "producers": 2,
+    "consumer_groups": 3, "security": 3,
+    "ingest_api": 4, "spark": 4,
+    "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5,
+}
+
+
+def _unit(module: str) -> str | None:
+    """``lakelog.replication.follower`` -> ``replication``; non-lakelog modules -> None."""
+    parts = module.split(".")
+    if parts[0] != "lakelog":
+        return None
+    return parts[1] if len(parts) > 1 else None
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, package: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every executed import in ``tree`` (relative imports resolved)."""
+    out: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((node.lineno, module))
+            if module == "lakelog":  # from lakelog import x
+                out.extend((node.lineno, f"lakelog.{alias.name}") for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return out
+
+
+def _modules() -> list[tuple[Path, str]]:
+    found = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        rel = path.relative_to(SOURCE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found.append((path, ".".join(["lakelog", *parts])))
+    return found
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({_unit(m) for _, m in _modules() if _unit(m) not in LAYERS and _unit(m) is not None})
+    assert not missing, f"modules with no layer in DESIGN.md's table: {missing}; add them to the table and LAYERS"
+
+
+def test_no_module_imports_from_a_higher_layer():
+    violations = []
+    for path, module in _modules():
+        own = _unit(module)
+        if own is None:
+            continue
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
+            other = _unit(imported)
+            if other is None or other not in LAYERS:
+                continue
+            if LAYERS[other] > LAYERS[own]:
+                violations.append(f"{path.relative_to(ROOT)}:{line} ({own}, layer {LAYERS[own]}) imports "
+                                  f"{imported} (layer {LAYERS[other]})")
+    assert not violations, "imports from a higher layer:\n" + "\n".join(violations)
+
+
+def test_no_module_over_600_lines():
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p, _ in _modules()
+            if (n := len(p.read_text().splitlines())) > 620]
+    assert not long, "split these by responsibility:\n" + "\n".join(long)
+
+
+@pytest.mark.skipif(not DESIGN.exists(), reason="DESIGN.md is not beside the repository")
+def test_design_table_agrees():
+    text = DESIGN.read_text()
+    design: dict[str, int] = {}
+    for layer, cells in re.findall(r"^\|\s*(\d)\s*\|([^|]*)\|", text, flags=re.M):
+        for name in re.findall(r"`([a-z_]+)(?:\.py|/)`", cells):
+            design[name] = int(layer)
+    assert design, "no layer table found in DESIGN.md"
+    disagree = {name: (layer, LAYERS.get(name)) for name, layer in design.items() if LAYERS.get(name) != layer}
+    assert not disagree, f"DESIGN.md layer vs LAYERS: {disagree}"
