@@ -31,10 +31,12 @@ from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.controller import Controller, controlled_shutdown
+from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
+from lakelog.replication.partition_views import partition_offsets
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 
@@ -165,7 +167,14 @@ class Broker:
             await self._register()
         except Exception:
             log.exception("registering again after the session expired failed")
-        await self.replica_manager.reapply_states()
+        rm = self.replica_manager
+        rm.session_lost = False
+        for part in rm.partitions():
+            try:
+                state = await self.cache.partition_state(part.topic, part.partition)
+            except UnknownTopicError:
+                continue
+            await rm.apply_state(part.topic, part.partition, part.topic_id, state)
         log.info("broker %d rejoined after its ZooKeeper session expired", self.broker_id)
 
     # -- admin ----------------------------------------------------------------------------------
@@ -228,7 +237,7 @@ class Broker:
 
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader."""
-        return await self.replica_manager.partition_offsets(topic, partition)
+        return await partition_offsets(self.replica_manager, topic, partition)
 
     def local_partition(self, topic: str, partition: int) -> Partition | None:
         """The local replica of a partition, if this broker holds it open."""

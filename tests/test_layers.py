@@ -129,3 +129,13 @@ def test_design_table_agrees():
     assert design, "no layer table found in DESIGN.md"
     disagree = {name: (layer, LAYERS.get(name)) for name, layer in design.items() if LAYERS.get(name) != layer}
     assert not disagree, f"DESIGN.md layer vs LAYERS: {disagree}"
+
+
+def test_no_class_over_300_lines():
+    big = []
+    for path, _ in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 320:
+                big.append(f"{path.relative_to(ROOT)}:{node.lineno} class {node.name}: "
+                           f"{node.end_lineno - node.lineno + 1} lines")
+    assert not big, "split these classes by responsibility:\n" + "\n".join(big)

@@ -189,6 +189,15 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.log.fence(state.leader_epoch)
 
+    async def fence(self) -> None:
+        """Stop leading or following (the ZooKeeper session ended: another broker may lead now)."""
+        async with self.lock:
+            if self.fetcher is not None:
+                await self.fetcher.stop()
+                self.fetcher = None
+            self.role = ReplicaRole.NONE
+            self.notify_all()
+
     def append_epoch(self) -> int:
         """The epoch to stamp on a group commit.
 

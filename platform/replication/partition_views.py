@@ -15,6 +15,24 @@ from lakelog.replication.errors import NotLeaderError
 from lakelog.replication.replica_manager import ReplicaManager
 
 
+async def partition_offsets(rm: ReplicaManager, topic: str, partition: int) -> tuple[int, int, int]:
+    """``(log_start_offset, log_end_offset, high_watermark)`` of a partition, from its leader.
+
+    Read locally when this broker leads the partition, else asked of the leader, so any broker
+    answers for the whole cluster.
+
+    Raises:
+        UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable
+        leader, or it does not know its offsets yet), NotLeaderError (leadership moved again).
+    """
+    try:
+        return (await rm.leader_partition(topic, partition)).offsets()
+    except NotLeaderError as e:
+        if not e.leader_url:
+            raise
+        return await rm.leader_client.partition_offsets(e.leader_url, topic, partition)
+
+
 @dataclass(frozen=True)
 class ReplicaSummary:
     """One replica of a partition: its broker, whether it leads, whether it is in the ISR."""
@@ -49,7 +67,7 @@ async def partition_summary(rm: ReplicaManager, topic: str, partition: int, repl
     offsets: tuple[int | None, int | None, int | None] = (None, None, None)
     if state.leader >= 0:
         try:
-            offsets = await rm.partition_offsets(topic, partition)
+            offsets = await partition_offsets(rm, topic, partition)
         except LakelogError:  # the leader is moving or unreachable: offsets stay unknown
             pass
     return PartitionSummary(

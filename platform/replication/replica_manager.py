@@ -9,8 +9,11 @@ Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelo
   shrinks (``replica.lag.time.max.ms``) and expansions to ZooKeeper with znode-version checks;
 - produce honours ``acks`` and ``min.insync.replicas``; appends are stamped with the leader epoch and a
   deposed leader's appends are refused;
-- a partition led elsewhere answers :class:`NotLeaderError` naming the leader's URL, and
-  :meth:`ReplicaManager.partition_offsets` asks that leader (any broker answers for the whole cluster).
+- a partition led elsewhere answers :class:`NotLeaderError` naming the leader's URL (callers ask that
+  leader: :mod:`~lakelog.replication.partition_views`, :mod:`~lakelog.replication.produce_router`).
+
+The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fetch`; ISR writes are
+:mod:`~lakelog.replication.isr`.
 """
 
 from __future__ import annotations
@@ -18,19 +21,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from dataclasses import replace
 
 import pyarrow as pa
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError
 
 from lakelog.config import BrokerSettings
-from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
-from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
 from lakelog.replication.follower import ReplicaFetcher
+from lakelog.replication.isr import IsrManager
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import TOPICS_PATH, ClusterMetadata, PartitionState, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
@@ -69,7 +70,7 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self.session_lost = False
-        self._isr_task: asyncio.Task | None = None
+        self.isr = IsrManager(settings, metadata=metadata, cache=cache)
         self._topics_refresh: concurrent.futures.Future | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -84,13 +85,12 @@ class ReplicaManager:
             await asyncio.wrap_future(self._topics_refresh)
         else:
             await self.refresh_topics()
-        self._isr_task = self._loop.create_task(self._isr_expiration_loop(), name="isr-expiration")
+        self.isr.start(self.partitions)
 
     async def stop(self) -> None:
         """Stop fetchers, commit queued appends, close every log."""
         self._stopping = True
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        self.isr.stop()
         for part in list(self._partitions.values()):
             if part.fetcher is not None:
                 await part.fetcher.stop()
@@ -155,23 +155,8 @@ class ReplicaManager:
     async def fence_all(self) -> None:
         """The session ended: another broker may lead our partitions now; accept no appends."""
         self.session_lost = True
-        for part in list(self._partitions.values()):
-            async with part.lock:
-                if part.fetcher is not None:
-                    await part.fetcher.stop()
-                    part.fetcher = None
-                part.role = ReplicaRole.NONE
-                part.notify_all()
-
-    async def reapply_states(self) -> None:
-        """A new session: re-read and apply every open partition's state."""
-        self.session_lost = False
-        for (topic, p), part in list(self._partitions.items()):
-            try:
-                state = await self.cache.partition_state(topic, p)
-            except UnknownTopicError:
-                continue
-            await self.apply_state(topic, p, part.topic_id, state)
+        for part in self.partitions():
+            await part.fence()
 
     # -- local partitions -----------------------------------------------------------------------
 
@@ -326,99 +311,6 @@ class ReplicaManager:
         waits until it does not)."""
         return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self._partitions.values())
 
-    # -- ISR (leader) ---------------------------------------------------------------------------
-
-    def record_follower_fetch(self, part: Partition, replica_id: int, offset: int) -> None:
-        """A follower fetched at ``offset``: update its progress, the HW, maybe re-admit it to the ISR."""
-        if part.record_follower_fetch(replica_id, offset, at_ms=now_ms()) and self._loop is not None:
-            self._schedule_isr_update(part, add={replica_id})
-
-    def _schedule_isr_update(self, part: Partition, *, add: set[int] = frozenset(),
-                             remove: set[int] = frozenset()) -> None:
-        if part.isr_update_running:
-            return
-        part.isr_update_running = True
-        asyncio.get_running_loop().create_task(self._update_isr(part, add=set(add), remove=set(remove)))
-
-    async def _update_isr(self, part: Partition, *, add: set[int], remove: set[int]) -> None:
-        """Write the leader's new ISR to ZooKeeper (compare-and-set; re-read and retry on a race)."""
-        try:
-            for _ in range(10):
-                async with part.lock:
-                    isr = part.proposed_isr(add=add, remove=remove)
-                    state = part.state
-                    if isr is None or state is None:
-                        return
-                    try:
-                        written = await asyncio.to_thread(self.metadata.set_partition_state, part.topic,
-                                                          part.partition, replace(state, isr=isr))
-                    except BadVersionError:
-                        fresh = await self.cache.partition_state(part.topic, part.partition)
-                        if fresh.leader != self.broker_id or fresh.leader_epoch != part.leader_epoch:
-                            return  # deposed: the watch makes us a follower
-                        part.state = fresh
-                        continue
-                    log.info("%s: ISR %s -> %s", part.name, state.isr, isr)
-                    part.isr_written(written, added=add, at_ms=now_ms())
-                    return
-        except Exception:
-            log.exception("ISR update of %s failed", part.name)
-        finally:
-            part.isr_update_running = False
-
-    async def _isr_expiration_loop(self) -> None:
-        """Every ``replica.lag.time.max.ms / 2``: followers that have not caught up for that long leave the ISR."""
-        lag_ms = self.settings.replica_lag_time_max_ms
-        interval_s = min(max(lag_ms / 2000.0, 0.05), 5.0)
-        while not self._stopping:
-            await asyncio.sleep(interval_s)
-            at = now_ms()
-            for part in list(self._partitions.values()):
-                out = part.lagging_followers(at_ms=at, replica_lag_time_max_ms=lag_ms)
-                if out:
-                    log.info("%s: followers %s have not caught up for %d ms", part.name, sorted(out), lag_ms)
-                    self._schedule_isr_update(part, remove=out)
-
-    # -- replica fetch (leader side) ------------------------------------------------------------
-
-    async def replica_leader(self, topic: str, partition: int, replica_id: int, leader_epoch: int) -> Partition:
-        """The leader's partition for a follower's request at ``leader_epoch``.
-
-        Raises:
-            NotLeaderError / LeaderNotAvailableError: this broker does not lead the partition; and
-            the errors of :meth:`Partition.check_replica_request`.
-        """
-        part = await self.leader_partition(topic, partition)
-        part.check_replica_request(replica_id, leader_epoch,
-                                   partitions_count=self.cache.topic(topic).partitions_count)
-        return part
-
-    async def replica_fetch(self, topic: str, partition: int, *, replica_id: int, leader_epoch: int, offset: int,
-                            max_bytes: int, max_wait_ms: int) -> tuple[pa.Table, Partition]:
-        """A follower's fetch: full log rows from ``offset`` up to the LEO (not the HW), long-polling.
-
-        Raises:
-            the errors of :meth:`replica_leader`; OffsetOutOfRangeError when ``offset`` is beyond the
-            leader's LEO (the follower truncates).
-        """
-        part = await self.replica_leader(topic, partition, replica_id, leader_epoch)
-        if offset > part.log.log_end_offset:
-            raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=offset,
-                                        log_start_offset=part.log.log_start_offset,
-                                        high_watermark=part.log.log_end_offset)
-        self.record_follower_fetch(part, replica_id, offset)
-        if offset >= part.log.log_end_offset and max_wait_ms > 0:
-            await part.wait_for_log_end(offset, max_wait_ms / 1000.0)
-        table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes,
-                                        end_offset=part.log.log_end_offset)
-        return table, part
-
-    async def replica_epoch_end_offset(self, topic: str, partition: int, *, replica_id: int, leader_epoch: int,
-                                       epoch: int) -> tuple[int, int]:
-        """Kafka's OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)`` in the leader's log."""
-        part = await self.replica_leader(topic, partition, replica_id, leader_epoch)
-        return part.log.end_offset_for_epoch(epoch)
-
     # -- produce and fetch ----------------------------------------------------------------------
 
     async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all") -> int:
@@ -462,20 +354,3 @@ class ReplicaManager:
             await part.wait_for_records(offset, max_wait_ms / 1000.0)
             table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
         return table, part
-
-    async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
-        """``(log_start_offset, log_end_offset, high_watermark)`` of a partition, from its leader.
-
-        Read locally when this broker leads the partition, else asked of the leader, so any broker
-        answers for the whole cluster.
-
-        Raises:
-            UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable
-            leader, or it does not know its offsets yet), NotLeaderError (leadership moved again).
-        """
-        try:
-            return (await self.leader_partition(topic, partition)).offsets()
-        except NotLeaderError as e:
-            if not e.leader_url:
-                raise
-            return await self.leader_client.partition_offsets(e.leader_url, topic, partition)
