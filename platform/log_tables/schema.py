@@ -31,6 +31,11 @@ LOG_SCHEMA = pa.schema([
     pa.field("sequence", pa.int32()),
 ])
 
+#: The record columns a fetch returns (to consumers and over HTTP): what ``PartitionLog.read`` is asked
+#: for by the fetch route and by consumer instances, and what a leader's Arrow fetch answer holds.
+FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+
+
 def table_dir_name(topic: str, partition: int) -> str:
     """Directory name of a partition's table under a log dir: ``{topic}-{partition}`` (Kafka's)."""
     return f"{topic}-{partition}"
