@@ -8,13 +8,13 @@ The app keeps the broker (:class:`GatewayBroker`) on ``app.state.broker`` and th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-if TYPE_CHECKING:
-    from lakelog.consumer_groups.manager import ConsumerManager
-    from lakelog.consumer_groups.offset_store import OffsetStore
+from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
+from lakelog.consumer_groups.manager import ConsumerManager
+from lakelog.consumer_groups.offset_store import OffsetStore
 
 
 def get_broker(request: Request) -> Any:
@@ -22,16 +22,18 @@ def get_broker(request: Request) -> Any:
     return request.app.state.broker
 
 
-def get_consumer_manager(request: Request) -> "ConsumerManager":
+def get_consumer_manager(request: Request) -> ConsumerManager:
     """The broker's consumer-instance manager (set by the app's lifespan)."""
     return request.app.state.consumers
 
 
-def get_offset_store(request: Request) -> "OffsetStore":
+def get_offset_store(request: Request) -> OffsetStore:
     """The broker's ``__consumer_offsets`` store."""
     return request.app.state.broker.offset_store
 
 
 BrokerDep = Annotated[Any, Depends(get_broker)]
-ConsumerManagerDep = Annotated["ConsumerManager", Depends(get_consumer_manager)]
-OffsetStoreDep = Annotated["OffsetStore", Depends(get_offset_store)]
+#: The broker as group offset administration sees it (:mod:`lakelog.consumer_groups.offsets_admin`).
+OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
+ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
+OffsetStoreDep = Annotated[OffsetStore, Depends(get_offset_store)]

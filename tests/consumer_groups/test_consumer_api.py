@@ -77,6 +77,22 @@ def test_json_format(api, topic_name, group):
         assert [(r["key"], r["value"]) for r in got] == [("a", {"n": 1}), (None, [1, 2])]
 
 
+def test_a_large_round_from_several_partitions(api, topic_name, group):
+    """More than 500 records in one answer (encoded off the event loop), from two partitions in one array."""
+    api.create_topic(topic_name, partitions=2)
+    for p in range(2):
+        api.produce_binary(topic_name, [(f"k{i}".encode(), f"p{p}-{i}".encode()) for i in range(700)], partition=p)
+    with api.create_consumer(group, auto_offset_reset="earliest", auto_commit=False) as c:
+        c.assign([(topic_name, 0), (topic_name, 1)])
+        got = drain(c, 1400)
+    assert len(got) == 1400
+    for p in range(2):
+        mine = [r for r in got if r["partition"] == p]
+        assert [r["offset"] for r in mine] == list(range(700))
+        assert values(mine) == [f"p{p}-{i}".encode() for i in range(700)]
+        assert [base64.b64decode(r["key"]) for r in mine[:2]] == [b"k0", b"k1"]
+    assert all(r["topic"] == topic_name and isinstance(r["timestamp"], int) and r["headers"] == [] for r in got)
+
 def test_manual_assignment_and_seek(api, topic_name, group):
     api.create_topic(topic_name, partitions=2)
     api.produce_binary(topic_name, [(None, f"v{i}".encode()) for i in range(10)], partition=1)
