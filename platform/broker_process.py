@@ -6,6 +6,11 @@ real processes, signals by pid)::
     broker = BrokerProcess(zookeeper_connect="127.0.0.1:2181/lakelog", log_dirs=Path("data/logs")).start()
     ...                       # broker.url, broker.pid; broker.kill() / pause() / resume() for faults
     broker.stop()             # SIGTERM (controlled shutdown), SIGKILL if it does not exit in time
+
+The broker never outlives the process that started it: on Linux the kernel sends it SIGKILL when its
+parent dies (:func:`lakelog.processes.spawn`). A broker whose parent died is a crash, not a controlled
+shutdown: the ZooKeeper it would hand its leaderships over through usually dies with the same parent,
+and recovery after SIGKILL loses no acknowledged record.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from lakelog.processes import spawn
 from lakelog.replication.zookeeper_server import free_port
 
 
@@ -55,15 +61,19 @@ class BrokerProcess:
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:{port}``: its gateway."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
+        """Pid of the broker process (after :meth:`start`; AssertionError before)."""
         assert self.process is not None
         return self.process.pid
 
     def start(self, *, timeout_s: float = 60.0) -> "BrokerProcess":
         """Start it and wait until ``GET /v3/clusters`` answers (:attr:`startup_s` = the seconds it took).
+
+        The child gets SIGKILL if this process dies (Linux).
 
         Raises:
             RuntimeError: it exited, or did not answer within ``timeout_s`` (then it is killed); the
@@ -78,8 +88,8 @@ class BrokerProcess:
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, start_new_session=self.new_session)
+            self.process = spawn(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=env, start_new_session=self.new_session)
         while time.monotonic() - t0 < timeout_s:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")

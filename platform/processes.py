@@ -144,19 +144,26 @@ def spawn(args: Sequence[str], *, death_signal: int = signal.SIGKILL, **popen_kw
 def process_cmdline(pid: int) -> list[str] | None:
     """The command line of process ``pid`` as a list of arguments, or None when it cannot be read.
 
-    None for a process that does not exist, a zombie (its command line is empty), one we may not
-    look at, or on a system without ``/proc`` (then it asks ``ps``, split at whitespace: an argument
-    with spaces in it does not compare equal to the original).
+    None for a process that does not exist, a zombie, one we may not look at, or on a system without
+    ``/proc`` (then it asks ``ps``, split at whitespace: an argument with spaces in it does not compare
+    equal to the original). A process whose main thread already exited while other threads still run
+    (a JVM shutting down) is read through one of those threads.
     """
     proc = Path("/proc")
     if proc.is_dir():
+        candidates = [proc / str(pid) / "cmdline"]
         try:
-            raw = (proc / str(pid) / "cmdline").read_bytes()
+            candidates += [task / "cmdline" for task in (proc / str(pid) / "task").iterdir()]
         except OSError:
-            return None
-        if not raw:
-            return None
-        return [a.decode("utf-8", errors="surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+            pass
+        for candidate in candidates:
+            try:
+                raw = candidate.read_bytes()
+            except OSError:
+                continue
+            if raw:
+                return [a.decode("utf-8", errors="surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+        return None
     if os.name != "posix":
         return None
     try:
@@ -194,8 +201,9 @@ def parent_pid(pid: int) -> int | None:
 
 
 def process_alive(pid: int) -> bool:
-    """True while process ``pid`` exists and has not exited (a zombie, exited but not reaped, counts as
-    gone). A process of another user counts as alive."""
+    """True while process ``pid`` exists and has not exited: a zombie (exited, not reaped yet) counts as
+    gone, unless only its main thread exited and other threads still run (a JVM shutting down still
+    holds its files and ports). A process of another user counts as alive."""
     if pid <= 0:
         return False
     try:
@@ -205,7 +213,12 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     fields = _proc_stat(pid)
-    return not (fields is not None and fields[0] in ("Z", "X"))
+    if fields is None or fields[0] not in ("Z", "X"):
+        return fields is not None or not Path("/proc").is_dir()
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def stop_pid(pid: int, *, timeout_s: float = 10.0, still_ours: Callable[[], bool] | None = None) -> bool:

@@ -11,6 +11,12 @@ commons-io jars it needs). :class:`ZooKeeperServer` writes a ``zoo.cfg`` from th
 with the machine's Java (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``). The server logs at INFO to
 one file (``<data_dir>/zookeeper.log`` by default) through ``conf/log4j2-zookeeper.properties``.
 
+The JVM never outlives the process that started it: on Linux it gets SIGTERM when its parent dies
+(:func:`lakelog.processes.spawn`), and it is stopped at interpreter exit. Its pid is kept in
+``<data_dir>/zookeeper.pid``; a server started on a data dir whose ZooKeeper was left behind (its
+parent died on a system without the death signal, or the signal is still on its way) stops that one
+first, after checking by ``/proc/PID/cmdline`` that the pid is our ZooKeeper for this very data dir.
+
 Example::
 
     with ZooKeeperServer(data_dir=Path("data/zookeeper"), client_port=free_port()) as zk:
@@ -24,6 +30,7 @@ from __future__ import annotations
 import atexit
 import errno
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -34,6 +41,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from lakelog.processes import parent_pid, process_alive, process_cmdline, spawn, stop_pid
 from lakelog.replication.errors import ZooKeeperStartError
 
 __all__ = [
@@ -51,6 +59,10 @@ ZOOKEEPER_CONFIG_TEMPLATE = CONF_DIR / "zookeeper.properties"
 ZOOKEEPER_LOG4J2_CONFIG = CONF_DIR / "log4j2-zookeeper.properties"
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+#: Name of the pid file in the data dir: ``{"pid": <JVM>, "parent_pid": <the process that started it>,
+#: "client_port": <port>}``.
+PID_FILE_NAME = "zookeeper.pid"
 
 # Four-letter words the template whitelists; start() relies on ruok and srvr.
 _NOT_SERVING = "not currently serving requests"
@@ -232,6 +244,7 @@ class ZooKeeperServer:
         self.log_file = Path(log_file).resolve() if log_file is not None else self.data_dir / "zookeeper.log"
         self.heap_mb = heap_mb
         self.config_file = self.data_dir / "zoo.cfg"
+        self.pid_file = self.data_dir / PID_FILE_NAME
         self._process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -302,19 +315,22 @@ class ZooKeeperServer:
     def start(self, *, timeout_s: float = 30.0) -> None:
         """Start the server and wait until it serves clients.
 
-        Writes ``zoo.cfg``, launches the JVM in its own process group (stdout and stderr appended to
-        ``log_file``), then polls the client port until ``ruok`` answers ``imok`` and ``srvr`` reports a
-        serving server. ``timeout_s`` (seconds) bounds the wait.
+        First stops a ZooKeeper left behind on this data dir (see :meth:`reclaim`). Then writes
+        ``zoo.cfg``, launches the JVM in its own process group (stdout and stderr appended to
+        ``log_file``) so that it gets SIGTERM when this process dies (Linux), records its pid in
+        :attr:`pid_file`, and polls the client port until ``ruok`` answers ``imok`` and ``srvr``
+        reports a serving server. ``timeout_s`` (seconds) bounds the wait.
 
         Raises :class:`ZooKeeperStartError` (message ends with the tail of the log) when Java or the jars
-        are missing, the client port is already in use, the JVM exits, or it does not serve within
-        ``timeout_s``; the JVM is stopped before the error is raised. Raises :class:`RuntimeError` if
-        this server is already running.
+        are missing, the data dir is in use by a ZooKeeper whose parent still runs, the client port is
+        already in use, the JVM exits, or it does not serve within ``timeout_s``; the JVM is stopped
+        before the error is raised. Raises :class:`RuntimeError` if this server is already running.
         """
         if self.is_running():
             raise RuntimeError(f"ZooKeeper server (pid {self.pid}) is already running on {self.connect_string}")
         deadline = time.monotonic() + timeout_s
         cmd = self.command()
+        self.reclaim()
         self._check_port_free()
         self.write_config()
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -331,14 +347,16 @@ class ZooKeeperServer:
             else:
                 popen_kwargs["start_new_session"] = True
             try:
-                self._process = subprocess.Popen(
-                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    cwd=self.data_dir, close_fds=True, **popen_kwargs,
+                # SIGTERM when we die: the JVM exits at once (its shutdown hooks only flush the log).
+                self._process = spawn(
+                    cmd, death_signal=signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, cwd=self.data_dir, close_fds=True, **popen_kwargs,
                 )
             except OSError as e:
                 raise ZooKeeperStartError(f"Cannot run {cmd[0]}: {e}") from e
         _RUNNING.add(self)
         try:
+            self._write_pid_file()
             self._wait_until_serving(deadline, timeout_s)
         except BaseException:
             self.stop()
@@ -363,7 +381,54 @@ class ZooKeeperServer:
             except subprocess.TimeoutExpired:
                 process.kill()  # SIGKILL
                 process.wait()
+        self._remove_pid_file(process.pid)
         _RUNNING.discard(self)
+
+    def reclaim(self, *, timeout_s: float = 10.0) -> int | None:
+        """Stop a ZooKeeper left behind on this data dir by a process that died; remove a stale pid file.
+
+        Reads :attr:`pid_file`. When its pid is alive and ``/proc/PID/cmdline`` shows our ZooKeeper
+        (``QuorumPeerMain``) for this data dir's ``zoo.cfg``, and its parent is no longer the process that
+        started it, that JVM is stopped: SIGTERM, then SIGKILL after ``timeout_s`` seconds. A pid file
+        naming a dead process, an unrelated process or nothing readable is removed; no other process is
+        ever signalled. :meth:`start` calls this first.
+
+        Returns:
+            The pid of the ZooKeeper it stopped, or None when there was none.
+
+        Raises:
+            ZooKeeperStartError: the ZooKeeper of this data dir is still the child of a running process
+                (another ``lakelog`` uses this data dir), or it could not be stopped.
+        """
+        try:
+            record = json.loads(self.pid_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            record = None
+        pid = record.get("pid") if isinstance(record, dict) else None
+        if not isinstance(pid, int) or pid <= 0 or not self._is_our_server(pid) or not process_alive(pid):
+            self.pid_file.unlink(missing_ok=True)  # stale
+            return None
+        owner = record.get("parent_pid")
+        if parent_pid(pid) == owner:
+            raise ZooKeeperStartError(
+                f"The ZooKeeper data dir {self.data_dir} is in use by ZooKeeper pid {pid}, started by pid "
+                f"{owner}, which still runs (another lakelog on this data dir?). Stop it, or use another "
+                "data dir."
+            )
+        try:
+            gone = stop_pid(pid, timeout_s=timeout_s, still_ours=lambda: self._is_our_server(pid))
+        except PermissionError as e:
+            raise ZooKeeperStartError(
+                f"Cannot stop the ZooKeeper (pid {pid}) left behind on {self.data_dir}: {e}"
+            ) from e
+        if not gone:
+            raise ZooKeeperStartError(
+                f"The ZooKeeper (pid {pid}) left behind on {self.data_dir} is still running after SIGKILL."
+            )
+        self.pid_file.unlink(missing_ok=True)
+        return pid
 
     def __enter__(self) -> "ZooKeeperServer":
         if not self.is_running():
@@ -383,6 +448,26 @@ class ZooKeeperServer:
         return f"ZooKeeperServer({self.connect_string}, data_dir={str(self.data_dir)!r}, {state})"
 
     # ------------------------------------------------------------------ internals
+
+    def _is_our_server(self, pid: int) -> bool:
+        """Whether process ``pid`` runs ZooKeeper's main class on this data dir's ``zoo.cfg``."""
+        args = process_cmdline(pid)
+        return args is not None and MAIN_CLASS in args and str(self.config_file) in args
+
+    def _write_pid_file(self) -> None:
+        assert self._process is not None
+        record = {"pid": self._process.pid, "parent_pid": os.getpid(), "client_port": self.client_port}
+        tmp = self.pid_file.with_name(self.pid_file.name + ".tmp")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, self.pid_file)
+
+    def _remove_pid_file(self, pid: int) -> None:
+        """Remove the pid file if it still names ``pid`` (a later server may have written its own)."""
+        try:
+            if json.loads(self.pid_file.read_text()).get("pid") == pid:
+                self.pid_file.unlink(missing_ok=True)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def _check_port_free(self) -> None:
         # A server already listening there would answer our ruok and pass for ours; fail fast instead.

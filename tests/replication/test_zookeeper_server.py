@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -12,14 +16,17 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakelog.errors import LakelogError
+from lakelog.processes import DEATH_SIGNAL_SUPPORTED, parent_pid, spawn
 from lakelog.replication.errors import ReplicationError, ZooKeeperStartError
 from lakelog.replication.zookeeper_server import (
+    MAIN_CLASS,
     ZooKeeperServer,
     find_java,
     four_letter_word,
     free_port,
     zookeeper_classpath,
 )
+from tests.harness import pids_mentioning, wait_for, wait_gone
 
 
 def _java_available() -> bool:
@@ -109,6 +116,8 @@ def test_start_serve_stop(server: ZooKeeperServer) -> None:
     assert "{" not in "".join(line for line in config.splitlines() if not line.startswith("#"))
 
     assert four_letter_word(server.host, server.client_port, "ruok") == "imok"
+    assert json.loads(server.pid_file.read_text()) == {"pid": pid, "parent_pid": os.getpid(),
+                                                       "client_port": server.client_port}
     assert "zk_server_state\tstandalone" in four_letter_word(server.host, server.client_port, "mntr")
 
     client, chroot = _chroot_client(server.connect_string)
@@ -130,6 +139,7 @@ def test_start_serve_stop(server: ZooKeeperServer) -> None:
     server.stop()
     assert not server.is_running()
     assert not _process_exists(pid)
+    assert not server.pid_file.exists()
     assert not _port_open("127.0.0.1", server.client_port)
     server.stop()  # a second stop is a no-op
 
@@ -232,3 +242,133 @@ def test_invalid_arguments(tmp_path: Path) -> None:
         ZooKeeperServer(data_dir=tmp_path, client_port=0)
     with pytest.raises(ValueError, match="heap_mb"):
         ZooKeeperServer(data_dir=tmp_path, heap_mb=0)
+
+
+# -- never outliving the parent; reclaiming a server left behind --------------------------------------
+
+# Starts a ZooKeeperServer on argv[1] (data dir), argv[2] (port) and sleeps; with argv[3] == "orphan" it
+# starts it without the death signal, as on a system without PR_SET_PDEATHSIG, so it is left behind
+# when this script is killed.
+_OWNER_SCRIPT = """
+import subprocess, sys, time
+from pathlib import Path
+import lakelog.replication.zookeeper_server as zs
+if sys.argv[3] == "orphan":
+    zs.spawn = lambda args, death_signal=None, **kwargs: subprocess.Popen(list(args), **kwargs)
+zs.ZooKeeperServer(data_dir=Path(sys.argv[1]), client_port=int(sys.argv[2])).start(timeout_s=60)
+print("serving", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def leftovers(tmp_path: Path):
+    """At the end of the test, SIGKILL by pid every process that still has this test's tmp dir in its
+    command line (what a failing test would otherwise leave running)."""
+    yield
+    left = pids_mentioning(os.path.join(tmp_path, ""))
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_gone(left, what="leftover processes")
+
+
+def _start_owner(data_dir: Path, port: int, mode: str) -> tuple[subprocess.Popen, int]:
+    """Run _OWNER_SCRIPT; return it and the pid of its ZooKeeper once that serves."""
+    owner = spawn([sys.executable, "-c", _OWNER_SCRIPT, str(data_dir), str(port), mode],
+                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = owner.stdout.readline()
+    assert line.strip() == "serving", line + owner.stdout.read()
+    owner.stdout.close()
+    record = json.loads((data_dir / "zookeeper.pid").read_text())
+    assert record["parent_pid"] == owner.pid and parent_pid(record["pid"]) == owner.pid
+    return owner, record["pid"]
+
+
+@needs_java
+@pytest.mark.skipif(not DEATH_SIGNAL_SUPPORTED, reason="PR_SET_PDEATHSIG is Linux-only")
+def test_server_dies_with_its_parent(tmp_path: Path, leftovers) -> None:
+    data_dir, port = tmp_path / "zookeeper", free_port()
+    owner, zk_pid = _start_owner(data_dir, port, "normal")
+    owner.kill()  # SIGKILL: no atexit, no stop(); only the kernel's death signal reaches the JVM
+    owner.wait(10)
+    wait_gone([zk_pid], timeout_s=15, what="the ZooKeeper of a killed parent")
+    wait_for(lambda: not _port_open("127.0.0.1", port), what="the client port to close")
+
+    # its pid file is stale now: removed, and a new server starts on the same data dir and port
+    zk = ZooKeeperServer(data_dir=data_dir, client_port=port)
+    assert zk.pid_file.exists()
+    assert zk.reclaim() is None and not zk.pid_file.exists()
+    with zk:
+        assert four_letter_word(zk.host, port, "ruok") == "imok"
+
+
+@needs_java
+def test_server_left_behind_is_stopped_by_the_next_start(tmp_path: Path, leftovers) -> None:
+    data_dir, port = tmp_path / "zookeeper", free_port()
+    owner, orphan = _start_owner(data_dir, port, "orphan")
+    client, chroot = _chroot_client(f"127.0.0.1:{port}")
+    try:
+        client.create("/brokers/ids/0", b"before", makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    owner.kill()
+    owner.wait(10)
+    time.sleep(0.5)
+    assert _process_exists(orphan) and parent_pid(orphan) != owner.pid  # left behind, re-parented
+    assert _port_open("127.0.0.1", port)
+
+    # same data dir, same port: the old JVM is stopped (it held the port) and the data is kept
+    with ZooKeeperServer(data_dir=data_dir, client_port=port) as zk:
+        assert zk.pid != orphan
+        wait_gone([orphan], timeout_s=5, what="the ZooKeeper left behind")
+        assert json.loads(zk.pid_file.read_text())["pid"] == zk.pid
+        client = _kazoo(zk.connect_string + chroot)
+        try:
+            assert client.get("/brokers/ids/0")[0] == b"before"
+        finally:
+            client.stop()
+            client.close()
+    assert not zk.pid_file.exists()
+
+
+@needs_java
+def test_pid_file_never_stops_an_unrelated_process(tmp_path: Path, leftovers) -> None:
+    # A live ZooKeeper of another data dir, and a live process that is no ZooKeeper at all.
+    other = ZooKeeperServer(data_dir=tmp_path / "other", client_port=free_port())
+    sleeper = spawn(["sleep", "300"])
+    try:
+        other.start()
+        zk = ZooKeeperServer(data_dir=tmp_path / "zookeeper", client_port=free_port())
+        zk.data_dir.mkdir()
+        for victim in (other.pid, sleeper.pid, "not json", '{"pid": "1"}'):
+            zk.pid_file.write_text(json.dumps({"pid": victim, "parent_pid": 1, "client_port": 1})
+                                   if isinstance(victim, int) else victim)
+            assert zk.reclaim() is None  # what start() does first
+            assert not zk.pid_file.exists()  # a stale pid file is removed
+            assert other.is_running() and sleeper.poll() is None
+        zk.pid_file.write_text(json.dumps({"pid": sleeper.pid, "parent_pid": 1, "client_port": 1}))
+        with zk:
+            assert json.loads(zk.pid_file.read_text())["pid"] == zk.pid
+        assert other.is_running() and sleeper.poll() is None
+        args = Path(f"/proc/{other.pid}/cmdline").read_bytes().split(b"\0")
+        assert MAIN_CLASS.encode() in args  # it really was a ZooKeeper, only not of this data dir
+    finally:
+        other.stop()
+        sleeper.kill()
+        sleeper.wait(10)
+
+
+@needs_java
+def test_data_dir_of_a_running_server_is_refused(tmp_path: Path) -> None:
+    first = ZooKeeperServer(data_dir=tmp_path / "zookeeper", client_port=free_port())
+    second = ZooKeeperServer(data_dir=tmp_path / "zookeeper", client_port=free_port())
+    with first:
+        with pytest.raises(ZooKeeperStartError, match="in use by ZooKeeper pid") as info:
+            second.start()
+        assert str(first.pid) in str(info.value)
+        assert first.is_running() and four_letter_word(first.host, first.client_port, "ruok") == "imok"
+        assert second.pid is None
