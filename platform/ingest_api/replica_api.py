@@ -27,7 +27,7 @@ from fastapi.responses import Response
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
-from lakelog.replication import replica_fetch
+from lakelog.replication import replica_fetch as leader_side
 from lakelog.replication.leader_client import REPLICA_PREFIX
 
 router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False)
@@ -44,7 +44,7 @@ async def replica_fetch(
     max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024,
 ) -> Response:
-    table, part = await replica_fetch.replica_fetch(broker.replica_manager, topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
+    table, part = await leader_side.replica_fetch(broker.replica_manager, topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
                                              offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
     body = b"" if table.num_rows == 0 else (
         await asyncio.to_thread(arrow_ipc, table) if table.num_rows > 5000 else arrow_ipc(table))
@@ -64,6 +64,6 @@ async def epoch_end_offset(
     leader_epoch: Annotated[int, Query(ge=0)],
     replica_id: Annotated[int, Query(ge=0)],
 ) -> dict:
-    found, end = await replica_fetch.epoch_end_offset(broker.replica_manager, topic, partition, replica_id=replica_id,
+    found, end = await leader_side.epoch_end_offset(broker.replica_manager, topic, partition, replica_id=replica_id,
                                                        leader_epoch=leader_epoch, epoch=epoch)
     return {"epoch": found, "end_offset": end}
