@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+import threading
 
 from tests.harness import wait_for
 
 
 def lakelog(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lakelog.cli", *args], capture_output=True, timeout=60, check=True)
+
+
+@contextlib.contextmanager
+def kept_alive(consumer):
+    """Touch the instance every 0.2 s meanwhile: this module's consumer.instance.timeout.ms is 1.5 s, and
+    starting the CLI in a subprocess can take longer on a busy machine (the instance would expire)."""
+    stop = threading.Event()
+
+    def touch() -> None:
+        while not stop.wait(0.2):
+            consumer.assignment()
+
+    thread = threading.Thread(target=touch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def test_consume_with_group_resumes_and_describe_shows_members(api, gw, topic_name, group):
@@ -30,6 +51,7 @@ def test_consume_with_group_resumes_and_describe_shows_members(api, gw, topic_na
     with api.create_consumer(group, name="console-member") as c:
         c.subscribe([topic_name])
         wait_for(lambda: len(c.assignment()) == 2, what="assignment")
-        described = lakelog("groups", "describe", group, *b).stdout.decode()
+        with kept_alive(c):
+            described = lakelog("groups", "describe", group, *b).stdout.decode()
         assert "console-member" in described and "State: Stable" in described
         assert f"{topic_name}-0,{topic_name}-1" in described
