@@ -15,7 +15,8 @@ import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables import reader
+from lakelog.log_tables import data_files as data_files_module
+from lakelog.log_tables import offset_scan
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.reader import (DataLossError, data_files, data_loss, log_start_offset,
                                        offset_for_timestamp, read_offset_range)
@@ -66,15 +67,15 @@ def log_rows(offsets: list[int], *, timestamps_ms=None) -> pa.Table:
 
 
 def spy_files(monkeypatch) -> list[str]:
-    """Record the data files read_offset_range opens."""
+    """Record the data files the read path (read_offset_range and PartitionLog.read alike) opens."""
     opened: list[str] = []
-    real = reader._read_file_range
+    real = offset_scan.read_file_range
 
-    def spy(fs, path, *args, **kwargs):
-        opened.append(path)
-        return real(fs, path, *args, **kwargs)
+    def spy(snapshot, f, *args, **kwargs):
+        opened.append(snapshot.path(f))
+        return real(snapshot, f, *args, **kwargs)
 
-    monkeypatch.setattr(reader, "_read_file_range", spy)
+    monkeypatch.setattr(offset_scan, "read_file_range", spy)
     return opened
 
 
@@ -131,13 +132,13 @@ def test_sorted_row_groups_are_pruned_by_their_statistics(tmp_path, monkeypatch)
     write_deltalake(uri, log_rows(list(range(1000))), mode="append",
                     writer_properties=WriterProperties(max_row_group_size=100, write_batch_size=100))
     read_groups = []
-    real = reader.pq.ParquetFile.read_row_groups
+    real = offset_scan.pq.ParquetFile.read_row_groups
 
     def spy(self, groups, *args, **kwargs):
         read_groups.extend(groups)
         return real(self, groups, *args, **kwargs)
 
-    monkeypatch.setattr(reader.pq.ParquetFile, "read_row_groups", spy)
+    monkeypatch.setattr(offset_scan.pq.ParquetFile, "read_row_groups", spy)
     assert offsets_of(read_offset_range(uri, 450, 520)) == list(range(450, 520))
     assert len(read_groups) == 2  # 400-499 and 500-599 of ten groups
 
@@ -174,7 +175,7 @@ def test_a_pinned_version_reads_consistently_and_survives_vacuum(tmp_path, caplo
     assert offsets_of(read_offset_range(log.table_uri, 0, 60, version=before.version())) == list(range(60))
     # ... and after a VACUUM deleted them it moves on to the newest snapshot, missing nothing
     DeltaTable(log.table_uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    with caplog.at_level("INFO", logger="lakelog.log_tables.reader"):
+    with caplog.at_level("INFO", logger="lakelog.log_tables.offset_scan"):
         assert offsets_of(read_offset_range(before, 0, 60, batch_rows=8)) == list(range(60))
     assert "vanished" in caplog.text
 
@@ -257,7 +258,7 @@ def test_object_store_tables_are_read_through_delta_rs_storage(tmp_path, monkeyp
         used.append(dt.table_uri)
         return pafs.PyFileSystem(DeltaStorageHandler(dt.table_uri, storage_options)), ""
 
-    monkeypatch.setattr(reader, "_filesystem", via_delta_rs)
+    monkeypatch.setattr(data_files_module, "filesystem", via_delta_rs)
     assert offsets_of(read_offset_range(log.table_uri, 5, 15)) == list(range(5, 15))
     assert offset_for_timestamp(log.table_uri, NOW_MS) == 0
     assert used
