@@ -1,15 +1,22 @@
 """Shared fixtures: one real ZooKeeper server per test session, a fresh chroot and tmp dir per test,
-real broker processes stopped by pid."""
+real broker processes stopped by pid.
+
+Every process these fixtures start dies with the test process (:func:`lakelog.processes.spawn`), even
+when pytest itself is killed; they are started from the main thread or lakelog's spawner thread, both
+of which live as long as the process.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 
 import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
-from tests.harness import BrokerProcess, new_chroot
+from tests.harness import BrokerProcess, new_chroot, pids_mentioning, wait_gone
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +70,20 @@ def broker(broker_factory) -> BrokerProcess:
 def client(broker):
     with LakelogClient(broker.url) as c:
         yield c
+
+
+@pytest.fixture
+def leftovers(tmp_path):
+    """At the end of the test, SIGKILL by pid every process that still has this test's tmp dir in its
+    command line (what a failing test would otherwise leave running); yields the tmp dir."""
+    yield tmp_path
+    left = pids_mentioning(os.path.join(tmp_path, ""))
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_gone(left, what="leftover processes")
 
 
 @pytest.fixture

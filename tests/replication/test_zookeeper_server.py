@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from lakelog.replication.zookeeper_server import (
     free_port,
     zookeeper_classpath,
 )
-from tests.harness import pids_mentioning, wait_for, wait_gone
+from tests.harness import wait_for, wait_gone
 
 
 def _java_available() -> bool:
@@ -259,20 +258,6 @@ zs.ZooKeeperServer(data_dir=Path(sys.argv[1]), client_port=int(sys.argv[2])).sta
 print("serving", flush=True)
 time.sleep(600)
 """
-
-
-@pytest.fixture
-def leftovers(tmp_path: Path):
-    """At the end of the test, SIGKILL by pid every process that still has this test's tmp dir in its
-    command line (what a failing test would otherwise leave running)."""
-    yield
-    left = pids_mentioning(os.path.join(tmp_path, ""))
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    wait_gone(left, what="leftover processes")
 
 
 def _start_owner(data_dir: Path, port: int, mode: str) -> tuple[subprocess.Popen, int]:
