@@ -202,8 +202,9 @@ class ZooKeeperServer:
 
     Args (keyword-only):
         data_dir: Directory of the server's data (snapshots and transaction log under ``version-2/``),
-            its generated ``zoo.cfg`` and, by default, its log. Created if missing. Keep it to keep
-            the data: a server started again on the same directory has every znode it had.
+            its generated ``zoo.cfg``, its pid file ``zookeeper.pid`` (:attr:`pid_file`, while it runs)
+            and, by default, its log. Created if missing. Keep it to keep the data: a server started
+            again on the same directory has every znode it had. One running server per directory.
         client_port: TCP port clients connect to (1-65535). Default: 2181.
         host: Interface the client port binds to (``clientPortAddress``). Default: 127.0.0.1.
         tick_time_ms: ZooKeeper's tick in milliseconds; client session timeouts must be 2 to 20 ticks.
