@@ -2,7 +2,8 @@
 
 A produce batch is an Arrow table with the columns of :data:`PRODUCE_SCHEMA`; any may be missing in
 what a client sends (they become nulls). Checks here run on whole columns (Arrow compute), so a
-rejected request is refused before anything is queued for a commit.
+rejected request is refused before anything is queued for a commit. :func:`to_log_batch` turns a
+produce batch into the rows a log appends (offsets, final timestamps, leader epoch).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.log_tables.errors import RecordTooLargeError
-from lakelog.log_tables.schema import HEADERS_TYPE
+from lakelog.log_tables.errors import NonContiguousOffsetsError, RecordTooLargeError
+from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA, TIMESTAMP_TYPE
 
 PRODUCE_SCHEMA = pa.schema([
     pa.field("key", pa.binary()),
@@ -92,3 +93,51 @@ def check_record_sizes(batch: pa.Table, *, max_message_bytes: int, topic: str) -
         f"of topic '{topic}'; {len(too_large)} record(s) too large, nothing was written. Send smaller "
         f"records or raise the topic's max.message.bytes."
     )
+
+
+def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_ms: int,
+                 timestamp_type: str = "CreateTime") -> pa.Table:
+    """A produce batch as log rows (:data:`~lakelog.log_tables.schema.LOG_SCHEMA`), offsets from ``base_offset``.
+
+    Args:
+        records: a produce batch (normalised here).
+        base_offset: offset of the first record; the rest follow densely.
+        leader_epoch: stored on every record.
+        now_ms: broker time, ms since the epoch: the timestamp of records without one (CreateTime)
+            or of every record (``timestamp_type`` LogAppendTime).
+        timestamp_type: the topic's ``message.timestamp.type``.
+
+    Raises:
+        ValueError: as :func:`normalize_produce_batch`.
+    """
+    records = normalize_produce_batch(records)
+    n = records.num_rows
+    if timestamp_type == "CreateTime":
+        ts = pc.fill_null(records["timestamp"], pa.scalar(now_ms, pa.int64()))
+    else:
+        ts = pa.array(np.full(n, now_ms, dtype=np.int64))
+    return pa.Table.from_arrays([
+        pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64)),
+        pc.multiply(ts, 1000).cast(TIMESTAMP_TYPE),
+        records["key"],
+        records["value"],
+        records["headers"],
+        pa.array(np.full(n, leader_epoch, dtype=np.int32)),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int16()),
+        pa.nulls(n, pa.int32()),
+    ], schema=LOG_SCHEMA)
+
+
+def check_continues(offsets: np.ndarray, log_end_offset: int, *, topic: str, partition: int) -> None:
+    """A replicated batch's ``offsets`` (int64, at least one) must be ``log_end_offset``, +1, +2, ...
+
+    Raises:
+        NonContiguousOffsetsError: they do not continue the log exactly.
+    """
+    n = len(offsets)
+    if int(offsets[0]) != log_end_offset or int(offsets[-1]) != log_end_offset + n - 1 or (
+            n > 1 and not (np.diff(offsets) == 1).all()):
+        raise NonContiguousOffsetsError(
+            f"Replicated batch for {topic}-{partition} holds offsets {int(offsets[0])}.."
+            f"{int(offsets[-1])} ({n} records) but the log end offset is {log_end_offset}.")

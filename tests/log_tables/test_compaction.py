@@ -34,7 +34,7 @@ def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
     for i in range(40):
         _append(log, 50, i)
     before = _read_all(log)
-    assert len(log._segments) + log._commits_since_index == 40
+    assert len(log._state.files.files) + log._state.commits_since_index == 40
     assert log.needs_compaction(max_files=30)
 
     merged = log.compact_head(keep_newest=5)

@@ -38,7 +38,7 @@ def test_follower_appends_the_leaders_rows_with_their_offsets_and_epochs(tmp_pat
     # reopened: the epoch cache comes back from the table (one file spans two epochs)
     follower.close()
     again = open_log(tmp_path, "follower")
-    assert again._epochs == [(0, 0), (3, 5)]
+    assert again._state.epochs.entries == [(0, 0), (3, 5)]
     assert again.latest_epoch == 3
 
 
@@ -69,7 +69,7 @@ def test_truncate_removes_the_tail_durably_and_offsets_continue(tmp_path):
     assert info.base_offset == 12
     # truncating into the first epoch drops the second from the cache
     again.truncate_to(4)
-    assert again._epochs == [(0, 0)]
+    assert again._state.epochs.entries == [(0, 0)]
     assert again.read(0)["value"].to_pylist() == [f"v{i}".encode() for i in range(4)]
 
 

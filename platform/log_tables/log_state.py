@@ -1,0 +1,100 @@
+"""The in-memory state of a partition log, kept consistent under one lock.
+
+Offsets (log start, log end, high watermark), the file index (the table's data files with their offset
+statistics, possibly missing the newest commits), the tail cache and the leader epoch cache change
+together: after a commit, a truncation, a recovery. :class:`LogState` makes each such change atomic for
+readers, which take a :class:`~lakelog.log_tables.fetch.ReadView` without waiting for a running commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from lakelog.log_tables.data_files import FileSnapshot
+from lakelog.log_tables.fetch import ReadView
+from lakelog.log_tables.leader_epochs import LeaderEpochCache
+from lakelog.log_tables.recovery import RecoveredLog
+from lakelog.log_tables.tail_cache import TailCache
+
+__all__ = ["LogState"]
+
+
+class LogState:
+    """Offsets, file index, tail cache and leader epochs of one log (writers hold the log's write lock too).
+
+    Args:
+        files: the initial (empty) file index.
+        tail_cache_max_bytes: bytes of the newest records kept in memory (0 = none).
+    """
+
+    def __init__(self, files: FileSnapshot, tail_cache_max_bytes: int) -> None:
+        self.lock = threading.Lock()
+        self.files = files
+        #: appends whose data files the index does not list yet
+        self.commits_since_index = 0
+        self.cache = TailCache(tail_cache_max_bytes)
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.epochs = LeaderEpochCache()
+        self._hw_listeners: list[Callable[[], None]] = []
+
+    def reset(self, recovered: RecoveredLog) -> None:
+        """Take the state recovered from the table (the cache empties; the fence epoch never drops)."""
+        with self.lock:
+            self.files, self.commits_since_index = recovered.files, 0
+            self.log_start_offset, self.log_end_offset = recovered.log_start_offset, recovered.log_end_offset
+            self.cache.clear()
+            recovered.epochs.fence(self.epochs.fence_epoch)
+            self.epochs = recovered.epochs
+
+    def set_index(self, files: FileSnapshot) -> None:
+        """A freshly listed file index (it holds every commit so far)."""
+        with self.lock:
+            self.files, self.commits_since_index = files, 0
+
+    def appended(self, base: int, batch: pa.Table, epoch_starts: list[tuple[int, int]]) -> None:
+        """``batch`` (offsets from ``base``) was committed; ``epoch_starts``: its ``(epoch, first offset)`` s."""
+        with self.lock:
+            self.log_end_offset = base + batch.num_rows
+            self.cache.add(base, batch)
+            self.commits_since_index += 1
+            for epoch, start in epoch_starts:
+                self.epochs.assign(epoch, start)
+                self.epochs.fence(epoch)
+
+    def truncated(self, offset: int) -> None:
+        """The log now ends at ``offset``; the high watermark drops to at most it."""
+        with self.lock:
+            self.log_end_offset = offset
+            self.high_watermark = min(self.high_watermark, offset)
+
+    def view(self) -> ReadView:
+        """A consistent picture for a read."""
+        with self.lock:
+            return ReadView(self.log_start_offset, self.log_end_offset, self.high_watermark, self.cache.view(),
+                            self.files)
+
+    def advance_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset``, capped at the log end offset; listeners run after a move."""
+        with self.lock:
+            new = min(offset, self.log_end_offset)
+            if new <= self.high_watermark:
+                return False
+            self.high_watermark = new
+        for listener in list(self._hw_listeners):
+            listener()
+        return True
+
+    def add_high_watermark_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every high watermark move."""
+        self._hw_listeners.append(listener)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """:meth:`LeaderEpochCache.end_offset_for` with this log's offsets."""
+        with self.lock:
+            return self.epochs.end_offset_for(leader_epoch, log_start_offset=self.log_start_offset,
+                                              log_end_offset=self.log_end_offset)

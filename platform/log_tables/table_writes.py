@@ -1,0 +1,139 @@
+"""The Delta commits a partition log makes: append, truncate, compact. Each is one atomic Delta transaction.
+
+Every commit records the log end offset after it in its commitInfo (:data:`LOG_END_OFFSET_KEY`), so
+recovery finds the log end offset of a log whose newest records were removed (retention, truncation).
+The functions here only write; the caller (:class:`~lakelog.log_tables.partition_log.PartitionLog`)
+holds the table's write lock and treats a failure as ambiguous (re-reads the table).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
+
+from lakelog.log_tables.schema import LOG_SCHEMA
+
+__all__ = ["LOG_END_OFFSET_KEY", "PARQUET_CODECS", "commit_append", "commit_rewrite", "commit_truncation",
+           "open_log_table", "recorded_log_end_offset"]
+
+#: commitInfo key holding the log end offset after the commit.
+LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
+
+#: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
+PARQUET_CODECS = {
+    "producer": "SNAPPY",
+    "uncompressed": "UNCOMPRESSED",
+    "gzip": "GZIP",
+    "snappy": "SNAPPY",
+    "lz4": "LZ4_RAW",
+    "zstd": "ZSTD",
+}
+
+
+def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tuple[str, DeltaTable]:
+    """Open a partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
+
+    Returns:
+        ``(uri, table)``: a local path made absolute (its directory created), or the URI as given.
+
+    Raises:
+        deltalake.exceptions.DeltaError: the table exists with an incompatible schema or is unreadable.
+    """
+    uri = str(table_uri)
+    if "://" not in uri:
+        uri = os.path.abspath(uri)
+        os.makedirs(uri, exist_ok=True)
+    if DeltaTable.is_deltatable(uri):
+        return uri, DeltaTable(uri)
+    return uri, DeltaTable.create(
+        uri, LOG_SCHEMA, mode="ignore", name=f"{topic}-{partition}",
+        description=f"lakelog partition log of {topic}-{partition}",
+        # Both engines must read it: no deletion vectors, no column mapping; stats on offset.
+        configuration={"delta.dataSkippingNumIndexedCols": "9"},
+    )
+
+
+def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, log_end_offset: int) -> int:
+    """Append ``batch`` (log schema, offsets assigned) as one Delta commit; return the new table version.
+
+    Args:
+        table: the partition table (updated in place to the new version).
+        batch: the rows, one data file.
+        compression_type: the topic's ``compression.type`` (a key of :data:`PARQUET_CODECS`).
+        log_end_offset: the log end offset after the batch (recorded in commitInfo).
+
+    Raises:
+        Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
+    """
+    write_deltalake(
+        table, batch, mode="append",
+        writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type]),
+        commit_properties=CommitProperties(custom_metadata={LOG_END_OFFSET_KEY: str(log_end_offset)}),
+    )
+    return table.version()
+
+
+def commit_truncation(table: DeltaTable, offset: int) -> int:
+    """Remove every record at or above ``offset``: one commit, replaceWhere ``offset >= X`` with no rows.
+
+    Files holding offsets below ``offset`` are rewritten with just those rows; ``offset`` is recorded as
+    the log end offset. Returns the new table version.
+
+    Raises:
+        Exception: whatever delta-rs raises (ambiguous outcome).
+    """
+    write_deltalake(
+        table, LOG_SCHEMA.empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
+        commit_properties=CommitProperties(custom_metadata={
+            LOG_END_OFFSET_KEY: str(offset), "lakelog.operation": "truncate"}),
+    )
+    return table.version()
+
+
+def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, compression_type: str,
+                   log_end_offset: int, target_file_size: int, row_group_rows: int) -> int:
+    """Replace the files holding offsets ``[first, last]`` by ``rows`` (compaction): one commit.
+
+    An ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's replaceWhere), so readers of an
+    older version keep their files; a later VACUUM removes them.
+
+    Args:
+        rows: every record of those files, in offset order (log schema).
+        first, last: the offsets replaced (inclusive).
+        target_file_size: bytes per output file (delta-rs splits larger outputs).
+        row_group_rows: rows per Parquet row group, so readers can skip row groups by offset statistics.
+
+    Returns:
+        The new table version.
+
+    Raises:
+        Exception: whatever delta-rs raises (ambiguous outcome).
+    """
+    write_deltalake(
+        table, rows, mode="overwrite", predicate=f"offset >= {first} AND offset <= {last}",
+        target_file_size=target_file_size,
+        writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type],
+                                           max_row_group_size=row_group_rows),
+        commit_properties=CommitProperties(custom_metadata={
+            LOG_END_OFFSET_KEY: str(log_end_offset), "lakelog.operation": "compact"}),
+    )
+    return table.version()
+
+
+def recorded_log_end_offset(table: DeltaTable) -> int:
+    """The newest log end offset recorded in the table's commits (:data:`LOG_END_OFFSET_KEY`), or 0.
+
+    Usually the newest commit is an append and carries it; maintenance commits (VACUUM, OPTIMIZE) do
+    not, so older commits are looked at in growing windows.
+    """
+    if table.version() <= 0:
+        return 0
+    for limit in (1, 32, None):
+        for commit in table.history(limit):
+            value = commit.get(LOG_END_OFFSET_KEY)
+            if value is not None:
+                return int(value)
+    return 0
