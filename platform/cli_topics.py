@@ -1,0 +1,60 @@
+"""``lakelog topics``: create, list, describe and delete topics through a gateway."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client, parse_configs
+
+topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+
+
+@topics_app.command("create")
+def topics_create(
+    topic: str,
+    partitions: Annotated[Optional[int], typer.Option(help="Number of partitions. Default: num.partitions.")] = None,
+    replication_factor: Annotated[Optional[int], typer.Option(help="Replicas per partition.")] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Topic config key=value (repeatable).")] = None,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Create a topic."""
+    with gateway_client(bootstrap_server) as client:
+        data = client.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                                   configs=parse_configs(config))
+    console.print(f"Created topic {topic} ({data['partitions_count']} partitions, replication factor "
+                  f"{data['replication_factor']}).")
+
+
+@topics_app.command("list")
+def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """List topic names."""
+    with gateway_client(bootstrap_server) as client:
+        for name in client.list_topics():
+            console.print(name)
+
+
+@topics_app.command("describe")
+def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """Partitions with leader, replicas, ISR, leader epoch, log end offset and high watermark."""
+    with gateway_client(bootstrap_server) as client:
+        info = client.describe_topic(topic)
+    configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
+    console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
+    table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LogEndOffset",
+                  "HighWatermark")
+    for p in info["partitions"]:
+        table.add_row(str(p["partition"]), str(p["leader"]), ",".join(str(r["broker"]) for r in p["replicas"]),
+                      ",".join(str(r["broker"]) for r in p["replicas"] if r["in_sync"]), str(p["leader_epoch"]),
+                      str(p.get("log_start_offset")), str(p.get("log_end_offset")), str(p.get("high_watermark")))
+    console.print(table)
+
+
+@topics_app.command("delete")
+def topics_delete(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
+    """Delete a topic and its partition logs."""
+    with gateway_client(bootstrap_server) as client:
+        client.delete_topic(topic)
+    console.print(f"Deleted topic {topic}.")
