@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import errno
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -41,10 +40,22 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from lakelog.processes import parent_pid, process_alive, process_cmdline, spawn, stop_pid
+from lakelog.processes import spawn
 from lakelog.replication.errors import ZooKeeperStartError
+# zoo.cfg and the pid file live in zookeeper_files; its constants stay importable from here.
+from lakelog.replication.zookeeper_files import (  # noqa: F401 - CONF_DIR, ZOOKEEPER_CONFIG_TEMPLATE re-exported
+    CONF_DIR,
+    MAIN_CLASS,
+    PID_FILE_NAME,
+    ZOOKEEPER_CONFIG_TEMPLATE,
+    ZOOKEEPER_LOG4J2_CONFIG,
+    ZooKeeperPidFile,
+    write_config,
+)
 
 __all__ = [
+    "MAIN_CLASS",
+    "PID_FILE_NAME",
     "ZooKeeperServer",
     "ZooKeeperStartError",
     "find_java",
@@ -52,17 +63,6 @@ __all__ = [
     "free_port",
     "zookeeper_classpath",
 ]
-
-# The repo's conf/ folder (platform/replication/zookeeper_server.py -> repo root -> conf).
-CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
-ZOOKEEPER_CONFIG_TEMPLATE = CONF_DIR / "zookeeper.properties"
-ZOOKEEPER_LOG4J2_CONFIG = CONF_DIR / "log4j2-zookeeper.properties"
-
-MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-
-#: Name of the pid file in the data dir: ``{"pid": <JVM>, "parent_pid": <the process that started it>,
-#: "client_port": <port>}``.
-PID_FILE_NAME = "zookeeper.pid"
 
 # Four-letter words the template whitelists; start() relies on ruok and srvr.
 _NOT_SERVING = "not currently serving requests"
@@ -182,21 +182,6 @@ def four_letter_word(host: str, port: int, word: str, *, timeout_s: float = 2.0)
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def _render_template(template: str, values: dict[str, object], *, source: Path) -> str:
-    def fill(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in values:
-            raise ZooKeeperStartError(f"{source}: unknown placeholder {{{name}}}; known: {sorted(values)}")
-        return str(values[name])
-
-    return re.sub(r"\{([a-z_]+)\}", fill, template)
-
-
-def _properties_escape(value: str) -> str:
-    # Java .properties treats backslash as an escape character.
-    return value.replace("\\", "\\\\")
-
-
 class ZooKeeperServer:
     """A standalone ZooKeeper server run from the pyspark jars as a child process.
 
@@ -246,6 +231,7 @@ class ZooKeeperServer:
         self.heap_mb = heap_mb
         self.config_file = self.data_dir / "zoo.cfg"
         self.pid_file = self.data_dir / PID_FILE_NAME
+        self._pid_record = ZooKeeperPidFile(self.pid_file, config_file=self.config_file, data_dir=self.data_dir)
         self._process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -272,24 +258,8 @@ class ZooKeeperServer:
 
         Raises :class:`ZooKeeperStartError` when the template is missing or has an unknown placeholder.
         """
-        try:
-            template = ZOOKEEPER_CONFIG_TEMPLATE.read_text()
-        except OSError as e:
-            raise ZooKeeperStartError(f"Cannot read the ZooKeeper config template {ZOOKEEPER_CONFIG_TEMPLATE}: {e}") from e
-        text = _render_template(
-            template,
-            {
-                "data_dir": _properties_escape(str(self.data_dir)),
-                "client_port": self.client_port,
-                "client_port_address": self.host,
-                "tick_time_ms": self.tick_time_ms,
-                "max_client_cnxns": self.max_client_cnxns,
-            },
-            source=ZOOKEEPER_CONFIG_TEMPLATE,
-        )
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(text)
-        return self.config_file
+        return write_config(self.config_file, data_dir=self.data_dir, client_port=self.client_port,
+                            host=self.host, tick_time_ms=self.tick_time_ms, max_client_cnxns=self.max_client_cnxns)
 
     def command(self) -> list[str]:
         """The ``java`` command line that runs the server (resolves Java and the classpath).
@@ -357,7 +327,7 @@ class ZooKeeperServer:
                 raise ZooKeeperStartError(f"Cannot run {cmd[0]}: {e}") from e
         _RUNNING.add(self)
         try:
-            self._write_pid_file()
+            self._pid_record.write(self._process.pid, client_port=self.client_port)
             self._wait_until_serving(deadline, timeout_s)
         except BaseException:
             self.stop()
@@ -382,17 +352,16 @@ class ZooKeeperServer:
             except subprocess.TimeoutExpired:
                 process.kill()  # SIGKILL
                 process.wait()
-        self._remove_pid_file(process.pid)
+        self._pid_record.remove(process.pid)
         _RUNNING.discard(self)
 
     def reclaim(self, *, timeout_s: float = 10.0) -> int | None:
         """Stop a ZooKeeper left behind on this data dir by a process that died; remove a stale pid file.
 
-        Reads :attr:`pid_file`. When its pid is alive and ``/proc/PID/cmdline`` shows our ZooKeeper
-        (``QuorumPeerMain``) for this data dir's ``zoo.cfg``, and its parent is no longer the process that
-        started it, that JVM is stopped: SIGTERM, then SIGKILL after ``timeout_s`` seconds. A pid file
-        naming a dead process, an unrelated process or nothing readable is removed; no other process is
-        ever signalled. :meth:`start` calls this first.
+        A ZooKeeper named by :attr:`pid_file` is stopped only when ``/proc/PID/cmdline`` shows it runs on
+        this data dir's ``zoo.cfg`` and its parent is no longer the process that started it (SIGTERM,
+        then SIGKILL after ``timeout_s`` seconds); see :meth:`ZooKeeperPidFile.reclaim`. :meth:`start`
+        calls this first.
 
         Returns:
             The pid of the ZooKeeper it stopped, or None when there was none.
@@ -401,35 +370,7 @@ class ZooKeeperServer:
             ZooKeeperStartError: the ZooKeeper of this data dir is still the child of a running process
                 (another ``lakelog`` uses this data dir), or it could not be stopped.
         """
-        try:
-            record = json.loads(self.pid_file.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            record = None
-        pid = record.get("pid") if isinstance(record, dict) else None
-        if not isinstance(pid, int) or pid <= 0 or not self._is_our_server(pid) or not process_alive(pid):
-            self.pid_file.unlink(missing_ok=True)  # stale
-            return None
-        owner = record.get("parent_pid")
-        if parent_pid(pid) == owner:
-            raise ZooKeeperStartError(
-                f"The ZooKeeper data dir {self.data_dir} is in use by ZooKeeper pid {pid}, started by pid "
-                f"{owner}, which still runs (another lakelog on this data dir?). Stop it, or use another "
-                "data dir."
-            )
-        try:
-            gone = stop_pid(pid, timeout_s=timeout_s, still_ours=lambda: self._is_our_server(pid))
-        except PermissionError as e:
-            raise ZooKeeperStartError(
-                f"Cannot stop the ZooKeeper (pid {pid}) left behind on {self.data_dir}: {e}"
-            ) from e
-        if not gone:
-            raise ZooKeeperStartError(
-                f"The ZooKeeper (pid {pid}) left behind on {self.data_dir} is still running after SIGKILL."
-            )
-        self.pid_file.unlink(missing_ok=True)
-        return pid
+        return self._pid_record.reclaim(timeout_s=timeout_s)
 
     def __enter__(self) -> "ZooKeeperServer":
         if not self.is_running():
@@ -449,26 +390,6 @@ class ZooKeeperServer:
         return f"ZooKeeperServer({self.connect_string}, data_dir={str(self.data_dir)!r}, {state})"
 
     # ------------------------------------------------------------------ internals
-
-    def _is_our_server(self, pid: int) -> bool:
-        """Whether process ``pid`` runs ZooKeeper's main class on this data dir's ``zoo.cfg``."""
-        args = process_cmdline(pid)
-        return args is not None and MAIN_CLASS in args and str(self.config_file) in args
-
-    def _write_pid_file(self) -> None:
-        assert self._process is not None
-        record = {"pid": self._process.pid, "parent_pid": os.getpid(), "client_port": self.client_port}
-        tmp = self.pid_file.with_name(self.pid_file.name + ".tmp")
-        tmp.write_text(json.dumps(record) + "\n")
-        os.replace(tmp, self.pid_file)
-
-    def _remove_pid_file(self, pid: int) -> None:
-        """Remove the pid file if it still names ``pid`` (a later server may have written its own)."""
-        try:
-            if json.loads(self.pid_file.read_text()).get("pid") == pid:
-                self.pid_file.unlink(missing_ok=True)
-        except (OSError, ValueError, AttributeError):
-            pass
 
     def _check_port_free(self) -> None:
         # A server already listening there would answer our ruok and pass for ours; fail fast instead.
