@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakelog.config import CONF_DIR, read_properties
+from lakelog.processes import spawn
 from lakelog.spark.errors import DeltaJarsError
 
 if TYPE_CHECKING:
@@ -198,9 +199,11 @@ finally:
 
 
 def _run(cmd: list[str], timeout_s: float) -> tuple[int | None, str]:
-    """Run ``cmd`` in its own process group; kill the whole group on timeout. Returns (rc, output)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, stdin=subprocess.DEVNULL)
+    """Run ``cmd`` in its own process group; kill the whole group on timeout. Returns (rc, output).
+
+    The child dies with this process (:func:`lakelog.processes.spawn`)."""
+    proc = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                 start_new_session=True, stdin=subprocess.DEVNULL)
     try:
         out, _ = proc.communicate(timeout=max(timeout_s, 1))
         return proc.returncode, out

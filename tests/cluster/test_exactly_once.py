@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from lakelog.processes import spawn
+
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +45,7 @@ class Pipeline:
 
     def start(self) -> None:
         with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.process = spawn(self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)  # dies with the test
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
