@@ -91,7 +91,7 @@ def broker_start(
     port: Annotated[Optional[int], typer.Option(help="HTTP port of the gateway.")] = None,
     host: Annotated[Optional[str], typer.Option(help="Interface to listen on and advertise.")] = None,
     log_dirs: Annotated[Optional[Path], typer.Option("--log-dirs", help="log.dirs: where partition tables live.")] = None,
-    zookeeper_connect: Annotated[Optional[str], typer.Option("--zookeeper-connect", help="host:port[/chroot]")] = None,
+    zookeeper_connect: Annotated[Optional[str], typer.Option("--zookeeper-connect", help="host:port\\[/chroot]")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file.")] = None,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
 ) -> None:
