@@ -16,8 +16,6 @@ answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
 from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
@@ -30,10 +28,11 @@ from lakelog.ingest_api import (
     topics_api,
     v3_api,
 )
+from lakelog.ingest_api.deps import GatewayBroker
 from lakelog.ingest_api.error_handlers import install_error_handlers
 
 
-def create_app(broker: Any) -> FastAPI:
+def create_app(broker: GatewayBroker) -> FastAPI:
     """Build the gateway app for one broker (a :class:`lakelog.broker.Broker`, built by the caller);
     the broker starts and stops with the app (lifespan), the consumer manager with it."""
 

@@ -1,24 +1,56 @@
 """Typed FastAPI dependencies: how a route reaches the broker's pieces (``Depends``), never
 ``request.app.state`` directly.
 
-The app keeps the broker (:class:`GatewayBroker`) on ``app.state.broker`` and the consumer manager on
+The app keeps the broker (anything with the :class:`GatewayBroker` surface; :class:`lakelog.broker.Broker`
+in a broker process) on ``app.state.broker`` and the consumer manager on
 ``app.state.consumers``; routes declare what they need as annotated parameters, e.g.
 ``broker: BrokerDep`` or ``consumers: ConsumerManagerDep``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Protocol, runtime_checkable
 
+import pyarrow as pa
 from fastapi import Depends, Request
 
+from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offset_store import OffsetStore
+from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.partition import Partition
+from lakelog.replication.produce_router import ProduceRouter
+from lakelog.replication.replica_manager import ReplicaManager
 
 
-def get_broker(request: Request) -> Any:
-    """The broker serving this app (see :class:`lakelog.ingest_api.app.GatewayBroker`)."""
+@runtime_checkable
+class GatewayBroker(Protocol):
+    """What the gateway's routes use of a broker (``lakelog.broker.Broker`` provides it)."""
+
+    settings: BrokerSettings
+    cluster_id: str
+    replica_manager: ReplicaManager
+    produce_router: ProduceRouter
+    offset_store: OffsetStore | None
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def topics(self) -> dict[str, TopicMetadata]: ...
+    def topic(self, name: str) -> TopicMetadata: ...
+    async def topic_fresh(self, name: str) -> TopicMetadata: ...
+    async def refresh_topics(self) -> None: ...
+    def check_partition(self, meta: TopicMetadata, partition: int) -> None: ...
+    async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]: ...
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+                    columns: list[str] | None = None) -> tuple[pa.Table, Partition]: ...
+    async def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+                           configs: dict[str, str] | None = None) -> TopicMetadata: ...
+    async def delete_topic(self, name: str) -> None: ...
+
+
+def get_broker(request: Request) -> GatewayBroker:
+    """The broker serving this app."""
     return request.app.state.broker
 
 
@@ -32,7 +64,7 @@ def get_offset_store(request: Request) -> OffsetStore:
     return request.app.state.broker.offset_store
 
 
-BrokerDep = Annotated[Any, Depends(get_broker)]
+BrokerDep = Annotated[GatewayBroker, Depends(get_broker)]
 #: The broker as group offset administration sees it (:mod:`lakelog.consumer_groups.offsets_admin`).
 OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
 ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
