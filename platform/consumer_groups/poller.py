@@ -107,7 +107,9 @@ class RecordPoller:
         about ``max_bytes`` of keys and values, and about 1 MiB per partition (Kafka's
         ``max.partition.fetch.bytes``; at least one record). Positions advance past what is
         returned. With auto commit, positions are committed first every ``auto.commit.interval.ms``.
-        A rebalance during the request ends it with what was read before.
+        A rebalance during the request ends it with what was read before; when nothing was read yet
+        (the first poll after subscribing waits for the member's first assignment), the request waits
+        on in the new generation until records arrive or the timeout passes.
 
         Raises:
             IllegalConsumerStateError: neither subscribed nor assigned (409 / 40903).
@@ -126,12 +128,18 @@ class RecordPoller:
             read: list[PartitionRecords] = []
             total = 0
             generation = inst.generation
-            while inst.generation == generation:
+            while not inst.closed and (inst.subscribed or inst.manual):
+                if inst.generation != generation:
+                    if read:
+                        break  # rebalanced: answer what was read in the old generation
+                    # nothing read yet (e.g. the first poll after subscribe, before the first assignment):
+                    # wait on in the new generation, as a Kafka consumer's poll does across a rebalance
+                    generation = inst.generation
                 owned = sorted(inst.owned)
                 if owned:
                     round_ = await self._round(inst, owned, max_bytes - total, generation)
                     if round_ is None:
-                        break  # rebalanced while reading: drop this round (positions stay), answer what we have
+                        continue  # rebalanced while reading: drop this round (positions stay), see above
                     for part in round_:
                         tp = (part.topic, part.partition)
                         inst.positions[tp] = int(part.records["offset"][-1].as_py()) + 1
