@@ -8,35 +8,56 @@ Content types (Confluent REST Proxy v2 plus Arrow):
 - ``application/vnd.apache.arrow.stream``: an Arrow IPC stream with columns ``key``, ``value``
   (binary or string), optional ``headers``, ``timestamp`` (ms or Arrow timestamp), ``partition``.
 
-JSON bodies are validated by pydantic-core in one pass over the body (base64 decoded there too);
-the columns are then built once per request. Responses are built from Arrow columns.
+JSON bodies are read columnar first (:mod:`lakelog.ingest_api.columnar_json`: pyarrow's JSON reader
+and numpy base64, no Python object per record); a body that path cannot take exactly is validated by
+pydantic-core record by record, which words every error. Numbers are then checked against Kafka's
+ranges (partition: int32; timestamp: what the log holds) over whole columns. Responses are built from
+Arrow columns.
 """
 
 from __future__ import annotations
 
 import base64
 from datetime import datetime
-from typing import Any, Optional
+import logging
+from typing import Annotated, Any, Optional
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.ingest_api.columnar_json import decode_columnar
+from lakelog.log_tables.errors import InvalidTimestampError
 from lakelog.protocol.errors import (
+    FieldOutOfRangeError,
     InvalidEncodingError,
     MalformedBodyError,
     NotAcceptableError,
     UnsupportedMediaTypeError,
 )
 from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON, JSON_V2, V2, Format, media_type
-from lakelog.log_tables.records import PRODUCE_SCHEMA, normalize_produce_batch
+from lakelog.log_tables.records import PRODUCE_SCHEMA, TIMESTAMP_RANGE, normalize_produce_batch
 from lakelog.log_tables.schema import FETCH_COLUMNS, HEADERS_TYPE
 
 
 _B64 = ConfigDict(val_json_bytes="base64")
+_log = logging.getLogger(__name__)
+
+#: Kafka's partition is an int32 >= 0.
+MAX_PARTITION = 2**31 - 1
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _not_bool(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("a JSON boolean is not an integer")
+    return v
+
+
+_Int = Annotated[int, BeforeValidator(_not_bool)]
 
 
 @with_config(_B64)
@@ -50,9 +71,9 @@ class _BinaryHeader(TypedDict):
 class _BinaryRecord(TypedDict):
     key: NotRequired[Optional[bytes]]
     value: NotRequired[Optional[bytes]]
-    partition: NotRequired[Optional[int]]
+    partition: NotRequired[Optional[_Int]]
     headers: NotRequired[Optional[list[_BinaryHeader]]]
-    timestamp: NotRequired[Optional[int]]
+    timestamp: NotRequired[Optional[_Int]]
 
 
 @with_config(_B64)
@@ -64,9 +85,9 @@ class _BinaryProduce(TypedDict):
 class _JsonRecord(TypedDict):
     key: NotRequired[Any]
     value: NotRequired[Any]
-    partition: NotRequired[Optional[int]]
+    partition: NotRequired[Optional[_Int]]
     headers: NotRequired[Optional[list[_BinaryHeader]]]
-    timestamp: NotRequired[Optional[int]]
+    timestamp: NotRequired[Optional[_Int]]
 
 
 @with_config(_B64)
@@ -104,7 +125,30 @@ def decode_produce(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]
         InvalidEncodingError: a base64 field does not decode.
     """
     if fmt == "arrow":
-        return _decode_arrow(body)
+        batch, parts = _decode_arrow(body)
+    else:
+        decoded = decode_columnar(body, fmt)
+        batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
+    return batch, _check_partitions(parts)
+
+
+def _check_partitions(parts: pa.Array | None) -> pa.Array | None:
+    """int64 partitions named by records -> int32, refusing values that are no int32 (negative ones are
+    left to the router: they name a partition the topic does not have, 42206)."""
+    if parts is None:
+        return None
+    bounds = pc.min_max(parts)
+    if len(parts) > parts.null_count and (bounds["max"].as_py() > MAX_PARTITION or bounds["min"].as_py() < -MAX_PARTITION):
+        bad = pc.or_(pc.greater(parts, MAX_PARTITION), pc.less(parts, -MAX_PARTITION))
+        i = pc.indices_nonzero(pc.fill_null(bad, False))[0].as_py()
+        raise FieldOutOfRangeError(
+            f"Record {i} names partition {parts[i].as_py()}; a partition is an int32 from 0 to {MAX_PARTITION}. "
+            f"Nothing was written.")
+    return parts.cast(pa.int32())
+
+
+def _decode_validated(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]:
+    """The per-record path: pydantic-core validates the body and words the first error."""
     adapter = _BINARY_ADAPTER if fmt == "binary" else _JSON_ADAPTER
     try:
         request = adapter.validate_json(body)
@@ -127,10 +171,24 @@ def decode_produce(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]
         pa.array(values, pa.binary()),
         pa.array([[{"key": h.get("key", h.get("name", "")), "value": h["value"]} for h in hs] if hs is not None else None
                   for hs in headers], HEADERS_TYPE) if has_headers else pa.nulls(n, HEADERS_TYPE),
-        pa.array(timestamps, pa.int64()),
+        _int64(timestamps, lambda i, v: InvalidTimestampError(
+            f"Record {i} of the request has timestamp {v}, outside the legal range {TIMESTAMP_RANGE} (Kafka's "
+            f"INVALID_TIMESTAMP); nothing was written.")),
     ], schema=PRODUCE_SCHEMA)
-    part_array = pa.array(partitions, pa.int32()) if any(p is not None for p in partitions) else None
+    part_array = _int64(partitions, lambda i, v: FieldOutOfRangeError(
+        f"Record {i} names partition {v}; a partition is an int32 from 0 to {MAX_PARTITION}. Nothing was written.")
+    ) if any(p is not None for p in partitions) else None
     return batch, part_array
+
+
+def _int64(values: list, error) -> pa.Array:
+    """Python ints as int64; one outside int64 raises ``error(index, value)``."""
+    try:
+        return pa.array(values, pa.int64())
+    except (OverflowError, pa.ArrowInvalid):
+        lo, hi = _INT64
+        i = next(i for i, v in enumerate(values) if v is not None and not lo <= v <= hi)
+        raise error(i, values[i]) from None
 
 
 def _json_bytes(record: dict, name: str) -> bytes | None:
@@ -147,7 +205,7 @@ def _decode_arrow(body: bytes) -> tuple[pa.Table, pa.Array | None]:
     partitions = None
     if "partition" in table.column_names:
         try:
-            partitions = table["partition"].combine_chunks().cast(pa.int32())
+            partitions = table["partition"].combine_chunks().cast(pa.int64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise MalformedBodyError(f"Column 'partition' must be integers: {e}") from None
         table = table.drop_columns(["partition"])
@@ -210,12 +268,12 @@ def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) 
     """
     if fmt == "arrow":
         out = table.select(FETCH_COLUMNS)
-        return arrow_ipc(out.set_column(1, "timestamp", pc.cast(out["timestamp"], pa.timestamp("ms", tz="UTC"))))
+        return arrow_ipc(out.set_column(1, "timestamp", readable_ms(out["timestamp"], topic, partition)))
     n = table.num_rows
     if n == 0:
         return b"[]"
     offsets = table["offset"].to_pylist()
-    timestamps = pc.cast(pc.cast(table["timestamp"], pa.timestamp("ms", tz="UTC")), pa.int64()).to_pylist()
+    timestamps = pc.cast(readable_ms(table["timestamp"], topic, partition), pa.int64()).to_pylist()
     keys = table["key"].to_pylist()
     values = table["value"].to_pylist()
     headers = [
@@ -234,6 +292,22 @@ def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) 
         for k, v, o, t, h in zip(keys, values, offsets, timestamps, headers)
     ]
     return orjson.dumps(records)
+
+
+def readable_ms(timestamps: pa.ChunkedArray | pa.Array, topic: str, partition: int) -> pa.ChunkedArray | pa.Array:
+    """The log's ``timestamp[us]`` column as ``timestamp[ms, UTC]``, as every consumer sees it.
+
+    A record written before produce checked timestamp ranges may hold microseconds that are no whole
+    millisecond (a timestamp whose ``* 1000`` overflowed int64): it is read back truncated to its
+    millisecond, with a warning, instead of failing every fetch of the partition.
+    """
+    ms = pa.timestamp("ms", tz="UTC")
+    try:
+        return pc.cast(timestamps, ms)
+    except pa.ArrowInvalid:
+        _log.warning("%s-%d holds timestamps that are no whole millisecond (written by an older broker with an "
+                     "out-of-range produce timestamp); they are read truncated to the millisecond", topic, partition)
+        return pc.cast(timestamps, ms, safe=False)
 
 
 def _fragment(raw: bytes) -> Any:

@@ -22,8 +22,14 @@ from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
-from lakelog.protocol.errors import MalformedBodyError, RequestTooLargeError, UnsupportedMediaTypeError
+from lakelog.protocol.errors import (
+    MalformedBodyError,
+    ProduceQueueFullError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+)
 from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 
@@ -68,23 +74,78 @@ def kafka_json(payload) -> Response:
     return Response(orjson.dumps(payload), media_type=V2)
 
 
-async def read_body(request: Request, *, limit: int) -> bytes:
+class InFlightBytes:
+    """Kafka's ``queued.max.request.bytes`` for produce: bytes of request bodies held by this broker
+    (being read, decoded or appended). A request that would pass the cap is refused with 429 and
+    ``Retry-After`` instead of growing memory; one request is always admitted when none is held."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.held = 0
+
+    def take(self, n: int) -> None:
+        """Hold ``n`` more bytes. Raises :class:`ProduceQueueFullError` past the cap (nothing held then)."""
+        if self.cap >= 0 and self.held and self.held + n > self.cap:
+            raise ProduceQueueFullError(
+                f"Produce requests holding {self.held} bytes are in flight on this broker, and {n} more would pass "
+                f"queued.max.request.bytes={self.cap}; retry after {ProduceQueueFullError.retry_after_s} s.")
+        self.held += n
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
+def in_flight(request: Request, cap: int) -> InFlightBytes:
+    """The broker-wide produce byte budget (one per gateway app)."""
+    state = request.app.state
+    budget = getattr(state, "produce_in_flight", None)
+    if budget is None:
+        budget = state.produce_in_flight = InFlightBytes(cap)
+    return budget
+
+
+async def read_body(request: Request, *, limit: int, budget: InFlightBytes | None = None) -> bytes:
     """The request body, refused above ``limit`` bytes (``socket.request.max.bytes``) or when empty.
+
+    The body is read as it streams in and refused as soon as it passes ``limit`` (a chunked body with
+    no Content-Length is never read whole first). Its bytes are taken from ``budget`` as they arrive;
+    the caller gives them back (``budget.give(len(body))``) once done with the body, also on errors
+    (what was taken for a refused body is given back here).
 
     Raises:
         RequestTooLargeError: the declared or actual body is larger than ``limit``.
+        ProduceQueueFullError: ``budget`` is exhausted (429, retriable).
         MalformedBodyError: the body is empty.
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestTooLargeError(f"The request body is {declared} bytes, more than socket.request.max.bytes="
                                    f"{limit}; split it into smaller requests.")
-    body = await request.body()
-    if len(body) > limit:
-        raise RequestTooLargeError(f"The request body is {len(body)} bytes, more than socket.request.max.bytes={limit}.")
+    size = int(declared) if declared is not None and declared.isdigit() else 0
+    taken = 0
+    try:
+        if budget is not None and size:
+            budget.take(size)
+            taken = size
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise RequestTooLargeError(
+                    f"The request body is more than socket.request.max.bytes={limit} bytes (read {len(body)} so "
+                    f"far); split it into smaller requests.")
+            if budget is not None and len(body) > taken:
+                budget.take(len(body) - taken)
+                taken = len(body)
+    except BaseException:
+        if budget is not None:
+            budget.give(taken)
+        raise
+    if budget is not None and taken > len(body):
+        budget.give(taken - len(body))
     if not body:
         raise MalformedBodyError("The request body is empty; send a produce request.")
-    return body
+    return body  # type: ignore[return-value]  # a bytearray: no second copy of a large body
 
 
 async def _produce(request: Request, broker, topic: str, partition: int | None, *, allow_arrow: bool) -> Response:
@@ -93,9 +154,24 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
         raise UnsupportedMediaTypeError(
             f"Arrow produce goes to one partition: POST /topics/{topic}/partitions/{{p}}/records.")
     acks = parse_acks(request.query_params.get("acks", request.headers.get(ACKS_HEADER)))
-    body = await read_body(request, limit=broker.settings.socket_request_max_bytes)
+    budget = in_flight(request, broker.settings.queued_max_request_bytes)
+    try:
+        body = await read_body(request, limit=broker.settings.socket_request_max_bytes, budget=budget)
+    except ProduceQueueFullError as e:
+        response = error_response(e)
+        response.headers["Retry-After"] = str(e.retry_after_s)
+        return response
+    size, holder = len(body), [body]
+    del body  # the body is freed once decoded, while its bytes stay counted until the append is done
+    try:
+        return await _produce_body(broker, topic, partition, fmt, holder, acks)
+    finally:
+        budget.give(size)
+
+
+async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks) -> Response:
     await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
-    batch, parts = codecs.decode_produce(body, fmt)
+    batch, parts = codecs.decode_produce(holder.pop(), fmt)
     if fmt == "arrow":
         assert partition is not None
         base = await broker.produce_router.produce_arrow(topic, partition, batch, partitions=parts, acks=acks)

@@ -83,3 +83,23 @@ class NonContiguousOffsetsError(LogTableError):
     http_status = 409
     error_code = 40911
     retriable = True
+
+
+class InvalidTimestampError(LogTableError):
+    """A record's timestamp is outside what the log can store and read back: -1 (none) or 0 to
+    9223372036854775 ms (the largest millisecond count whose microseconds fit the log's int64
+    ``timestamp[us]`` column). Nothing was written.
+
+    Kafka: INVALID_TIMESTAMP (32). 422 / 42221.
+    """
+
+    http_status = 422
+    error_code = 42221
+
+
+class UnreadableBatchError(LogTableError):
+    """A batch about to be appended does not have the log's exact column types or holds a value the
+    log could not read back; nothing was written (a bug of the writer, never acknowledged). 500 / 50020."""
+
+    http_status = 500
+    error_code = 50020

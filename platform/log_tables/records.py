@@ -12,7 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.log_tables.errors import NonContiguousOffsetsError, RecordTooLargeError
+from lakelog.log_tables.errors import (
+    InvalidTimestampError,
+    NonContiguousOffsetsError,
+    RecordTooLargeError,
+    UnreadableBatchError,
+)
 from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA, TIMESTAMP_TYPE
 
 PRODUCE_SCHEMA = pa.schema([
@@ -25,6 +30,13 @@ PRODUCE_SCHEMA = pa.schema([
 #: Fixed per-record overhead counted against ``max.message.bytes`` (Kafka's record batch v2 header
 #: is 61 bytes for one record; we count the same so limits carry over from Kafka).
 RECORD_OVERHEAD_BYTES = 61
+
+#: Kafka's "no timestamp" (``RecordBatch.NO_TIMESTAMP``); Kafka refuses every other negative timestamp.
+NO_TIMESTAMP = -1
+#: The largest timestamp (ms) the log can hold: its ``timestamp[us]`` column is int64 microseconds.
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000  # 9223372036854775
+#: The range of a timestamp in a produce request, as said in error messages.
+TIMESTAMP_RANGE = f"-1 (none) or 0 to {MAX_TIMESTAMP_MS} ms since the epoch"
 
 
 def normalize_produce_batch(records: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -57,6 +69,31 @@ def normalize_produce_batch(records: pa.Table | pa.RecordBatch) -> pa.Table:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise ValueError(f"column '{field.name}' of type {col.type} cannot be read as {field.type}: {e}") from e
     return pa.Table.from_arrays(columns, schema=PRODUCE_SCHEMA)
+
+
+def check_timestamps(timestamps: pa.Array | pa.ChunkedArray) -> None:
+    """Refuse timestamps (int64 ms, nulls = broker time) the log cannot store and read back.
+
+    Legal: null, -1 (Kafka's "none") and 0 to :data:`MAX_TIMESTAMP_MS`. One min/max pass over the column
+    (a second one only to name the first bad record).
+
+    Raises:
+        InvalidTimestampError: naming the first offending record's index, its value and the range.
+    """
+    if len(timestamps) == timestamps.null_count:
+        return
+    bounds = pc.min_max(timestamps)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low >= NO_TIMESTAMP and high <= MAX_TIMESTAMP_MS:
+        return
+    bad = pc.or_(pc.and_(pc.less(timestamps, 0), pc.not_equal(timestamps, NO_TIMESTAMP)),
+                 pc.greater(timestamps, MAX_TIMESTAMP_MS))
+    where = pc.indices_nonzero(pc.fill_null(bad, False).combine_chunks() if isinstance(bad, pa.ChunkedArray)
+                               else pc.fill_null(bad, False))
+    first = where[0].as_py()
+    raise InvalidTimestampError(
+        f"Record {first} of the request has timestamp {timestamps[first].as_py()}, outside the legal range "
+        f"{TIMESTAMP_RANGE} (Kafka's INVALID_TIMESTAMP); {len(where)} record(s) refused, nothing was written.")
 
 
 def record_sizes(batch: pa.Table) -> pa.Array:
@@ -109,16 +146,19 @@ def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_
 
     Raises:
         ValueError: as :func:`normalize_produce_batch`.
+        InvalidTimestampError: a timestamp outside :data:`TIMESTAMP_RANGE` (nothing is written).
+        UnreadableBatchError: the rows would not have the log's exact types (never acknowledged).
     """
     records = normalize_produce_batch(records)
     n = records.num_rows
     if timestamp_type == "CreateTime":
+        check_timestamps(records["timestamp"])
         ts = pc.fill_null(records["timestamp"], pa.scalar(now_ms, pa.int64()))
     else:
         ts = pa.array(np.full(n, now_ms, dtype=np.int64))
-    return pa.Table.from_arrays([
+    batch = pa.Table.from_arrays([
         pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64)),
-        pc.multiply(ts, 1000).cast(TIMESTAMP_TYPE),
+        pc.multiply_checked(ts, 1000).cast(TIMESTAMP_TYPE),
         records["key"],
         records["value"],
         records["headers"],
@@ -127,6 +167,29 @@ def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_
         pa.nulls(n, pa.int16()),
         pa.nulls(n, pa.int32()),
     ], schema=LOG_SCHEMA)
+    check_log_batch(batch)
+    return batch
+
+
+def check_log_batch(batch: pa.Table) -> None:
+    """A record the log cannot read back is never acknowledged: ``batch`` must have exactly
+    :data:`LOG_SCHEMA` and timestamps within :data:`TIMESTAMP_RANGE` (as microseconds). Columnar: one
+    min/max pass over the column.
+
+    Raises:
+        UnreadableBatchError: naming what is wrong.
+    """
+    if not batch.schema.equals(LOG_SCHEMA):
+        raise UnreadableBatchError(f"Log rows have schema {batch.schema}, not the log's {LOG_SCHEMA}; nothing was written.")
+    if batch.num_rows == 0:
+        return
+    us = batch["timestamp"].cast(pa.int64())
+    bounds = pc.min_max(us)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or low < NO_TIMESTAMP * 1000 or high > MAX_TIMESTAMP_MS * 1000 or (
+            low < 0 and pc.any(pc.and_(pc.less(us, 0), pc.not_equal(us, NO_TIMESTAMP * 1000))).as_py()):
+        raise UnreadableBatchError(
+            f"Log rows hold timestamps {low}..{high} us, outside {TIMESTAMP_RANGE}; nothing was written.")
 
 
 def check_continues(offsets: np.ndarray, log_end_offset: int, *, topic: str, partition: int) -> None:

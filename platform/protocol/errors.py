@@ -62,6 +62,24 @@ class RequestTooLargeError(RequestError):
     error_code = 41301
 
 
+class FieldOutOfRangeError(RequestError):
+    """A produce field is outside the range Kafka gives it: a partition that is not an int32 >= 0 (or a
+    JSON boolean), an offset that is not an int64 >= 0. Nothing was written. 422 / 42220."""
+
+    http_status = 422
+    error_code = 42220
+
+
+class ProduceQueueFullError(RequestError):
+    """The bytes of produce requests in flight on this broker are at ``queued.max.request.bytes``; the
+    request was not read. Retriable after the ``Retry-After`` seconds. 429 / 42901."""
+
+    http_status = 429
+    error_code = 42901
+    retriable = True
+    retry_after_s = 1
+
+
 # -- errors rebuilt from an answer ---------------------------------------------------------------
 
 class RemoteError(LakelogError):

@@ -3,7 +3,7 @@
 Steps of :meth:`ProduceRouter.produce` (mirrored by comments in the code):
 
 1. validate the whole request before anything is queued (partitions named by records exist, every
-   record fits ``max.message.bytes``): nothing partial is ever written for a bad request;
+   record fits ``max.message.bytes``, timestamps are -1 or within what the log holds): nothing partial is ever written for a bad request;
 2. choose partitions as Kafka's producer does: the record's partition, else murmur2 of the key (the
    Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records;
 3. append each partition's share: through the local replica manager, or, for a topic-level produce that
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.log_tables.records import check_record_sizes
+from lakelog.log_tables.records import check_record_sizes, check_timestamps
 from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.acks import Acks
@@ -70,8 +70,8 @@ class ProduceRouter:
             acks: see :mod:`lakelog.replication.acks`.
 
         Raises:
-            UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError
-            (nothing written); the share's error when every share failed.
+            UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError,
+            InvalidTimestampError (nothing written); the share's error when every share failed.
         """
         meta = await self.replica_manager.topic_fresh(topic)
         n = batch.num_rows
@@ -86,6 +86,7 @@ class ProduceRouter:
                     f"Record {i} names partition {partitions[i].as_py()}, but topic '{topic}' has partitions "
                     f"0 to {meta.partitions_count - 1}. Nothing was written.")
         check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
+        check_timestamps(batch["timestamp"])
         if n == 0:
             return ProduceResult(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         # 2. choose partitions: explicit, else murmur2(key), else sticky
@@ -131,6 +132,7 @@ class ProduceRouter:
         if batch.num_rows == 0:
             raise MalformedBodyError("The Arrow body holds no records.")
         check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
+        check_timestamps(batch["timestamp"])
         return await self.replica_manager.produce(topic, partition, batch, acks=acks)
 
     async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks) -> int:
