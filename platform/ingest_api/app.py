@@ -3,6 +3,7 @@
 :func:`create_app` wires the routers, one per resource:
 
 - :mod:`~lakelog.ingest_api.topics_api`: v2 topics and partitions, ``/lakelog/v1/topics/{t}/logs``;
+- :mod:`~lakelog.ingest_api.brokers_api`: v2 ``GET /brokers`` (the live broker ids);
 - :mod:`~lakelog.ingest_api.records_api`: v2 produce (JSON forms, Arrow IPC) and fetch;
 - :mod:`~lakelog.ingest_api.v3_api`: v3 clusters, topic admin, single-record produce;
 - :mod:`~lakelog.ingest_api.consumers_api`: v2 consumer instances;
@@ -20,6 +21,7 @@ from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
 from lakelog.ingest_api import (
+    brokers_api,
     consumers_api,
     models,
     offsets_api,
@@ -54,7 +56,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     )
     app.state.broker = broker
     install_error_handlers(app)
-    for module in (topics_api, records_api, v3_api, offsets_api, consumers_api, replica_api):
+    for module in (topics_api, brokers_api, records_api, v3_api, offsets_api, consumers_api, replica_api):
         app.include_router(module.router)
     _document_raw_body_models(app)
     return app

@@ -30,7 +30,7 @@ import uuid
 from typing import Annotated, Optional, Union
 
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
 from lakelog.consumer_groups.instances import EmbeddedFormat
@@ -38,6 +38,7 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
 from lakelog.ingest_api import codecs
 from lakelog.ingest_api.deps import ConsumerManagerDep
+from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
     CommitRequest,
@@ -61,16 +62,16 @@ InstanceName = Annotated[str, Path(description="Consumer instance name (its inst
 ENCODE_INLINE_MAX_ROWS = 500
 
 
-class KafkaV2Response(JSONResponse):
-    """JSON with REST Proxy's ``application/vnd.kafka.v2+json`` content type."""
+#: JSON with REST Proxy's ``application/vnd.kafka.v2+json`` content type.
+KafkaV2Response = KafkaV2JSONResponse
 
-    media_type = codecs.V2
-
-
-_CONSUMER_RESPONSES = {s: {"description": d} for s, d in (
-    (404, "40403 consumer instance not found"), (406, "40601 format mismatch"),
-    (409, "40901 already subscribed, 40902 instance exists, 40903 illegal state, 40904 stale generation"),
-    (422, "42204 invalid consumer configuration"))}
+_CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 422, 500, 503, by_reference=True)
+_CONSUMER_RESPONSES[404] = {**_CONSUMER_RESPONSES[404], "description": "40403 consumer instance not found"}
+_CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": "40601 format mismatch"}
+_CONSUMER_RESPONSES[409] = {**_CONSUMER_RESPONSES[409], "description": (
+    "40901 already subscribed, 40902 instance exists, 40903 illegal state, 40904 stale generation")}
+_CONSUMER_RESPONSES[422] = {**_CONSUMER_RESPONSES[422], "description": (
+    "42204 invalid consumer configuration; 42222 a body field fails validation")}
 
 
 @contextlib.asynccontextmanager
@@ -268,6 +269,7 @@ async def committed_offsets(group: GroupName, instance: InstanceName, consumers:
 # -- lakelog: group members ---------------------------------------------------------------------
 
 @router.get("/lakelog/v1/consumers/{group}/members", response_model=GroupMembers, tags=["lakelog"],
+            responses=error_responses(400, 408, 422, 500, 503),
             summary="Members of a group (cluster-wide), its generation and each member's partitions")
 async def group_members(group: GroupName, consumers: ConsumerManagerDep) -> GroupMembers:
     desc = await consumers.describe(group)

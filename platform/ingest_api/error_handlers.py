@@ -4,8 +4,14 @@
 - kazoo's connection loss, session expiry or timeout (the broker lost ZooKeeper while answering):
   :class:`~lakelog.replication.errors.ZooKeeperUnavailableError`, 503 / 50304, retriable;
 - a request parameter or body that fails validation: 400 / 40001 (parameters) or 422 / 42222 (body);
-- Starlette's own HTTP errors (404 route, 405 method): their status as the code;
-- anything else (a bug): 500 / 50001 with ``Connection: close``, logged with its traceback.
+- Starlette's own HTTP errors (404 route, 405 method): their status as the code; a 405 carries an
+  ``Allow`` header naming every method the path serves (across routers);
+- a client that went away while its body was read (``ClientDisconnect``, e.g. closed by
+  :mod:`lakelog.ingest_api.http_guard` for a slow body): logged at debug, the answer goes nowhere;
+- anything else (a bug): 500 / 50001 with ``Connection: close`` (uvicorn closes the connection after
+  the answer, so a client reusing connections opens a new one), logged with its traceback.
+
+The statuses and codes are documented in :mod:`lakelog.ingest_api.openapi_docs`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from fastapi.responses import JSONResponse
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from lakelog.errors import RETRIABLE_HEADER, LakelogError
 from lakelog.replication.errors import ZooKeeperUnavailableError
@@ -66,7 +73,39 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error_code": status * 100 + (22 if status == 422 else 1),
                              "message": "Invalid request: " + "; ".join(parts)}, status_code=status)
 
+    @app.exception_handler(ClientDisconnect)
+    async def client_disconnect(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        log.debug("%s %s: the client disconnected before its request body arrived", request.method,
+                  request.url.path)
+        return JSONResponse({"error_code": 40801, "message": "The client disconnected."}, status_code=408,
+                            headers={"Connection": "close"})
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            allowed = allowed_methods(request.app.routes, request.url.path)
+            if allowed:
+                headers["Allow"] = ", ".join(allowed)
         return JSONResponse({"error_code": exc.status_code, "message": str(exc.detail)}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+                            headers=headers or None)
+
+
+def allowed_methods(routes, path: str) -> list[str]:
+    """The methods the routes serve on ``path`` (a path served by routes of several routers: all of
+    theirs), sorted."""
+    methods: set[str] = set()
+    for route in _leaf_routes(routes):
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and getattr(route, "methods", None) and regex.match(path):
+            methods |= set(route.methods)
+    return sorted(methods)
+
+
+def _leaf_routes(routes):
+    for route in routes:
+        included = getattr(route, "original_router", None)  # a router included by FastAPI
+        if included is not None:
+            yield from _leaf_routes(included.routes)
+        else:
+            yield route

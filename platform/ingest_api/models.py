@@ -7,11 +7,26 @@ models here describe them in the OpenAPI document.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
 
 from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs route answers it)
+
+#: Kafka's ranges: a partition is an int32 >= 0, an offset an int64 >= 0. The OpenAPI document also
+#: names the formats (``int32``, ``int64``): FastAPI writes ``maximum`` as a float, and 2**63 - 1 as a
+#: float is 2**63.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+#: A partition number as the server accepts it (int32 >= 0).
+PartitionNumber = Annotated[int, Field(ge=0, le=INT32_MAX, json_schema_extra={"format": "int32"})]
+#: An offset as the server accepts it (int64 >= 0).
+Offset = Annotated[int, Field(ge=0, le=INT64_MAX, json_schema_extra={"format": "int64"})]
+#: Base64 of bytes (OpenAPI ``format: byte``).
+Base64 = Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})]
+#: An ISO-8601 date-time string (OpenAPI ``format: date-time``), e.g. ``2024-05-01T12:00:00Z``.
+IsoDateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class ErrorBody(BaseModel):
@@ -23,15 +38,15 @@ class ErrorBody(BaseModel):
 
 class Header(BaseModel):
     key: str = Field(description="Header name (REST Proxy v3 spells it `name`; both are accepted).")
-    value: Optional[str] = Field(None, description="Base64 of the header value bytes.")
+    value: Optional[Base64] = Field(None, description="Base64 of the header value bytes.")
 
 
 class BinaryRecord(BaseModel):
     """A record in ``application/vnd.kafka.binary.v2+json``: base64 key and value."""
 
-    key: Optional[str] = Field(None, description="Base64 of the key bytes; null for no key.")
-    value: Optional[str] = Field(None, description="Base64 of the value bytes; null is a tombstone.")
-    partition: Optional[int] = Field(None, ge=0, description="Target partition (only on POST /topics/{topic}).")
+    key: Optional[Base64] = Field(None, description="Base64 of the key bytes; null for no key.")
+    value: Optional[Base64] = Field(None, description="Base64 of the value bytes; null is a tombstone.")
+    partition: Optional[PartitionNumber] = Field(None, description="Target partition (only on POST /topics/{topic}).")
     headers: Optional[list[Header]] = None
     timestamp: Optional[int] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
 
@@ -41,9 +56,9 @@ class JsonRecord(BaseModel):
 
     key: Any = None
     value: Any = None
-    partition: Optional[int] = Field(None, ge=0)
+    partition: Optional[PartitionNumber] = None
     headers: Optional[list[Header]] = None
-    timestamp: Optional[int] = None
+    timestamp: Optional[int] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
 
 
 class BinaryProduceRequest(BaseModel):
@@ -192,11 +207,13 @@ class V3ProduceData(BaseModel):
 class V3ProduceRequest(BaseModel):
     """REST Proxy v3 produce one record."""
 
-    partition_id: Optional[int] = None
+    partition_id: Optional[Annotated[StrictInt, Field(ge=0, le=INT32_MAX, json_schema_extra={"format": "int32"})]] = Field(
+        None, description="Target partition (an integer; default: murmur2 of the key, else spread).")
     headers: list[dict] = []
     key: Optional[V3ProduceData] = None
     value: Optional[V3ProduceData] = None
-    timestamp: Optional[str] = Field(None, description="ISO-8601 date-time")
+    timestamp: Optional[IsoDateTime] = Field(None, description="CreateTime as an ISO-8601 date-time "
+                                                               "(e.g. 2024-05-01T12:00:00Z); default: broker time.")
 
 
 class V3ProduceResponse(BaseModel):
@@ -205,7 +222,7 @@ class V3ProduceResponse(BaseModel):
     topic_name: str
     partition_id: int
     offset: int
-    timestamp: Optional[str] = None
+    timestamp: Optional[IsoDateTime] = None
     key: Optional[dict] = None
     value: Optional[dict] = None
 
@@ -262,7 +279,7 @@ class TopicsResponse(BaseModel):
 
 class TopicPartitionRef(BaseModel):
     topic: str
-    partition: int = Field(ge=0)
+    partition: PartitionNumber
 
 
 class PartitionsRequest(BaseModel):
@@ -270,7 +287,7 @@ class PartitionsRequest(BaseModel):
 
 
 class PartitionOffsetRef(TopicPartitionRef):
-    offset: int = Field(ge=0)
+    offset: Offset
 
 
 class SeekRequest(BaseModel):
@@ -278,6 +295,8 @@ class SeekRequest(BaseModel):
 
 
 class CommitOffset(PartitionOffsetRef):
+    offset: int = Field(ge=0, le=INT64_MAX - 1, json_schema_extra={"format": "int64"}, description="The last record processed; the group resumes at "
+                                                               "offset + 1 (an int64).")
     metadata: Optional[str] = None
 
 
@@ -311,8 +330,8 @@ class GroupMembers(BaseModel):
 
 class TopicPartitionOffset(BaseModel):
     topic: str
-    partition: int = Field(ge=0)
-    offset: int = Field(ge=0, description="The next offset the group will read (Kafka's committed offset).")
+    partition: PartitionNumber
+    offset: Offset = Field(description="The next offset the group will read (Kafka's committed offset).")
     metadata: Optional[str] = None
 
 
@@ -320,12 +339,13 @@ class Transaction(BaseModel):
     """Makes a commit idempotent: a replayed (app_id, version) is a no-op (Delta ``txn`` action)."""
 
     app_id: str = Field(min_length=1)
-    version: int = Field(ge=0)
+    version: int = Field(ge=0, le=INT64_MAX)
 
 
 class CommitOffsetsRequest(BaseModel):
     offsets: list[TopicPartitionOffset]
-    generation_id: Optional[int] = Field(None, description="The member's generation; older than the group's is refused.")
+    generation_id: Optional[int] = Field(None, ge=0, le=INT32_MAX,
+                                         description="The member's generation; older than the group's is refused.")
     transaction: Optional[Transaction] = None
 
 
@@ -360,9 +380,16 @@ class GroupLag(BaseModel):
 
 class ResetOffsetsRequest(BaseModel):
     to: Literal["earliest", "latest", "timestamp", "offset"]
-    value: Optional[int] = Field(None, description="ms since the epoch for `timestamp`; the offset for `offset`.")
+    value: Optional[int] = Field(None, ge=0, le=INT64_MAX,
+                                 description="ms since the epoch for `timestamp`; the offset for `offset`.")
     topics: Optional[list[str]] = Field(None, description="Default: every topic the group has committed.")
 
 
 class OffsetsTable(BaseModel):
     table_uri: str
+
+
+class BrokerList(BaseModel):
+    """REST Proxy v2 ``GET /brokers``: the ids of the live brokers."""
+
+    brokers: list[int] = Field(examples=[[0, 1, 2]])

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query
 from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.deps import OffsetsAdminBrokerDep, OffsetStoreDep
+from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.models import (
     CommitOffsetsRequest,
     CommitOffsetsResponse,
@@ -30,7 +31,9 @@ from lakelog.ingest_api.models import (
     TopicPartitionOffset,
 )
 
-router = APIRouter(tags=["consumer offsets"])
+#: Every route's error answers: 404 covers 40401/40402 (topic, partition) and 40407 (a group with no
+#: committed offsets: lag, reset), 409 a stale generation (40904).
+router = APIRouter(tags=["consumer offsets"], responses=error_responses(400, 404, 408, 409, 422, 500, 503))
 
 
 def _answer(offsets: list[PartitionOffset]) -> list[TopicPartitionOffset]:

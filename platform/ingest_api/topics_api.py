@@ -15,15 +15,15 @@ from fastapi import APIRouter, Path, Query
 
 from lakelog.ingest_api import models
 from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
 from lakelog.replication.partition_views import PartitionSummary, partition_log_info, partition_summary
 
 router = APIRouter()
 
-#: Error answers every route may give, for the OpenAPI document.
-ERRORS = {status: {"model": models.ErrorBody} for status in (400, 404, 406, 413, 415, 421, 422, 503, 504)}
+__all__ = ["ERRORS", "PartitionId", "TopicName", "router"]  # ERRORS: the routers' error answers (openapi_docs)
 
 TopicName = Annotated[str, Path(description="Topic name")]
-PartitionId = Annotated[int, Path(ge=0, description="Partition number")]
+PartitionId = Annotated[int, Path(ge=0, le=models.INT32_MAX, description="Partition number (int32 >= 0)")]
 
 
 def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
@@ -40,7 +40,8 @@ async def _partitions(broker, topic: str) -> list[models.PartitionInfo]:
     return [_partition_info(s) for s in summaries]
 
 
-@router.get("/topics", response_model=list[str], tags=["v2 topics"], summary="List topic names")
+@router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
+            summary="List topic names")
 async def list_topics(broker: BrokerDep) -> list[str]:
     await broker.refresh_topics()
     return sorted(broker.topics())
@@ -79,7 +80,7 @@ async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDe
 @router.get("/lakelog/v1/topics/{topic}/logs", response_model=list[models.PartitionLogInfo], responses=ERRORS,
             tags=["lakelog"], summary="Partition tables and their high watermarks, for direct readers (Spark)")
 async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[int] = Query(
-        None, ge=0, description="only this partition (default: all)")) -> list[models.PartitionLogInfo]:
+        None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)")) -> list[models.PartitionLogInfo]:
     """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked
     of its leader (``?partition=``), whose table holds the committed records (offsets below the HW)."""
     meta = await broker.topic_fresh(topic)

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.replication.metadata import TopicMetadata
 
@@ -36,7 +37,7 @@ def _topic_data(request: Request, broker, meta: TopicMetadata) -> models.TopicDa
         configs_list=[models.ConfigEntry(name=k, value=v) for k, v in sorted(meta.configs.items())])
 
 
-@router.get("/v3/clusters", response_model=models.ClusterList, summary="The cluster")
+@router.get("/v3/clusters", response_model=models.ClusterList, responses=ZOOKEEPER_ERRORS, summary="The cluster")
 async def list_clusters(request: Request, broker: BrokerDep) -> models.ClusterList:
     url = f"{_base_url(request)}/v3/clusters/{broker.cluster_id}"
     data = models.ClusterData(metadata=models.ResourceMetadata(self=url), cluster_id=broker.cluster_id,

@@ -1,0 +1,70 @@
+"""What the OpenAPI document says about answers every router shares: error statuses, their REST error
+codes, and REST Proxy's ``application/vnd.kafka.v2+json`` answers.
+
+- :data:`ERRORS`: the error answers a route may give, each with the :class:`~lakelog.ingest_api.models.
+  ErrorBody` schema (``application/json``, as :mod:`~lakelog.ingest_api.error_handlers` answers them).
+  A query or path parameter that fails validation is 400 / 40001; a request body that fails it is
+  422 (42222 from the model, or the field's own code: 42201-42208). FastAPI's own 422
+  ``HTTPValidationError`` never describes an answer of this server, so every route lists 422 itself.
+- :class:`KafkaV2JSONResponse`: JSON answered as ``application/vnd.kafka.v2+json``; a router whose
+  routes answer REST Proxy bodies (produce, consumer instances) uses it as ``default_response_class``
+  (or ``response_class=``) so the document names that media type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from lakelog.ingest_api import models
+from lakelog.protocol.media_types import V2
+
+#: What each error status means on this gateway (descriptions of the document's error answers).
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    400: "Bad request: a query or path parameter fails validation (40001: the message names it); a "
+         "malformed or wrongly shaped body (40001); topic admin errors (40002 exists, 40003 bad config, "
+         "40004 bad name, 40005-40007).",
+    404: "Not found: topic (40401), partition (40402), consumer instance (40403), cluster (40404), "
+         "no live leader (40406), group (40407), or no such route.",
+    405: "Method not allowed; the `Allow` header lists the methods of the path.",
+    406: "Not acceptable: the `Accept` header asks for a format this route or instance does not answer.",
+    408: "Request timeout: the request's headers or body did not arrive in time "
+         "(request.header.timeout.ms, request.body.timeout.ms); the connection is closed.",
+    409: "Conflict: consumer instance state (40901-40905), producer state (40911-40913).",
+    413: "Body larger than socket.request.max.bytes (41301).",
+    415: "Unsupported Content-Type (41501).",
+    421: "Misdirected: this broker does not lead the partition (42101, the leader's URL in the message).",
+    422: "Unprocessable: a request body field fails validation (42222 from the body model; 42201 record "
+         "too large, 42202 offset out of range, 42203 bad base64, 42204 consumer config, 42206 record "
+         "partition missing, ...).",
+    500: "Internal error (50001); answered with `Connection: close`.",
+    503: "Unavailable, retriable (`X-Lakelog-Retriable: true`): ZooKeeper unreachable (50304), not enough "
+         "in-sync replicas (50301-50303), too many connections (50305, `Retry-After`), ...",
+    504: "Timeout waiting for the in-sync replicas (50401).",
+}
+
+
+def error_responses(*statuses: int, by_reference: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The document's answers for ``statuses``, each with the REST Proxy error body as ``application/json``.
+
+    ``by_reference``: for routes whose answers are not ``application/json`` (``response_class=``
+    :class:`KafkaV2JSONResponse`): FastAPI would file a ``model`` under the route's media type, so the
+    body is given as a ``$ref`` (the schema is in the components through the other routes)."""
+    if by_reference:
+        content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        return {s: {"description": ERROR_DESCRIPTIONS[s], "content": content} for s in statuses}
+    return {s: {"model": models.ErrorBody, "description": ERROR_DESCRIPTIONS[s]} for s in statuses}
+
+
+#: Error answers every route may give, for the OpenAPI document (400 parameters, 422 bodies, ...).
+ERRORS = error_responses(400, 404, 406, 408, 413, 415, 421, 422, 500, 503, 504)
+
+#: Error answers of routes that only read ZooKeeper (metadata that every broker answers).
+ZOOKEEPER_ERRORS = error_responses(400, 408, 500, 503)
+
+
+class KafkaV2JSONResponse(JSONResponse):
+    """JSON with REST Proxy's ``application/vnd.kafka.v2+json`` content type."""
+
+    media_type = V2
