@@ -10,6 +10,7 @@ import uvicorn
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
+from lakelog.ingest_api.http_guard import ConnectionLimits, guarded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,20 @@ def run_broker(settings: BrokerSettings, *, log_level: str = "info") -> None:
     broker: queued appends are committed, logs closed, the ZooKeeper session ended.
     """
     broker = Broker(settings)
-    app = create_app(broker)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
-                            access_log=False, timeout_graceful_shutdown=10, loop="uvloop", http="httptools")
+    config = uvicorn_config(create_app(broker), settings, log_level=log_level)
     _BrokerServer(config, broker).run()
+
+
+def uvicorn_config(app, settings: BrokerSettings, *, log_level: str = "info", lifespan: str = "auto",
+                   loop: str = "uvloop") -> uvicorn.Config:
+    """uvicorn's configuration of a broker's gateway: uvloop, httptools guarded against slow and idle
+    clients (:mod:`lakelog.ingest_api.http_guard`: ``connections.max.idle.ms``,
+    ``request.header.timeout.ms``, ``request.body.timeout.ms``, ``request.body.min.bytes.per.sec``,
+    ``max.connections``)."""
+    limits = ConnectionLimits.from_settings(settings)
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
+                          timeout_graceful_shutdown=10, loop=loop, lifespan=lifespan,
+                          http=guarded_protocol(limits),
+                          # uvicorn's keep-alive timer (armed after each answer) is the idle timeout
+                          timeout_keep_alive=limits.idle_s,  # type: ignore[arg-type]
+                          backlog=max(2048, min(limits.max_connections, 65535)))

@@ -24,3 +24,19 @@ class ClusterNotFoundError(LakelogError):
 
     http_status = 404
     error_code = 40404
+
+
+class RequestTimeoutError(LakelogError):
+    """A request's headers or body did not arrive within ``request.header.timeout.ms`` /
+    ``request.body.timeout.ms`` (a slow or stalled client); the connection is closed. 408 / 40801."""
+
+    http_status = 408
+    error_code = 40801
+
+
+class TooManyConnectionsError(LakelogError):
+    """The broker has ``max.connections`` open connections; retry later. 503 / 50305, retriable."""
+
+    http_status = 503
+    error_code = 50305
+    retriable = True

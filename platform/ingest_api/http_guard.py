@@ -1,0 +1,188 @@
+"""Slow and idle HTTP clients: read timeouts and a cap on open connections, in uvicorn's protocol.
+
+uvicorn's httptools protocol has no header or body read timeout: a connection that sends nothing, or
+its request a byte at a time, is held open forever (only the keep-alive timeout after a response
+closes connections). :func:`guarded_protocol` builds a subclass of it that, per connection:
+
+1. **idle**: a connection with no request in progress is closed after ``connections.max.idle.ms``
+   (from its accept, and after each response: uvicorn's keep-alive timer gets the same value);
+2. **headers**: from a request's first byte, its headers must be complete within
+   ``request.header.timeout.ms``, else 408 / 40801 is answered and the connection closed;
+3. **body**: from the end of the headers, the body must be complete by ``request.body.timeout.ms``
+   plus one second per ``request.body.min.bytes.per.sec`` bytes received (Apache mod_reqtimeout's
+   rule: a fast upload keeps extending its deadline, a trickle does not); while the server itself has
+   paused reading (the app has not consumed the body yet), the clock restarts. Else 408 / 40801 if no
+   answer was started, and the connection is closed (the app sees a client disconnect);
+4. **cap**: a connection accepted while ``max.connections`` are open is answered 503 / 50305
+   (retriable, ``Retry-After: 1``, ``Connection: close``) as soon as its request headers arrive,
+   without reaching the app.
+
+While the app works on a request (a long-poll fetch, an acks=all produce) no timer runs: the app's
+own timeouts apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from lakelog.errors import RETRIABLE_HEADER, LakelogError
+from lakelog.ingest_api.errors import RequestTimeoutError, TooManyConnectionsError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The limits of :func:`guarded_protocol` (see the module docstring), in seconds and bytes."""
+
+    idle_s: float
+    header_timeout_s: float
+    body_timeout_s: float
+    body_min_bytes_per_s: float
+    max_connections: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "ConnectionLimits":
+        """From a :class:`~lakelog.config.BrokerSettings`."""
+        return cls(idle_s=settings.connections_max_idle_ms / 1000.0,
+                   header_timeout_s=settings.request_header_timeout_ms / 1000.0,
+                   body_timeout_s=settings.request_body_timeout_ms / 1000.0,
+                   body_min_bytes_per_s=float(settings.request_body_min_bytes_per_sec),
+                   max_connections=settings.max_connections)
+
+
+def raw_error_response(exc: LakelogError, *, extra_headers: dict[str, str] | None = None) -> bytes:
+    """A complete HTTP/1.1 error answer with REST Proxy's body and ``Connection: close``, as bytes."""
+    body = orjson.dumps(exc.to_body())
+    reason = {408: "Request Timeout", 503: "Service Unavailable"}.get(exc.http_status, "Error")
+    headers = {"content-type": "application/json", "content-length": str(len(body)), "connection": "close",
+               RETRIABLE_HEADER: "true" if exc.retriable else "false", **(extra_headers or {})}
+    head = f"HTTP/1.1 {exc.http_status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode("latin-1") + b"\r\n" + body
+
+
+async def _too_many_connections(scope, receive, send) -> None:
+    """ASGI app answering 503 / 50305 (a connection over ``max.connections``)."""
+    exc = TooManyConnectionsError("Too many open connections to this broker (max.connections); retry later.")
+    body = orjson.dumps(exc.to_body())
+    await send({"type": "http.response.start", "status": 503, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"), (b"retry-after", b"1"), (RETRIABLE_HEADER.lower().encode(), b"true")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the read timeouts and the connection cap above.
+
+    Build with :func:`guarded_protocol` (the limits are a class attribute of the built subclass)."""
+
+    limits: ConnectionLimits
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._timer: asyncio.TimerHandle | None = None
+        self._body_started = 0.0
+        self._body_received = 0
+
+    # -- phases ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        over = len(self.connections) >= self.limits.max_connections
+        super().connection_made(transport)
+        if over:
+            self.app = _too_many_connections
+        self._arm(self.limits.idle_s, self._on_idle)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._unset_keepalive_if_required()
+        self._arm(self.limits.header_timeout_s, self._on_header_timeout)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+        if self._has_body():
+            self._body_started = time.monotonic()
+            self._body_received = 0
+            self._arm(self.limits.body_timeout_s, self._on_body_deadline)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_received += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def _has_body(self) -> bool:
+        for name, value in self.headers:
+            if name == b"content-length":
+                return value.strip() not in (b"0", b"")
+            if name == b"transfer-encoding":
+                return True
+        return False
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def _arm(self, delay_s: float, callback) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(delay_s, callback)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_idle(self) -> None:
+        self._timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _on_header_timeout(self) -> None:
+        self._timer = None
+        self._answer_timeout(f"The request headers did not arrive within request.header.timeout.ms="
+                             f"{self.limits.header_timeout_s * 1000:.0f}.")
+
+    def _on_body_deadline(self) -> None:
+        self._timer = None
+        now = time.monotonic()
+        if self.flow is not None and self.flow.read_paused:
+            # the server stopped reading (the app has not consumed the body yet): not the client's fault
+            self._body_started, self._body_received = now, 0
+        deadline = self._body_started + self.limits.body_timeout_s + \
+            self._body_received / max(self.limits.body_min_bytes_per_s, 1e-9)
+        if now < deadline:
+            self._arm(deadline - now, self._on_body_deadline)
+            return
+        self._answer_timeout(f"The request body did not arrive in time: {self._body_received} bytes after "
+                             f"{now - self._body_started:.1f} s (request.body.timeout.ms="
+                             f"{self.limits.body_timeout_s * 1000:.0f}, request.body.min.bytes.per.sec="
+                             f"{self.limits.body_min_bytes_per_s:.0f}).")
+
+    def _answer_timeout(self, message: str) -> None:
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or not self.cycle.response_started:
+            self.transport.write(raw_error_response(RequestTimeoutError(message)))
+        if self.cycle is not None:  # the app (if reading the body) sees a disconnect, its answer goes nowhere
+            self.cycle.keep_alive = False
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        log.debug("closing a slow connection from %s: %s", self.client, message)
+        self.transport.close()
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
+    """A :class:`GuardedHttpToolsProtocol` subclass with ``limits`` (pass it as uvicorn's ``http=``)."""
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})
