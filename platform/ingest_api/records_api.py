@@ -83,9 +83,10 @@ class InFlightBytes:
         self.cap = cap
         self.held = 0
 
-    def take(self, n: int) -> None:
-        """Hold ``n`` more bytes. Raises :class:`ProduceQueueFullError` past the cap (nothing held then)."""
-        if self.cap >= 0 and self.held and self.held + n > self.cap:
+    def take(self, n: int, *, mine: int = 0) -> None:
+        """Hold ``n`` more bytes for a request already holding ``mine``. Raises
+        :class:`ProduceQueueFullError` past the cap while other requests hold bytes (nothing taken then)."""
+        if self.cap >= 0 and self.held > mine and self.held + n > self.cap:
             raise ProduceQueueFullError(
                 f"Produce requests holding {self.held} bytes are in flight on this broker, and {n} more would pass "
                 f"queued.max.request.bytes={self.cap}; retry after {ProduceQueueFullError.retry_after_s} s.")
@@ -135,7 +136,7 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
                     f"The request body is more than socket.request.max.bytes={limit} bytes (read {len(body)} so "
                     f"far); split it into smaller requests.")
             if budget is not None and len(body) > taken:
-                budget.take(len(body) - taken)
+                budget.take(len(body) - taken, mine=taken)
                 taken = len(body)
     except BaseException:
         if budget is not None:
