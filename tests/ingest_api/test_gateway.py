@@ -598,3 +598,8 @@ def test_client_reports_gateway_errors(api):
     with pytest.raises(GatewayError) as e:
         api.describe_topic(f"missing-{uuid.uuid4().hex[:6]}")
     assert e.value.error_code == 40401 and e.value.http_status == 404
+
+
+def test_brokers_lists_the_live_broker_ids(http, gw):
+    resp = http.get("/brokers")  # REST Proxy v2 BrokersResource
+    assert resp.status_code == 200 and resp.json() == {"brokers": [0]}
