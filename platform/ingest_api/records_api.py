@@ -128,16 +128,24 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
         if budget is not None and size:
             budget.take(size)
             taken = size
-        body = bytearray()
+        body = bytearray(size)  # filled in place when the length is declared: no reallocating copies
+        filled = 0
         async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
+            end = filled + len(chunk)
+            if end <= size:
+                body[filled:end] = chunk
+            else:
+                del body[filled:]
+                body += chunk
+            filled = end
+            if filled > limit:
                 raise RequestTooLargeError(
-                    f"The request body is more than socket.request.max.bytes={limit} bytes (read {len(body)} so "
+                    f"The request body is more than socket.request.max.bytes={limit} bytes (read {filled} so "
                     f"far); split it into smaller requests.")
-            if budget is not None and len(body) > taken:
-                budget.take(len(body) - taken, mine=taken)
-                taken = len(body)
+            if budget is not None and filled > taken:
+                budget.take(filled - taken, mine=taken)
+                taken = filled
+        del body[filled:]  # a body shorter than declared
     except BaseException:
         if budget is not None:
             budget.give(taken)
