@@ -59,6 +59,9 @@ def _not_bool(v: Any) -> Any:
 
 _Int = Annotated[int, BeforeValidator(_not_bool)]
 
+#: Binary bodies from this size on are decoded columnar (below it the validator is faster).
+_COLUMNAR_BINARY_MIN_BYTES = 1 << 20
+
 
 @with_config(_B64)
 class _BinaryHeader(TypedDict):
@@ -127,7 +130,9 @@ def decode_produce(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]
     if fmt == "arrow":
         batch, parts = _decode_arrow(body)
     else:
-        decoded = decode_columnar(body, fmt)
+        # small binary bodies: the per-record validator is faster there and its memory is small anyway
+        small = fmt == "binary" and len(body) < _COLUMNAR_BINARY_MIN_BYTES
+        decoded = None if small else decode_columnar(body, fmt)
         batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
     return batch, _check_partitions(parts)
 
