@@ -327,24 +327,40 @@ def _fragment(raw: bytes) -> Any:
 
 # -- produce responses and v3 records ------------------------------------------------------------
 
-def produce_response(result: Any) -> dict:
-    """REST Proxy v2's produce answer for a :class:`~lakelog.replication.produce_router.ProduceResult`:
-    ``{"offsets": [{"partition", "offset", "error_code", "error"}], "key_schema_id": None,
-    "value_schema_id": None}``, one entry per record in request order. A record whose partition's share
-    failed has ``offset`` null and ``error_code`` 2 (retriable) or 1 (not), as REST Proxy reports
-    Kafka errors per record."""
-    parts, offsets = result.partitions.tolist(), result.offsets.tolist()
-    if not result.errors:
-        entries = [{"partition": p, "offset": o, "error_code": None, "error": None} for p, o in zip(parts, offsets)]
-    else:
-        entries = []
-        for p, o in zip(parts, offsets):
-            err = result.errors.get(p)
-            if err is None:
-                entries.append({"partition": p, "offset": o, "error_code": None, "error": None})
-            else:
-                entries.append({"partition": p, "offset": None,
-                                "error_code": 2 if getattr(err, "retriable", False) else 1, "error": str(err)})
+_OK_ENTRY = (b'{"partition":', b',"offset":', b',"error_code":null,"error":null}')
+
+
+def produce_response_body(result: Any) -> bytes:
+    """REST Proxy v2's produce answer for a :class:`~lakelog.replication.produce_router.ProduceResult`, as
+    JSON bytes: ``{"offsets": [{"partition", "offset", "error_code", "error"}], "key_schema_id": null,
+    "value_schema_id": null}``, one entry per record in request order.
+
+    A record whose partition's share failed has ``offset`` null and ``error_code`` 2 (retriable) or 1 (not),
+    as REST Proxy reports Kafka errors per record. When every share succeeded the entries are built as
+    Arrow strings (no Python object per record: a 1,000,000-record answer costs about 60 MB, not the
+    ~400 MB of a list of dicts).
+    """
+    if result.errors:
+        return orjson.dumps(_produce_response_entries(result))
+    parts = pc.cast(pa.array(result.partitions), pa.string())
+    offsets = pc.cast(pa.array(result.offsets), pa.string())
+    head, middle, tail = (pa.scalar(x, pa.binary()) for x in _OK_ENTRY)
+    entries = pc.binary_join_element_wise(head, parts.cast(pa.binary()), middle, offsets.cast(pa.binary()), tail,
+                                          pa.scalar(b"", pa.binary()))
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), entries), b",")
+    return b'{"offsets":[' + joined[0].as_py() + b'],"key_schema_id":null,"value_schema_id":null}'
+
+
+def _produce_response_entries(result: Any) -> dict:
+    """The produce answer as Python objects (the path with failed shares)."""
+    entries = []
+    for p, o in zip(result.partitions.tolist(), result.offsets.tolist()):
+        err = result.errors.get(p)
+        if err is None:
+            entries.append({"partition": p, "offset": o, "error_code": None, "error": None})
+        else:
+            entries.append({"partition": p, "offset": None,
+                            "error_code": 2 if getattr(err, "retriable", False) else 1, "error": str(err)})
     return {"offsets": entries, "key_schema_id": None, "value_schema_id": None}
 
 

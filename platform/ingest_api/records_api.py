@@ -188,7 +188,7 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
     result = await broker.produce_router.produce(topic, batch, partitions=parts, partition=partition, acks=acks)
-    return kafka_json(codecs.produce_response(result))
+    return Response(codecs.produce_response_body(result), media_type=V2)
 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=ERRORS, tags=["v2 produce"],
