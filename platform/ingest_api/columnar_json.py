@@ -126,47 +126,57 @@ def b64decode(strings: pa.Array) -> pa.Array | None:
         return None
     base = int(offsets[0])
     text = np.frombuffer(data_buf, np.uint8)[base:int(offsets[-1])]
-    groups = len(text) // 4
-    out = np.empty(groups * 3, np.uint8)
-    pads_at: list[np.ndarray] = []
-    for g0 in range(0, groups, _GROUPS_PER_STEP):
-        g1 = min(groups, g0 + _GROUPS_PER_STEP)
-        sextets = _LUT[text[g0 * 4:g1 * 4]]
+    ends = offsets[1:] - base  # end of each value in ``text``
+    # 1. padding: only a value's last one or two characters ("xx==", "xxx="), read at those places only
+    pad_count = np.zeros(n, np.int64)
+    nonempty = np.flatnonzero(lengths > 0)
+    last_pad = text[ends[nonempty] - 1] == ord("=")
+    second_pad = text[ends[nonempty] - 2] == ord("=")
+    if (second_pad & ~last_pad).any():
+        return None
+    pad_count[nonempty] = last_pad.astype(np.int64) + second_pad
+    # canonical: the bits dropped by the padding are zero (as the validator demands)
+    one, two = ends[pad_count == 1], ends[pad_count == 2]
+    if (_LUT[text[one - 2]] & 3).any() or (_LUT[text[two - 3]] & 15).any():
+        return None
+    new_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths // 4 * 3 - pad_count, out=new_offsets[1:])
+    out = np.empty(int(new_offsets[-1]), np.uint8)
+    # 2. decode whole values in steps of about _GROUPS_PER_STEP groups, each step's bytes compacted (the
+    # padding's bytes dropped) straight into ``out``: temporaries stay bounded by the step
+    step_starts = np.searchsorted(ends, np.arange(0, len(text), _GROUPS_PER_STEP * 4), side="right")
+    bounds = sorted(set(step_starts.tolist()) | {0, n})
+    for v0, v1 in zip(bounds, bounds[1:]):
+        t0 = int(ends[v0 - 1]) if v0 else 0
+        t1 = int(ends[v1 - 1])
+        if t1 == t0:
+            continue
+        sextets = _LUT[text[t0:t1]]
         if (sextets == 255).any():
             return None
-        pad = np.flatnonzero(sextets == _PAD)
-        if len(pad):
-            sextets[pad] = 0
-            pads_at.append(pad + g0 * 4)
+        pads = sextets == _PAD
+        # "=" anywhere but the last two characters of a value is refused
+        if int(pads.sum()) != int(pad_count[v0:v1].sum()):
+            return None
+        sextets[pads] = 0
         q = sextets.reshape(-1, 4).astype(np.uint32)
         word = (q[:, 0] << 18) | (q[:, 1] << 12) | (q[:, 2] << 6) | q[:, 3]
-        chunk = out[g0 * 3:g1 * 3].reshape(-1, 3)
+        del q, sextets
+        chunk = np.empty((len(word), 3), np.uint8)
         chunk[:, 0] = word >> 16
         chunk[:, 1] = (word >> 8) & 255
         chunk[:, 2] = word & 255
-    ends = offsets[1:] - base  # end of each value in ``text``
-    nonempty = lengths > 0
-    pad_count = np.zeros(n, np.int64)
-    if pads_at:
-        pad = np.concatenate(pads_at)
-        last_char, second_last = ends[nonempty] - 1, ends[nonempty] - 2
-        is_pad = np.zeros(len(text), bool)
-        is_pad[pad] = True
-        pad_count[nonempty] = is_pad[last_char].astype(np.int64) + is_pad[second_last]
-        # padding only as the value's last one or two characters, "xx==" or "xxx="
-        if int(pad_count.sum()) != len(pad) or (is_pad[second_last] & ~is_pad[last_char]).any():
-            return None
-        # canonical: the bits dropped by the padding are zero (as the validator demands)
-        one, two = ends[pad_count == 1], ends[pad_count == 2]
-        if (_LUT[text[one - 2]] & 3).any() or (_LUT[text[two - 3]] & 15).any():
-            return None
-        keep = np.ones(len(out), bool)
-        out_ends = ends // 4 * 3
-        keep[out_ends[pad_count >= 1] - 1] = False
-        keep[out_ends[pad_count == 2] - 2] = False
-        out = out[keep]
-    new_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths // 4 * 3 - pad_count, out=new_offsets[1:])
+        del word
+        flat = chunk.reshape(-1)
+        padded = np.flatnonzero(pad_count[v0:v1])
+        if len(padded):
+            keep = np.ones(len(flat), bool)
+            out_ends = (ends[v0:v1][padded] - t0) // 4 * 3
+            cnt = pad_count[v0:v1][padded]
+            keep[out_ends - 1] = False
+            keep[out_ends[cnt == 2] - 2] = False
+            flat = flat[keep]
+        out[int(new_offsets[v0]):int(new_offsets[v1])] = flat
     decoded = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(new_offsets.astype(np.int32)),
                                                            pa.py_buffer(out)])
     if strings.null_count:
