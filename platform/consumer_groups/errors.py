@@ -33,6 +33,18 @@ class UnknownGroupError(ConsumerGroupError):
     error_code = 40407
 
 
+class InvalidGroupIdError(ConsumerGroupError):
+    """A group id that cannot name a group. Kafka: INVALID_GROUP_ID (24). 400 / 40008.
+
+    Kafka takes any non-empty string; here a group is also one ZooKeeper znode name
+    (``/lakelog/consumers/{group}``), so ``.``, ``..``, ``/`` and the characters ZooKeeper refuses
+    (controls U+0000-U+001F and U+007F-U+009F, U+D800-U+F8FF, U+FFF0 and above) are refused too.
+    """
+
+    http_status = 400
+    error_code = 40008
+
+
 class InvalidCommitError(ConsumerGroupError):
     """An offset commit names a partition that does not exist or a negative offset. 422 / 42207."""
 
@@ -99,3 +111,11 @@ class InvalidConsumerConfigError(ConsumerGroupError):
 
     http_status = 422
     error_code = 42204
+
+
+class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):
+    """A consumer instance name outside REST Proxy's characters (ASCII letters, digits, ``.``, ``_``,
+    ``-``, ``:``, ``@``), or ``.`` / ``..`` (the name is a ZooKeeper znode and a URL path segment).
+    422 / 42209 (an :class:`InvalidConsumerConfigError`)."""
+
+    error_code = 42209

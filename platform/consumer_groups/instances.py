@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lakelog.consumer_groups.assignors import TopicPartition
+from lakelog.consumer_groups.errors import InvalidConsumerInstanceNameError, InvalidGroupIdError
 
 EmbeddedFormat = Literal["binary", "json"]
 OffsetReset = Literal["earliest", "latest"]
@@ -31,6 +32,44 @@ OffsetReset = Literal["earliest", "latest"]
 #: Kafka's ``auto.commit.interval.ms`` default: with auto commit, positions are committed on a
 #: records request at most this often (and always on revocation and close).
 AUTO_COMMIT_INTERVAL_MS = 5000
+
+
+#: REST Proxy's characters of a consumer instance name (the name is a URL path segment).
+INSTANCE_NAME_PATTERN = r"^[A-Za-z0-9._\-:@]+$"
+
+
+def _zookeeper_refuses(ch: str) -> bool:
+    """Characters ZooKeeper refuses in a path (``PathUtils.validatePath``; Java chars, so every
+    character above U+FFFF, a surrogate pair there, is refused too)."""
+    c = ord(ch)
+    return c <= 0x1F or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xF8FF or c >= 0xFFF0
+
+
+def validate_group_id(group: str) -> None:
+    """Refuse a group id that cannot be one ZooKeeper znode name (Kafka takes any non-empty string).
+
+    Raises:
+        InvalidGroupIdError: empty, ``.``, ``..``, with a ``/`` or a character ZooKeeper refuses
+            (400 / 40008).
+    """
+    if group in ("", ".", ".."):
+        raise InvalidGroupIdError(f"Group id {group!r} is not allowed: it must not be empty, '.' or '..'.")
+    bad = sorted({ch for ch in group if ch == "/" or _zookeeper_refuses(ch)})
+    if bad:
+        raise InvalidGroupIdError(f"Group id {group!r} is not allowed: it contains {', '.join(map(repr, bad))} "
+                                  f"('/' and the characters ZooKeeper refuses in a path are not allowed).")
+
+
+def validate_instance_name(name: str) -> None:
+    """Refuse a consumer instance name that is not a REST Proxy name or is ``.`` / ``..``.
+
+    Raises:
+        InvalidConsumerInstanceNameError: 422 / 42209.
+    """
+    if name in (".", "..") or not re.fullmatch(INSTANCE_NAME_PATTERN, name):
+        raise InvalidConsumerInstanceNameError(
+            f"Invalid consumer configuration: instance name {name!r} is not allowed: use ASCII letters, digits, "
+            f"'.', '_', '-', ':' and '@', and not '.' or '..' alone.")
 
 
 @dataclass(eq=False)

@@ -32,7 +32,7 @@ from lakelog.consumer_groups.errors import (
     IllegalConsumerStateError,
     InvalidConsumerConfigError,
 )
-from lakelog.consumer_groups.instances import ConsumerInstance
+from lakelog.consumer_groups.instances import ConsumerInstance, validate_group_id, validate_instance_name
 from lakelog.consumer_groups.membership import GroupMembership
 from lakelog.consumer_groups.offset_store import CommittedOffset
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult, RecordPoller
@@ -107,7 +107,12 @@ class ConsumerManager:
         Raises:
             ConsumerAlreadyExistsError: the name is taken in the group, on any broker (409 / 40902).
             InvalidConsumerConfigError: a bad format, reset policy or assignor (422 / 42204).
+            InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
+            InvalidConsumerInstanceNameError: a name outside REST Proxy's characters, or ``.`` / ``..``
+                (422 / 42209).
         """
+        validate_group_id(group)
+        validate_instance_name(name)
         if format not in ("binary", "json"):
             raise InvalidConsumerConfigError(f"Invalid consumer configuration: format {format!r} is not supported; "
                                              f"use binary or json.")
@@ -341,5 +346,10 @@ class ConsumerManager:
     # -- description ----------------------------------------------------------------------------
 
     async def describe(self, group: str) -> GroupDescription:
-        """Members of ``group`` cluster-wide (ZooKeeper) with their assignment in the current generation."""
+        """Members of ``group`` cluster-wide (ZooKeeper) with their assignment in the current generation.
+
+        Raises:
+            InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
+        """
+        validate_group_id(group)
         return await describe_group(self.membership, self.broker, group)

@@ -18,7 +18,9 @@
 Errors are REST Proxy's: 40403 unknown instance, 40601 ``Accept`` not the instance's format, 40901
 already subscribed to other topics, 40902 instance name taken, 40903 illegal state (subscription and
 manual assignment mixed, seek of an unassigned partition, read without subscription), 40904 commit
-from a stale generation, 42204 invalid consumer configuration.
+from a stale generation, 42204 invalid consumer configuration; and lakelog's 40008 (a group id that
+ZooKeeper cannot hold as a znode name: ``.``, ``..``, ``/``, control characters; Kafka takes any other
+string) and 42209 (an instance name ``.`` or ``..``).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import contextlib
 import re
 import uuid
 from typing import Annotated, Optional, Union
+from urllib.parse import quote
 
-from fastapi import APIRouter, FastAPI, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
 
 from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
-from lakelog.consumer_groups.instances import EmbeddedFormat
+from lakelog.consumer_groups.instances import EmbeddedFormat, validate_group_id
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
 from lakelog.ingest_api import codecs
@@ -54,7 +57,18 @@ from lakelog.ingest_api.models import (
 
 router = APIRouter(tags=["v2 consumers"])
 
-GroupName = Annotated[str, Path(description="Consumer group name", pattern=CONSUMER_NAME_PATTERN)]
+
+def _group_id(group: Annotated[str, Path(
+        description="Consumer group id: any non-empty string that ZooKeeper can hold as one znode name (Kafka "
+                    "takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
+                    "U+007F-U+009F), nothing in U+D800-U+F8FF or from U+FFF0 on; else 400 / 40008.",
+        min_length=1)]) -> str:
+    validate_group_id(group)
+    return group
+
+
+#: A consumer group id in a path, refused with 400 / 40008 when ZooKeeper cannot hold it.
+GroupName = Annotated[str, Depends(_group_id)]
 InstanceName = Annotated[str, Path(description="Consumer instance name (its instance_id)",
                                    pattern=CONSUMER_NAME_PATTERN)]
 
@@ -66,12 +80,15 @@ ENCODE_INLINE_MAX_ROWS = 500
 KafkaV2Response = KafkaV2JSONResponse
 
 _CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 422, 500, 503, by_reference=True)
+_CONSUMER_RESPONSES[400] = {**_CONSUMER_RESPONSES[400], "description": (
+    "40001 a parameter or the body fails validation, 40008 a group id ZooKeeper cannot hold")}
 _CONSUMER_RESPONSES[404] = {**_CONSUMER_RESPONSES[404], "description": "40403 consumer instance not found"}
 _CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": "40601 format mismatch"}
 _CONSUMER_RESPONSES[409] = {**_CONSUMER_RESPONSES[409], "description": (
     "40901 already subscribed, 40902 instance exists, 40903 illegal state, 40904 stale generation")}
 _CONSUMER_RESPONSES[422] = {**_CONSUMER_RESPONSES[422], "description": (
-    "42204 invalid consumer configuration; 42222 a body field fails validation")}
+    "42204 invalid consumer configuration, 42209 invalid instance name ('.', '..'); 42222 a body field "
+    "fails validation")}
 
 
 @contextlib.asynccontextmanager
@@ -104,7 +121,8 @@ async def create_instance(group: GroupName, body: CreateConsumerRequest, request
         auto_commit=body.auto_commit_enable, fetch_min_bytes=body.fetch_min_bytes,
         request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy)
     base = str(request.base_url).rstrip("/")
-    return KafkaV2Response({"instance_id": name, "base_uri": f"{base}/consumers/{group}/instances/{name}"})
+    path = f"/consumers/{quote(group, safe='')}/instances/{quote(name, safe=':@')}"  # any group id: quoted
+    return KafkaV2Response({"instance_id": name, "base_uri": base + path})
 
 
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204, response_class=Response,

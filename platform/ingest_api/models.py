@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
 
+from lakelog.consumer_groups.instances import INSTANCE_NAME_PATTERN
 from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs route answers it)
 
 #: Kafka's ranges: a partition is an int32 >= 0, an offset an int64 >= 0. The OpenAPI document also
@@ -232,8 +233,8 @@ TopicInfo.model_rebuild()
 
 # -- consumer groups: REST Proxy v2 consumer instances (consumers_api) and group offsets (offsets_api) --
 
-#: Names of consumer groups and instances (REST Proxy accepts these characters).
-CONSUMER_NAME_PATTERN = r"^[A-Za-z0-9._\-:@]+$"
+#: Names of consumer instances (REST Proxy's characters; ``.`` and ``..`` alone are refused, 42209).
+CONSUMER_NAME_PATTERN = INSTANCE_NAME_PATTERN
 
 
 class CreateConsumerRequest(BaseModel):
@@ -242,8 +243,9 @@ class CreateConsumerRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     name: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN,
-                                description="Instance name; default rest-consumer-<uuid>.")
-    id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN, description="Deprecated REST Proxy alias of name.")
+                                description="Instance name (not '.' or '..': 42209); default rest-consumer-<uuid>.")
+    id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN,
+                              description="Deprecated REST Proxy alias of name (not '.' or '..': 42209).")
     format: Literal["binary", "json"] = Field("binary", description="Embedded format of keys and values.")
     auto_offset_reset: Literal["earliest", "latest"] = Field(
         "latest", alias="auto.offset.reset", description="Where to start without a committed offset. Default: latest.")

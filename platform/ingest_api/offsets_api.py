@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 
 from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
+from lakelog.ingest_api.consumers_api import GroupName
 from lakelog.ingest_api.deps import OffsetsAdminBrokerDep, OffsetStoreDep
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.models import (
@@ -31,8 +32,9 @@ from lakelog.ingest_api.models import (
     TopicPartitionOffset,
 )
 
-#: Every route's error answers: 404 covers 40401/40402 (topic, partition) and 40407 (a group with no
-#: committed offsets: lag, reset), 409 a stale generation (40904).
+#: Every route's error answers: 400 covers 40008 (a group id ZooKeeper cannot hold), 404 40401/40402
+#: (topic, partition) and 40407 (a group with no committed offsets: lag, reset), 409 a stale
+#: generation (40904).
 router = APIRouter(tags=["consumer offsets"], responses=error_responses(400, 404, 408, 409, 422, 500, 503))
 
 
@@ -43,7 +45,7 @@ def _answer(offsets: list[PartitionOffset]) -> list[TopicPartitionOffset]:
 
 @router.post("/consumers/{group}/offsets", response_model=CommitOffsetsResponse,
              summary="Commit offsets for a group (one Delta transaction)")
-async def commit_offsets(group: str, body: CommitOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
+async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
     txn = body.transaction
     written = await offsets_admin.commit_offsets(
         broker, group, [PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
@@ -52,7 +54,7 @@ async def commit_offsets(group: str, body: CommitOffsetsRequest, broker: Offsets
 
 
 @router.get("/consumers/{group}/offsets", response_model=OffsetsResponse, summary="A group's committed offsets")
-async def get_offsets(group: str, store: OffsetStoreDep,
+async def get_offsets(group: GroupName, store: OffsetStoreDep,
                       topic: Optional[str] = Query(None, description="Only this topic.")) -> OffsetsResponse:
     return OffsetsResponse(offsets=[
         CommittedOffsetInfo(topic=c.topic, partition=c.partition, offset=c.offset, metadata=c.metadata,
@@ -72,7 +74,7 @@ async def list_groups(store: OffsetStoreDep) -> list[str]:
 
 
 @router.get("/consumers/{group}/lag", response_model=GroupLag, summary="Committed offset, log end and lag per partition")
-async def group_lag(group: str, broker: OffsetsAdminBrokerDep) -> GroupLag:
+async def group_lag(group: GroupName, broker: OffsetsAdminBrokerDep) -> GroupLag:
     lag = await offsets_admin.group_lag(broker, group)
     return GroupLag(group=lag.group, total_lag=lag.total_lag, partitions=[
         PartitionLag(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
@@ -82,6 +84,6 @@ async def group_lag(group: str, broker: OffsetsAdminBrokerDep) -> GroupLag:
 
 @router.post("/consumers/{group}/offsets/reset", response_model=CommitOffsetsResponse,
              summary="Reset a group's offsets (no active members)")
-async def reset_offsets(group: str, body: ResetOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
+async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
     offsets = await offsets_admin.reset_offsets(broker, group, to=body.to, value=body.value, topics=body.topics)
     return CommitOffsetsResponse(committed=True, offsets=_answer(offsets))
