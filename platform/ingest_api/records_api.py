@@ -22,6 +22,7 @@ from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.protocol.errors import (
@@ -33,7 +34,7 @@ from lakelog.protocol.errors import (
 from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 
-router = APIRouter()
+router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
 _PRODUCE_BODY = {
     "requestBody": {
