@@ -22,7 +22,7 @@ from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
-from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse
+from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.protocol.errors import (
@@ -35,6 +35,10 @@ from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
+
+#: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
+#: answers are application/vnd.kafka.v2+json, so the body is referenced, not filed under that type).
+_PRODUCE_ERRORS = error_responses(400, 404, 406, 408, 413, 415, 421, 422, 429, 500, 503, 504, by_reference=True)
 
 _PRODUCE_BODY = {
     "requestBody": {
@@ -192,21 +196,21 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
     return Response(codecs.produce_response_body(result), media_type=V2)
 
 
-@router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=ERRORS, tags=["v2 produce"],
+@router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
              openapi_extra=_PRODUCE_BODY)
 async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None, allow_arrow=False)
 
 
-@router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=ERRORS,
+@router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
              tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY)
 async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, partition, allow_arrow=True)
 
 
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
-             response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=ERRORS,
+             response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
              openapi_extra=_ARROW_BODY)
 async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
