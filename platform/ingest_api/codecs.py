@@ -60,7 +60,7 @@ def _not_bool(v: Any) -> Any:
 _Int = Annotated[int, BeforeValidator(_not_bool)]
 
 #: Binary bodies from this size on are decoded columnar (below it the validator is faster).
-_COLUMNAR_BINARY_MIN_BYTES = 1 << 20
+_COLUMNAR_BINARY_MIN_BYTES = 16 << 20
 
 
 @with_config(_B64)
