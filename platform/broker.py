@@ -33,7 +33,7 @@ from lakelog.replication.acks import Acks
 from lakelog.replication.controller import Controller, controlled_shutdown
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.leader_client import LeaderClient
-from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
+from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
 from lakelog.replication.partition_views import partition_offsets
@@ -215,10 +215,6 @@ class Broker:
         """The cached topic metadata by name."""
         return self.cache.topics()
 
-    def topic(self, name: str) -> TopicMetadata:
-        """Cached metadata of ``name``. Raises :class:`UnknownTopicError`."""
-        return self.cache.topic(name)
-
     async def topic_fresh(self, name: str) -> TopicMetadata:
         """Metadata of ``name``, re-read from ZooKeeper if not cached. Raises :class:`UnknownTopicError`."""
         return await self.replica_manager.topic_fresh(name)
@@ -230,10 +226,6 @@ class Broker:
     def check_partition(self, meta: TopicMetadata, partition: int) -> None:
         """Raises :class:`UnknownPartitionError` if ``partition`` is not one of the topic's."""
         self.cache.check_partition(meta, partition)
-
-    async def partition_state(self, topic: str, partition: int) -> PartitionState:
-        """Leader, epoch and ISR of a partition, from ZooKeeper."""
-        return await self.cache.partition_state(topic, partition)
 
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader."""

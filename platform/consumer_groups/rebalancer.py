@@ -66,10 +66,6 @@ class GroupRebalancer:
         """Ignore watches from now on (instances are being closed)."""
         self._stopping = True
 
-    def groups(self) -> list[str]:
-        """The groups tracked on this broker."""
-        return list(self._groups)
-
     async def track(self, group: str) -> None:
         """Watch ``group`` in ZooKeeper (once) and run a rebalance pass."""
         if group not in self._groups:

@@ -1,22 +1,13 @@
-"""Errors of the HTTP gateway (``lakelog.ingest_api``).
+"""Errors of the HTTP gateway itself (``lakelog.ingest_api``): cluster ids, slow or too many connections.
 
 The request errors every route may answer (malformed body, bad base64, unsupported media types, body
 too large, a record naming a missing partition) are part of the wire vocabulary and live in
-:mod:`lakelog.protocol.errors`, so clients rebuild them too; they are re-exported here.
+:mod:`lakelog.protocol.errors`, so clients rebuild them too.
 """
 
 from __future__ import annotations
 
 from lakelog.errors import LakelogError
-from lakelog.protocol.errors import (  # noqa: F401  (re-exported: the gateway raises them)
-    InvalidEncodingError,
-    InvalidPartitionInRecordError,
-    MalformedBodyError,
-    NotAcceptableError,
-    RequestError,
-    RequestTooLargeError,
-    UnsupportedMediaTypeError,
-)
 
 
 class ClusterNotFoundError(LakelogError):

@@ -184,15 +184,15 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
 
 
 async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks) -> Response:
-    await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
+    meta = await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
     batch, parts = codecs.decode_produce(holder.pop(), fmt)
     if fmt == "arrow":
         assert partition is not None
-        base = await broker.produce_router.produce_arrow(topic, partition, batch, partitions=parts, acks=acks)
+        base = await broker.produce_router.produce_arrow(meta, partition, batch, partitions=parts, acks=acks)
         return kafka_json({"partition": partition, "base_offset": base,
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
-    result = await broker.produce_router.produce(topic, batch, partitions=parts, partition=partition, acks=acks)
+    result = await broker.produce_router.produce(meta, batch, partitions=parts, partition=partition, acks=acks)
     return Response(codecs.produce_response_body(result), media_type=V2)
 
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Path, Query
 from lakelog.ingest_api import models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
+from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition_views import PartitionSummary, partition_log_info, partition_summary
 
 router = APIRouter()
@@ -33,9 +34,8 @@ def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
         log_start_offset=s.log_start_offset, log_end_offset=s.log_end_offset, high_watermark=s.high_watermark)
 
 
-async def _partitions(broker, topic: str) -> list[models.PartitionInfo]:
-    meta = await broker.topic_fresh(topic)
-    summaries = await asyncio.gather(*(partition_summary(broker.replica_manager, topic, p, r)
+async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]:
+    summaries = await asyncio.gather(*(partition_summary(broker.replica_manager, meta.name, p, r)
                                        for p, r in sorted(meta.replicas.items())))
     return [_partition_info(s) for s in summaries]
 
@@ -51,13 +51,13 @@ async def list_topics(broker: BrokerDep) -> list[str]:
             summary="Describe a topic: configs and partitions")
 async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
     meta = await broker.topic_fresh(topic)
-    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, topic))
+    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, meta))
 
 
 @router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=ERRORS,
             tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR")
 async def list_partitions(topic: TopicName, broker: BrokerDep) -> list[models.PartitionInfo]:
-    return await _partitions(broker, topic)
+    return await _partitions(broker, await broker.topic_fresh(topic))
 
 
 @router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=ERRORS,

@@ -90,7 +90,7 @@ async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceReque
     meta = await broker.topic_fresh(topic)
     batch = codecs.decode_v3_record(body)
     parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
-    result = await broker.produce_router.produce(topic, batch, partitions=parts)
+    result = await broker.produce_router.produce(meta, batch, partitions=parts)
     if result.errors:
         raise next(iter(result.errors.values()))
     return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,

@@ -16,8 +16,10 @@ with two or more files is merged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +29,9 @@ from deltalake import DeltaTable
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite
+
+if TYPE_CHECKING:
+    from lakelog.log_tables.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +134,21 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
         raise
     log.info("compacted %d files (offsets %d..%d, %d bytes) of %s", len(run), lo, hi, size, name)
     return len(run)
+
+
+async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | None) -> None:
+    """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
+    files (each delta-rs commit costs time per file), keeping the newest quarter as they are.
+
+    An optimisation: a failure is logged, never raised (the next append tries again); cancellation is
+    passed on.
+    """
+    if segment_files_max is None:
+        return
+    try:
+        if plog.needs_compaction(max_files=segment_files_max):
+            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4))
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("compaction of %s-%d failed", plog.topic, plog.partition)

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
-from lakelog.log_tables.offset_scan import DataLoss, scan_offsets
+from lakelog.log_tables.offset_scan import DataLoss, scan_offsets, target_schema
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.tail_cache import CacheView
 
@@ -58,7 +58,7 @@ def read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: i
     if start_offset < view.log_start_offset or start_offset > bound:
         raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=start_offset,
                                     log_start_offset=view.log_start_offset, high_watermark=hw)
-    schema = LOG_SCHEMA if columns is None else pa.schema([LOG_SCHEMA.field(c) for c in columns])
+    schema = LOG_SCHEMA if columns is None else target_schema(columns)
     if start_offset >= upper:
         return schema.empty_table()
     try:

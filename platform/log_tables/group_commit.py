@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
-from lakelog.log_tables.log_manager import compact_if_needed
+from lakelog.log_tables.compaction import compact_if_needed
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)

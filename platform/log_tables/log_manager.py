@@ -4,8 +4,9 @@ Each replica's log is ``{log.dirs}/{topic}-{partition}/``, a Delta table. A topi
 table (``_lakelog_topic_id``) tells a table of a deleted-and-re-created topic of the same name apart: it
 is removed before the new topic's log is created there.
 
-:func:`compact_if_needed` is the one compaction trigger: the leader's group committer runs it after each
-commit, the follower after each replicated append.
+:func:`~lakelog.log_tables.compaction.compact_if_needed` is the one compaction trigger: the leader's group
+committer runs it after each commit, the follower (through :meth:`LogManager.compact_if_needed`) after each
+replicated append.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from lakelog.config import TopicConfig
+from lakelog.log_tables.compaction import compact_if_needed
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import table_dir_name
 
@@ -77,20 +79,3 @@ class LogManager:
         """Run :func:`compact_if_needed` with this broker's ``log.segment.files.max``."""
         await compact_if_needed(plog, segment_files_max=self.segment_files_max)
 
-
-async def compact_if_needed(plog: PartitionLog, *, segment_files_max: int | None) -> None:
-    """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
-    files (each delta-rs commit costs time per file), keeping the newest quarter as they are.
-
-    An optimisation: a failure is logged, never raised (the next append tries again); cancellation is
-    passed on.
-    """
-    if segment_files_max is None:
-        return
-    try:
-        if plog.needs_compaction(max_files=segment_files_max):
-            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4))
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("compaction of %s-%d failed", plog.topic, plog.partition)

@@ -106,7 +106,7 @@ def data_loss(table: "str | DeltaTable", start: int, end: int, *,
     if start >= end:
         return None
     dt = open_table(table, storage_options=storage_options)
-    first = FileSnapshot.of_table(dt, storage_options=storage_options).first_offset
+    first = log_start_offset(dt, storage_options=storage_options)
     if first is not None and start >= first:
         return None
     stop = end if first is None else min(end, first)

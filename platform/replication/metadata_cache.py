@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 from lakelog.replication.errors import UnknownPartitionError, UnknownTopicError
 from lakelog.replication.metadata import (
@@ -85,18 +84,6 @@ class MetadataCache:
     def cached_topic(self, name: str) -> TopicMetadata | None:
         """Cached metadata of ``name``, or None."""
         return self._topics.get(name)
-
-    async def topic_fresh(self, name: str, *, reload: Callable[[], object] | None = None) -> TopicMetadata:
-        """Metadata of ``name``, re-read from ZooKeeper if the cache does not have it yet.
-
-        ``reload`` (an async callable) replaces the plain reload, so a broker can reconcile its
-        partitions with the new topics. Raises :class:`UnknownTopicError`."""
-        if name not in self._topics:
-            if reload is not None:
-                await reload()  # type: ignore[misc]
-            else:
-                await self.reload_topics()
-        return self.topic(name)
 
     @staticmethod
     def check_partition(meta: TopicMetadata, partition: int) -> None:

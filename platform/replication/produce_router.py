@@ -29,6 +29,7 @@ from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import NotLeaderError
 from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
 
 
@@ -60,11 +61,12 @@ class ProduceRouter:
         self.leader_client = leader_client
         self._sticky = itertools.count()
 
-    async def produce(self, topic: str, batch: pa.Table, *, partitions: pa.Array | None = None,
+    async def produce(self, meta: TopicMetadata, batch: pa.Table, *, partitions: pa.Array | None = None,
                       partition: int | None = None, acks: Acks = "all") -> ProduceResult:
-        """Append a produce batch (``PRODUCE_SCHEMA``) to ``topic``.
+        """Append a produce batch (``PRODUCE_SCHEMA``) to the topic ``meta`` describes.
 
         Args:
+            meta: the topic's metadata, as the caller looked it up (``topic_fresh``: 40401 first).
             partitions: int32, the partition each record named (nulls: none), or None.
             partition: the partition of a partition-level request (every record goes there; not forwarded).
             acks: see :mod:`lakelog.replication.acks`.
@@ -73,7 +75,7 @@ class ProduceRouter:
             UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError,
             InvalidTimestampError (nothing written); the share's error when every share failed.
         """
-        meta = await self.replica_manager.topic_fresh(topic)
+        topic = meta.name
         n = batch.num_rows
         # 1. validate the whole request before anything is queued
         if partition is not None:
@@ -115,16 +117,17 @@ class ProduceRouter:
             offsets[idx] = -1 if isinstance(base, BaseException) or acks == "0" else base + np.arange(len(idx))
         return ProduceResult(part_of, offsets, errors)
 
-    async def produce_arrow(self, topic: str, partition: int, batch: pa.Table, *, partitions: pa.Array | None,
-                            acks: Acks = "all") -> int:
-        """Append an Arrow IPC produce to one partition; return its base offset (-1 with ``acks=0``).
+    async def produce_arrow(self, meta: TopicMetadata, partition: int, batch: pa.Table, *,
+                            partitions: pa.Array | None, acks: Acks = "all") -> int:
+        """Append an Arrow IPC produce to one partition of the topic ``meta`` describes; return its base
+        offset (-1 with ``acks=0``).
 
         Raises:
             UnknownTopicError, UnknownPartitionError; InvalidPartitionInRecordError when the body's
             ``partition`` column names another partition; MalformedBodyError for an empty body;
             RecordTooLargeError; the errors of :meth:`ReplicaManager.produce`.
         """
-        meta = await self.replica_manager.topic_fresh(topic)
+        topic = meta.name
         self.replica_manager.cache.check_partition(meta, partition)
         if partitions is not None and pc.any(pc.not_equal(partitions, partition)).as_py():
             raise InvalidPartitionInRecordError(

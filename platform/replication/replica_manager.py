@@ -130,7 +130,9 @@ class ReplicaManager:
         """Metadata of ``name``, re-read (and reconciled) if the cache does not have it yet.
 
         Raises :class:`UnknownTopicError`."""
-        return await self.cache.topic_fresh(name, reload=self.refresh_topics)
+        if self.cache.cached_topic(name) is None:
+            await self.refresh_topics()
+        return self.cache.topic(name)
 
     def _watch_partition(self, topic: str, partition: int, topic_id: str) -> None:
         """DataWatch the partition's state znode; each change is applied on the event loop."""

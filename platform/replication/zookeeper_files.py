@@ -13,13 +13,14 @@ import os
 import re
 from pathlib import Path
 
+from lakelog.config import CONF_DIR
 from lakelog.processes import parent_pid, process_alive, process_cmdline, stop_pid
 from lakelog.replication.errors import ZooKeeperStartError
 
-__all__ = ["MAIN_CLASS", "PID_FILE_NAME", "ZOOKEEPER_CONFIG_TEMPLATE", "ZooKeeperPidFile", "write_config"]
+__all__ = ["MAIN_CLASS", "PID_FILE_NAME", "ZOOKEEPER_CONFIG_TEMPLATE", "ZOOKEEPER_LOG4J2_CONFIG", "ZooKeeperPidFile",
+           "write_config"]
 
-# The repo's conf/ folder (platform/replication/zookeeper_files.py -> repo root -> conf).
-CONF_DIR = Path(__file__).resolve().parent.parent.parent / "conf"
+# The defaults under the repo's conf/ (lakelog.config.CONF_DIR).
 ZOOKEEPER_CONFIG_TEMPLATE = CONF_DIR / "zookeeper.properties"
 ZOOKEEPER_LOG4J2_CONFIG = CONF_DIR / "log4j2-zookeeper.properties"
 

@@ -42,12 +42,10 @@ from types import TracebackType
 
 from lakelog.processes import spawn
 from lakelog.replication.errors import ZooKeeperStartError
-# zoo.cfg and the pid file live in zookeeper_files; its constants stay importable from here.
-from lakelog.replication.zookeeper_files import (  # noqa: F401 - CONF_DIR, ZOOKEEPER_CONFIG_TEMPLATE re-exported
-    CONF_DIR,
+# zoo.cfg and the pid file live in zookeeper_files.
+from lakelog.replication.zookeeper_files import (
     MAIN_CLASS,
     PID_FILE_NAME,
-    ZOOKEEPER_CONFIG_TEMPLATE,
     ZOOKEEPER_LOG4J2_CONFIG,
     ZooKeeperPidFile,
     write_config,

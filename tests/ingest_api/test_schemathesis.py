@@ -55,19 +55,6 @@ def _config() -> SchemathesisConfig:
     return config
 
 
-#: Known findings in the produce routes (records_api.py, being reworked in another change), each
-#: excluded alone: the same check stays enforced on every other answer. (check, operation, text of
-#: the failure message). Remove an entry once its fix lands.
-KNOWN_FINDINGS: list[tuple[str, str, str]] = [
-    # (check name, "METHOD /path", a fragment of the failure message): findings excused with a reason
-]
-
-
-def _known(check: str, failure) -> bool:
-    return any(check == name and failure.operation == operation and text in failure.message
-               for name, operation, text in KNOWN_FINDINGS)
-
-
 def _describe(failure, steps) -> str:
     curl = steps[-1].curl if steps else ""
     return f"{failure.operation}: {failure.title}\n    {failure.message.strip()}\n    {curl}".rstrip()
@@ -78,7 +65,7 @@ def test_openapi_document_holds_for_generated_requests(gw):
     started = time.monotonic()
     findings: dict[tuple, str] = {}
     errors: list[str] = []
-    requests = excluded = 0
+    requests = 0
     finished = None
     phase_started: dict = {}
     phases: list[str] = []
@@ -97,11 +84,8 @@ def test_openapi_document_holds_for_generated_requests(gw):
                     if check.failure_info is None:
                         continue
                     failure = check.failure_info.failure
-                    if _known(check.name, failure):
-                        excluded += 1
-                    else:
-                        key = (check.name, failure.operation, failure.title)
-                        findings.setdefault(key, _describe(failure, check.failure_info.steps))
+                    key = (check.name, failure.operation, failure.title)
+                    findings.setdefault(key, _describe(failure, check.failure_info.steps))
         elif isinstance(event, events.NonFatalError):
             errors.append(f"{event.label}: {event.info.title}: {event.info.message}")
         elif isinstance(event, events.FatalError):
@@ -115,7 +99,7 @@ def test_openapi_document_holds_for_generated_requests(gw):
             finished = event
     elapsed = time.monotonic() - started
     print(f"schemathesis {schemathesis.__version__}: {requests} requests in {elapsed:.1f} s, seed {SEED}, "
-          f"{len(findings)} distinct findings, {excluded} known ones excluded, {len(errors)} errors; phases: {', '.join(phases)}")
+          f"{len(findings)} distinct findings, {len(errors)} errors; phases: {', '.join(phases)}")
     assert not findings, f"{len(findings)} distinct findings:\n" + "\n".join(findings.values())
     assert not errors, "Schemathesis could not test some operations:\n" + "\n".join(errors)
     assert finished is not None and finished.stop_reason == StopReason.COMPLETED, (
