@@ -116,6 +116,11 @@ class PartitionLog:
         return self._state.log_end_offset
 
     @property
+    def lake_end_offset(self) -> int:
+        """First offset not in the Delta table yet: the table holds ``[log_start_offset, lake_end_offset)``."""
+        return self._state.log_end_offset
+
+    @property
     def high_watermark(self) -> int:
         """First offset not yet replicated to the ISR: consumers see offsets below it."""
         return self._state.high_watermark

@@ -6,8 +6,8 @@ parse that list back into them::
 
     GET /lakelog/v1/topics/orders/logs
     200 [{"topic": "orders", "partition": 0, "table_uri": "/data/logs/orders-0",
-          "log_start_offset": 0, "log_end_offset": 120, "high_watermark": 118,
-          "leader_epoch": 3, "timestamp_type": 0}, ...]
+          "log_start_offset": 0, "lake_end_offset": 100, "log_end_offset": 120,
+          "high_watermark": 118, "leader_epoch": 3, "timestamp_type": 0}, ...]
 
 Every field is required (no defaults), so a body parses the same whether it is read with this model or
 by the gateway. The model is immutable and checks the invariants a reader relies on (see
@@ -30,7 +30,7 @@ class PartitionLogInfo(BaseModel):
 
     JSON shape (all fields required)::
 
-        {"topic": str, "partition": int, "table_uri": str, "log_start_offset": int,
+        {"topic": str, "partition": int, "table_uri": str, "log_start_offset": int, "lake_end_offset": int,
          "log_end_offset": int, "high_watermark": int, "leader_epoch": int, "timestamp_type": int}
 
     Attributes:
@@ -39,6 +39,10 @@ class PartitionLogInfo(BaseModel):
         table_uri: URI or path of the partition's Delta table on its leader
             (``{log.dirs}/{topic}-{partition}``), anything both delta-rs and Spark can open.
         log_start_offset: first offset still in the log (retention may have removed earlier ones).
+        lake_end_offset: the first offset not yet in the Delta table (the two-tier log's flusher moves
+            it up behind the high watermark): the table holds ``log_start_offset <= offset <
+            lake_end_offset``; the rest, up to the high watermark, is in the leader's segment tail
+            (Arrow fetch).
         log_end_offset: the offset the next appended record gets (LEO, on the leader).
         high_watermark: first offset not yet replicated to the ISR; readers see only
             ``log_start_offset <= offset < high_watermark``.
@@ -58,6 +62,7 @@ class PartitionLogInfo(BaseModel):
     partition: int
     table_uri: str
     log_start_offset: int
+    lake_end_offset: int
     log_end_offset: int
     high_watermark: int
     leader_epoch: int

@@ -91,6 +91,8 @@ async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> 
         return PartitionLogInfo(**await rm.leader_client.topic_log(e.leader_url, topic, partition))
     meta = rm.cache.topic(topic)
     return PartitionLogInfo(topic=topic, partition=partition, table_uri=part.log.table_uri,
-                            log_start_offset=part.log.log_start_offset, log_end_offset=part.log.log_end_offset,
+                            log_start_offset=part.log.log_start_offset,
+                            lake_end_offset=min(part.log.lake_end_offset, part.log.high_watermark),
+                            log_end_offset=part.log.log_end_offset,
                             high_watermark=part.log.high_watermark, leader_epoch=part.leader_epoch,
                             timestamp_type=meta.config.timestamp_type_id)

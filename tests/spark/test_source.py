@@ -452,7 +452,7 @@ class FakeCluster:
 
 def state(topic, partition, lso, hw, uri="/nowhere"):
     return PartitionLogInfo(topic=topic, partition=partition, table_uri=uri, log_start_offset=lso,
-                            log_end_offset=hw, high_watermark=hw, leader_epoch=0, timestamp_type=0)
+                            lake_end_offset=hw, log_end_offset=hw, high_watermark=hw, leader_epoch=0, timestamp_type=0)
 
 
 def stream_reader(states: dict, **options) -> LakelogStreamReader:

@@ -87,7 +87,7 @@ def log_info(topic: str, partition: int, table_uri: str, log_start_offset: int, 
              timestamp_type: int = 0) -> PartitionLogInfo:
     """A partition's bounds as the gateway would report them (LEO = HW, leader epoch 0)."""
     return PartitionLogInfo(topic=topic, partition=partition, table_uri=table_uri, log_start_offset=log_start_offset,
-                            log_end_offset=high_watermark, high_watermark=high_watermark, leader_epoch=0,
+                            lake_end_offset=high_watermark, log_end_offset=high_watermark, high_watermark=high_watermark, leader_epoch=0,
                             timestamp_type=timestamp_type)
 
 
@@ -333,7 +333,7 @@ def test_partition_log_info_is_the_gateways_logs_body():
     from lakelog.ingest_api import models
     from lakelog.spark.sql import partition_logs_from_gateway
 
-    body = {"topic": "t", "partition": 1, "table_uri": "/data/t-1", "log_start_offset": 2, "log_end_offset": 9,
+    body = {"topic": "t", "partition": 1, "table_uri": "/data/t-1", "log_start_offset": 2, "lake_end_offset": 5, "log_end_offset": 9,
             "high_watermark": 7, "leader_epoch": 3, "timestamp_type": 1}
     assert PartitionLogInfo.model_validate(body).model_dump() == body
     # the gateway's response model and this one read and write the same JSON
