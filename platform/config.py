@@ -56,6 +56,9 @@ def _dotted_to_field(values: dict[str, Any]) -> dict[str, Any]:
     return {k.replace(".", "_").replace("-", "_"): v for k, v in values.items()}
 
 
+INT64_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE, the default of its "never" configs
+
+
 class BrokerSettings(BaseSettings):
     """Settings of one broker process (Kafka's ``server.properties`` counterpart).
 
@@ -142,6 +145,16 @@ class TopicConfig(BaseModel):
     retention_bytes: int = Field(-1, ge=-1, alias="retention.bytes")
     retention_ms: int = Field(604800000, ge=-1, alias="retention.ms")
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    #: Kafka's segment configs: the segment tail rolls to a new file at this size or age.
+    segment_bytes: int = Field(1073741824, ge=14, alias="segment.bytes")
+    segment_ms: int = Field(604800000, ge=1, alias="segment.ms")
+    #: Kafka's flush configs: fsync the segment tail after this many records / ms (default: never, the OS decides).
+    flush_messages: int = Field(INT64_MAX, ge=1, alias="flush.messages")
+    flush_ms: int = Field(INT64_MAX, ge=0, alias="flush.ms")
+    #: lakelog's own: how often (ms) and after how many bytes the segment tail is committed to the Delta
+    #: table; 0 ms = a synchronous Delta commit per append (no segment tail).
+    lake_commit_interval_ms: int = Field(1000, ge=0, alias="lake.commit.interval.ms")
+    lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, alias="lake.commit.bytes")
 
     @field_validator("cleanup_policy", mode="before")
     @classmethod

@@ -33,6 +33,12 @@ def test_topic_config_defaults_are_kafkas():
         "retention.bytes": "-1",
         "retention.ms": "604800000",
         "unclean.leader.election.enable": "false",
+        "segment.bytes": "1073741824",
+        "segment.ms": "604800000",
+        "flush.messages": "9223372036854775807",
+        "flush.ms": "9223372036854775807",
+        "lake.commit.interval.ms": "1000",
+        "lake.commit.bytes": "67108864",
     }
     assert config.timestamp_type_id == 0
 
