@@ -74,7 +74,7 @@ class BrokerSettings(BaseSettings):
     log_dirs: Path = Field(Path("data/logs"), description="Where the partition Delta tables live. Default: data/logs.")
     zookeeper_connect: str = Field("127.0.0.1:2181", description="zookeeper.connect: host:port[,host:port][/chroot]. Default: 127.0.0.1:2181.")
     zookeeper_session_timeout_ms: int = Field(18000, gt=0, description="zookeeper.session.timeout.ms. Default: 18000.")
-    linger_ms: float = Field(2.0, ge=0, description="How long a partition's group commit waits for more produce requests after the first one. Default: 2.")
+    linger_ms: float = Field(0.0, ge=0, description="How long a partition's group commit waits for more produce requests after the first one (requests that arrive during an append share the next one anyway). Default: 0.")
     batch_size: int = Field(16 * 1024 * 1024, gt=0, description="Bytes after which a group commit is written without waiting for linger.ms. Default: 16 MiB.")
     message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: default max.message.bytes of new topics. Default: 1048588 (Kafka's).")
     socket_request_max_bytes: int = Field(104857600, gt=0, description="socket.request.max.bytes: largest HTTP body accepted. Default: 100 MiB (Kafka's).")

@@ -93,7 +93,7 @@ def merged_rows(snapshot: FileSnapshot, run: Sequence[DataFile]) -> pa.Table:
 
 
 def rewrite(table: DeltaTable, snapshot: FileSnapshot, run: Sequence[DataFile], *, compression_type: str,
-            log_end_offset: int, max_run_bytes: int) -> int:
+            lake_end_offset: int, max_run_bytes: int) -> int:
     """Replace the files of ``run`` by one file of their rows in offset order (row groups of
     :data:`COMPACTION_ROW_GROUP_ROWS` rows): one Delta commit; return the new table version.
 
@@ -101,19 +101,19 @@ def rewrite(table: DeltaTable, snapshot: FileSnapshot, run: Sequence[DataFile], 
         Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
     """
     return commit_rewrite(table, merged_rows(snapshot, run), first=run[0].min_offset, last=run[-1].max_offset,
-                          compression_type=compression_type, log_end_offset=log_end_offset,
+                          compression_type=compression_type, lake_end_offset=lake_end_offset,
                           target_file_size=max_run_bytes * 4, row_group_rows=COMPACTION_ROW_GROUP_ROWS)
 
 
 def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, keep_newest: int,
-                       max_file_bytes: int, max_run_bytes: int, compression_type: str, log_end_offset: int) -> int:
+                       max_file_bytes: int, max_run_bytes: int, compression_type: str, lake_end_offset: int) -> int:
     """Merge the oldest run of small files of ``snapshot`` (:func:`choose_run`, :func:`rewrite`).
 
     Args:
         table: the partition table, at the version ``snapshot`` lists (the caller holds its write lock).
         name: ``topic-partition``, for the log.
         keep_newest, max_file_bytes, max_run_bytes: as :func:`choose_run` (sizes in bytes).
-        compression_type, log_end_offset: as :func:`rewrite`.
+        compression_type, lake_end_offset: as :func:`rewrite`.
 
     Returns:
         The number of files replaced (0 when there was nothing worth compacting).
@@ -127,7 +127,7 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
         return 0
     lo, hi, size = run[0].min_offset, run[-1].max_offset, sum(f.size_bytes for f in run)
     try:
-        rewrite(table, snapshot, run, compression_type=compression_type, log_end_offset=log_end_offset,
+        rewrite(table, snapshot, run, compression_type=compression_type, lake_end_offset=lake_end_offset,
                 max_run_bytes=max_run_bytes)
     except Exception:
         log.exception("compacting %s offsets %d..%d failed", name, lo, hi)

@@ -1,10 +1,11 @@
-"""The broker's read of a partition log by offset range: the tail cache, then the data files.
+"""The broker's read of a partition log by offset range: the tail cache, the segment tail, the data files.
 
 :func:`read_log` answers :meth:`PartitionLog.read <lakelog.log_tables.partition_log.PartitionLog.read>`
-from a :class:`ReadView`, a consistent picture of the log taken under its state lock: records older
-than the tail cache come from the data files through
-:func:`~lakelog.log_tables.offset_scan.scan_offsets` (the read path Spark's
-:func:`~lakelog.log_tables.reader.read_offset_range` uses too), the rest from the cache. The answer is
+from a :class:`ReadView`, a consistent picture of the log taken under its state lock: records in the
+tail cache come from it; older records at or above the lake end offset from the segment files
+(:class:`~lakelog.log_tables.segments.SegmentView`); older ones from the Delta table's data files
+through :func:`~lakelog.log_tables.offset_scan.scan_offsets` (the read path Spark's
+:func:`~lakelog.log_tables.reader.read_offset_range` uses too). The answer is
 bounded by a soft byte limit (KIP-74: at least one record, so a fetch always makes progress) and only
 as much of the files is decoded as the limit needs.
 """
@@ -16,14 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.offset_scan import DataLoss, scan_offsets, target_schema
 from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import CacheView
 
-__all__ = ["FetchDataLoss", "ReadView", "read_log", "read_range"]
+__all__ = ["FetchDataLoss", "ReadView", "read_log", "read_range", "tail_offset_for_timestamp"]
 
 
 @dataclass(frozen=True)
@@ -31,27 +34,46 @@ class ReadView:
     """A log's state at one moment, as a read needs it.
 
     Attributes:
-        log_start_offset, log_end_offset, high_watermark: the offsets.
+        log_start_offset, lake_end_offset, log_end_offset, high_watermark: the offsets.
         cache: the tail cache.
-        files: the file index (it may miss the newest commits).
+        files: the file index of the Delta table (it may miss the newest commits).
+        segments: the segment tail's frames (from the lake end offset on).
     """
 
     log_start_offset: int
+    lake_end_offset: int
     log_end_offset: int
     high_watermark: int
     cache: CacheView
     files: FileSnapshot
+    segments: SegmentView
 
 
-def read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: int | None,
+def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes: int, end_offset: int | None,
              columns: list[str] | None, reload_index: Callable[[], FileSnapshot], topic: str,
              partition: int) -> pa.Table:
-    """:meth:`PartitionLog.read <lakelog.log_tables.partition_log.PartitionLog.read>` on ``view``.
+    """:meth:`PartitionLog.read <lakelog.log_tables.partition_log.PartitionLog.read>` on ``take_view()``.
+
+    A segment the flusher deleted under the view (after a grace of one flush interval) makes the read
+    start again on a fresh view.
 
     Raises:
         OffsetOutOfRangeError: ``start_offset`` is out of the log's range, or the table no longer holds it.
         KeyError: an unknown column.
     """
+    for attempt in range(3):
+        try:
+            return _read_log(take_view(), start_offset, max_bytes=max_bytes, end_offset=end_offset, columns=columns,
+                             reload_index=reload_index, topic=topic, partition=partition)
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: int | None,
+              columns: list[str] | None, reload_index: Callable[[], FileSnapshot], topic: str,
+              partition: int) -> pa.Table:
     hw = view.high_watermark
     bound = hw if end_offset is None else view.log_end_offset
     upper = bound if end_offset is None else min(end_offset, bound)
@@ -62,7 +84,7 @@ def read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: i
     if start_offset >= upper:
         return schema.empty_table()
     try:
-        chunks = read_range(view.files, view.cache, start_offset, upper, max_bytes=max_bytes, columns=columns,
+        chunks = read_range(view, start_offset, upper, max_bytes=max_bytes, columns=columns,
                             reload_index=reload_index)
     except FetchDataLoss as e:  # return what was read; the next fetch starts at the missing offset
         if not e.partial:
@@ -91,14 +113,14 @@ def _raise(loss: DataLoss) -> None:
     raise FetchDataLoss(loss, [])
 
 
-def read_range(files: FileSnapshot, cache: CacheView, start: int, upper: int, *, max_bytes: int,
+def read_range(view: ReadView, start: int, upper: int, *, max_bytes: int,
                columns: Sequence[str] | None, reload_index: Callable[[], FileSnapshot]) -> list[pa.Table]:
     """The pieces of the records ``start <= offset < upper``, in offset order, about ``max_bytes`` at most.
 
     Args:
-        files: the log's file index. It may miss the log's newest commits: when it ends short of
-            the cache (or ``upper``) with budget left, ``reload_index()`` is called once for a fresh one.
-        cache: the tail cache at the same moment.
+        view: the log's state. Its file index may miss the table's newest commits: when it ends short
+            of the lake end offset (or ``upper``) with budget left, ``reload_index()`` is called once for
+            a fresh one.
         start: first offset (not below the log start offset; below ``upper``).
         upper: exclusive end offset.
         max_bytes: soft limit on the Arrow bytes of the answer; at least one record is returned.
@@ -111,15 +133,22 @@ def read_range(files: FileSnapshot, cache: CacheView, start: int, upper: int, *,
 
     Raises:
         FetchDataLoss: offsets at the position reached are no longer in the table.
+        FileNotFoundError: a segment file of the view was deleted (read again on a fresh view).
     """
     pieces: list[pa.Table] = []
+    cache = view.cache
     budget, offset, cache_start = max_bytes, start, cache.first_offset
-    if cache_start is None or offset < cache_start:
-        disk_end = upper if cache_start is None else min(upper, cache_start)
-        try:
-            offset, budget = _read_files(files, offset, disk_end, budget, columns, pieces, reload_index)
-        except FetchDataLoss as e:
-            raise FetchDataLoss(e.loss, pieces) from None
+    memory_start = upper if cache_start is None else min(upper, cache_start)
+    if offset < memory_start:
+        # the Delta table below the lake end offset, then the segment files
+        files_end = min(memory_start, view.lake_end_offset)
+        if offset < files_end:
+            try:
+                offset, budget = _read_files(view.files, offset, files_end, budget, columns, pieces, reload_index)
+            except FetchDataLoss as e:
+                raise FetchDataLoss(e.loss, pieces) from None
+        if budget > 0 and view.lake_end_offset <= offset < memory_start:
+            offset, budget = view.segments.read(offset, memory_start, budget, pieces)
     if budget > 0 and cache_start is not None and offset >= cache_start:
         cache.read(offset, upper, budget, pieces)
     return pieces
@@ -148,3 +177,22 @@ def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns
             break
         files = reload_index()  # commits since the index was listed
     return offset, budget
+
+
+def tail_offset_for_timestamp(read: Callable[..., pa.Table], timestamp_ms: int, *, start: int, end: int) -> int | None:
+    """The first offset in ``[start, end)`` whose timestamp is at or after ``timestamp_ms``, or None.
+
+    For the part of a log outside the Delta table (its segment tail): pages through ``read(offset,
+    max_bytes=, end_offset=, columns=)`` (:meth:`PartitionLog.read
+    <lakelog.log_tables.partition_log.PartitionLog.read>`) 8 MiB at a time, offsets and timestamps only.
+    """
+    offset, target_us = start, timestamp_ms * 1000
+    while offset < end:
+        rows = read(offset, max_bytes=8 * 1024 * 1024, end_offset=end, columns=["offset", "timestamp"])
+        if rows.num_rows == 0:
+            return None
+        first = pc.index(pc.greater_equal(rows["timestamp"].cast(pa.int64()), target_us), True).as_py()
+        if first >= 0:
+            return rows["offset"][first].as_py()
+        offset = rows["offset"][-1].as_py() + 1
+    return None

@@ -1,20 +1,22 @@
-"""Group commit: concurrent produce requests to one partition share one Delta commit.
+"""Group commit: concurrent produce requests to one partition share one append.
 
-A Delta commit costs milliseconds whatever its size, so the broker does not commit per request.
-Requests for a partition queue here; one committer task per partition takes everything queued —
-waiting up to ``linger.ms`` after the first request for more, or less once ``batch.size`` bytes are
-queued — and appends it as one batch. Requests that arrive while a commit runs go into the next one,
-so under load batches grow by themselves.
+An append costs time whatever its size (a frame written to the segment tail; a whole Delta commit for a
+log without a tail), so the broker does not append per request. Requests for a partition queue here;
+one committer task per partition takes everything queued — waiting up to ``linger.ms`` after the first
+request for more, or less once ``batch.size`` bytes are queued — and appends it as one batch. Requests
+that arrive while an append runs go into the next one, so under load batches grow by themselves.
 
 Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit_loop`):
 
 1. wait for a first request, then linger until ``linger_ms`` passed or ``batch_size`` bytes queued;
 2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table;
-3. append it to the log in a worker thread: offsets assigned, one Delta transaction;
+3. append it to the log: offsets assigned, one frame of the segment tail (written in the event loop
+   when it is small and no fsync is asked for, else in a worker thread) or one Delta transaction;
 4. hand the append to ``on_append`` (the replica manager moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;
-6. when the table holds more than ``segment_files_max`` data files, merge the oldest small ones
-   (:meth:`PartitionLog.compact_head`): a delta-rs commit costs time per file in the table.
+6. without a tail: when the table holds more than ``segment_files_max`` data files, merge the oldest
+   small ones (:meth:`PartitionLog.compact_head`): a delta-rs commit costs time per file in the table.
+   (With a tail the flusher does this after its commits.)
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
+#: Appends to the segment tail up to this many Arrow bytes are written from the event loop: a write of
+#: that size takes tens of microseconds, less than the hand-off to a worker thread.
+INLINE_APPEND_MAX_BYTES = 256 * 1024
+#: Kafka's flush.messages default ("never fsync").
+_NEVER = 2**63 - 1
+
 
 @dataclass
 class _Pending:
@@ -46,7 +54,8 @@ class GroupCommitter:
 
     Args:
         log: the partition log appended to.
-        linger_ms: how long to wait for more requests after the first. Default: 2.
+        linger_ms: how long to wait for more requests after the first. Default: 0 (requests that
+            arrive during an append still share the next one).
         batch_size: bytes of queued records that end the linger early (Arrow bytes). Default: 16 MiB.
         on_append: called with each :class:`AppendInfo` in the event loop after the commit, before
             the requests are answered. Default: None.
@@ -57,7 +66,7 @@ class GroupCommitter:
     Must be created and used inside a running asyncio event loop.
     """
 
-    def __init__(self, log: PartitionLog, *, linger_ms: float = 2.0, batch_size: int = 16 * 1024 * 1024,
+    def __init__(self, log: PartitionLog, *, linger_ms: float = 0.0, batch_size: int = 16 * 1024 * 1024,
                  on_append: Callable[[AppendInfo], None] | None = None,
                  leader_epoch: Callable[[], int] = lambda: 0, segment_files_max: int | None = 64) -> None:
         self.log = log
@@ -132,19 +141,25 @@ class GroupCommitter:
                 _fail(taken, e)
                 continue
             # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
-            # failure is logged and the next commit tries again
-            await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+            # failure is logged and the next commit tries again (with a tail, the flusher does it)
+            if not self.log.tiered:
+                await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
 
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
         batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
-        # 3. one append = offsets + one Delta transaction, off the event loop
+        # 3. one append = offsets + one frame of the tail (or one Delta transaction)
         started = time.perf_counter()
-        info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
+        if (self.log.tiered and batch.nbytes <= INLINE_APPEND_MAX_BYTES
+                and self.log.config.flush_messages == _NEVER and self.log.config.flush_ms == _NEVER):
+            info = self.log.append(batch, leader_epoch=self._leader_epoch())
+        else:
+            info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
         self.commits += 1
         self.records += info.count
-        log.debug("committed %d records in %d requests to %s-%d in %.1f ms", info.count, len(taken),
-                  self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("appended %d records in %d requests to %s-%d in %.2f ms", info.count, len(taken),
+                      self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
         # 4. the replica manager learns of the append (moves the high watermark)
         if self._on_append is not None:
             try:

@@ -1,8 +1,8 @@
 """The in-memory state of a partition log, kept consistent under one lock.
 
-Offsets (log start, log end, high watermark), the file index (the table's data files with their offset
-statistics, possibly missing the newest commits), the tail cache and the leader epoch cache change
-together: after a commit, a truncation, a recovery. :class:`LogState` makes each such change atomic for
+Offsets (log start, lake end, log end, high watermark), the file index (the table's data files with their
+offset statistics, possibly missing the newest commits), the segment tail's frames, the tail cache and
+the leader epoch cache change together: after an append, a flush to Delta, a truncation, a recovery. :class:`LogState` makes each such change atomic for
 readers, which take a :class:`~lakelog.log_tables.fetch.ReadView` without waiting for a running commit.
 """
 
@@ -17,6 +17,7 @@ from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import ReadView
 from lakelog.log_tables.leader_epochs import LeaderEpochCache
 from lakelog.log_tables.recovery import RecoveredLog
+from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import TailCache
 
 __all__ = ["LogState"]
@@ -30,24 +31,34 @@ class LogState:
         tail_cache_max_bytes: bytes of the newest records kept in memory (0 = none).
     """
 
-    def __init__(self, files: FileSnapshot, tail_cache_max_bytes: int) -> None:
+    def __init__(self, files: FileSnapshot, segments: SegmentView, tail_cache_max_bytes: int) -> None:
         self.lock = threading.Lock()
         self.files = files
+        #: frames of the segment tail from the lake end offset on
+        self.segments = segments
         #: appends whose data files the index does not list yet
         self.commits_since_index = 0
         self.cache = TailCache(tail_cache_max_bytes)
         self.log_start_offset = 0
+        #: first offset not in the Delta table
+        self.lake_end_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
         self.epochs = LeaderEpochCache()
         self._hw_listeners: list[Callable[[], None]] = []
 
     def reset(self, recovered: RecoveredLog) -> None:
-        """Take the state recovered from the table (the cache empties; the fence epoch never drops)."""
+        """Take the state recovered from the table and tail (the cache holds the tail's batches again;
+        the fence epoch never drops)."""
         with self.lock:
             self.files, self.commits_since_index = recovered.files, 0
             self.log_start_offset, self.log_end_offset = recovered.log_start_offset, recovered.log_end_offset
+            self.lake_end_offset = recovered.lake_end_offset
+            if recovered.segments is not None:
+                self.segments = recovered.segments
             self.cache.clear()
+            for base, batch in recovered.tail_batches:
+                self.cache.add(base, pa.Table.from_batches([batch]))
             recovered.epochs.fence(self.epochs.fence_epoch)
             self.epochs = recovered.epochs
 
@@ -56,15 +67,31 @@ class LogState:
         with self.lock:
             self.files, self.commits_since_index = files, 0
 
-    def appended(self, base: int, batch: pa.Table, epoch_starts: list[tuple[int, int]]) -> None:
-        """``batch`` (offsets from ``base``) was committed; ``epoch_starts``: its ``(epoch, first offset)`` s."""
+    def appended(self, base: int, batch: pa.Table, epoch_starts: list[tuple[int, int]], *,
+                 segments: SegmentView | None) -> None:
+        """``batch`` (offsets from ``base``) was appended; ``epoch_starts``: its ``(epoch, first offset)`` s.
+
+        ``segments``: the tail's frames with it (written to the segment tail), or None (committed to
+        the Delta table: the lake end offset moves with it).
+        """
         with self.lock:
             self.log_end_offset = base + batch.num_rows
             self.cache.add(base, batch)
-            self.commits_since_index += 1
+            if segments is None:
+                self.lake_end_offset = self.log_end_offset
+                self.commits_since_index += 1
+            else:
+                self.segments = segments
             for epoch, start in epoch_starts:
                 self.epochs.assign(epoch, start)
                 self.epochs.fence(epoch)
+
+    def flushed(self, lake_end_offset: int, files: FileSnapshot, segments: SegmentView) -> None:
+        """The flusher committed the tail below ``lake_end_offset`` to Delta (``files``: the table's files now)."""
+        with self.lock:
+            self.lake_end_offset = lake_end_offset
+            self.files, self.commits_since_index = files, 0
+            self.segments = segments
 
     def truncated(self, offset: int) -> None:
         """The log now ends at ``offset``; the high watermark drops to at most it."""
@@ -75,8 +102,8 @@ class LogState:
     def view(self) -> ReadView:
         """A consistent picture for a read."""
         with self.lock:
-            return ReadView(self.log_start_offset, self.log_end_offset, self.high_watermark, self.cache.view(),
-                            self.files)
+            return ReadView(self.log_start_offset, self.lake_end_offset, self.log_end_offset, self.high_watermark,
+                            self.cache.view(), self.files, self.segments)
 
     def advance_high_watermark(self, offset: int) -> bool:
         """Move the high watermark up to ``offset``, capped at the log end offset; listeners run after a move."""

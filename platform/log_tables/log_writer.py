@@ -1,14 +1,28 @@
-"""The one writer of a partition table: serialised Delta commits that keep the log's state in step.
+"""The one writer of a partition log: serialised appends and Delta commits that keep the log's state in step.
 
-Every commit (append, replicated append, truncation, compaction) runs under one lock: one writer per
-table. A failed commit has an ambiguous outcome, so the writer re-reads the table
+Two locks, always taken in this order: ``lake_lock`` serialises the Delta commits (flush of the
+segment tail, truncation, compaction, and the appends of a log without a tail: one writer per table);
+``lock`` serialises appends to the segment tail and the state changes. So an append to the tail never
+waits for a Delta commit: the flusher holds only ``lake_lock`` while it commits.
+
+A failed Delta commit has an ambiguous outcome, so the writer re-reads the table
 (:mod:`~lakelog.log_tables.recovery`) before it raises :class:`CommitFailedError`, and the next batch
-starts from what the table really holds. After a commit the :class:`~lakelog.log_tables.log_state.LogState`
-moves (log end offset, tail cache, leader epochs) in one step.
+starts from what the table really holds. After an append the :class:`~lakelog.log_tables.log_state.LogState`
+moves (log end offset, segment frames, tail cache, leader epochs) in one step.
+
+Steps of a flush (:meth:`LogWriter.flush`, mirrored by comments in the code):
+
+1. take the records from the lake end offset up to the high watermark (at most ``max_bytes``, at least
+   one record) from the tail cache and the segment files;
+2. commit them to the Delta table as one append recording the new lake end offset (a failed commit is
+   ambiguous: the table's end is re-read and the error raised);
+3. move the lake end offset and the file index; the segments wholly below it are released (deleted
+   at the next flush, a grace for readers of an older view) and the active one rolls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,11 +37,13 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import CommitFailedError, LogClosedError
+from lakelog.log_tables.fetch import read_range
 from lakelog.log_tables.leader_epochs import epoch_starts
 from lakelog.log_tables.log_state import LogState
-from lakelog.log_tables.recovery import file_snapshot, recover
+from lakelog.log_tables.recovery import file_snapshot, lake_state, recover
 from lakelog.log_tables.records import check_continues, to_log_batch
 from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.segments import SegmentLog
 from lakelog.log_tables.table_writes import commit_append, commit_truncation
 
 log = logging.getLogger(__name__)
@@ -43,15 +59,16 @@ class AppendInfo:
         base_offset: offset of the batch's first record.
         last_offset: offset of its last record (``base_offset + count - 1``).
         count: number of records.
-        log_append_time_ms: broker time of the commit, ms since the epoch.
-        version: the Delta table version that holds the batch.
+        log_append_time_ms: broker time of the append, ms since the epoch.
+        version: the Delta table version that holds the batch, or None when it went to the segment
+            tail (the flusher commits it later).
     """
 
     base_offset: int
     last_offset: int
     count: int
     log_append_time_ms: int
-    version: int
+    version: int | None
 
 
 class LogWriter:
@@ -65,12 +82,16 @@ class LogWriter:
         topic, partition: for messages.
         config: the topic's configuration (``message.timestamp.type``, ``compression.type``).
         state: the log's in-memory state.
+        segments: the segment tail appends go to; None = every append is a Delta commit
+            (``lake.commit.interval.ms=0``).
     """
 
     def __init__(self, table: DeltaTable, *, uri: str, fs: pafs.FileSystem, root: str, topic: str, partition: int,
-                 config: TopicConfig, state: LogState) -> None:
+                 config: TopicConfig, state: LogState, segments: SegmentLog | None) -> None:
         self.table, self.uri, self._fs, self._root = table, uri, fs, root
         self.topic, self.partition, self.config, self.state = topic, partition, config, state
+        self.segments = segments
+        self.lake_lock = threading.Lock()
         self.lock = threading.Lock()
         self.closed = False
 
@@ -80,8 +101,8 @@ class LogWriter:
         return f"{self.topic}-{self.partition}"
 
     def recover(self) -> None:
-        """Re-read the table (newest version) into the state; the fence epoch is kept."""
-        self.state.reset(recover(self.table, self.uri, self._fs, self._root))
+        """Re-read the table (newest version) and the segment tail into the state; the fence epoch is kept."""
+        self.state.reset(recover(self.table, self.uri, self._fs, self._root, self.segments))
 
     def load_index(self) -> FileSnapshot:
         """Re-list the data files of the table's version in memory (after this writer's commits)."""
@@ -90,24 +111,26 @@ class LogWriter:
         return files
 
     def close(self) -> None:
-        """Refuse later writes (:class:`LogClosedError`); waits for a running commit."""
-        with self.lock:
+        """Refuse later writes (:class:`LogClosedError`); waits for a running append or commit."""
+        with self.lake_lock, self.lock:
             self.closed = True
+            if self.segments is not None:
+                self.segments.close()
 
     def append(self, records: pa.Table, *, leader_epoch: int, now_ms: int | None) -> AppendInfo:
         """:meth:`PartitionLog.append <lakelog.log_tables.partition_log.PartitionLog.append>`."""
         n = records.num_rows
         if n == 0:
             raise ValueError("append needs at least one record")
-        with self.lock:
+        with self._append_locks():
             self._check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
             batch = to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
                                  timestamp_type=self.config.message_timestamp_type).combine_chunks()
-            # One group commit = one Delta transaction; the LEO after it is recorded in commitInfo.
-            version = self._append_commit(f"Writing {n} records", base, batch, [(leader_epoch, base)])
+            # One group commit = one frame of the segment tail (or one Delta transaction without a tail).
+            version = self._append(f"Writing {n} records", base, batch, [(leader_epoch, base)])
             return AppendInfo(base, base + n - 1, n, now_ms, version)
 
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
@@ -117,19 +140,70 @@ class LogWriter:
             raise ValueError("append_replicated needs at least one record")
         batch = batch.select(LOG_SCHEMA.names).cast(LOG_SCHEMA).combine_chunks()
         offsets = batch["offset"].to_numpy()
-        with self.lock:
+        with self._append_locks():
             self._check_open()
             # 1. the batch must continue the log exactly
             base = self.state.log_end_offset
             check_continues(offsets, base, topic=self.topic, partition=self.partition)
-            # 2. one Delta transaction, the new LEO recorded in commitInfo; 3. LEO, tail cache, epochs
-            version = self._append_commit(f"Writing {n} replicated records", base, batch,
-                                          epoch_starts(offsets, batch["leader_epoch"].to_numpy()))
+            # 2. one frame of the segment tail (or one Delta transaction); 3. LEO, tail cache, epochs
+            version = self._append(f"Writing {n} replicated records", base, batch,
+                                   epoch_starts(offsets, batch["leader_epoch"].to_numpy()))
             return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
+
+    def flush(self, *, max_bytes: int, beyond_high_watermark: bool = False) -> int:
+        """:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`."""
+        if self.segments is None:
+            return 0
+        with self.lake_lock:
+            if self.closed:
+                return 0
+            # 1. the records from the lake end offset up to the high watermark, from cache and segments
+            view = self.state.view()
+            start = view.lake_end_offset
+            upper = view.log_end_offset if beyond_high_watermark else min(view.high_watermark, view.log_end_offset)
+            if upper <= start:
+                with self.lock:
+                    self.segments.release_below(start)
+                    self.state.flushed(start, self.state.files, self.segments.view)
+                return 0
+            batch = _read_tail(self.state, start, upper, max_bytes)
+            end = start + batch.num_rows
+            # 2. one Delta append recording the new lake end offset
+            try:
+                commit_append(self.table, batch, compression_type=self.config.compression_type, lake_end_offset=end)
+            except Exception as e:
+                log.warning("flushing %s offsets %d..%d to Delta failed: %s", self.name, start, end - 1, e)
+                files, end = lake_state(self.table, self.uri, self._fs, self._root)
+                with self.lock:
+                    self.state.flushed(end, files, self.segments.view.from_offset(end))
+                raise CommitFailedError(f"Flushing {self.name} to Delta failed: {e}") from e
+            # 3. lake end offset and file index; release the segments below it
+            files = file_snapshot(self.table, self.uri, self._fs, self._root)
+            with self.lock:
+                self.segments.release_below(end)
+                self.state.flushed(end, files, self.segments.view)
+            return batch.num_rows
+
+    def drop_tail(self) -> None:
+        """Commit the whole tail to Delta (high watermark or not) and append to Delta from now on: a topic
+        that had a tail and now has ``lake.commit.interval.ms=0``."""
+        while self.flush(max_bytes=self.config.lake_commit_bytes, beyond_high_watermark=True):
+            pass
+        with self.lake_lock, self.lock:
+            if self.segments is not None:
+                self.segments.delete_all()
+            self.segments = None
+
+    def sync_if_due(self) -> None:
+        """fsync the segment tail if ``flush.ms`` says so."""
+        if self.segments is not None:
+            with self.lock:
+                if not self.closed:
+                    self.segments.sync_if_due()
 
     def truncate_to(self, offset: int) -> bool:
         """:meth:`PartitionLog.truncate_to <lakelog.log_tables.partition_log.PartitionLog.truncate_to>`."""
-        with self.lock:
+        with self.lake_lock, self.lock:
             self._check_open()
             # 1. nothing above the point
             old_leo, lso = self.state.log_end_offset, self.state.log_start_offset
@@ -137,9 +211,15 @@ class LogWriter:
                 return False
             if offset < lso:
                 raise ValueError(f"cannot truncate {self.name} to {offset}, below the log start offset {lso}")
-            # 2. one commit: replaceWhere offset >= X with no rows
-            self._commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
-            # 3. in-memory state from the table
+            # 2. the segment tail is cut; the Delta table only below its end (an unclean election):
+            # one commit, replaceWhere offset >= X with no rows
+            if self.segments is not None and offset >= self.state.lake_end_offset:
+                self.segments.truncate_to(offset)
+            else:
+                self._commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
+                if self.segments is not None:
+                    self.segments.delete_all()
+            # 3. in-memory state from the table and the tail
             self.recover()
             self.state.truncated(offset)
             log.info("truncated %s from log end offset %d to %d", self.name, old_leo, offset)
@@ -147,30 +227,53 @@ class LogWriter:
 
     def compact_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
         """:meth:`PartitionLog.compact_head <lakelog.log_tables.partition_log.PartitionLog.compact_head>`."""
-        with self.lock:
+        with self.lake_lock:
             if self.closed:
                 return 0
             try:
                 merged = compaction.compact_oldest_run(
                     self.table, self.load_index(), name=self.name, keep_newest=keep_newest,
                     max_file_bytes=max_file_bytes, max_run_bytes=max_run_bytes,
-                    compression_type=self.config.compression_type, log_end_offset=self.state.log_end_offset)
+                    compression_type=self.config.compression_type, lake_end_offset=self.state.lake_end_offset)
             except Exception:  # logged; an optimisation, the next call tries again
-                self._recover_after_failed_commit()
+                with self.lock:
+                    self._recover_after_failed_commit()
                 return 0
             if merged:
                 self.load_index()
             return merged
 
+    def _append_locks(self) -> contextlib.AbstractContextManager:
+        """``lock`` for an append to the tail; ``lake_lock`` then ``lock`` for a Delta commit."""
+        if self.segments is not None:
+            return self.lock
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.lake_lock)
+        stack.enter_context(self.lock)
+        return stack
+
     def _check_open(self) -> None:
         if self.closed:
             raise LogClosedError(f"The log of {self.name} is closed")
 
-    def _append_commit(self, what: str, base: int, batch: pa.Table, starts: list[tuple[int, int]]) -> int:
-        version = self._commit(f"{what} to {self.name}", lambda: commit_append(
-            self.table, batch, compression_type=self.config.compression_type, log_end_offset=base + batch.num_rows))
-        self.state.appended(base, batch, starts)
-        return version
+    def _append(self, what: str, base: int, batch: pa.Table, starts: list[tuple[int, int]]) -> int | None:
+        """Write ``batch`` (one chunk) to the segment tail, or commit it to Delta without one; move the state."""
+        if self.segments is None:
+            version = self._commit(f"{what} to {self.name}", lambda: commit_append(
+                self.table, batch, compression_type=self.config.compression_type,
+                lake_end_offset=base + batch.num_rows))
+            self.state.appended(base, batch, starts, segments=None)
+            return version
+        try:
+            frames = [self.segments.append(base, rb) for rb in batch.to_batches()]
+        except OSError as e:
+            log.warning("%s to the segment tail of %s failed: %s", what, self.name, e)
+            self._recover_after_failed_commit()
+            raise CommitFailedError(f"{what} to {self.name} failed: {e}") from e
+        for frame in frames:
+            self.segments.published(frame)
+        self.state.appended(base, batch, starts, segments=self.segments.view)
+        return None
 
     def _commit(self, what: str, write: Callable[[], int]) -> int:
         """Run one Delta commit; on failure re-read the table (ambiguous outcome) and raise CommitFailedError."""
@@ -186,3 +289,21 @@ class LogWriter:
             self.recover()
         except Exception:  # the table itself is unreachable; keep the old state, fail next time too
             log.exception("re-reading %s after a failed commit failed", self.uri)
+
+
+def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
+    """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
+    chunk of the log schema; they must start at ``start`` and be contiguous."""
+    for attempt in range(3):
+        try:
+            pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None,
+                                reload_index=lambda: state.files)
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    batch = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
+    offsets = batch["offset"]
+    if offsets[0].as_py() != start or offsets[-1].as_py() != start + batch.num_rows - 1:
+        raise AssertionError(f"the tail read from {start} is not contiguous: {offsets[0]}..{offsets[-1]}")
+    return batch

@@ -1,19 +1,23 @@
-"""One replica of one partition: a Delta table appended by the broker with delta-rs.
+"""One replica of one partition: a segment tail in front of a Delta table (DESIGN.md, "Storage").
 
-The log owns offset assignment (dense, from the log end offset), the Delta commit of each appended
-batch, reads by offset range and the in-memory tail cache. It is synchronous and thread-safe: appends
+The log owns offset assignment (dense, from the log end offset), the append of each batch to the
+segment tail (:mod:`~lakelog.log_tables.segments`; acknowledged once written), the flush of the tail
+below the high watermark to the Delta table in large commits (:meth:`PartitionLog.flush_to_lake`,
+driven by :mod:`~lakelog.log_tables.flusher`), reads by offset range and the in-memory tail cache.
+With ``lake.commit.interval.ms=0`` (or a table on an object store) there is no tail: every append is
+a synchronous Delta commit and the lake end offset is the log end offset. It is synchronous and thread-safe: appends
 are serialised by a lock (one writer per table), reads take a consistent snapshot of the in-memory
 state without waiting for a running commit. Batching of concurrent produce requests into one commit
 lives in :mod:`lakelog.log_tables.group_commit`.
 
 :class:`PartitionLog` composes the parts, each in its own module:
 
-- :mod:`~lakelog.log_tables.log_writer`: the table's one writer (serialised commits, re-reading the
-  table after a failed one);
+- :mod:`~lakelog.log_tables.log_writer`: the log's one writer (serialised appends and Delta commits,
+  re-reading the table after a failed one; the flush);
 - :mod:`~lakelog.log_tables.log_state`: offsets, high watermark, file index, tail cache
   (:mod:`~lakelog.log_tables.tail_cache`) and leader epoch cache (:mod:`~lakelog.log_tables.leader_epochs`,
   KIP-101), changed atomically;
-- :mod:`~lakelog.log_tables.recovery`: that state from the table on open and after truncation;
+- :mod:`~lakelog.log_tables.recovery`: that state from the table and the tail on open and after truncation;
 - :mod:`~lakelog.log_tables.table_writes`: the Delta commits (append, truncate, compaction rewrite);
 - :mod:`~lakelog.log_tables.fetch`: reads, the tail cache first, then the data files through
   :mod:`~lakelog.log_tables.offset_scan` (the same code as Spark's
@@ -26,8 +30,9 @@ Replication (see :mod:`lakelog.replication`) adds three operations: :meth:`Parti
 (the leader answers a follower's OffsetsForLeaderEpoch). Appends stamped with a leader epoch older
 than the newest one the log has seen are refused (:class:`FencedLeaderEpochError`).
 
-A Delta commit is atomic: a batch is either wholly in the table (and then it is acknowledged) or
-not at all. Parquet files written by a commit that did not complete are never referenced.
+A frame of the tail is checked by its CRC on recovery (a torn last one is dropped: it was never
+acknowledged); a Delta commit is atomic, and Parquet files written by a commit that did not complete
+are never referenced.
 """
 
 from __future__ import annotations
@@ -44,16 +49,17 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
-from lakelog.log_tables.fetch import read_log
+from lakelog.log_tables.fetch import read_log, tail_offset_for_timestamp
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo, LogWriter
 from lakelog.log_tables.reader import offset_for_timestamp
-from lakelog.log_tables.table_writes import LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
+from lakelog.log_tables.segments import SEGMENT_DIR, SegmentLog, SegmentView
+from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "LOG_END_OFFSET_KEY", "PARQUET_CODECS",
-           "AppendInfo", "PartitionLog"]
+__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
+           "PARQUET_CODECS", "AppendInfo", "PartitionLog"]
 
 
 class PartitionLog:
@@ -64,12 +70,14 @@ class PartitionLog:
         partition: partition number.
         table_uri: local path or object-store URI of the table (``{log.dirs}/{topic}-{partition}``).
         config: the topic's configuration (``max.message.bytes``, ``message.timestamp.type``,
-            ``compression.type`` are honoured here).
+            ``compression.type``, ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms``,
+            ``lake.commit.interval.ms`` (0 = no segment tail) and ``lake.commit.bytes`` are honoured here).
         table: the open table.
         tail_cache_max_bytes: bytes of the newest records kept in memory. Default: 32 MiB.
         initial_high_watermark: the high watermark after opening (capped at the log end offset).
             Default: None = the log end offset (a single-replica log: everything in it is committed).
-            A replicated partition passes its log start offset and lets the ISR move it.
+            A replicated partition passes 0 and lets the ISR move it; it starts at the lake end offset
+            at least when the log has a tail (the flusher only commits records below the HW).
 
     Use :meth:`open`, which creates the table when it does not exist yet and recovers the offsets
     (:mod:`~lakelog.log_tables.recovery`).
@@ -83,12 +91,18 @@ class PartitionLog:
         self.table_uri = table_uri
         self.config = config
         fs, root = pafs.FileSystem.from_uri(table_uri)
-        self._state = state = LogState(FileSnapshot(table_uri, (), fs, root), tail_cache_max_bytes)
-        self._writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
-                                 config=config, state=state)
-        self._writer.recover()
+        segments = _segment_log(table_uri, config)
+        self._state = state = LogState(FileSnapshot(table_uri, (), fs, root), SegmentView(Path(table_uri) / SEGMENT_DIR),
+                                       tail_cache_max_bytes)
+        self._writer = writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
+                                          config=config, state=state, segments=segments)
+        writer.recover()
+        if segments is not None and config.lake_commit_interval_ms == 0:
+            writer.drop_tail()
         state.high_watermark = (state.log_end_offset if initial_high_watermark is None else
                                 max(state.log_start_offset, min(initial_high_watermark, state.log_end_offset)))
+        if writer.segments is not None:
+            state.high_watermark = max(state.high_watermark, state.lake_end_offset)
 
     @classmethod
     def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
@@ -117,8 +131,19 @@ class PartitionLog:
 
     @property
     def lake_end_offset(self) -> int:
-        """First offset not in the Delta table yet: the table holds ``[log_start_offset, lake_end_offset)``."""
-        return self._state.log_end_offset
+        """First offset not in the Delta table yet: the table holds ``[log_start_offset, lake_end_offset)``,
+        the segment tail the rest. Below the high watermark (or equal), except without a tail."""
+        return self._state.lake_end_offset
+
+    @property
+    def tiered(self) -> bool:
+        """True when appends go to the segment tail (and a flusher commits them to Delta)."""
+        return self._writer.segments is not None
+
+    @property
+    def unflushed_bytes(self) -> int:
+        """Bytes of the segment tail at or above the lake end offset (Arrow IPC payloads)."""
+        return self._state.segments.nbytes
 
     @property
     def high_watermark(self) -> int:
@@ -173,7 +198,9 @@ class PartitionLog:
     # -- writes (:class:`~lakelog.log_tables.log_writer.LogWriter`) ------------------------------
 
     def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None) -> AppendInfo:
-        """Assign offsets to ``records`` and commit them as one Delta transaction.
+        """Assign offsets to ``records`` and write them to the segment tail as one frame (without a tail:
+        commit them as one Delta transaction). Returns once written (no fsync unless ``flush.messages``
+        / ``flush.ms`` ask for it).
 
         Args:
             records: a produce batch (see :func:`~lakelog.log_tables.records.normalize_produce_batch`):
@@ -189,18 +216,44 @@ class PartitionLog:
             ValueError: no rows, or a column that is not a produce column.
             LogClosedError: the log was closed.
             FencedLeaderEpochError: ``leader_epoch`` is older than an epoch the replica has seen.
-            CommitFailedError: the Delta commit failed; the log re-read its state, nothing is
+            CommitFailedError: the write or Delta commit failed; the log re-read its state, nothing is
                 acknowledged (retriable).
         """
         return self._writer.append(records, leader_epoch=leader_epoch, now_ms=now_ms)
 
+    def flush_to_lake(self, *, max_bytes: int | None = None) -> int:
+        """Commit the segment tail from the lake end offset up to the high watermark to the Delta table.
+
+        One Delta append of at most about ``max_bytes`` Arrow bytes (at least one record) recording the
+        new lake end offset; then the segments wholly below it are released (deleted at the next flush)
+        and the active segment rolls. Steps in :mod:`~lakelog.log_tables.log_writer`. Appends go on
+        while the commit runs. Call repeatedly until it returns 0 to flush everything.
+
+        Args:
+            max_bytes: Default: the topic's ``lake.commit.bytes``.
+
+        Returns:
+            Records committed (0: nothing below the high watermark to flush, or no tail).
+
+        Raises:
+            CommitFailedError: the Delta commit failed; the lake end offset was re-read from the table
+                (retriable: the next flush starts from it).
+        """
+        return self._writer.flush(max_bytes=self.config.lake_commit_bytes if max_bytes is None else max_bytes)
+
+    def sync_if_due(self) -> None:
+        """fsync the segment tail when ``flush.ms`` passed since the last fsync (Kafka's log flush)."""
+        self._writer.sync_if_due()
+
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
-        """Append the leader's records as they are (offsets, timestamps, leader epochs kept): one Delta commit.
+        """Append the leader's records as they are (offsets, timestamps, leader epochs kept): one frame
+        of the segment tail (one Delta commit without a tail).
 
         A follower's path. Steps:
 
         1. check the batch continues the log: ``offset[0]`` is the log end offset, offsets are dense;
-        2. commit it as one Delta transaction, recording the new log end offset in commitInfo;
+        2. write it to the segment tail (or commit it as one Delta transaction, recording the new end
+           offset in commitInfo);
         3. move the log end offset, the tail cache and the leader epoch cache.
 
         Args:
@@ -264,19 +317,22 @@ class PartitionLog:
                 or the table no longer holds it (a file was removed under the log by another writer).
             KeyError: an unknown column.
         """
-        return read_log(self._state.view(), start_offset, max_bytes=max_bytes, end_offset=end_offset,
+        return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
                         columns=columns, reload_index=self._writer.load_index, topic=self.topic,
                         partition=self.partition)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by time).
 
-        Delegates to :func:`lakelog.log_tables.reader.offset_for_timestamp` (only files whose
-        ``max.timestamp`` statistic can match are opened). Returns the high watermark when no committed
-        record is that recent.
+        The Delta table first, through :func:`lakelog.log_tables.reader.offset_for_timestamp` (only
+        files whose ``max.timestamp`` statistic can match are opened), then the segment tail up to the
+        high watermark. Returns the high watermark when no committed record is that recent.
         """
-        hw = self.high_watermark
-        found = offset_for_timestamp(self.table_uri, timestamp_ms, start=self.log_start_offset, end=hw)
+        hw, start = self.high_watermark, self.log_start_offset
+        lake_end = min(self.lake_end_offset, hw)
+        found = offset_for_timestamp(self.table_uri, timestamp_ms, start=start, end=lake_end) if lake_end > start else None
+        if found is None:
+            found = tail_offset_for_timestamp(self.read, timestamp_ms, start=max(lake_end, start), end=hw)
         return hw if found is None else found
 
     # -- compaction -----------------------------------------------------------------------------
@@ -316,3 +372,11 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, hw={self.high_watermark})")
+
+
+def _segment_log(table_uri: str, config: TopicConfig) -> SegmentLog | None:
+    """The segment tail of a local table (an object-store table has none: every append is a Delta commit)."""
+    if "://" in table_uri:
+        return None
+    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
+                      flush_messages=config.flush_messages, flush_ms=config.flush_ms)

@@ -1,11 +1,16 @@
-"""Recovering a partition log's state from its Delta table (on open, after a clean stop or a crash alike).
+"""Recovering a partition log's state from its Delta table and segment tail (on open, after a clean stop
+or a crash alike, and after a truncation).
 
-- log end offset (LEO) = max(``max.offset`` file statistic over the table's files) + 1, or the
-  ``lakelog.log_end_offset`` recorded in the newest commit that has one if that is larger (a log emptied
-  by retention keeps its offsets);
-- log start offset = min(``min.offset``), or the LEO of an empty log;
+- lake end offset = max(``max.offset`` file statistic over the table's files) + 1, or the lake end
+  offset recorded in the newest commit that has one if that is larger (a log emptied by retention keeps
+  its offsets);
+- log start offset = min(``min.offset``), or the lake end offset of an empty table;
+- the segment tail from the lake end offset on (:meth:`SegmentLog.recover
+  <lakelog.log_tables.segments.SegmentLog.recover>`: torn last batch dropped); log end offset (LEO) =
+  the end of its last frame, or the lake end offset;
 - the leader epoch cache (KIP-101): the first offset of each leader epoch in the log, from the
-  ``leader_epoch`` min/max file statistics (only files that span several epochs are read).
+  ``leader_epoch`` min/max file statistics (only files that span several epochs are read), then from the
+  tail's batches.
 
 A Delta commit is atomic: Parquet files written by a commit that did not complete are never referenced,
 so nothing here has to repair the table.
@@ -18,9 +23,12 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
+import pyarrow as pa
+
 from lakelog.log_tables.data_files import FileSnapshot, data_files
-from lakelog.log_tables.leader_epochs import LeaderEpochCache
-from lakelog.log_tables.table_writes import recorded_log_end_offset
+from lakelog.log_tables.leader_epochs import LeaderEpochCache, epoch_starts
+from lakelog.log_tables.segments import SegmentLog, SegmentView
+from lakelog.log_tables.table_writes import recorded_lake_end_offset
 
 __all__ = ["RecoveredLog", "file_snapshot", "recover"]
 
@@ -32,14 +40,20 @@ class RecoveredLog:
     Attributes:
         files: the data files of the table's current version.
         log_start_offset: first offset in the log (the LEO when it holds no record).
+        lake_end_offset: first offset not in the Delta table.
         log_end_offset: offset the next appended record gets.
         epochs: the leader epoch cache (fence epoch = the newest epoch in the log).
+        segments: the segment tail's frames (empty without a tail).
+        tail_batches: ``(base offset, batch)`` of the tail, oldest first (for the tail cache).
     """
 
     files: FileSnapshot
     log_start_offset: int
+    lake_end_offset: int
     log_end_offset: int
     epochs: LeaderEpochCache
+    segments: SegmentView | None = None
+    tail_batches: tuple[tuple[int, pa.RecordBatch], ...] = ()
 
 
 def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> FileSnapshot:
@@ -47,19 +61,38 @@ def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -
     return FileSnapshot(uri, tuple(data_files(table)), fs, root)
 
 
-def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> RecoveredLog:
-    """Move ``table`` to its newest version and derive the log's offsets and epochs from it.
-
-    Args:
-        table: the partition table (updated in place).
-        uri: its URI (for messages).
-        fs, root: the filesystem and table root its data files are read through.
+def lake_state(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> tuple[FileSnapshot, int]:
+    """Move ``table`` to its newest version: ``(its files, its lake end offset)``.
 
     Raises:
         deltalake.exceptions.DeltaError, OSError: the table is unreadable.
     """
     table.update_incremental()
     files = file_snapshot(table, uri, fs, root)
-    leo = max(files.end_offset or 0, recorded_log_end_offset(table))
+    return files, max(files.end_offset or 0, recorded_lake_end_offset(table))
+
+
+def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
+            segments: SegmentLog | None = None) -> RecoveredLog:
+    """Move ``table`` to its newest version and derive the log's offsets and epochs from it and the tail.
+
+    Args:
+        table: the partition table (updated in place).
+        uri: its URI (for messages).
+        fs, root: the filesystem and table root its data files are read through.
+        segments: the log's segment tail, re-read from the lake end offset on; None = no tail.
+
+    Raises:
+        deltalake.exceptions.DeltaError, OSError: the table or the segments are unreadable.
+    """
+    files, lake_end = lake_state(table, uri, fs, root)
     first = files.first_offset
-    return RecoveredLog(files, leo if first is None else first, leo, LeaderEpochCache.from_files(files))
+    epochs = LeaderEpochCache.from_files(files)
+    if segments is None:
+        return RecoveredLog(files, lake_end if first is None else first, lake_end, lake_end, epochs)
+    tail = segments.recover(lake_end)
+    for base, batch in tail.batches:
+        for epoch, start in epoch_starts(batch.column("offset").to_numpy(), batch.column("leader_epoch").to_numpy()):
+            epochs.assign(epoch, start)  # epochs the table already has are kept as they are
+    return RecoveredLog(files, lake_end if first is None else first, lake_end, tail.log_end_offset, epochs,
+                        tail.view, tuple(tail.batches))

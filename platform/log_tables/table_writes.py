@@ -1,7 +1,9 @@
 """The Delta commits a partition log makes: append, truncate, compact. Each is one atomic Delta transaction.
 
-Every commit records the log end offset after it in its commitInfo (:data:`LOG_END_OFFSET_KEY`), so
-recovery finds the log end offset of a log whose newest records were removed (retention, truncation).
+Every commit records the table's end offset after it (the *lake end offset*: the first offset not in
+the table) in its commitInfo (:data:`LAKE_END_OFFSET_KEY`), so recovery finds the end of a table whose
+newest records were removed (retention, truncation). Tables written before the two-tier log recorded it
+as :data:`LOG_END_OFFSET_KEY` (then always equal); both are read.
 The functions here only write; the caller (:class:`~lakelog.log_tables.partition_log.PartitionLog`)
 holds the table's write lock and treats a failure as ambiguous (re-reads the table).
 """
@@ -16,10 +18,12 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties, write_delt
 
 from lakelog.log_tables.schema import LOG_SCHEMA
 
-__all__ = ["LOG_END_OFFSET_KEY", "PARQUET_CODECS", "commit_append", "commit_rewrite", "commit_truncation",
-           "open_log_table", "recorded_log_end_offset"]
+__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "PARQUET_CODECS", "commit_append", "commit_rewrite",
+           "commit_truncation", "open_log_table", "recorded_lake_end_offset"]
 
-#: commitInfo key holding the log end offset after the commit.
+#: commitInfo key holding the table's end offset (lake end offset) after the commit.
+LAKE_END_OFFSET_KEY = "lakelog.lake_end_offset"
+#: the same, as tables written before the two-tier log recorded it.
 LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
 
 #: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
@@ -56,14 +60,14 @@ def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tupl
     )
 
 
-def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, log_end_offset: int) -> int:
+def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, lake_end_offset: int) -> int:
     """Append ``batch`` (log schema, offsets assigned) as one Delta commit; return the new table version.
 
     Args:
         table: the partition table (updated in place to the new version).
         batch: the rows, one data file.
         compression_type: the topic's ``compression.type`` (a key of :data:`PARQUET_CODECS`).
-        log_end_offset: the log end offset after the batch (recorded in commitInfo).
+        lake_end_offset: the table's end offset after the batch (recorded in commitInfo).
 
     Raises:
         Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
@@ -71,7 +75,7 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
     write_deltalake(
         table, batch, mode="append",
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type]),
-        commit_properties=CommitProperties(custom_metadata={LOG_END_OFFSET_KEY: str(log_end_offset)}),
+        commit_properties=CommitProperties(custom_metadata={LAKE_END_OFFSET_KEY: str(lake_end_offset)}),
     )
     return table.version()
 
@@ -88,13 +92,13 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
     write_deltalake(
         table, LOG_SCHEMA.empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
         commit_properties=CommitProperties(custom_metadata={
-            LOG_END_OFFSET_KEY: str(offset), "lakelog.operation": "truncate"}),
+            LAKE_END_OFFSET_KEY: str(offset), "lakelog.operation": "truncate"}),
     )
     return table.version()
 
 
 def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, compression_type: str,
-                   log_end_offset: int, target_file_size: int, row_group_rows: int) -> int:
+                   lake_end_offset: int, target_file_size: int, row_group_rows: int) -> int:
     """Replace the files holding offsets ``[first, last]`` by ``rows`` (compaction): one commit.
 
     An ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's replaceWhere), so readers of an
@@ -118,13 +122,14 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type],
                                            max_row_group_size=row_group_rows),
         commit_properties=CommitProperties(custom_metadata={
-            LOG_END_OFFSET_KEY: str(log_end_offset), "lakelog.operation": "compact"}),
+            LAKE_END_OFFSET_KEY: str(lake_end_offset), "lakelog.operation": "compact"}),
     )
     return table.version()
 
 
-def recorded_log_end_offset(table: DeltaTable) -> int:
-    """The newest log end offset recorded in the table's commits (:data:`LOG_END_OFFSET_KEY`), or 0.
+def recorded_lake_end_offset(table: DeltaTable) -> int:
+    """The newest lake end offset recorded in the table's commits (:data:`LAKE_END_OFFSET_KEY`, or
+    :data:`LOG_END_OFFSET_KEY` of older commits), or 0.
 
     Usually the newest commit is an append and carries it; maintenance commits (VACUUM, OPTIMIZE) do
     not, so older commits are looked at in growing windows.
@@ -133,7 +138,7 @@ def recorded_log_end_offset(table: DeltaTable) -> int:
         return 0
     for limit in (1, 32, None):
         for commit in table.history(limit):
-            value = commit.get(LOG_END_OFFSET_KEY)
+            value = commit.get(LAKE_END_OFFSET_KEY, commit.get(LOG_END_OFFSET_KEY))
             if value is not None:
                 return int(value)
     return 0

@@ -40,6 +40,7 @@ from lakelog.replication.errors import (
 from lakelog.replication.metadata import PartitionState
 
 if TYPE_CHECKING:
+    from lakelog.log_tables.flusher import LakeFlusher
     from lakelog.log_tables.group_commit import GroupCommitter
     from lakelog.replication.follower import ReplicaFetcher
 
@@ -82,7 +83,8 @@ class Partition:
     Attributes:
         topic, partition, topic_id: which partition (the topic id tells re-created topics apart).
         broker_id: this broker's id.
-        log: the local replica's log; committer: its group committer (appends on the leader).
+        log: the local replica's log; committer: its group committer (appends on the leader);
+            flusher: commits its segment tail to its Delta table (leader and followers).
         leader_epoch: the epoch of the role this broker took up last.
         replicas: the assigned replicas, preferred leader first.
         role: :class:`ReplicaRole`.
@@ -99,6 +101,7 @@ class Partition:
     broker_id: int
     log: PartitionLog
     committer: "GroupCommitter | None" = None
+    flusher: "LakeFlusher | None" = None
     leader_epoch: int = 0
     replicas: list[int] = field(default_factory=list)
     role: ReplicaRole = ReplicaRole.NONE

@@ -26,6 +26,7 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
+from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
@@ -88,14 +89,17 @@ class ReplicaManager:
         self.isr.start(self.partitions)
 
     async def stop(self) -> None:
-        """Stop fetchers, commit queued appends, close every log."""
+        """Stop fetchers, append queued requests, flush the segment tails to Delta, close every log."""
         self._stopping = True
         self.isr.stop()
-        for part in list(self._partitions.values()):
+        parts = list(self._partitions.values())
+        for part in parts:
             if part.fetcher is not None:
                 await part.fetcher.stop()
             if part.committer is not None:
                 await part.committer.close()
+        await asyncio.gather(*(part.flusher.close() for part in parts if part.flusher is not None))
+        for part in parts:
             part.log.close()
         self._partitions.clear()
 
@@ -220,6 +224,7 @@ class ReplicaManager:
                                             on_append=lambda info: self._after_leader_append(part),
                                             leader_epoch=part.append_epoch,
                                             segment_files_max=self.log_manager.segment_files_max)
+            part.flusher = LakeFlusher(plog, segment_files_max=self.log_manager.segment_files_max)
             self._partitions[key] = part
             return part
 
@@ -232,6 +237,8 @@ class ReplicaManager:
             await part.fetcher.stop()
         if part.committer is not None:
             await part.committer.close()
+        if part.flusher is not None:
+            await part.flusher.close(flush=not delete_data)
         await self.log_manager.drop_log(part.log, delete_data=delete_data)
         part.notify_all()
 

@@ -13,6 +13,9 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import PartitionLog
 
+#: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
+SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
+
 
 def _append(log: PartitionLog, n: int, tag: int) -> None:
     info = log.append(pa.table({"key": pa.array([b"k%d" % tag] * n), "value": pa.array([b"v%d" % i for i in range(n)])}))
@@ -29,7 +32,7 @@ def _read_all(log: PartitionLog) -> pa.Table:
 
 
 def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
-    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig(),
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE,
                             tail_cache_max_bytes=0)
     for i in range(40):
         _append(log, 50, i)
@@ -50,14 +53,14 @@ def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
     assert pc.count_distinct(table["offset"]).as_py() == table.num_rows == 2000
     # reopening recovers the offsets; appends continue without a gap
     log.close()
-    reopened = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig())
+    reopened = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
     assert reopened.log_end_offset == 2000
     _append(reopened, 10, 99)
     assert reopened.log_end_offset == 2010
 
 
 def test_compact_head_leaves_large_files_and_needs_two_small_ones(tmp_path):
-    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig())
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
     for i in range(3):
         _append(log, 10, i)
     assert log.compact_head(keep_newest=2) == 0  # only one file older than the newest two
@@ -65,7 +68,7 @@ def test_compact_head_leaves_large_files_and_needs_two_small_ones(tmp_path):
 
 
 def test_group_committer_compacts_when_the_table_grows(tmp_path):
-    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig())
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
 
     async def run() -> None:
         committer = GroupCommitter(log, linger_ms=0, segment_files_max=8,

@@ -18,9 +18,12 @@ from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 
+#: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
+SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
+
 
 def open_log(tmp_path) -> PartitionLog:
-    return PartitionLog.open(topic="orders", partition=0, table_uri=tmp_path / "orders-0", config=TopicConfig())
+    return PartitionLog.open(topic="orders", partition=0, table_uri=tmp_path / "orders-0", config=SYNC_LAKE)
 
 
 def request(req: int, n: int) -> pa.Table:

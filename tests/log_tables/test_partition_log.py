@@ -27,7 +27,8 @@ NOW_MS = 1_700_000_000_000
 def open_log(path: Path, *, configs: dict | None = None, cache: int = 32 * 1024 * 1024,
              topic: str = "orders", partition: int = 0) -> PartitionLog:
     return PartitionLog.open(topic=topic, partition=partition, table_uri=path / f"{topic}-{partition}",
-                             config=TopicConfig.parse(configs or {}), tail_cache_max_bytes=cache)
+                             config=TopicConfig.parse({"lake.commit.interval.ms": "0", **(configs or {})}),
+                             tail_cache_max_bytes=cache)
 
 
 def batch(start: int, n: int, *, value_size: int = 8, headers: bool = False, timestamps=None) -> pa.Table:

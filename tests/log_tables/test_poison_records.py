@@ -36,7 +36,7 @@ def old_log_batch(offset: int, timestamp_ms: int) -> pa.Table:
 
 def plant(table_dir, offset: int) -> None:
     table = DeltaTable(str(table_dir))
-    commit_append(table, old_log_batch(offset, POISON_MS), compression_type="producer", log_end_offset=offset + 1)
+    commit_append(table, old_log_batch(offset, POISON_MS), compression_type="producer", lake_end_offset=offset + 1)
 
 
 def test_the_old_batch_is_unreadable_with_a_safe_cast():
@@ -47,7 +47,7 @@ def test_the_old_batch_is_unreadable_with_a_safe_cast():
 def test_reader_and_encoders_read_a_planted_record(tmp_path):
     uri, table = open_log_table(tmp_path / "t-0", topic="t", partition=0)
     good = to_log_batch(pa.table({"value": [b"1", b"2"]}), base_offset=0, leader_epoch=0, now_ms=1_700_000_000_000)
-    commit_append(table, good, compression_type="producer", log_end_offset=2)
+    commit_append(table, good, compression_type="producer", lake_end_offset=2)
     plant(tmp_path / "t-0", 2)
     rows = pa.Table.from_batches(list(read_offset_range(uri, 0, 3)))
     assert rows["offset"].to_pylist() == [0, 1, 2]

@@ -21,6 +21,9 @@ from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.reader import read_offset_range
 from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA, TIMESTAMP_TYPE
 
+#: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
+SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
+
 NOW_MS = 1_700_000_000_000
 
 
@@ -35,7 +38,7 @@ def log_rows(offsets: list[int]) -> pa.Table:
 
 
 def open_log(path, *, cache: int = 0) -> PartitionLog:
-    return PartitionLog.open(topic="t", partition=0, table_uri=path / "t-0", config=TopicConfig(),
+    return PartitionLog.open(topic="t", partition=0, table_uri=path / "t-0", config=SYNC_LAKE,
                              tail_cache_max_bytes=cache)
 
 
@@ -100,7 +103,7 @@ def test_rows_stored_out_of_order_come_back_sorted_from_both_paths(tmp_path):
     write_deltalake(uri, log_rows(shuffled), mode="append",
                     writer_properties=WriterProperties(max_row_group_size=50, write_batch_size=50))
     write_deltalake(uri, log_rows(list(range(399, 299, -1))), mode="append")
-    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=TopicConfig(), tail_cache_max_bytes=0)
+    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=SYNC_LAKE, tail_cache_max_bytes=0)
     assert (log.log_start_offset, log.log_end_offset) == (0, 400)
     for start, end in [(0, 400), (17, 333), (299, 301), (350, 400)]:
         got = broker_rows(log, start, end)
@@ -121,7 +124,7 @@ def test_a_small_fetch_decodes_only_the_row_groups_it_needs(tmp_path, monkeypatc
     DeltaTable.create(uri, LOG_SCHEMA, configuration={"delta.dataSkippingNumIndexedCols": "9"})
     write_deltalake(uri, log_rows(list(range(1000))), mode="append",
                     writer_properties=WriterProperties(max_row_group_size=100, write_batch_size=100))
-    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=TopicConfig(), tail_cache_max_bytes=0)
+    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=SYNC_LAKE, tail_cache_max_bytes=0)
     read_groups: list[int] = []
     real = offset_scan.pq.ParquetFile.read_row_groups
 

@@ -22,12 +22,15 @@ from lakelog.log_tables.reader import (DataLossError, data_files, data_loss, log
                                        offset_for_timestamp, read_offset_range)
 from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA, TIMESTAMP_TYPE
 
+#: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
+SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
+
 NOW_MS = 1_700_000_000_000
 
 
 def make_log(tmp_path, sizes: list[int], *, timestamps=None) -> PartitionLog:
     """A partition table with one data file per entry of ``sizes``; record i has key k{i}, value v{i}."""
-    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig(),
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE,
                             tail_cache_max_bytes=0)
     for n in sizes:
         base = log.log_end_offset

@@ -10,9 +10,12 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.errors import FencedLeaderEpochError, NonContiguousOffsetsError
 from lakelog.log_tables.partition_log import PartitionLog
 
+#: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
+SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
+
 
 def open_log(path, name="r", **kw) -> PartitionLog:
-    return PartitionLog.open(topic="t", partition=0, table_uri=path / name, config=TopicConfig(), **kw)
+    return PartitionLog.open(topic="t", partition=0, table_uri=path / name, config=SYNC_LAKE, **kw)
 
 
 def records(start: int, n: int) -> pa.Table:

@@ -1,0 +1,132 @@
+"""The flusher of one partition log: commits its segment tail to the Delta table in large files.
+
+Records are acknowledged once they are in the segment tail (:mod:`~lakelog.log_tables.segments`); the
+flusher makes them visible to Delta readers (Spark, SQL) within about ``lake.commit.interval.ms``. One
+asyncio task per replica (leader and followers alike: each flushes its own table, only below its own
+high watermark, so the table never holds a record a truncation could remove).
+
+Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
+
+1. wait ``lake.commit.interval.ms``, or less once ``lake.commit.bytes`` wait in the tail (the high
+   watermark listener wakes the task);
+2. commit the tail below the high watermark to Delta, one commit per ``lake.commit.bytes``
+   (:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`,
+   in a worker thread: appends go on meanwhile); a failed commit is logged and retried next round;
+3. merge the oldest small data files when the table holds too many
+   (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due.
+
+:meth:`LakeFlusher.close` flushes what is below the high watermark before it stops, so a clean
+shutdown leaves the Delta table up to date.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lakelog.errors import LakelogError
+from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LakeFlusher"]
+
+
+class LakeFlusher:
+    """Commits ``log``'s segment tail to its Delta table (does nothing for a log without a tail).
+
+    Args:
+        log: the partition log.
+        interval_ms: time between flushes. Default: the topic's ``lake.commit.interval.ms``.
+        commit_bytes: tail bytes that start a flush early, and the most one commit takes. Default:
+            the topic's ``lake.commit.bytes``.
+        segment_files_max: data files after which the oldest small ones are merged; None = never.
+            Default: 64.
+        close_timeout_s: how long :meth:`close` flushes before it gives up (the rest stays in the
+            tail, recovered on the next open). Default: 30.
+
+    Must be created inside a running asyncio event loop.
+    """
+
+    def __init__(self, log: PartitionLog, *, interval_ms: int | None = None, commit_bytes: int | None = None,
+                 segment_files_max: int | None = 64, close_timeout_s: float = 30.0) -> None:
+        self.log = log
+        self.interval_s = (log.config.lake_commit_interval_ms if interval_ms is None else interval_ms) / 1000.0
+        self.commit_bytes = log.config.lake_commit_bytes if commit_bytes is None else commit_bytes
+        self._segment_files_max = segment_files_max
+        self._close_timeout_s = close_timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task | None = None
+        #: flushes made and records committed by them (for metrics and tests)
+        self.flushes = 0
+        self.records = 0
+        if log.tiered:
+            log.add_high_watermark_listener(self._on_high_watermark)
+            self._task = self._loop.create_task(self._run(), name=f"flush-{log.topic}-{log.partition}")
+
+    def _on_high_watermark(self, log: PartitionLog) -> None:
+        """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""
+        if log.unflushed_bytes >= self.commit_bytes and not self._wake.is_set():
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def _run(self) -> None:
+        while not self._closed:
+            # 1. wait for the interval, or lake.commit.bytes in the tail
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            if self._closed:
+                return
+            # 2. commit the tail below the high watermark
+            try:
+                await self.flush()
+            except LakelogError as e:  # CommitFailedError, LogClosedError: the next round retries
+                log.warning("flushing %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e)
+            except Exception:
+                log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition)
+            # 3. merge small files, fsync when flush.ms is due
+            await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+            await asyncio.to_thread(self.log.sync_if_due)
+
+    async def flush(self) -> int:
+        """Commit everything below the high watermark now (several commits of ``lake.commit.bytes``).
+
+        Returns:
+            Records committed.
+
+        Raises:
+            CommitFailedError: a Delta commit failed (the records stay in the tail).
+        """
+        total = 0
+        while True:
+            n = await asyncio.to_thread(self.log.flush_to_lake, max_bytes=self.commit_bytes)
+            if n == 0:
+                return total
+            total += n
+            self.flushes += 1
+            self.records += n
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Stop; with ``flush``, commit what is below the high watermark first (up to ``close_timeout_s``).
+
+        Never raises. ``flush=False`` is for a log about to be deleted.
+        """
+        if self._task is None or self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        try:
+            await self._task
+        except Exception:  # logged by the task
+            pass
+        if not flush:
+            return
+        try:
+            await asyncio.wait_for(self.flush(), self._close_timeout_s)
+        except Exception as e:  # the tail keeps it; the next open recovers it
+            log.warning("final flush of %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e)
