@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lakelog-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench bench-latency clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test-fast: install
 
 bench: install
 	$(BIN)/python bench/produce_fetch.py
+
+# Latency (ack, produce -> fetched, history, lake freshness, CPU per request); options via LATENCY_ARGS,
+# e.g. make bench-latency LATENCY_ARGS="--quick" (--profile needs py-spy: pip install -e '.[bench]').
+LATENCY_ARGS ?=
+bench-latency: install
+	$(BIN)/python bench/latency.py $(LATENCY_ARGS)
 
 clean:
 	rm -rf data/demo .pytest_cache

@@ -44,7 +44,6 @@ import itertools
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -56,11 +55,12 @@ import httpx
 import numpy as np
 import orjson
 import pyarrow as pa
-from rich.console import Console
 from rich.table import Table
 
-from lakelog.broker_process import BrokerProcess
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+
+from _cluster import Broker, PySpy, broker_env as parse_broker_env, make_console
+from _cluster import client_cpu as _client_cpu, machine_cpu as _machine_cpu
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -68,7 +68,6 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 PARTITIONS = 6
 VALUE_SIZES = (100, 1024)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # Targets (records/s), for the 100-byte rows of each kind.
 TARGETS = {
@@ -77,77 +76,7 @@ TARGETS = {
     "arrow-fetch": 1_000_000,
 }
 
-_probe = Console()
-# Wide enough for the table when piped to a file (rich would wrap at 80 columns).
-console = _probe if _probe.is_terminal else Console(width=200)
-
-
-# -- processes ----------------------------------------------------------------------------------
-
-class Broker(BrokerProcess):
-    """The benchmarked broker: a :class:`BrokerProcess` in its own session (a Ctrl-C in the terminal
-    reaches only this script, which stops it), plus its CPU use read from ``/proc``."""
-
-    def __init__(self, *, log_dirs: Path, log_file: Path, env: dict[str, str]) -> None:
-        super().__init__(zookeeper_connect="", log_dirs=log_dirs, log_file=log_file, extra_env=env, new_session=True)
-
-    def cpu_seconds(self) -> float:
-        """user + system CPU seconds of the broker process (all its threads) so far."""
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-    def cpu_split(self) -> tuple[float, float]:
-        """CPU seconds of (the main thread = the asyncio event loop, the other Python threads = asyncio.to_thread
-        workers running appends and reads); the rest of :meth:`cpu_seconds` is native threads (delta-rs tokio,
-        Arrow, jemalloc) and threads that ended."""
-        loop = workers = 0.0
-        for task in Path(f"/proc/{self.pid}/task").iterdir():
-            try:
-                comm = (task / "comm").read_text().strip()
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # the thread ended meanwhile
-                continue
-            cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-            if task.name == str(self.pid):
-                loop = cpu
-            elif comm.startswith("python"):
-                workers += cpu
-        return loop, workers
-
-
-class PySpy:
-    """``py-spy record`` of the broker during one scenario (optional, ``--py-spy DIR``)."""
-
-    def __init__(self, out_dir: Path | None, pid: int, fmt: str = "flamegraph", native: bool = False,
-                 gil: bool = False) -> None:
-        self.out_dir, self.pid, self.fmt, self.native, self.gil, self.process = out_dir, pid, fmt, native, gil, None
-
-    def start(self, name: str) -> None:
-        if self.out_dir is None:
-            return
-        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        ext = {"flamegraph": "svg", "raw": "txt"}.get(self.fmt, "json")
-        cmd = [exe, "record", "--pid", str(self.pid), "--rate", "200", "--threads", "--format", self.fmt,
-               "-o", str(self.out_dir / f"{name}.{ext}")]
-        # --native must pause the broker for each sample (no --nonblocking): figures get lower
-        cmd += ["--native"] if self.native else ["--nonblocking"]
-        cmd += ["--gil"] if self.gil else []
-        with open(self.out_dir / f"{name}.py-spy.log", "wb") as log:
-            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGINT)  # py-spy writes its output on SIGINT
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
-        self.process = None
+console = make_console()
 
 
 # -- request bodies -----------------------------------------------------------------------------
@@ -318,19 +247,6 @@ def data_files_per_partition(log_dirs: Path, topic: str) -> float:
     from deltalake import DeltaTable
 
     return sum(len(DeltaTable(str(log_dirs / f"{topic}-{p}")).file_uris()) for p in range(PARTITIONS)) / PARTITIONS
-
-
-def _machine_cpu() -> float:
-    """Busy CPU seconds of the whole machine so far (all processes), from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)  # user nice system irq softirq steal
-    return busy / CLK_TCK
-
-
-def _client_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def check_produce(resp: httpx.Response) -> None:
@@ -612,11 +528,7 @@ def main() -> int:
         args.records = 2_000_000 if args.quick else 5_000_000
     if args.seconds is None:
         args.seconds = 1.0 if args.quick else 7.0
-    broker_env = {}
-    for item in args.broker_env:
-        name, _, value = item.partition("=")
-        name = name.upper()
-        broker_env[name if name.startswith("LAKELOG_") else f"LAKELOG_{name}"] = value
+    broker_env = parse_broker_env(args.broker_env)
     cores = os.cpu_count() or 1
 
     tmp = Path(tempfile.mkdtemp(prefix="lakelog-bench-"))

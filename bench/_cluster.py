@@ -1,0 +1,152 @@
+"""Helpers shared by the benchmarks: the benchmarked broker child process (with its CPU use read from
+``/proc``), the machine's and this process's CPU, an optional py-spy recording of the broker, broker
+settings from ``--broker-env`` and a console wide enough for tables piped to a file.
+
+The scripts in ``bench/`` run as ``python bench/NAME.py``, so this folder is on ``sys.path`` and they
+import this module as ``_cluster``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from lakelog.broker_process import BrokerProcess
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def make_console() -> Console:
+    """A rich console; wide enough for the tables when piped to a file (rich would wrap at 80 columns)."""
+    probe = Console()
+    return probe if probe.is_terminal else Console(width=200)
+
+
+class Broker(BrokerProcess):
+    """The benchmarked broker: a :class:`BrokerProcess` in its own session (a Ctrl-C in the terminal
+    reaches only the bench script, which stops it), plus its CPU use read from ``/proc``."""
+
+    def __init__(self, *, log_dirs: Path, log_file: Path, env: dict[str, str]) -> None:
+        super().__init__(zookeeper_connect="", log_dirs=log_dirs, log_file=log_file, extra_env=env, new_session=True)
+
+    def cpu_seconds(self) -> float:
+        """user + system CPU seconds of the broker process (all its threads) so far."""
+        return process_cpu(self.pid)
+
+    def cpu_split(self) -> tuple[float, float]:
+        """CPU seconds of (the main thread = the asyncio event loop, the other Python threads = asyncio.to_thread
+        workers running appends and reads); the rest of :meth:`cpu_seconds` is native threads (delta-rs tokio,
+        Arrow, jemalloc) and threads that ended."""
+        return process_cpu_split(self.pid)
+
+
+def process_cpu(pid: int) -> float:
+    """user + system CPU seconds of process ``pid`` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def process_cpu_split(pid: int) -> tuple[float, float]:
+    """CPU seconds of a Python process's (main thread, other threads named ``python*``); see
+    :meth:`Broker.cpu_split`."""
+    loop = workers = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            comm = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        if task.name == str(pid):
+            loop = cpu
+        elif comm.startswith("python"):
+            workers += cpu
+    return loop, workers
+
+
+def py_spy_executable() -> str | None:
+    """``py-spy`` on PATH or beside this Python (the venv's ``bin/``), else None."""
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else None
+
+
+class PySpy:
+    """``py-spy record`` of the broker during one scenario (``out_dir`` None: does nothing).
+
+    Args:
+        out_dir: where the recordings go, one file per :meth:`start` name.
+        pid: the broker's pid.
+        fmt: ``flamegraph`` (``.svg``), ``raw`` (collapsed stacks, ``.txt``) or ``speedscope`` (``.json``).
+        native: ``--native`` (C/Rust frames too; pauses the broker for every sample).
+        gil: ``--gil`` (only the thread holding the GIL).
+        rate: samples per second.
+    """
+
+    def __init__(self, out_dir: Path | None, pid: int, fmt: str = "flamegraph", native: bool = False,
+                 gil: bool = False, rate: int = 200) -> None:
+        self.out_dir, self.pid, self.fmt, self.native, self.gil, self.process = out_dir, pid, fmt, native, gil, None
+        self.rate = rate
+        self.output: Path | None = None
+
+    def start(self, name: str) -> None:
+        if self.out_dir is None:
+            return
+        exe = py_spy_executable()
+        if exe is None:
+            raise RuntimeError("py-spy is not installed: pip install -e '.[bench]' (or pip install py-spy)")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        ext = {"flamegraph": "svg", "raw": "txt"}.get(self.fmt, "json")
+        self.output = self.out_dir / f"{name}.{ext}"
+        cmd = [exe, "record", "--pid", str(self.pid), "--rate", str(self.rate), "--threads", "--format", self.fmt,
+               "-o", str(self.output)]
+        # --native must pause the broker for each sample (no --nonblocking): figures get lower
+        cmd += ["--native"] if self.native else ["--nonblocking"]
+        cmd += ["--gil"] if self.gil else []
+        with open(self.out_dir / f"{name}.py-spy.log", "wb") as log:
+            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        self.process = None
+
+
+def machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine so far (all processes), from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)  # user nice system irq softirq steal
+    return busy / CLK_TCK
+
+
+def client_cpu() -> float:
+    """user + system CPU seconds of this process (all its threads) so far."""
+    t = os.times()
+    return t.user + t.system
+
+
+def broker_env(items: list[str]) -> dict[str, str]:
+    """``--broker-env NAME=VALUE`` items as the broker's environment (``LAKELOG_`` added when missing)."""
+    env = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        name = name.upper()
+        env[name if name.startswith("LAKELOG_") else f"LAKELOG_{name}"] = value
+    return env
