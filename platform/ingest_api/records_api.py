@@ -17,11 +17,11 @@ import asyncio
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import GatewayBroker, get_broker
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
@@ -35,6 +35,16 @@ from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
+
+
+async def _loop_broker(request: Request) -> GatewayBroker:
+    """:func:`~lakelog.ingest_api.deps.get_broker` as a coroutine: FastAPI runs a plain ``def`` dependency
+    in its thread pool, a hop to a worker thread and back on every produce and fetch."""
+    return get_broker(request)
+
+
+#: The broker, resolved on the event loop (see :func:`_loop_broker`).
+BrokerDep = Annotated[GatewayBroker, Depends(_loop_broker)]
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
 #: answers are application/vnd.kafka.v2+json, so the body is referenced, not filed under that type).
