@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import orjson
 import pytest
 from fastapi.routing import APIRoute
 
 from lakelog.ingest_api import codecs, records_api
 from lakelog.ingest_api.columnar_json import decode_columnar
+from lakelog.replication.produce_router import ProduceResult
 
 
 def _calls(dependant):
@@ -31,6 +33,25 @@ def test_produce_and_fetch_routes_resolve_their_dependencies_on_the_event_loop()
         assert calls, route.path
         for call in calls:
             assert inspect.iscoroutinefunction(call), (route.path, call)
+
+
+@pytest.mark.parametrize("records", [1, 255, 256, 1000])
+def test_produce_answers_are_the_same_bytes_both_ways(records, monkeypatch):
+    result = ProduceResult(np.arange(records, dtype=np.int64) % 3, np.arange(10, 10 + records, dtype=np.int64), {})
+    expected = orjson.dumps(codecs._produce_response_entries(result))
+    assert codecs.produce_response_body(result) == expected
+    for threshold in (0, 10**9):  # all Arrow, all orjson
+        monkeypatch.setattr(codecs, "_ARROW_ANSWER_MIN_RECORDS", threshold)
+        assert codecs.produce_response_body(result) == expected
+
+
+def test_produce_answer_with_a_failed_share_reports_it_per_record():
+    err = RuntimeError("boom")
+    err.retriable = True  # type: ignore[attr-defined]
+    result = ProduceResult(np.array([0, 1], np.int64), np.array([5, -1], np.int64), {1: err})
+    assert orjson.loads(codecs.produce_response_body(result))["offsets"] == [
+        {"partition": 0, "offset": 5, "error_code": None, "error": None},
+        {"partition": 1, "offset": None, "error_code": 2, "error": "boom"}]
 
 
 def _json_body(records: int) -> bytes:
