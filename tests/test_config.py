@@ -165,7 +165,7 @@ def test_settings_precedence_flags_over_env_over_file_over_defaults(tmp_path, mo
     s = BrokerSettings.load()
     assert (s.port, s.log_dirs, s.broker_id) == (9002, Path("/from/env"), 0)
     # what neither env nor a file sets keeps its default; what env sets wins over the default
-    assert (s.zookeeper_connect, s.linger_ms, s.fetch_max_wait_ms) == ("127.0.0.1:2181", 2.0, 250)
+    assert (s.zookeeper_connect, s.linger_ms, s.fetch_max_wait_ms) == ("127.0.0.1:2181", 0.0, 250)
 
 
 def test_settings_values_are_typed():

@@ -128,6 +128,8 @@ class PartitionInfo(BaseModel):
     replicas: list[ReplicaInfo]
     leader_epoch: int
     log_start_offset: Optional[int] = Field(None, description="Known when this broker is the leader.")
+    lake_end_offset: Optional[int] = Field(None, description="First offset not in the Delta table yet (the flusher "
+                                           "commits the segment tail below the high watermark).")
     log_end_offset: Optional[int] = None
     high_watermark: Optional[int] = None
 

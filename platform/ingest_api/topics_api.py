@@ -31,7 +31,8 @@ def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
     return models.PartitionInfo(
         partition=s.partition, leader=s.leader, leader_epoch=s.leader_epoch,
         replicas=[models.ReplicaInfo(broker=r.broker, leader=r.leader, in_sync=r.in_sync) for r in s.replicas],
-        log_start_offset=s.log_start_offset, log_end_offset=s.log_end_offset, high_watermark=s.high_watermark)
+        log_start_offset=s.log_start_offset, lake_end_offset=s.lake_end_offset, log_end_offset=s.log_end_offset,
+        high_watermark=s.high_watermark)
 
 
 async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]:

@@ -4,7 +4,8 @@ A broker asks a partition's leader when it does not lead the partition itself:
 
 - :meth:`LeaderClient.produce`: a topic-level produce's share for a partition led elsewhere (Arrow IPC
   to ``POST /topics/{t}/partitions/{p}/records``, same ``acks``), as REST Proxy produces to every leader;
-- :meth:`LeaderClient.partition_offsets`: log start offset, LEO and HW (``GET /topics/{t}/partitions/{p}``);
+- :meth:`LeaderClient.partition_offsets`: log start offset, lake end offset, LEO and HW
+  (``GET /topics/{t}/partitions/{p}``);
 - :meth:`LeaderClient.topic_log`: the partition's table location for direct readers
   (``GET /lakelog/v1/topics/{t}/logs?partition=``);
 - :meth:`LeaderClient.fetch`: records below the HW as Arrow (consumer instances on another broker);
@@ -96,8 +97,8 @@ class LeaderClient:
             timeout=self.request_timeout_ms / 1000.0 + 5)
         return int(resp.json()["base_offset"])
 
-    async def partition_offsets(self, leader_url: str, topic: str, partition: int) -> tuple[int, int, int]:
-        """``(log_start_offset, log_end_offset, high_watermark)`` as the leader has them.
+    async def partition_offsets(self, leader_url: str, topic: str, partition: int) -> tuple[int, int, int, int]:
+        """``(log_start_offset, lake_end_offset, log_end_offset, high_watermark)`` as the leader has them.
 
         Raises: LeaderNotAvailableError (also when the answer lacks offsets: the leader is moving), or
         what the leader answered.
@@ -108,7 +109,9 @@ class LeaderClient:
         if body.get("high_watermark") is None:
             raise LeaderNotAvailableError(f"The leader of {topic}-{partition} at {leader_url} does not know its "
                                           "offsets yet; retry.")
-        return int(body["log_start_offset"]), int(body["log_end_offset"]), int(body["high_watermark"])
+        lake_end = body.get("lake_end_offset")
+        return (int(body["log_start_offset"]), int(body["high_watermark"] if lake_end is None else lake_end),
+                int(body["log_end_offset"]), int(body["high_watermark"]))
 
     async def topic_log(self, leader_url: str, topic: str, partition: int) -> dict:
         """The partition's ``PartitionLogInfo`` body as the leader answers it (table URI, offsets, epoch)."""

@@ -347,7 +347,3 @@ class Partition:
             f"{self.name}: the high watermark did not pass offset {end_offset - 1} in "
             f"request.timeout.ms={request_timeout_ms}.")
 
-    def offsets(self) -> tuple[int, int, int]:
-        """``(log_start_offset, log_end_offset, high_watermark)`` of the local log."""
-        return self.log.log_start_offset, self.log.log_end_offset, self.log.high_watermark
-

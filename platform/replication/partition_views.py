@@ -25,12 +25,20 @@ async def partition_offsets(rm: ReplicaManager, topic: str, partition: int) -> t
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable
         leader, or it does not know its offsets yet), NotLeaderError (leadership moved again).
     """
+    start, _, leo, hw = await _leader_offsets(rm, topic, partition)
+    return start, leo, hw
+
+
+async def _leader_offsets(rm: ReplicaManager, topic: str, partition: int) -> tuple[int, int, int, int]:
+    """``(log_start_offset, lake_end_offset, log_end_offset, high_watermark)`` from the leader."""
     try:
-        return (await rm.leader_partition(topic, partition)).offsets()
+        log = (await rm.leader_partition(topic, partition)).log
     except NotLeaderError as e:
         if not e.leader_url:
             raise
         return await rm.leader_client.partition_offsets(e.leader_url, topic, partition)
+    hw = log.high_watermark
+    return log.log_start_offset, min(log.lake_end_offset, hw), log.log_end_offset, hw
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,8 @@ class ReplicaSummary:
 
 @dataclass(frozen=True)
 class PartitionSummary:
-    """A partition as REST Proxy v2 describes it, plus lakelog's leader epoch and offsets.
+    """A partition as REST Proxy v2 describes it, plus lakelog's leader epoch and offsets (the lake end
+    offset: the first offset not in the Delta table yet).
 
     The offsets are None when the leader is moving or unreachable."""
 
@@ -53,6 +62,7 @@ class PartitionSummary:
     leader_epoch: int
     replicas: list[ReplicaSummary]
     log_start_offset: int | None = None
+    lake_end_offset: int | None = None
     log_end_offset: int | None = None
     high_watermark: int | None = None
 
@@ -64,21 +74,21 @@ async def partition_summary(rm: ReplicaManager, topic: str, partition: int, repl
         UnknownTopicError, UnknownPartitionError (from ZooKeeper); offsets that cannot be had are None.
     """
     state = await rm.cache.partition_state(topic, partition)
-    offsets: tuple[int | None, int | None, int | None] = (None, None, None)
+    offsets: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)
     if state.leader >= 0:
         try:
-            offsets = await partition_offsets(rm, topic, partition)
+            offsets = await _leader_offsets(rm, topic, partition)
         except LakelogError:  # the leader is moving or unreachable: offsets stay unknown
             pass
     return PartitionSummary(
         partition=partition, leader=state.leader, leader_epoch=state.leader_epoch,
         replicas=[ReplicaSummary(b, b == state.leader, b in state.isr) for b in replicas],
-        log_start_offset=offsets[0], log_end_offset=offsets[1], high_watermark=offsets[2])
+        log_start_offset=offsets[0], lake_end_offset=offsets[1], log_end_offset=offsets[2], high_watermark=offsets[3])
 
 
 async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> PartitionLogInfo:
     """The partition's table on its leader, for direct readers (Spark); the table holds the committed
-    records (offsets below the HW).
+    records below the lake end offset, the leader's segment tail the rest up to the HW.
 
     Raises:
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError, NotLeaderError.
