@@ -36,12 +36,6 @@ from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
-#: Appends to the segment tail up to this many Arrow bytes are written from the event loop: a write of
-#: that size takes tens of microseconds, less than the hand-off to a worker thread.
-INLINE_APPEND_MAX_BYTES = 256 * 1024
-#: Kafka's flush.messages default ("never fsync").
-_NEVER = 2**63 - 1
-
 
 @dataclass
 class _Pending:
@@ -150,8 +144,7 @@ class GroupCommitter:
         batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
         # 3. one append = offsets + one frame of the tail (or one Delta transaction)
         started = time.perf_counter()
-        if (self.log.tiered and batch.nbytes <= INLINE_APPEND_MAX_BYTES
-                and self.log.config.flush_messages == _NEVER and self.log.config.flush_ms == _NEVER):
+        if self.log.append_is_quick(batch.nbytes):
             info = self.log.append(batch, leader_epoch=self._leader_epoch())
         else:
             info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
-from lakelog.config import TopicConfig
+from lakelog.config import INT64_MAX, TopicConfig
 from lakelog.log_tables import compaction
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
@@ -57,6 +57,10 @@ from lakelog.log_tables.segments import SEGMENT_DIR, SegmentLog, SegmentView
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
 
 log = logging.getLogger(__name__)
+
+#: Appends to the segment tail up to this many Arrow bytes take tens of microseconds: less than the
+#: hand-off to a worker thread (see :meth:`PartitionLog.append_is_quick`).
+QUICK_APPEND_MAX_BYTES = 256 * 1024
 
 __all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
            "PARQUET_CODECS", "AppendInfo", "PartitionLog"]
@@ -139,6 +143,13 @@ class PartitionLog:
     def tiered(self) -> bool:
         """True when appends go to the segment tail (and a flusher commits them to Delta)."""
         return self._writer.segments is not None
+
+    def append_is_quick(self, nbytes: int) -> bool:
+        """True when an append of ``nbytes`` Arrow bytes is a small write to the segment tail without fsync
+        (at most :data:`QUICK_APPEND_MAX_BYTES`): callers in an event loop make it there, not in a thread."""
+        config = self.config
+        return (self.tiered and nbytes <= QUICK_APPEND_MAX_BYTES
+                and config.flush_messages == INT64_MAX and config.flush_ms == INT64_MAX)
 
     @property
     def unflushed_bytes(self) -> int:

@@ -12,7 +12,8 @@ Kafka's ``ReplicaFetcherThread`` for one partition, over the leader's internal H
    long-poll of ``replica.fetch.wait.max.ms``): the answer is an Arrow IPC stream of full log rows
    (leader's offsets, timestamps, leader epochs) plus the leader's high watermark in
    ``X-Lakelog-High-Watermark``; the fetch offset itself tells the leader this replica's LEO;
-3. append the rows with their offsets (:meth:`PartitionLog.append_replicated`, one Delta commit) and
+3. append the rows with their offsets (:meth:`PartitionLog.append_replicated`: a frame of the segment
+   tail, written from the event loop when small; the replica's own flusher commits it to Delta) and
    move the local high watermark to ``min(leader HW, LEO)``;
 4. repeat 2-3; an out-of-range answer (422 / 42202) or a batch that does not continue the log goes
    back to 1 after ``replica.fetch.backoff.ms``; other errors (leader unreachable, epoch mismatch
@@ -151,7 +152,10 @@ class ReplicaFetcher:
             raise _TruncateAgain(str(e)) from None  # our log is ahead of the leader's
         leader_hw = answer.high_watermark
         if answer.records is not None and answer.records.num_rows:
-            await asyncio.to_thread(self.log.append_replicated, answer.records)
+            if self.log.append_is_quick(answer.records.nbytes):
+                self.log.append_replicated(answer.records)  # a small write to the segment tail
+            else:
+                await asyncio.to_thread(self.log.append_replicated, answer.records)
         self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
         if self._on_append is not None:
             await self._on_append()
