@@ -19,6 +19,11 @@ closes connections). :func:`guarded_protocol` builds a subclass of it that, per 
 
 While the app works on a request (a long-poll fetch, an acks=all produce) no timer runs: the app's
 own timeouts apply.
+
+The protocol also sends an answer's head and its first body chunk in one write (uvicorn writes the head
+as soon as the app starts the answer): one socket write, and one wake-up of the client, per small
+answer instead of two. A head whose body does not follow within the same event-loop iteration (a
+streamed answer) is written at the end of that iteration.
 """
 
 from __future__ import annotations
@@ -78,6 +83,41 @@ async def _too_many_connections(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class _HeadWithBody:
+    """The transport as one request's answer sees it: the first write (the head) is held until the next
+    write (the body), or until the end of this event-loop iteration, and both go out as one write."""
+
+    __slots__ = ("_transport", "_held", "_first")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+        self._first = True
+
+    def write(self, data: bytes) -> None:
+        if self._first:
+            self._first = False
+            self._held = data
+            asyncio.get_running_loop().call_soon(self.flush)
+            return
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the read timeouts and the connection cap above.
 
@@ -112,6 +152,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.transport = _HeadWithBody(self.transport)  # type: ignore[assignment]
         if self._has_body():
             self._body_started = time.monotonic()
             self._body_received = 0

@@ -4,6 +4,7 @@ skip pyarrow's JSON reader and Arrow string building (both ways give the same ba
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 
 import numpy as np
@@ -70,3 +71,53 @@ def test_json_bodies_go_columnar_only_when_large(records, columnar, monkeypatch)
     assert bool(used) == columnar
     assert batch.equals(expected[0])
     assert parts is not None and parts.equals(expected[1].cast(parts.type))
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str):
+        return ("127.0.0.1", 1) if name == "peername" else None
+
+
+def test_an_answer_head_and_body_leave_in_one_write():
+    from lakelog.ingest_api.http_guard import _HeadWithBody
+
+    async def scenario() -> None:
+        # head then body in the same loop iteration (a Response): one write
+        t = _Recorder()
+        w = _HeadWithBody(t)
+        w.write(b"HEAD")
+        assert t.writes == []
+        w.write(b"BODY")
+        assert t.writes == [b"HEADBODY"]
+        await asyncio.sleep(0)
+        assert t.writes == [b"HEADBODY"]
+        assert w.get_extra_info("peername") == ("127.0.0.1", 1)  # everything else is the transport's
+        # a head alone (a streamed answer) leaves at the end of the iteration, before anything later
+        t = _Recorder()
+        w = _HeadWithBody(t)
+        w.write(b"HEAD")
+        await asyncio.sleep(0)
+        assert t.writes == [b"HEAD"]
+        w.write(b"CHUNK")
+        assert t.writes == [b"HEAD", b"CHUNK"]
+        # closing flushes what is held first
+        t = _Recorder()
+        w = _HeadWithBody(t)
+        w.write(b"HEAD")
+        w.close()
+        assert t.writes == [b"HEAD"] and t.closed
+
+    asyncio.run(scenario())
