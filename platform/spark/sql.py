@@ -2,14 +2,23 @@
 
 Each partition log is a Delta table written by the broker with delta-rs (schema:
 :data:`lakelog.log_tables.schema.LOG_SCHEMA`); here delta-spark reads those tables and reshapes the
-committed records (``log_start_offset <= offset < high_watermark``) into the rows Spark's own Kafka
-source produces, so a query written against ``spark.read.format("kafka")`` runs unchanged::
+committed records in them (``log_start_offset <= offset < lake end offset``) into the rows Spark's own
+Kafka source produces, so a query written against ``spark.read.format("kafka")`` runs unchanged::
 
     key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
     timestampType int, headers array<struct<key: string, value: binary>>
 
 (Spark's ``KafkaRecordToRowConverter.kafkaSchema(includeHeaders = true)``, as listed in the
 Structured Streaming + Kafka Integration Guide. Every field is nullable there, so it is here.)
+
+The views read Delta only. A partition log has two tiers (DESIGN.md, "Storage"): the broker's flusher
+commits records to the table every ``lake.commit.interval.ms`` of the topic, and only offsets below the
+high watermark (HW), so the table holds the offsets below the partition's *lake end offset*
+(:attr:`PartitionLogInfo.lake_end_offset <lakelog.protocol.log_info.PartitionLogInfo>`, at most the
+HW). Every bound here is that offset (:func:`lake_bound`): a view never shows a record at or above
+the HW, and records between the lake end offset and the HW (still in the leader's segment tail) appear
+once the flusher committed them and the view was registered again. To read up to the HW, use the
+``lakelog`` data source with ``lakelog.read.tail=true`` (:mod:`lakelog.spark.source`).
 
 Example::
 
@@ -42,7 +51,7 @@ if TYPE_CHECKING:
 #: re-exported from :mod:`lakelog.protocol.log_info`.
 __all__ = [
     "CREATE_TIME", "KAFKA_HEADERS_TYPE", "KAFKA_SOURCE_SCHEMA", "LOG_APPEND_TIME", "PartitionLogInfo", "SCHEMA",
-    "catalog_view_name", "create_topic_view", "history", "partition_logs_from_gateway", "quote_identifier",
+    "catalog_view_name", "create_topic_view", "history", "lake_bound", "partition_logs_from_gateway", "quote_identifier",
     "register_consumer_offsets", "register_topic_view", "register_topics_from_gateway", "topic_dataframe",
     "topic_view_sql",
 ]
@@ -74,8 +83,9 @@ def topic_dataframe(spark: "SparkSession", partitions: Sequence[PartitionLogInfo
         spark: a session with Delta configured (:func:`lakelog.spark.session`).
         partitions: the partitions to read, usually all of one topic; each is read with
             ``spark.read.format("delta").load(table_uri)`` and filtered to
-            ``log_start_offset <= offset < high_watermark``, so uncommitted records (at or above the
-            HW) are never visible. The snapshot is the table's latest version at analysis time.
+            ``log_start_offset <= offset < lake end offset`` (:func:`lake_bound`, at most the HW), so
+            uncommitted records (at or above the HW) are never visible. The snapshot is the table's
+            latest version at analysis time.
 
     Returns:
         The union of the partitions, schema :data:`KAFKA_SOURCE_SCHEMA` exactly (names, order, types,
@@ -132,8 +142,8 @@ def register_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[
     Returns:
         The view name as written in SQL, e.g. ``"orders"`` or ``"`orders.v1`"``. An existing temp
         view of that name is replaced. The view pins nothing: each query re-reads the Delta tables,
-        but the offset bounds (HW, log start offset) are the ones given here; register again to move
-        them.
+        but the offset bounds (log start offset, lake end offset) are the ones given here; register
+        again to move them.
     """
     others = sorted({p.topic for p in partitions if p.topic != topic})
     if others:
@@ -160,9 +170,9 @@ def topic_view_sql(partitions: Sequence[PartitionLogInfo], *, as_of_timestamp: s
     """The SQL of a topic's committed records in Spark's Kafka-source shape (see :func:`topic_dataframe`).
 
     A ``SELECT`` over ``delta.`{table_uri}``` of each partition with
-    ``log_start_offset <= offset < high_watermark``, joined by ``UNION ALL`` behind a typed empty row
-    set. ``as_of_timestamp`` adds Delta's ``TIMESTAMP AS OF`` to every table. The bounds are literals:
-    the SQL shows what was committed when it was made.
+    ``log_start_offset <= offset < lake_bound(info)`` (the lake end offset, at most the HW), joined by
+    ``UNION ALL`` behind a typed empty row set. ``as_of_timestamp`` adds Delta's ``TIMESTAMP AS OF`` to
+    every table. The bounds are literals: the SQL shows what was in the tables when it was made.
     """
     as_of = "" if as_of_timestamp is None else f" TIMESTAMP AS OF {_sql_string(as_of_timestamp)}"
     selects = [f"SELECT {_KAFKA_SELECT_NULLS} WHERE false"]
@@ -174,8 +184,18 @@ def topic_view_sql(partitions: Sequence[PartitionLogInfo], *, as_of_timestamp: s
             f"CAST(offset AS BIGINT) AS offset, CAST(timestamp AS TIMESTAMP) AS timestamp, "
             f"CAST({info.timestamp_type} AS INT) AS timestampType, "
             f"CASE WHEN size(headers) > 0 THEN headers END AS headers "
-            f"FROM {table} WHERE offset >= {info.log_start_offset} AND offset < {info.high_watermark}")
+            f"FROM {table} WHERE offset >= {info.log_start_offset} AND offset < {lake_bound(info)}")
     return "\nUNION ALL\n".join(selects)
+
+
+def lake_bound(info: PartitionLogInfo) -> int:
+    """The exclusive upper offset bound of a view over a partition's table: ``min(lake_end_offset, high_watermark)``.
+
+    The Delta table holds only the offsets below the lake end offset (the rest up to the HW is in the
+    leader's segment tail); the gateway reports it at most the HW, and the ``min`` keeps a view within
+    the committed records whatever it is given.
+    """
+    return min(info.lake_end_offset, info.high_watermark)
 
 
 def catalog_view_name(topic: str) -> str:
@@ -210,7 +230,7 @@ def create_topic_view(spark: "SparkSession", topic: str, partitions: Sequence[Pa
 
 
 def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[PartitionLogInfo]:
-    """Each partition's table URI, log start offset and high watermark, as its leader reports them.
+    """Each partition's table URI, log start offset, lake end offset and high watermark, as its leader reports them.
 
     Uses ``GET /lakelog/v1/topics/{topic}/logs`` and parses every entry of the answer with
     :class:`~lakelog.protocol.log_info.PartitionLogInfo`: one per partition, in the gateway's order
@@ -262,7 +282,9 @@ def history(spark: "SparkSession", client: "LakelogClient", topic: str, *, as_of
     Args:
         as_of_timestamp: read the partition tables as they were at this UTC time (Delta time
             travel, e.g. ``"2024-05-01 12:00:00"``); records committed later are not there.
-        start_offset, end_offset: offset bounds applied to every partition.
+        start_offset, end_offset: offset bounds applied to every partition, within its
+            ``[log start offset, lake end offset)`` (:func:`lake_bound`): offsets not in the Delta
+            table yet are not there even when ``end_offset`` is past them.
 
     Returns:
         A DataFrame with :data:`KAFKA_SOURCE_SCHEMA`.

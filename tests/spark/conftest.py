@@ -25,3 +25,17 @@ def spark(tmp_path_factory):
     })
     yield spark
     spark.stop()
+
+
+@pytest.fixture
+def create_topic(client):
+    """``create_topic(name, partitions=1, configs=None)``: a topic on the test's broker whose records are
+    in its Delta tables as soon as they are acknowledged (``lake.commit.interval.ms=0``, a Delta commit
+    per append), so reads bounded by the lake end offset (batch reads, SQL views) see every record
+    produced. ``configs`` (``{"name": "value"}``) add topic configs or override that one."""
+
+    def create(name: str, *, partitions: int = 1, configs: dict[str, str] | None = None) -> dict:
+        return client.create_topic(name, partitions=partitions,
+                                   configs={"lake.commit.interval.ms": "0", **(configs or {})})
+
+    return create

@@ -76,9 +76,9 @@ def expected(topic: str, ranges: dict[int, range]) -> list[tuple[str, int, int]]
 # -- batch --------------------------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_batch_reads_every_starting_and_ending_offset_form(lakelog_spark, client, topic_name):
+def test_batch_reads_every_starting_and_ending_offset_form(lakelog_spark, client, create_topic, topic_name):
     spark, t = lakelog_spark, topic_name
-    client.create_topic(t, partitions=2)
+    create_topic(t, partitions=2)
     produce(client, t, 0, 0, 10)
     produce(client, t, 0, 10, 10)  # two files in partition 0
     produce(client, t, 1, 0, 5)
@@ -135,9 +135,9 @@ def plan(client, **options) -> list[OffsetRangePartition]:
     return ds.reader(ds.schema()).partitions()
 
 
-def test_batch_planning_errors_read_like_the_kafka_sources(client, topic_name):
+def test_batch_planning_errors_read_like_the_kafka_sources(client, create_topic, topic_name):
     t = topic_name
-    client.create_topic(t, partitions=2)
+    create_topic(t, partitions=2)
     produce(client, t, 0, 0, 3)
     cases = [
         (dict(subscribe=t, startingOffsets="latest"), "starting offset can't be latest for batch queries"),
@@ -158,15 +158,16 @@ def test_batch_planning_errors_read_like_the_kafka_sources(client, topic_name):
             plan(client, **options)
     # a topic that does not exist (yet) has nothing to read, as with Kafka's subscribe
     assert plan(client, subscribe=t + "-nope") == []
-    assert plan(client, subscribe=t) == [OffsetRangePartition(t, 0, client.topic_logs(t)[0]["table_uri"], 0, 3)]
+    assert plan(client, subscribe=t) == [OffsetRangePartition(t, 0, client.topic_logs(t)[0]["table_uri"], 0, 3,
+                                                              lake_end_offset=3)]
 
 
 @pytest.mark.spark
-def test_include_headers_and_several_topics(lakelog_spark, client, topic_name):
+def test_include_headers_and_several_topics(lakelog_spark, client, create_topic, topic_name):
     spark = lakelog_spark
     a, b, other = f"{topic_name}-a", f"{topic_name}-b", f"x{topic_name}"
     for t in (a, b, other):
-        client.create_topic(t, partitions=1)
+        create_topic(t, partitions=1)
         produce(client, t, 0, 0, 4, headers=True)
 
     without = reader(spark, client, subscribe=f"{a},{b}").load()
@@ -326,9 +327,9 @@ def test_subscribe_pattern_picks_up_new_topics_from_their_earliest_offset(lakelo
 
 
 @pytest.mark.spark
-def test_fail_on_data_loss(lakelog_spark, broker, client, topic_name, tmp_path):
+def test_fail_on_data_loss(lakelog_spark, broker, client, create_topic, topic_name, tmp_path):
     spark, t = lakelog_spark, topic_name
-    client.create_topic(t, partitions=1)
+    create_topic(t, partitions=1)
     produce(client, t, 0, 0, 10)
     produce(client, t, 0, 10, 10)
     sink = Batches()
@@ -372,12 +373,12 @@ def test_fail_on_data_loss(lakelog_spark, broker, client, topic_name, tmp_path):
 # -- sink -----------------------------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_sink_round_trips_a_dataframe_through_topics(lakelog_spark, client, topic_name, tmp_path):
+def test_sink_round_trips_a_dataframe_through_topics(lakelog_spark, client, create_topic, topic_name, tmp_path):
     spark = lakelog_spark
     out, side, copy = f"{topic_name}-out", f"{topic_name}-side", f"{topic_name}-copy"
-    client.create_topic(out, partitions=3)
-    client.create_topic(side, partitions=1)
-    client.create_topic(copy, partitions=2)
+    create_topic(out, partitions=3)
+    create_topic(side, partitions=1)
+    create_topic(copy, partitions=2)
     data = []
     for i in range(60):
         key = None if i % 5 == 0 else f"key-{i % 7}"
@@ -471,7 +472,8 @@ def test_stream_reader_positions_caps_and_restart_without_spark(monkeypatch):
     assert r.initialOffset() == {"t": {"0": 0, "1": 5}}
     assert json.dumps(first) == '{"t": {"0": 9, "1": 6}}'  # stable text: Spark compares offsets as JSON
     assert r.partitions(r.initialOffset(), first) == [
-        OffsetRangePartition("t", 0, "/nowhere", 0, 9), OffsetRangePartition("t", 1, "/nowhere", 5, 6)]
+        OffsetRangePartition("t", 0, "/nowhere", 0, 9, lake_end_offset=30),
+        OffsetRangePartition("t", 1, "/nowhere", 5, 6, lake_end_offset=8)]
     assert r.latestOffset() == {"t": {"0": 18, "1": 7}}
     r.commit(first)  # Spark commits batch N while planning N+1: must not move the position back
     assert r.latestOffset() == {"t": {"0": 27, "1": 8}}
@@ -488,7 +490,7 @@ def test_stream_reader_positions_caps_and_restart_without_spark(monkeypatch):
         r3.partitions({"t": {"0": 30, "1": 8}, "v": {"0": 1}}, {"t": {"0": 30, "1": 8}, "u": {"0": 4}})
     r4 = stream_reader(grown, subscribePattern="[tu]", failOnDataLoss="false")
     ranges = r4.partitions({"t": {"0": 30, "1": 8}, "v": {"0": 1}}, {"t": {"0": 30, "1": 8}, "u": {"0": 4}})
-    assert ranges == [OffsetRangePartition("u", 0, "/nowhere", 0, 4)]
+    assert ranges == [OffsetRangePartition("u", 0, "/nowhere", 0, 4, lake_end_offset=4)]
     # the end below the start (log truncated): data loss, nothing read for it
     assert r4.partitions({"t": {"0": 30, "1": 8}}, {"t": {"0": 20, "1": 8}}) == []
 
@@ -568,8 +570,8 @@ def test_read_partition_shapes_rows_like_kafka_and_handles_data_loss(tmp_path, c
     from lakelog.config import TopicConfig
     from lakelog.log_tables.partition_log import PartitionLog
 
-    log = PartitionLog.open(topic="t", partition=3, table_uri=tmp_path / "t-3", config=TopicConfig(),
-                            tail_cache_max_bytes=0)
+    log = PartitionLog.open(topic="t", partition=3, table_uri=tmp_path / "t-3", tail_cache_max_bytes=0,
+                            config=TopicConfig(lake_commit_interval_ms=0))  # appends are Delta commits
     for base in (0, 5):
         log.append(pa.table({"key": pa.array([b"k%d" % i for i in range(base, base + 5)]),
                              "value": pa.array([b"v%d" % i for i in range(base, base + 5)]),

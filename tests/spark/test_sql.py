@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakelog.log_tables.schema import LOG_SCHEMA, table_dir_name
 from lakelog.spark.sql import (KAFKA_SOURCE_SCHEMA, LOG_APPEND_TIME, PartitionLogInfo, create_topic_view,
-                               quote_identifier, register_topic_view, topic_dataframe)
+                               lake_bound, quote_identifier, register_topic_view, topic_dataframe, topic_view_sql)
 
 # The module, not the `session` function the package may re-export under the same name.
 session_module = importlib.import_module("lakelog.spark.session")
@@ -234,6 +234,22 @@ def test_records_above_the_high_watermark_appear_only_when_it_moves(spark, tmp_p
     register_topic_view(spark, "orders", moved)
     offsets = [r.offset for r in spark.sql("SELECT offset FROM orders WHERE partition = 0 ORDER BY offset").collect()]
     assert offsets == list(range(P0_LOG_START, 11))
+
+
+@pytest.mark.spark
+def test_views_stop_at_the_lake_end_offset_when_it_lags_the_high_watermark(spark, tmp_path):
+    # The two-tier log: the Delta table holds the offsets below the lake end offset (here 6), the
+    # rest up to the HW (8) is in the leader's segment tail. Even if the table held more (a flush
+    # that landed after the view was made), a view shows only what was below the lake end offset.
+    p0, p1 = make_topic(tmp_path, "orders")
+    lagging = p0.model_copy(update={"lake_end_offset": 6})
+    name = register_topic_view(spark, "orders", [lagging, p1])
+    offsets = [(r.partition, r.offset) for r in spark.sql(f"SELECT partition, offset FROM {name}").collect()]
+    assert sorted(offsets) == [(0, o) for o in range(P0_LOG_START, 6)] + [(1, o) for o in range(P1_HW)]
+    assert lake_bound(lagging) == 6 and lake_bound(p1) == P1_HW
+    assert "offset < 6" in topic_view_sql([lagging]) and f"offset < {P0_HW}" not in topic_view_sql([lagging])
+    # a lake end offset past the HW (never reported so) still stops at the HW
+    assert lake_bound(p0.model_copy(update={"lake_end_offset": P0_HW + 5})) == P0_HW
 
 
 @pytest.mark.spark

@@ -1,4 +1,8 @@
-"""Spark SQL over a topic returns exactly what was produced through a real broker."""
+"""Spark SQL over a topic returns exactly what was produced through a real broker.
+
+The topics commit to Delta on every append (``lake.commit.interval.ms=0``, the ``create_topic``
+fixture): the views read the Delta tables up to the lake end offset, which is then the high watermark.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA, register_topics_from_gateway
 pytestmark = pytest.mark.spark
 
 
-def test_sql_over_a_topic_returns_what_was_produced(spark, client, topic_name):
-    client.create_topic(topic_name, partitions=3)
+def test_sql_over_a_topic_returns_what_was_produced(spark, client, create_topic, topic_name):
+    create_topic(topic_name, partitions=3)
     values = [bytes([i]) * (i % 7) for i in range(256)]  # every byte value, empty values too
     sent = client.produce_binary(topic_name, [(f"k{i % 5}".encode(), v) for i, v in enumerate(values)])
     client.produce_json(topic_name, [{"key": "ü-ключ", "value": {"n": 1}}, {"key": None, "value": None}],
@@ -38,8 +42,8 @@ def test_sql_over_a_topic_returns_what_was_produced(spark, client, topic_name):
     assert counts == {p: n for p, n in ends.items() if n}
 
 
-def test_sql_never_shows_offsets_at_or_above_the_high_watermark(spark, client, topic_name):
-    client.create_topic(topic_name, partitions=1)
+def test_sql_never_shows_offsets_at_or_above_the_high_watermark(spark, client, create_topic, topic_name):
+    create_topic(topic_name, partitions=1)
     client.produce_binary(topic_name, [(None, b"%d" % i) for i in range(10)], partition=0)
     register_topics_from_gateway(spark, client, topics=[topic_name])
     # records appended after the view was registered are beyond the high watermark it saw
@@ -49,12 +53,12 @@ def test_sql_never_shows_offsets_at_or_above_the_high_watermark(spark, client, t
     assert spark.sql(f"SELECT count(*) AS n FROM `{topic_name}`").collect()[0].n == 11
 
 
-def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, client, topic_name):
+def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, client, create_topic, topic_name):
     import time
 
     from lakelog.spark.sql import history
 
-    client.create_topic(topic_name, partitions=1)
+    create_topic(topic_name, partitions=1)
     client.produce_binary(topic_name, [(None, b"first-%d" % i) for i in range(5)], partition=0)
     time.sleep(1.5)
     between = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())

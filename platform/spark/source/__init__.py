@@ -17,11 +17,17 @@ timestampType int`` and, only with ``includeHeaders=true``,
 ``headers array<struct<key: string, value: binary>>`` (null for a record without headers).
 
 Where the data comes from: the driver asks a gateway (``lakelog.bootstrap.servers``) for the topics
-and, per partition, its Delta table, log start offset and high watermark
-(``GET /lakelog/v1/topics/{t}/logs``). Executors then read the partition tables directly with
-:func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset statistics overlap the
-range), as Arrow record batches, never at or past the high watermark the driver saw when it planned
-the batch (that is the batch's end offset), so uncommitted records are never returned.
+and, per partition, its Delta table, log start offset, lake end offset and high watermark
+(``GET /lakelog/v1/topics/{t}/logs``). A partition log has two tiers (DESIGN.md, "Storage"): the
+broker's flusher commits records to the partition's Delta table every ``lake.commit.interval.ms`` of
+the topic, so the table holds the offsets below the *lake end offset*, and the offsets from there up
+to the high watermark (HW) are in the leader's segment tail. Executors read the partition tables
+directly with :func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset
+statistics overlap the range), as Arrow record batches, up to the lake end offset the driver saw;
+with ``lakelog.read.tail=true`` they fetch the rest of their range from the partition leader (the
+gateway's Arrow fetch). Never at or past the end offset the driver planned the batch with, which is
+at most the HW (``lakelog.read.tail=true``) or the lake end offset (``false``), so uncommitted
+records are never returned.
 
 Options (same names and meaning as Spark's Kafka source; option names are case-insensitive):
 
@@ -40,6 +46,13 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   are no longer in the log (retention removed them, the log was truncated, a topic was deleted);
   false: log a warning and go on with what is there;
 - ``includeHeaders`` (default false);
+- ``lakelog.read.tail`` (lakelog's; default true for ``readStream``, false for ``read``): true,
+  "latest" is the HW as with Kafka's source, and what a task needs past the lake end offset is fetched
+  from the partition leader over HTTP, so a stream sees records as soon as they are committed; false,
+  "latest" is the lake end offset and tasks read only the Delta tables (no load on the brokers;
+  records show up about ``lake.commit.interval.ms`` after they were produced), which suits batch
+  queries over history. Any other value than ``true``/``false`` is refused (see
+  :func:`~lakelog.spark.source.options.read_tail_option`);
 - ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
   10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
   offset look-ups;
@@ -55,9 +68,11 @@ Modules, by responsibility:
 
 - :mod:`~lakelog.spark.source.options`: :class:`SourceOptions`, :class:`SinkOptions`, the offsets JSON;
 - :mod:`~lakelog.spark.source.planning`: the partitions a read covers (through the gateway), starting
-  and ending offsets, ``maxOffsetsPerTrigger``;
-- :mod:`~lakelog.spark.source.read`: :class:`OffsetRangePartition` (one Spark task), reading it, the
+  and ending offsets, ``maxOffsetsPerTrigger``, the planned ranges (:class:`OffsetRangePartition`,
+  one Spark task) and splitting them;
+- :mod:`~lakelog.spark.source.read`: reading a range (Delta table, then the leader's tail), the
   batch reader;
+- :mod:`~lakelog.spark.source.tail`: the leader's Arrow fetch of the offsets past the lake end offset;
 - :mod:`~lakelog.spark.source.stream`: the stream reader (micro-batches, restarts, ``group.id``
   commits, and the PySpark specifics they rely on);
 - :mod:`~lakelog.spark.source.sink`: the writers;
@@ -78,23 +93,25 @@ from pyspark.sql.types import StructType
 from lakelog.log_tables.reader import DataLoss, DataLossError
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.errors import SourceError, SourceOptionError
-from lakelog.spark.source.options import (EARLIEST, LATEST, SinkOptions, SourceOptions, TopicPartition, _bool,
-                                          offsets_from_json, offsets_to_json)
-from lakelog.spark.source.planning import (INTERNAL_TOPICS, rate_limit, resolve_ending_offsets,
-                                           resolve_starting_offsets)
-from lakelog.spark.source.read import (LakelogBatchReader, OffsetRangePartition, kafka_schema, read_partition,
-                                       split_ranges)
+from lakelog.spark.source.options import (EARLIEST, LATEST, READ_TAIL, SinkOptions, SourceOptions, TopicPartition,
+                                          _bool, offsets_from_json, offsets_to_json)
+from lakelog.spark.source.planning import (INTERNAL_TOPICS, OffsetRangePartition, batch_ranges, latest_offsets,
+                                           micro_batch_ranges, rate_limit, readable_end, resolve_ending_offsets,
+                                           resolve_starting_offsets, split_ranges)
+from lakelog.spark.source.read import LakelogBatchReader, kafka_schema, read_partition, tail_fetch
+from lakelog.spark.source.tail import TailFetch
 from lakelog.spark.source.sink import LakelogCommitMessage, LakelogStreamWriter, LakelogWriter, check_sink_schema
 from lakelog.spark.source.stream import LakelogStreamReader
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "EARLIEST", "FORMAT", "INTERNAL_TOPICS", "LATEST", "DataLoss", "DataLossError", "LakelogBatchReader",
-    "LakelogCommitMessage", "LakelogDataSource", "LakelogStreamReader", "LakelogStreamWriter", "LakelogWriter",
-    "OffsetRangePartition", "PartitionLogInfo", "SinkOptions", "SourceError", "SourceOptionError",
-    "SourceOptions", "TopicPartition", "kafka_schema", "offsets_from_json", "offsets_to_json", "rate_limit",
-    "read_partition", "register", "resolve_ending_offsets", "resolve_starting_offsets", "split_ranges",
+    "EARLIEST", "FORMAT", "INTERNAL_TOPICS", "LATEST", "READ_TAIL", "DataLoss", "DataLossError",
+    "LakelogBatchReader", "LakelogCommitMessage", "LakelogDataSource", "LakelogStreamReader", "LakelogStreamWriter",
+    "LakelogWriter", "OffsetRangePartition", "PartitionLogInfo", "SinkOptions", "SourceError", "SourceOptionError",
+    "SourceOptions", "TailFetch", "TopicPartition", "batch_ranges", "kafka_schema", "latest_offsets",
+    "micro_batch_ranges", "offsets_from_json", "offsets_to_json", "rate_limit", "read_partition", "readable_end",
+    "register", "resolve_ending_offsets", "resolve_starting_offsets", "split_ranges", "tail_fetch",
 ]
 
 #: The data source's short name: ``spark.read.format(FORMAT)``.

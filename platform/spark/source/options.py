@@ -4,7 +4,13 @@
 are case-insensitive, values strings) and checks them as Spark's Kafka source does, with its
 messages where it has the same check; :meth:`SinkOptions.parse` does the same for a write. The option
 names and their meaning are those of Spark's Kafka source (listed in :mod:`lakelog.spark.source`),
-plus lakelog's own ``lakelog.bootstrap.servers``, ``group.id`` and ``lakelog.max.request.bytes``.
+plus lakelog's own ``lakelog.bootstrap.servers``, ``lakelog.read.tail``, ``group.id`` and
+``lakelog.max.request.bytes``.
+
+``lakelog.read.tail`` exists because a partition log has two tiers (DESIGN.md, "Storage"): the
+broker's flusher commits records to the partition's Delta table every ``lake.commit.interval.ms``, so
+the table holds only the offsets below the *lake end offset*, which may lag the high watermark; the
+offsets in between are in the leader's segment tail, readable only through its Arrow fetch.
 
 Offsets travel as JSON objects ``{"topic": {"partition": offset}}`` (:func:`offsets_to_json`,
 :func:`offsets_from_json`), in options (``startingOffsets``) and as streaming offsets.
@@ -23,7 +29,8 @@ from lakelog.spark.errors import SourceOptionError
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "EARLIEST", "LATEST", "SinkOptions", "SourceOptions", "TopicPartition", "offsets_from_json", "offsets_to_json",
+    "EARLIEST", "LATEST", "READ_TAIL", "SinkOptions", "SourceOptions", "TopicPartition", "offsets_from_json",
+    "offsets_to_json", "read_tail_option",
 ]
 
 #: A partition of a topic: ``(topic, partition)``.
@@ -128,6 +135,11 @@ class SourceOptions:
     offsets as ``{(topic, partition): offset}`` (-2 earliest, -1 latest), timestamps in ms since the
     epoch, ``max_trigger_delay_ms`` and ``fetch_offset_retry_interval_ms`` in ms. Batch-only
     attributes are left at their defaults in a streaming read and the other way round.
+
+    ``read_tail`` is ``lakelog.read.tail`` (see :func:`read_tail_option`): True, "latest" is each
+    partition's high watermark and the offsets at and above its lake end offset are fetched from the
+    leader; False, "latest" is the lake end offset and everything is read from the Delta tables. Left
+    None it takes the mode's default: True when ``streaming``, else False.
     """
 
     bootstrap_servers: str
@@ -152,6 +164,11 @@ class SourceOptions:
     group_id: str | None = None
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
+    read_tail: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.read_tail is None:  # frozen: set through object.__setattr__, as dataclasses do
+            object.__setattr__(self, "read_tail", bool(self.streaming))
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> "SourceOptions":
@@ -274,9 +291,44 @@ class SourceOptions:
             fetch_offset_retries=_int(opts, "fetchOffset.numRetries", minimum=0) if "fetchoffset.numretries" in opts else 3,
             fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
                                             if "fetchoffset.retryintervalms" in opts else 1000),
+            read_tail=read_tail_option(opts, streaming=streaming),
         )
 
 
+
+
+#: The option that says whether a read also fetches the offsets not in the Delta tables yet.
+READ_TAIL = "lakelog.read.tail"
+
+
+def read_tail_option(opts: Mapping[str, str], *, streaming: bool) -> bool:
+    """``lakelog.read.tail`` of lower-cased ``opts``: whether the read goes up to the high watermark.
+
+    A partition's Delta table holds the offsets below its lake end offset; the broker's flusher moves
+    that up behind the high watermark (HW) every ``lake.commit.interval.ms`` of the topic (default
+    1000 ms; 0 = a Delta commit per append, the lake end offset is then the HW).
+
+    - ``true``: "latest" is the HW, as with Spark's Kafka source. A task reads the offsets of its
+      range below the lake end offset from the Delta table and the rest from the partition leader's
+      Arrow fetch (``GET /topics/{t}/partitions/{p}/records``, any broker forwards to the leader), so
+      it sees every committed record, at the price of HTTP reads from the leader for the newest ones.
+    - ``false``: "latest" is the lake end offset, and every read is a direct Delta read that never
+      loads the brokers; records appear ``lake.commit.interval.ms`` or so after they were produced.
+
+    Default: ``true`` for ``readStream`` (a stream wants records as soon as they are committed, like a
+    Kafka consumer), ``false`` for ``read`` (a batch query over history reads the lake only, without
+    loading the brokers with HTTP fetches).
+
+    Raises:
+        SourceOptionError: a value other than ``true`` or ``false`` (any case).
+    """
+    try:
+        return _bool(opts, READ_TAIL, streaming)
+    except SourceOptionError as e:
+        raise SourceOptionError(
+            f"{e} (true: read up to the high watermark, fetching the offsets not in the Delta tables yet from "
+            f"the partition leaders; false: read the Delta tables only, up to their lake end offsets; default "
+            f"{'true' if streaming else 'false'} for {'streaming' if streaming else 'batch'} queries)") from None
 
 
 # -- sink options ---------------------------------------------------------------------------------------

@@ -1,11 +1,20 @@
-"""Planning on the driver: which partitions a read covers, and the offsets it starts and ends at.
+"""Planning on the driver: which partitions a read covers, the offsets it starts and ends at, its tasks.
 
 :class:`_Cluster` asks a gateway (``lakelog.bootstrap.servers``) for the subscribed or assigned topics
 and, per partition, a :class:`~lakelog.protocol.log_info.PartitionLogInfo` (its Delta table, log start
-offset and high watermark, ``GET /lakelog/v1/topics/{t}/logs``). :func:`resolve_starting_offsets` and
-:func:`resolve_ending_offsets` turn the starting/ending options into offsets per partition;
-:func:`rate_limit` caps a micro-batch (``maxOffsetsPerTrigger``). Cutting the resulting offset ranges
-into Spark tasks is :func:`lakelog.spark.source.read.split_ranges`.
+offset, lake end offset and high watermark, ``GET /lakelog/v1/topics/{t}/logs``).
+:func:`resolve_starting_offsets` and :func:`resolve_ending_offsets` turn the starting/ending options
+into offsets per partition; :func:`latest_offsets` is where a micro-batch may end, :func:`rate_limit`
+caps it (``maxOffsetsPerTrigger``). :func:`batch_ranges` and :func:`micro_batch_ranges` make the
+planned offset ranges (:class:`OffsetRangePartition`, checking for data loss), :func:`split_ranges`
+cuts them into Spark tasks.
+
+"Latest" depends on ``lakelog.read.tail`` (:func:`readable_end`): a partition's Delta table holds only
+the offsets below its *lake end offset*, which the broker's flusher moves up behind the high watermark
+(HW). With the tail option "latest" is the HW and a task reads its offsets at and above the lake end
+offset (as the driver saw it) from the leader's Arrow fetch; without it "latest" is the lake end
+offset, so Delta is never asked for offsets it does not hold yet. Everything here except
+:class:`_Cluster` and timestamp look-ups is a pure function of the ``PartitionLogInfo`` values.
 """
 
 from __future__ import annotations
@@ -14,24 +23,172 @@ import logging
 import math
 import re
 import time
-from typing import Any, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
-from lakelog.protocol.http_client import LakelogClient
-from lakelog.log_tables.reader import offset_for_timestamp
+from pyspark.sql.datasource import InputPartition
+
+from lakelog.log_tables.reader import DataLoss, offset_for_timestamp
 from lakelog.protocol.errors import RemoteError
+from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.spark.errors import SourceError, SourceOptionError
-from lakelog.spark.source.options import EARLIEST, LATEST, SourceOptions, TopicPartition
+from lakelog.spark.source.options import EARLIEST, LATEST, READ_TAIL, SourceOptions, TopicPartition
+from lakelog.spark.source.tail import TailFetch, tail_fetch, tail_offset_for_timestamp
 from lakelog.spark.sql import partition_logs_from_gateway
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INTERNAL_TOPICS", "rate_limit", "resolve_ending_offsets", "resolve_starting_offsets"]
+__all__ = [
+    "INTERNAL_TOPICS", "OffsetRangePartition", "batch_ranges", "lake_end", "latest_offsets", "micro_batch_ranges",
+    "rate_limit", "readable_end", "report_data_loss", "resolve_ending_offsets", "resolve_starting_offsets",
+    "split_ranges",
+]
 
 #: Kafka's internal topics; a pattern subscription does not match them (``exclude.internal.topics``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
+FAIL_ON_DATA_LOSS_HINT = (
+    " Some data may have been lost because it is not available in the log any more: either retention "
+    "removed it or the topic was deleted before all of it was processed. If you want your query to go "
+    "on in such cases, set the source option 'failOnDataLoss' to 'false'.")
+
+
+def report_data_loss(message: str, *, fail: bool) -> None:
+    """Data loss the driver found while planning (``message`` says which offsets, ending with ".").
+
+    Raises:
+        SourceError: ``fail`` (``failOnDataLoss=true``), with the Kafka source's hint appended.
+
+    Else logs a warning and returns.
+    """
+    if fail:
+        raise SourceError(message + FAIL_ON_DATA_LOSS_HINT)
+    log.warning("%s Some data may have been missed (failOnDataLoss=false).", message)
+
+
+# -- which offsets are readable -------------------------------------------------------------------
+
+def lake_end(state: PartitionLogInfo) -> int:
+    """The first offset not in the partition's Delta table: ``min(lake_end_offset, high_watermark)``."""
+    return min(state.lake_end_offset, state.high_watermark)
+
+
+def readable_end(state: PartitionLogInfo, *, tail: bool) -> int:
+    """"Latest" of a partition: the exclusive end of what a read may plan.
+
+    Args:
+        state: the partition as the gateway reported it.
+        tail: ``lakelog.read.tail``.
+
+    Returns:
+        The high watermark with ``tail``; else the lake end offset (:func:`lake_end`), but not below
+        the log start offset (a range from "earliest" to "latest" is then empty, not negative).
+    """
+    if tail:
+        return state.high_watermark
+    return max(state.log_start_offset, lake_end(state))
+
+
+# -- planned offset ranges and Spark tasks ----------------------------------------------------------
+
+@dataclass
+class OffsetRangePartition(InputPartition):
+    """One Spark task: offsets ``start <= offset < end`` of one partition.
+
+    Attributes:
+        topic, partition: the partition; table_uri: its Delta table (as the gateway reported it).
+        start, end: the offsets read, ``start`` inclusive, ``end`` exclusive (never past the HW the
+            driver planned with).
+        timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the ``timestampType`` column). Default 0.
+        lake_end_offset: the partition's lake end offset when the driver planned: offsets below it are
+            read from the Delta table (:attr:`delta_range`), the rest from the leader's Arrow fetch
+            (:attr:`tail_range`). It may be stale when the task runs; the table only grows and the
+            leader serves any offset, so that is fine. Default None: the whole range from Delta.
+    """
+
+    topic: str
+    partition: int
+    table_uri: str
+    start: int
+    end: int
+    timestamp_type: int = 0
+    lake_end_offset: int | None = None
+
+    @property
+    def size(self) -> int:
+        """Offsets in the range (``end - start``; records may be fewer where compaction left gaps)."""
+        return self.end - self.start
+
+    @property
+    def delta_range(self) -> tuple[int, int]:
+        """``(start, end)`` of the offsets read from the Delta table: ``[start, min(end, lake end))``
+        (empty when ``start >= end``)."""
+        if self.lake_end_offset is None:
+            return self.start, self.end
+        return self.start, max(self.start, min(self.end, self.lake_end_offset))
+
+    @property
+    def tail_range(self) -> tuple[int, int]:
+        """``(start, end)`` of the offsets fetched from the leader: ``[max(start, lake end), end)``
+        (empty when ``start >= end``)."""
+        if self.lake_end_offset is None:
+            return self.end, self.end
+        return min(self.end, max(self.start, self.lake_end_offset)), self.end
+
+
+def _range(state: PartitionLogInfo, start: int, end: int) -> OffsetRangePartition:
+    return OffsetRangePartition(state.topic, state.partition, state.table_uri, start, end, state.timestamp_type,
+                                lake_end(state))
+
+
+def _divide(r: OffsetRangePartition, parts: int) -> list[OffsetRangePartition]:
+    """``r`` cut into ``parts`` ranges of (almost) equal size; empty ones dropped."""
+    out, remaining, start = [], r.size, r.start
+    for part in range(parts):
+        this = remaining // (parts - part)
+        remaining -= this
+        end = min(start + this, r.end)
+        out.append(replace(r, start=start, end=end))
+        start = end
+    return [x for x in out if x.size > 0]
+
+
+def split_ranges(ranges: Sequence[OffsetRangePartition], *, min_partitions: int | None = None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRangePartition]:
+    """Split offset ranges into Spark tasks as Spark's ``KafkaOffsetRangeCalculator`` does.
+
+    Without options one task per non-empty partition range. ``maxRecordsPerPartition`` first cuts each
+    range into pieces of at most that many offsets; ``minPartitions`` then, if there are fewer pieces
+    than it, divides the large ranges in proportion to their size so that there are about that many.
+    Every piece keeps its range's ``lake_end_offset``, so each reads its own share of the Delta table
+    and of the tail.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    if (min_partitions is None or len(ranges) >= min_partitions) and max_records_per_partition is None:
+        return list(ranges)
+    if max_records_per_partition is not None:
+        ranges = [x for r in ranges for x in _divide(r, math.ceil(r.size / max_records_per_partition))]
+    if min_partitions is None or min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.size for r in ranges)
+
+    def part_count(size: int, total_size: int, parts: int) -> int:
+        return max(int(math.floor(size / total_size * parts + 0.5)), 1)
+
+    unsplit = [i for i, r in enumerate(ranges) if part_count(r.size, total, min_partitions) == 1]
+    unsplit_total = sum(ranges[i].size for i in unsplit)
+    split_total = total - unsplit_total
+    split_min = max(min_partitions - len(unsplit), 1)
+    out = []
+    for i, r in enumerate(ranges):
+        parts = 1 if i in unsplit or split_total <= 0 else part_count(r.size, split_total, split_min)
+        out.extend(_divide(r, parts))
+    return out
+
+
+# -- the gateway --------------------------------------------------------------------------------------
 
 class _Cluster:
     """Driver-side metadata through the gateway: which partitions a read covers and their offsets.
@@ -125,20 +282,57 @@ def _check_all_partitions(specified: Mapping[TopicPartition, int], states: Mappi
             f"Use -1 for latest, -2 for earliest.\nSpecified: {fmt(specified)} Assigned: {fmt(states)}")
 
 
-def _timestamp_offset(state: PartitionLogInfo, timestamp_ms: int) -> int | None:
-    """The first offset in ``[log start offset, HW)`` whose timestamp is >= ``timestamp_ms``; None if none."""
-    if state.high_watermark <= state.log_start_offset:
-        return None
-    return offset_for_timestamp(state.table_uri, timestamp_ms, start=state.log_start_offset,
-                                end=state.high_watermark)
+def _timestamp_offset(state: PartitionLogInfo, timestamp_ms: int, *, tail: bool,
+                      client: LakelogClient | None, fetch: TailFetch | None) -> int | None:
+    """The first readable offset whose timestamp is >= ``timestamp_ms``; None if none.
+
+    Searches the Delta table in ``[log start offset, lake end offset)``; with ``tail`` and nothing
+    found there, the leader's tail ``[lake end offset, HW)`` too (:func:`tail_offset_for_timestamp`,
+    with ``client`` and ``fetch``).
+    """
+    delta_end = lake_end(state)
+    found = None
+    if delta_end > state.log_start_offset:
+        found = offset_for_timestamp(state.table_uri, timestamp_ms, start=state.log_start_offset, end=delta_end)
+    if found is None and tail and state.high_watermark > max(delta_end, state.log_start_offset):
+        if client is None or fetch is None:
+            raise ValueError("a timestamp look-up in the tail needs a gateway client and a TailFetch")
+        found = tail_offset_for_timestamp(client, fetch, state, timestamp_ms)
+    return found
 
 
-def resolve_starting_offsets(options: SourceOptions, states: Mapping[TopicPartition, PartitionLogInfo]
-                             ) -> dict[TopicPartition, int]:
+class _TimestampLookup:
+    """Timestamp look-ups of one resolve call: a gateway client for the tail, made on first use."""
+
+    def __init__(self, options: SourceOptions, client: LakelogClient | None) -> None:
+        self.options, self.client, self._own = options, client, None
+        self.fetch = tail_fetch(options)
+
+    def __call__(self, state: PartitionLogInfo, timestamp_ms: int) -> int | None:
+        client = self.client
+        if client is None and self.options.read_tail and state.high_watermark > lake_end(state):
+            client = self._own = self._own or self.fetch.client()
+        return _timestamp_offset(state, timestamp_ms, tail=bool(self.options.read_tail), client=client,
+                                 fetch=self.fetch)
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
+
+
+def resolve_starting_offsets(options: SourceOptions, states: Mapping[TopicPartition, PartitionLogInfo], *,
+                             client: LakelogClient | None = None) -> dict[TopicPartition, int]:
     """The first offset to read per partition: ``startingTimestamp`` > ``startingOffsetsByTimestamp`` > ``startingOffsets``.
 
-    As Spark's Kafka source: ``earliest`` is the log start offset, ``latest`` the high watermark, a
-    timestamp the first offset whose record timestamp (ms since the epoch) is >= it.
+    As Spark's Kafka source: ``earliest`` is the log start offset, ``latest`` the partition's
+    :func:`readable_end` (the high watermark with ``lakelog.read.tail``, else the lake end offset), a
+    timestamp the first readable offset whose record timestamp (ms since the epoch) is >= it.
+
+    Args:
+        options: the parsed options.
+        states: ``{(topic, partition): PartitionLogInfo}`` of the partitions read.
+        client: a gateway client for timestamp look-ups in the leaders' tails (``lakelog.read.tail``
+            and a timestamp option). Default None: one is made (and closed) when needed.
 
     Returns:
         ``{(topic, partition): offset}`` for every partition of ``states``.
@@ -148,6 +342,8 @@ def resolve_starting_offsets(options: SourceOptions, states: Mapping[TopicPartit
         SourceError: no record at or after a starting timestamp and
             ``startingOffsetsByTimestampStrategy=error``.
     """
+    tail = bool(options.read_tail)
+    latest = {tp: readable_end(s, tail=tail) for tp, s in states.items()}
     if options.starting_timestamp is not None or options.starting_offsets_by_timestamp is not None:
         if options.starting_timestamp is not None:
             wanted = {tp: options.starting_timestamp for tp in states}
@@ -156,33 +352,42 @@ def resolve_starting_offsets(options: SourceOptions, states: Mapping[TopicPartit
             wanted = options.starting_offsets_by_timestamp
             _check_all_partitions(wanted, states, "startingOffsetsByTimestamp")
             option = "startingOffsetsByTimestamp"
+        lookup = _TimestampLookup(options, client)
         out = {}
-        for tp, ts in wanted.items():
-            offset = _timestamp_offset(states[tp], ts)
-            if offset is None:
-                if options.starting_timestamp_strategy == "error":
-                    raise SourceError(
-                        f"No record of {tp[0]}-{tp[1]} has a timestamp >= {ts} ({option}); set "
-                        "'startingOffsetsByTimestampStrategy' to 'latest' to start such partitions at their latest offset.")
-                offset = states[tp].high_watermark
-            out[tp] = offset
+        try:
+            for tp, ts in wanted.items():
+                offset = lookup(states[tp], ts)
+                if offset is None:
+                    if options.starting_timestamp_strategy == "error":
+                        where = "" if tail else f" below its lake end offset {latest[tp]} ({READ_TAIL}=false)"
+                        raise SourceError(
+                            f"No record of {tp[0]}-{tp[1]}{where} has a timestamp >= {ts} ({option}); set "
+                            "'startingOffsetsByTimestampStrategy' to 'latest' to start such partitions at their latest offset.")
+                    offset = latest[tp]
+                out[tp] = offset
+        finally:
+            lookup.close()
         return out
     spec = options.starting_offsets
     if spec == "earliest":
         return {tp: s.log_start_offset for tp, s in states.items()}
     if spec == "latest":
-        return {tp: s.high_watermark for tp, s in states.items()}
+        return latest
     _check_all_partitions(spec, states, "startingOffsets")
-    return {tp: (states[tp].log_start_offset if o == EARLIEST else states[tp].high_watermark if o == LATEST else o)
+    return {tp: (states[tp].log_start_offset if o == EARLIEST else latest[tp] if o == LATEST else o)
             for tp, o in spec.items()}
 
 
-def resolve_ending_offsets(options: SourceOptions, states: Mapping[TopicPartition, PartitionLogInfo]
-                           ) -> dict[TopicPartition, int]:
-    """The exclusive end per partition of a batch read, never past the high watermark.
+def resolve_ending_offsets(options: SourceOptions, states: Mapping[TopicPartition, PartitionLogInfo], *,
+                           client: LakelogClient | None = None) -> dict[TopicPartition, int]:
+    """The exclusive end per partition of a batch read, never past the partition's :func:`readable_end`.
 
     ``endingTimestamp`` > ``endingOffsetsByTimestamp`` > ``endingOffsets``, as Spark's Kafka source; a
-    timestamp no record reaches means latest (the high watermark).
+    timestamp no readable record reaches means latest. Latest is the high watermark with
+    ``lakelog.read.tail``, else the lake end offset, and JSON offsets past it are cut to it.
+
+    Args:
+        options, states, client: as for :func:`resolve_starting_offsets`.
 
     Returns:
         ``{(topic, partition): end offset}`` for every partition of ``states``.
@@ -190,25 +395,136 @@ def resolve_ending_offsets(options: SourceOptions, states: Mapping[TopicPartitio
     Raises:
         SourceOptionError: JSON offsets that do not name every partition read.
     """
-    hw = {tp: s.high_watermark for tp, s in states.items()}
+    latest = {tp: readable_end(s, tail=bool(options.read_tail)) for tp, s in states.items()}
     if options.ending_timestamp is not None or options.ending_offsets_by_timestamp is not None:
         if options.ending_timestamp is not None:
             wanted = {tp: options.ending_timestamp for tp in states}
         else:
             wanted = options.ending_offsets_by_timestamp
             _check_all_partitions(wanted, states, "endingOffsetsByTimestamp")
-        out = {}
-        for tp, ts in wanted.items():
-            offset = _timestamp_offset(states[tp], ts)
-            out[tp] = hw[tp] if offset is None else offset  # no match: latest, as Kafka
-        return out
+        lookup = _TimestampLookup(options, client)
+        try:
+            found = {tp: lookup(states[tp], ts) for tp, ts in wanted.items()}
+        finally:
+            lookup.close()
+        return {tp: latest[tp] if offset is None else min(offset, latest[tp])  # no match: latest, as Kafka
+                for tp, offset in found.items()}
     spec = options.ending_offsets
     if spec == "latest":
-        return hw
+        return latest
     _check_all_partitions(spec, states, "endingOffsets")
-    return {tp: hw[tp] if o == LATEST else min(o, hw[tp]) for tp, o in spec.items()}
+    return {tp: latest[tp] if o == LATEST else min(o, latest[tp]) for tp, o in spec.items()}
 
 
+def latest_offsets(states: Mapping[TopicPartition, PartitionLogInfo], start: Mapping[TopicPartition, int], *,
+                   tail: bool) -> dict[TopicPartition, int]:
+    """Where the next micro-batch may end at most, per partition (before ``maxOffsetsPerTrigger``).
+
+    Args:
+        states: the partitions now.
+        start: where the micro-batch starts (partitions missing from it are new: no constraint).
+        tail: ``lakelog.read.tail``.
+
+    Returns:
+        ``{(topic, partition): offset}``: :func:`readable_end` (the HW with ``tail``, else the lake end
+        offset). Without ``tail`` a partition whose start lies between its lake end offset and its HW
+        (a query that read the tail before) ends at its start, i.e. waits for the flusher; only a
+        start past the HW gives an end below the start, which the next batch reports as a truncated
+        log, as Kafka's source does.
+    """
+    out = {}
+    for tp, state in states.items():
+        latest = readable_end(state, tail=tail)
+        begin = start.get(tp)
+        if begin is not None and latest < begin <= state.high_watermark:
+            latest = begin
+        out[tp] = latest
+    return out
+
+
+def batch_ranges(states: Mapping[TopicPartition, PartitionLogInfo], start: Mapping[TopicPartition, int],
+                 end: Mapping[TopicPartition, int], *, fail_on_data_loss: bool,
+                 tail: bool) -> list[OffsetRangePartition]:
+    """The offset ranges of a batch read (one per partition, before :func:`split_ranges`).
+
+    Args:
+        states: the partitions read; start, end: their resolved starting and ending offsets
+            (:func:`resolve_starting_offsets`, :func:`resolve_ending_offsets`).
+        fail_on_data_loss: ``failOnDataLoss``: a start below the log start offset raises, else it is
+            moved up to the log start offset with a warning.
+        tail: ``lakelog.read.tail`` (only for the hint of the error below).
+
+    Returns:
+        :class:`OffsetRangePartition` s carrying each partition's lake end offset, empty ones included.
+
+    Raises:
+        SourceError: a starting offset past its ending offset; data loss with ``fail_on_data_loss``.
+    """
+    ranges = []
+    for tp, state in states.items():
+        s, e = start[tp], end[tp]
+        if s < state.log_start_offset:
+            loss = DataLoss(state.table_uri, s, min(e, state.log_start_offset), state.log_start_offset)
+            report_data_loss(f"{tp[0]}-{tp[1]}: {loss.describe()}.", fail=fail_on_data_loss)
+            s = min(state.log_start_offset, max(e, s))
+        if s > e:
+            hint = ""
+            if not tail and s <= state.high_watermark:
+                hint = (f" Offsets {e} to {state.high_watermark - 1} are committed but not in the Delta table yet; "
+                        f"set the option '{READ_TAIL}' to 'true' to read them from the partition leader.")
+            raise SourceError(
+                f"Beginning offset {s} is after the ending offset {e} for topic {tp[0]} partition {tp[1]}. "
+                f"You either provided an invalid starting offset, or the topic has been damaged.{hint}")
+        ranges.append(_range(state, s, e))
+    return ranges
+
+
+def micro_batch_ranges(states: Mapping[TopicPartition, PartitionLogInfo], start: Mapping[TopicPartition, int],
+                       end: Mapping[TopicPartition, int], *, fail_on_data_loss: bool,
+                       first_batch_rerun: bool = False) -> list[OffsetRangePartition]:
+    """The offset ranges of the micro-batch ``start`` to ``end`` (before :func:`split_ranges`).
+
+    A partition new since ``start`` is read from offset 0 (what retention removed of it is data
+    loss, found by the task). Ranges carry the lake end offsets of ``states``: a range planned with
+    ``lakelog.read.tail`` (or before a restart that turned it off) reads what is past the lake end
+    offset from the leader.
+
+    Args:
+        states: the partitions now; start, end: the micro-batch's offsets.
+        fail_on_data_loss: ``failOnDataLoss``.
+        first_batch_rerun: Spark re-runs the query's first batch, whose start the reader computed
+            again: an end before the start is then skipped quietly (see the stream reader).
+
+    Returns:
+        The non-empty ranges, in the order of ``end``.
+
+    Raises:
+        SourceError: with ``fail_on_data_loss``, partitions that are gone (topic deleted) or whose end
+            lies before their start (log truncated). Else a warning and nothing read of them.
+    """
+    gone = sorted(start.keys() - end.keys())
+    if gone:
+        report_data_loss(f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone (topic deleted?).",
+                         fail=fail_on_data_loss)
+    ranges = []
+    for tp, until in end.items():
+        frm = start.get(tp, 0)
+        state = states.get(tp)
+        if state is None:
+            report_data_loss(f"{tp[0]}-{tp[1]} is gone (topic deleted?); offsets {frm} to {until - 1} were not read.",
+                             fail=fail_on_data_loss)
+            continue
+        if until < frm and first_batch_rerun:
+            log.warning("%s-%d: the first batch ends at %d, before the recomputed starting offset %d; "
+                        "nothing read from it in this batch", tp[0], tp[1], until, frm)
+            continue
+        if until < frm:
+            report_data_loss(f"{tp[0]}-{tp[1]}'s offset was changed from {frm} to {until} (the log was truncated).",
+                             fail=fail_on_data_loss)
+            continue
+        if until > frm:
+            ranges.append(_range(state, frm, until))
+    return ranges
 
 
 def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],

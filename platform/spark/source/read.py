@@ -1,45 +1,46 @@
-"""Reading: the Spark tasks of a read (:class:`OffsetRangePartition`), the rows they return, the batch reader.
+"""Reading: the rows of a planned offset range (:func:`read_partition`) and the batch reader.
 
-A task reads offsets ``start <= offset < end`` of one partition's Delta table directly, with
-:func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset statistics overlap the
-range), and returns Arrow record batches shaped like Spark's Kafka source rows (:func:`kafka_schema`).
+A task (:class:`~lakelog.spark.source.planning.OffsetRangePartition`) reads offsets
+``start <= offset < end`` of one partition, in two parts, and returns Arrow record batches shaped like
+Spark's Kafka source rows (:func:`kafka_schema`):
+
+- ``[start, min(end, lake end offset))`` from the partition's Delta table directly, with
+  :func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset statistics overlap
+  the range);
+- ``[max(start, lake end offset), end)``, only when the range reaches past the lake end offset the
+  driver saw (``lakelog.read.tail=true``), from the partition leader's Arrow fetch through the gateway
+  (:func:`lakelog.spark.source.tail.fetch_offset_range`).
+
 The end is never past the high watermark the driver saw when it planned the batch, so uncommitted
-records are never returned. :func:`split_ranges` cuts planned ranges into tasks (``minPartitions``,
-``maxRecordsPerPartition``); :class:`LakelogBatchReader` is ``spark.read.format("lakelog")``.
+records are never returned. :class:`LakelogBatchReader` is ``spark.read.format("lakelog")``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import StructType
 
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
 from lakelog.spark.errors import SourceError
 from lakelog.spark.source.options import SourceOptions
-from lakelog.spark.source.planning import _Cluster, resolve_ending_offsets, resolve_starting_offsets
+from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePartition, _Cluster, batch_ranges,
+                                           report_data_loss, resolve_ending_offsets, resolve_starting_offsets,
+                                           split_ranges)
+from lakelog.spark.source.tail import TailFetch, fetch_offset_range, tail_fetch
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "LakelogBatchReader", "OffsetRangePartition", "kafka_schema", "read_partition", "report_data_loss",
-    "split_ranges",
+    "split_ranges", "tail_fetch",
 ]
-
-_FAIL_ON_DATA_LOSS_HINT = (
-    " Some data may have been lost because it is not available in the log any more: either retention "
-    "removed it or the topic was deleted before all of it was processed. If you want your query to go "
-    "on in such cases, set the source option 'failOnDataLoss' to 'false'.")
-
-
 
 # -- schema --------------------------------------------------------------------------------------
 
@@ -61,76 +62,6 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema)
 
 
-# -- planned offset ranges -> Spark tasks -------------------------------------------------------
-
-@dataclass
-class OffsetRangePartition(InputPartition):
-    """One Spark task: offsets ``start <= offset < end`` of one partition table.
-
-    Attributes:
-        topic, partition: the partition; table_uri: its Delta table (as the gateway reported it);
-        start, end: the offsets read, ``start`` inclusive, ``end`` exclusive (never past the HW the
-        driver planned with); timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the ``timestampType``
-        column).
-    """
-
-    topic: str
-    partition: int
-    table_uri: str
-    start: int
-    end: int
-    timestamp_type: int = 0
-
-    @property
-    def size(self) -> int:
-        """Offsets in the range (``end - start``; records may be fewer where compaction left gaps)."""
-        return self.end - self.start
-
-
-def _divide(r: OffsetRangePartition, parts: int) -> list[OffsetRangePartition]:
-    """``r`` cut into ``parts`` ranges of (almost) equal size; empty ones dropped."""
-    out, remaining, start = [], r.size, r.start
-    for part in range(parts):
-        this = remaining // (parts - part)
-        remaining -= this
-        end = min(start + this, r.end)
-        out.append(OffsetRangePartition(r.topic, r.partition, r.table_uri, start, end, r.timestamp_type))
-        start = end
-    return [x for x in out if x.size > 0]
-
-
-def split_ranges(ranges: Sequence[OffsetRangePartition], *, min_partitions: int | None = None,
-                 max_records_per_partition: int | None = None) -> list[OffsetRangePartition]:
-    """Split offset ranges into Spark tasks as Spark's ``KafkaOffsetRangeCalculator`` does.
-
-    Without options one task per non-empty partition range. ``maxRecordsPerPartition`` first cuts each
-    range into pieces of at most that many offsets; ``minPartitions`` then, if there are fewer pieces
-    than it, divides the large ranges in proportion to their size so that there are about that many.
-    """
-    ranges = [r for r in ranges if r.size > 0]
-    if (min_partitions is None or len(ranges) >= min_partitions) and max_records_per_partition is None:
-        return list(ranges)
-    if max_records_per_partition is not None:
-        ranges = [x for r in ranges for x in _divide(r, math.ceil(r.size / max_records_per_partition))]
-    if min_partitions is None or min_partitions <= len(ranges):
-        return ranges
-    total = sum(r.size for r in ranges)
-
-    def part_count(size: int, total_size: int, parts: int) -> int:
-        return max(int(math.floor(size / total_size * parts + 0.5)), 1)
-
-    unsplit = [i for i, r in enumerate(ranges) if part_count(r.size, total, min_partitions) == 1]
-    unsplit_total = sum(ranges[i].size for i in unsplit)
-    split_total = total - unsplit_total
-    split_min = max(min_partitions - len(unsplit), 1)
-    out = []
-    for i, r in enumerate(ranges):
-        parts = 1 if i in unsplit or split_total <= 0 else part_count(r.size, split_total, split_min)
-        out.extend(_divide(r, parts))
-    return out
-
-
-
 # -- reading (executors) ----------------------------------------------------------------------------
 
 def _null_if_empty(headers: pa.Array) -> pa.Array:
@@ -144,17 +75,44 @@ def _null_if_empty(headers: pa.Array) -> pa.Array:
     return pc.if_else(empty, pa.scalar(None, headers.type), headers)
 
 
+def _kafka_rows(batch: pa.RecordBatch, part: OffsetRangePartition, names: list[str],
+                arrow_schema: pa.Schema) -> pa.RecordBatch:
+    """Log records (``offset``, ``timestamp``, ``key``, ``value`` [, ``headers``]) as Kafka source rows."""
+    n = batch.num_rows
+    arrays = {
+        "key": batch.column("key"),
+        "value": batch.column("value"),
+        "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                pa.array([part.topic])).cast(pa.string()),
+        "partition": pa.array(np.full(n, part.partition, np.int32)),
+        "offset": batch.column("offset"),
+        "timestamp": batch.column("timestamp"),
+        "timestampType": pa.array(np.full(n, part.timestamp_type, np.int32)),
+    }
+    if "headers" in names:
+        arrays["headers"] = _null_if_empty(batch.column("headers"))
+    return pa.RecordBatch.from_arrays(
+        [arrays[name].cast(arrow_schema.field(name).type) for name in names], schema=arrow_schema)
+
+
 def read_partition(part: OffsetRangePartition | None, schema: StructType, *, fail_on_data_loss: bool,
-                   batch_rows: int = 64 * 1024) -> Iterator[pa.RecordBatch]:
+                   batch_rows: int = 64 * 1024, tail: TailFetch | None = None) -> Iterator[pa.RecordBatch]:
     """The Kafka-shaped rows of one planned offset range, as Arrow batches with exactly ``schema``.
+
+    Offsets below the range's ``lake_end_offset`` are read from the Delta table
+    (:attr:`~lakelog.spark.source.planning.OffsetRangePartition.delta_range`), the rest from the
+    partition leader's Arrow fetch (``tail_range``), in pages until the range's end; nothing at or
+    above the end is returned.
 
     Args:
         part: the range (None or an empty range: no batches).
         schema: :func:`kafka_schema` (with or without ``headers``); the batches carry exactly its columns.
-        fail_on_data_loss: offsets of the range that are no longer in the table (retention, truncation)
+        fail_on_data_loss: offsets of the range that are no longer in the log (retention, truncation)
             raise :class:`~lakelog.log_tables.reader.DataLossError` naming them (True), or are skipped
             with a warning (False).
-        batch_rows: at most this many rows per batch.
+        batch_rows: at most this many rows per batch. Default: 65,536.
+        tail: how to fetch the tail part (:func:`tail_fetch`). Default None: a range with a tail part
+            raises :class:`~lakelog.spark.errors.SourceError`.
 
     Yields:
         ``pyarrow.RecordBatch`` es in offset order; ``headers`` is null for a record without headers.
@@ -168,39 +126,26 @@ def read_partition(part: OffsetRangePartition | None, schema: StructType, *, fai
     def on_data_loss(loss: DataLoss) -> None:
         message = f"{part.topic}-{part.partition}: {loss.describe()}."
         if fail_on_data_loss:
-            raise DataLossError(loss, message + _FAIL_ON_DATA_LOSS_HINT)
+            raise DataLossError(loss, message + FAIL_ON_DATA_LOSS_HINT)
         log.warning("%s Skipping them (failOnDataLoss=false).", message)
 
-    for batch in read_offset_range(part.table_uri, part.start, part.end, columns=columns, batch_rows=batch_rows,
+    delta_start, delta_end = part.delta_range
+    for batch in read_offset_range(part.table_uri, delta_start, delta_end, columns=columns, batch_rows=batch_rows,
                                    on_data_loss=on_data_loss, end_is_committed=True):
-        n = batch.num_rows
-        arrays = {
-            "key": batch.column("key"),
-            "value": batch.column("value"),
-            "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                    pa.array([part.topic])).cast(pa.string()),
-            "partition": pa.array(np.full(n, part.partition, np.int32)),
-            "offset": batch.column("offset"),
-            "timestamp": batch.column("timestamp"),
-            "timestampType": pa.array(np.full(n, part.timestamp_type, np.int32)),
-        }
-        if "headers" in names:
-            arrays["headers"] = _null_if_empty(batch.column("headers"))
-        yield pa.RecordBatch.from_arrays(
-            [arrays[name].cast(arrow_schema.field(name).type) for name in names], schema=arrow_schema)
-
-
-def report_data_loss(message: str, *, fail: bool) -> None:
-    """Data loss the driver found while planning (``message`` says which offsets, ending with ".").
-
-    Raises:
-        SourceError: ``fail`` (``failOnDataLoss=true``), with the Kafka source's hint appended.
-
-    Else logs a warning and returns.
-    """
-    if fail:
-        raise SourceError(message + _FAIL_ON_DATA_LOSS_HINT)
-    log.warning("%s Some data may have been missed (failOnDataLoss=false).", message)
+        yield _kafka_rows(batch, part, names, arrow_schema)
+    tail_start, tail_end = part.tail_range
+    if tail_start >= tail_end:
+        return
+    if tail is None:
+        raise SourceError(f"{part.topic}-{part.partition}: offsets {tail_start} to {tail_end - 1} are not in the "
+                          "Delta table and no gateway was given to fetch them from the leader")
+    with tail.client() as client:
+        for table in fetch_offset_range(client, tail, topic=part.topic, partition=part.partition,
+                                        table_uri=part.table_uri, start=tail_start, end=tail_end,
+                                        on_data_loss=on_data_loss):
+            for batch in table.select(columns).to_batches(max_chunksize=batch_rows):
+                if batch.num_rows:
+                    yield _kafka_rows(batch, part, names, arrow_schema)
 
 
 # -- batch ------------------------------------------------------------------------------------------
@@ -209,7 +154,10 @@ class LakelogBatchReader(DataSourceReader):
     """``spark.read.format("lakelog")``: one planned offset range per Spark task.
 
     :meth:`partitions` runs on the driver (asks the gateway, resolves the starting and ending
-    options, checks for data loss); :meth:`read` runs in the executors' Python workers.
+    options, checks for data loss); :meth:`read` runs in the executors' Python workers. With
+    ``lakelog.read.tail=false`` (the batch default) "latest" is each partition's lake end offset and
+    every task reads only the Delta tables; with ``true`` it is the high watermark and tasks fetch the
+    offsets past the lake end offset from the leaders.
     """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -228,26 +176,16 @@ class LakelogBatchReader(DataSourceReader):
         opts = self.options
         try:
             states = self._cluster.partitions()
-            start = resolve_starting_offsets(opts, states)
-            end = resolve_ending_offsets(opts, states)
+            start = resolve_starting_offsets(opts, states, client=self._cluster.client)
+            end = resolve_ending_offsets(opts, states, client=self._cluster.client)
         finally:
             self._cluster.close()
-        ranges = []
-        for tp, state in states.items():
-            s, e = start[tp], end[tp]
-            if s < state.log_start_offset:
-                loss = DataLoss(state.table_uri, s, min(e, state.log_start_offset), state.log_start_offset)
-                report_data_loss(f"{tp[0]}-{tp[1]}: {loss.describe()}.", fail=opts.fail_on_data_loss)
-                s = min(state.log_start_offset, max(e, s))
-            if s > e:
-                raise SourceError(
-                    f"Beginning offset {s} is after the ending offset {e} for topic {tp[0]} partition {tp[1]}. "
-                    "You either provided an invalid starting offset, or the topic has been damaged.")
-            ranges.append(OffsetRangePartition(tp[0], tp[1], state.table_uri, s, e, state.timestamp_type))
+        ranges = batch_ranges(states, start, end, fail_on_data_loss=opts.fail_on_data_loss,
+                              tail=bool(opts.read_tail))
         return split_ranges(ranges, min_partitions=opts.min_partitions,
                             max_records_per_partition=opts.max_records_per_partition)
 
     def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of one task (:func:`read_partition`)."""
-        return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss)
-
+        return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
+                              tail=tail_fetch(self.options))

@@ -3,6 +3,12 @@
 Streaming offsets are JSON objects ``{"topic": {"partition": next_offset}}``, keys sorted, so the same
 position always serialises to the same text (Spark compares offsets as JSON strings).
 
+A micro-batch ends at most at each partition's high watermark with ``lakelog.read.tail=true`` (the
+default for streams: its tasks read the offsets past the lake end offset from the partition leaders),
+or at its lake end offset with ``false`` (Delta only; records arrive once the broker's flusher
+committed them, every ``lake.commit.interval.ms``). See
+:func:`~lakelog.spark.source.planning.latest_offsets`.
+
 PySpark 4.0.1 specifics (checked in ``pyspark/sql/datasource.py``, ``worker/plan_data_source_read.py``,
 ``streaming/python_streaming_source_runner.py`` and the JVM's ``PythonMicroBatchStream``):
 
@@ -42,8 +48,9 @@ from pyspark.sql.types import StructType
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions, TopicPartition, offsets_from_json, offsets_to_json
-from lakelog.spark.source.planning import _Cluster, rate_limit, resolve_starting_offsets
-from lakelog.spark.source.read import OffsetRangePartition, read_partition, report_data_loss, split_ranges
+from lakelog.spark.source.planning import (OffsetRangePartition, _Cluster, latest_offsets, micro_batch_ranges,
+                                           rate_limit, resolve_starting_offsets, split_ranges)
+from lakelog.spark.source.read import read_partition, tail_fetch
 
 log = logging.getLogger(__name__)
 
@@ -87,17 +94,19 @@ class LakelogStreamReader(DataSourceStreamReader):
         Computed once per reader (asks the gateway the first time).
         """
         if self._initial is None:
-            self._initial = resolve_starting_offsets(self.options, self._refresh())
+            self._initial = resolve_starting_offsets(self.options, self._refresh(), client=self._cluster.client)
             log.info("lakelog stream starts at %s", offsets_to_json(self._initial))
         return offsets_to_json(self._initial)
 
     def latestOffset(self) -> dict:
         """The end of the next micro-batch, as offsets JSON ``{"topic": {"partition": offset}}``.
 
-        The high watermarks now, capped by ``maxOffsetsPerTrigger``; the batch's start again (no new
-        batch) while fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay``
-        has not passed since the last batch (the Kafka source's options). With ``group.id`` it first
-        commits the position reached so far (see the module docstring).
+        The latest offsets now (:func:`~lakelog.spark.source.planning.latest_offsets`: the high
+        watermarks with ``lakelog.read.tail=true``, the default for streams; else the lake end
+        offsets), capped by ``maxOffsetsPerTrigger``; the batch's start again (no new batch) while
+        fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay`` has not passed
+        since the last batch (the Kafka source's options). With ``group.id`` it first commits the
+        position reached so far (see the module docstring).
         """
         opts = self.options
         if self._position is not None and opts.group_id:
@@ -112,11 +121,12 @@ class LakelogStreamReader(DataSourceStreamReader):
         else:
             start = self._position
         states = self._refresh()
-        latest = {tp: s.high_watermark for tp, s in states.items()}
+        latest = latest_offsets(states, start, tail=bool(opts.read_tail))
         end = latest
         now = time.monotonic()
         if opts.min_offsets_per_trigger is not None:
-            available = sum(max(0, hw - max(start.get(tp, 0), states[tp].log_start_offset)) for tp, hw in latest.items())
+            available = sum(max(0, until - max(start.get(tp, 0), states[tp].log_start_offset))
+                            for tp, until in latest.items())
             delayed_ms = (now - self._last_trigger) * 1000
             if available < opts.min_offsets_per_trigger and delayed_ms < opts.max_trigger_delay_ms:
                 return offsets_to_json(start)  # wait for more records (or for maxTriggerDelay)
@@ -132,7 +142,8 @@ class LakelogStreamReader(DataSourceStreamReader):
         """The Spark tasks of the micro-batch ``start`` to ``end`` (offsets JSON); ``end`` becomes the position.
 
         A partition new since ``start`` is read from offset 0 (what retention removed of it is data
-        loss).
+        loss). The ranges carry the lake end offsets the reader saw last: what lies past them is
+        fetched from the leaders (see :func:`~lakelog.spark.source.planning.micro_batch_ranges`).
 
         Raises:
             SourceError: with ``failOnDataLoss=true``, partitions that are gone (topic deleted) or whose
@@ -145,10 +156,6 @@ class LakelogStreamReader(DataSourceStreamReader):
         self._position = dict(e)
         if s == e:
             return []
-        fail = self.options.fail_on_data_loss
-        gone = sorted(s.keys() - e.keys())
-        if gone:
-            report_data_loss(f"{', '.join(f'{t}-{p}' for t, p in gone)} are gone (topic deleted?).", fail=fail)
         states = self._states
         if any(tp not in states for tp in e):
             states = self._refresh()
@@ -158,30 +165,15 @@ class LakelogStreamReader(DataSourceStreamReader):
         # did (Spark's Kafka source keeps its initial offsets in the checkpoint; a Python source has
         # no place for them). That is no data loss of an already started stream: skip quietly.
         rerun_of_first_batch = self._initial is not None and s == self._initial
-        ranges = []
-        for tp, until in e.items():
-            frm = s.get(tp, 0)  # a new partition is read from its beginning; what retention removed is data loss
-            state = states.get(tp)
-            if state is None:
-                report_data_loss(f"{tp[0]}-{tp[1]} is gone (topic deleted?); offsets {frm} to {until - 1} were not read.",
-                        fail=fail)
-                continue
-            if until < frm and rerun_of_first_batch:
-                log.warning("%s-%d: the first batch ends at %d, before the recomputed starting offset %d; "
-                            "nothing read from it in this batch", tp[0], tp[1], until, frm)
-                continue
-            if until < frm:
-                report_data_loss(f"{tp[0]}-{tp[1]}'s offset was changed from {frm} to {until} (the log was truncated).",
-                        fail=fail)
-                continue
-            if until > frm:
-                ranges.append(OffsetRangePartition(tp[0], tp[1], state.table_uri, frm, until, state.timestamp_type))
+        ranges = micro_batch_ranges(states, s, e, fail_on_data_loss=self.options.fail_on_data_loss,
+                                    first_batch_rerun=rerun_of_first_batch)
         return split_ranges(ranges, min_partitions=self.options.min_partitions,
                             max_records_per_partition=self.options.max_records_per_partition)
 
     def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of one task (:func:`lakelog.spark.source.read.read_partition`); runs in executors."""
-        return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss)
+        return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
+                              tail=tail_fetch(self.options))
 
     def commit(self, end: dict) -> None:
         """Spark processed everything up to ``end``: commit it as ``group.id``'s offsets, if one is set.
