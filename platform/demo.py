@@ -291,6 +291,12 @@ def run_queries(spark, url: str, expected_total: int) -> None:
     console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables)")
     started = time.perf_counter()
     with LakelogClient(url) as client:
+        # the views read Delta: wait for the flushers to commit every tail (lake.commit.interval.ms)
+        deadline = time.monotonic() + 60
+        while any(log["lake_end_offset"] < log["high_watermark"] for log in client.topic_logs(TOPIC)):
+            if time.monotonic() > deadline:
+                raise SystemExit("demo failed: the partition tables did not catch up with the logs in 60 s")
+            time.sleep(0.2)
         register_topics_from_gateway(spark, client, topics=[TOPIC])
     parsed = spark.sql(f"SELECT partition, offset, from_json(CAST(value AS STRING), '{FLIGHT_SCHEMA}') AS f "
                        f"FROM {TOPIC}").cache()  # read the partition tables once for all queries
