@@ -44,6 +44,9 @@ def produce(url: str, topic: str, records: int, value_bytes: int) -> None:
             client.produce_arrow(topic, (sent // 10_000) % PARTITIONS,
                                  pa.table({"key": keys.slice(0, n), "value": value.slice(0, n)}))
             sent += n
+        # every reader below reads the Delta tables: wait until the flushers committed every tail
+        while any(log["lake_end_offset"] < log["high_watermark"] for log in client.topic_logs(topic)):
+            time.sleep(0.2)
 
 
 def timed(fn) -> tuple[float, object]:
