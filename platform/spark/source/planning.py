@@ -22,20 +22,18 @@ from __future__ import annotations
 import logging
 import math
 import re
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from pyspark.sql.datasource import InputPartition
 
 from lakelog.log_tables.reader import DataLoss, offset_for_timestamp
-from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.spark.errors import SourceError, SourceOptionError
 from lakelog.spark.source.options import EARLIEST, LATEST, READ_TAIL, SourceOptions, TopicPartition
-from lakelog.spark.source.tail import TailFetch, tail_fetch, tail_offset_for_timestamp
+from lakelog.spark.source.tail import TailFetch, retry_remote, tail_fetch, tail_offset_for_timestamp
 from lakelog.spark.sql import partition_logs_from_gateway
 
 log = logging.getLogger(__name__)
@@ -241,16 +239,8 @@ class _Cluster:
                 there after the retries; ConnectionError: no gateway reachable after the retries.
         """
         opts = self.options
-        for attempt in range(opts.fetch_offset_retries + 1):
-            try:
-                return self._partitions()
-            except (RemoteError, ConnectionError) as e:
-                retriable = isinstance(e, ConnectionError) or e.retriable
-                if not retriable or attempt == opts.fetch_offset_retries:
-                    raise
-                log.warning("fetching offsets from %s failed (%s); retrying", opts.bootstrap_servers, e)
-                time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
-        raise AssertionError("unreachable")
+        return retry_remote(self._partitions, retries=opts.fetch_offset_retries,
+                            retry_interval_ms=opts.fetch_offset_retry_interval_ms, what=str(opts.bootstrap_servers))
 
     def _partitions(self) -> dict[TopicPartition, PartitionLogInfo]:
         out: dict[TopicPartition, PartitionLogInfo] = {}

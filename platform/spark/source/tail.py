@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,8 @@ from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -76,18 +78,29 @@ def tail_fetch(options: SourceOptions) -> TailFetch:
                      retry_interval_ms=options.fetch_offset_retry_interval_ms)
 
 
-def _retrying(fetch: TailFetch, call: Callable[[], "pa.Table | dict"]) -> "pa.Table | dict":
-    """``call()``, retried ``fetch.retries`` times on retriable gateway errors and unreachable gateways."""
-    for attempt in range(fetch.retries + 1):
+def retry_remote(call: Callable[[], T], *, retries: int, retry_interval_ms: int, what: str) -> T:
+    """``call()``, retried ``retries`` times (``retry_interval_ms`` apart) on retriable gateway errors and
+    unreachable gateways (``what`` names the gateway in the warning).
+
+    Raises:
+        RemoteError: not retriable, or still there after the retries; ConnectionError: likewise.
+    """
+    for attempt in range(retries + 1):
         try:
             return call()
         except (RemoteError, ConnectionError) as e:
             retriable = isinstance(e, ConnectionError) or e.retriable
-            if not retriable or attempt == fetch.retries:
+            if not retriable or attempt == retries:
                 raise
-            log.warning("fetch from %s failed (%s); retrying", fetch.bootstrap_servers, e)
-            time.sleep(fetch.retry_interval_ms / 1000)
+            log.warning("request to %s failed (%s); retrying", what, e)
+            time.sleep(retry_interval_ms / 1000)
     raise AssertionError("unreachable")
+
+
+def _retrying(fetch: TailFetch, call: Callable[[], T]) -> T:
+    """:func:`retry_remote` with the fetch's retry settings."""
+    return retry_remote(call, retries=fetch.retries, retry_interval_ms=fetch.retry_interval_ms,
+                        what=str(fetch.bootstrap_servers))
 
 
 def _offsets(table: pa.Table) -> np.ndarray:
