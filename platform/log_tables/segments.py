@@ -96,41 +96,66 @@ class Frame:
         return self.base_offset + self.count
 
 
-@dataclass(frozen=True)
 class SegmentView:
-    """The frames of the tail at one moment (immutable; readers never lock): ``bases[i]`` is
-    ``frames[i].base_offset``, ascending and contiguous.
+    """The frames of the tail at one moment (immutable to its readers, who never lock): ascending and
+    contiguous in offsets.
 
-    Attributes:
+    Views share one append-only list of frames and each looks at its own slice of it, so the writer's
+    append (:meth:`with_frame`) and the flusher's release (:meth:`from_offset`) cost O(1), not a copy.
+
+    Args:
         directory: the segment directory.
         frames: the frames at or above the lake end offset (the first may start below it).
-        nbytes: payload bytes of ``frames``.
     """
 
-    directory: Path
-    frames: tuple[Frame, ...] = ()
-    bases: tuple[int, ...] = ()
-    nbytes: int = 0
+    def __init__(self, directory: Path, frames: tuple[Frame, ...] | list[Frame] = (), *,
+                 _shared: tuple[list[Frame], list[int]] | None = None, _lo: int = 0, _hi: int | None = None,
+                 _nbytes: int | None = None) -> None:
+        self.directory = directory
+        if _shared is None:
+            _shared = (list(frames), [f.base_offset for f in frames])
+        self._frames, self._bases = _shared
+        self._lo = _lo
+        self._hi = len(self._frames) if _hi is None else _hi
+        #: payload bytes of the frames
+        self.nbytes = sum(f.length for f in self.frames) if _nbytes is None else _nbytes
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """The frames, oldest first."""
+        return tuple(self._frames[self._lo:self._hi])
+
+    @property
+    def bases(self) -> tuple[int, ...]:
+        """First offset of each frame."""
+        return tuple(self._bases[self._lo:self._hi])
 
     @property
     def first_offset(self) -> int | None:
         """The oldest offset the frames hold, or None when empty."""
-        return self.bases[0] if self.bases else None
+        return self._bases[self._lo] if self._hi > self._lo else None
 
     def with_frame(self, frame: Frame) -> "SegmentView":
         """This view plus ``frame`` (appended)."""
-        return SegmentView(self.directory, (*self.frames, frame), (*self.bases, frame.base_offset),
-                           self.nbytes + frame.length)
+        if self._hi != len(self._frames):  # another view appended to the shared list: copy
+            return SegmentView(self.directory, [*self.frames, frame])
+        self._frames.append(frame)
+        self._bases.append(frame.base_offset)
+        return SegmentView(self.directory, _shared=(self._frames, self._bases), _lo=self._lo, _hi=self._hi + 1,
+                           _nbytes=self.nbytes + frame.length)
 
     def from_offset(self, offset: int) -> "SegmentView":
         """This view without the frames wholly below ``offset``."""
-        i = bisect.bisect_right(self.bases, offset) - 1
-        if i >= 0 and self.frames[i].end_offset <= offset:
+        i = bisect.bisect_right(self._bases, offset, self._lo, self._hi) - 1
+        if i >= self._lo and self._frames[i].end_offset <= offset:
             i += 1  # that frame is wholly below too
-        if i <= 0:
+        if i <= self._lo:
             return self
-        dropped = sum(f.length for f in self.frames[:i])
-        return SegmentView(self.directory, self.frames[i:], self.bases[i:], self.nbytes - dropped)
+        dropped = sum(f.length for f in self._frames[self._lo:i])
+        if i * 2 > len(self._frames) and self._hi == len(self._frames):  # start a fresh list now and then
+            return SegmentView(self.directory, self._frames[i:self._hi], _nbytes=self.nbytes - dropped)
+        return SegmentView(self.directory, _shared=(self._frames, self._bases), _lo=i, _hi=self._hi,
+                           _nbytes=self.nbytes - dropped)
 
     def read(self, offset: int, upper: int, budget: int, out: list[pa.Table]) -> tuple[int, int]:
         """Append to ``out`` the rows ``offset <= o < upper`` read from the segment files, up to about
@@ -143,11 +168,11 @@ class SegmentView:
             FileNotFoundError: a segment was deleted under the view (the flusher moved on): take a
                 fresh view and read again.
         """
-        i = max(bisect.bisect_right(self.bases, offset) - 1, 0)
+        i = max(bisect.bisect_right(self._bases, offset, self._lo, self._hi) - 1, self._lo)
         files: dict[int, object] = {}
         try:
-            while i < len(self.frames) and offset < upper and budget > 0:
-                frame = self.frames[i]
+            while i < self._hi and offset < upper and budget > 0:
+                frame = self._frames[i]
                 if frame.end_offset > offset:
                     f = files.get(frame.segment)
                     if f is None:
@@ -262,8 +287,7 @@ class SegmentLog:
         if self._segments and self._segments[-1].size == 0 and len(self._segments) > 1:
             empty = self._segments.pop()
             (self.directory / segment_name(empty.base_offset)).unlink(missing_ok=True)
-        nbytes = sum(f.length for f in frames)
-        self.view = SegmentView(self.directory, tuple(frames), tuple(f.base_offset for f in frames), nbytes)
+        self.view = SegmentView(self.directory, frames)
         return RecoveredTail(self.view, expected, batches)
 
     @staticmethod

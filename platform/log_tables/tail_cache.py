@@ -68,44 +68,90 @@ class CacheView:
         return offset, budget
 
 
+#: What one cached chunk costs beyond its Arrow buffers (Python and Arrow objects, allocator slack):
+#: a cache of one-record batches is bounded by this, not by their few bytes of data.
+CHUNK_OVERHEAD_BYTES = 2048
+#: Runs of this many small chunks at the newest end are merged into one (fewer chunks to search and hold).
+MERGE_RUN = 32
+#: A chunk smaller than this (Arrow bytes) counts as small.
+SMALL_CHUNK_BYTES = 64 * 1024
+
+
+def _cost(batch: pa.Table) -> int:
+    return batch.get_total_buffer_size() + CHUNK_OVERHEAD_BYTES * max(batch.column(0).num_chunks, 1)
+
+
 class TailCache:
-    """The newest batches of one log, at most about ``max_bytes`` Arrow bytes (0 = no cache).
+    """The newest batches of one log, at most about ``max_bytes`` (0 = no cache).
+
+    ``max_bytes`` counts each chunk's Arrow buffers plus :data:`CHUNK_OVERHEAD_BYTES`, so many tiny
+    batches (one record per produce request) cannot hold more memory than the budget says. Every
+    :data:`MERGE_RUN` small batches at the newest end are merged into one chunk.
 
     Not locked itself: the log calls :meth:`add` and :meth:`clear` under its state lock; readers use
-    :meth:`view`.
+    :meth:`view` (built when the cache changed since the last one).
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._view = CacheView()
+        self._bases: list[int] = []
+        self._chunks: list[pa.Table] = []
+        self._costs: list[int] = []
+        self._start = 0  # chunks before it were evicted (compacted away now and then)
+        self._small_run = 0
+        self._view: CacheView | None = CacheView()
         self._bytes = 0
 
     def view(self) -> CacheView:
         """The cache as it is now (immutable)."""
+        if self._view is None:
+            self._view = CacheView(tuple(self._bases[self._start:]), tuple(self._chunks[self._start:]))
         return self._view
 
     @property
     def nbytes(self) -> int:
-        """Arrow bytes held."""
+        """Bytes charged (Arrow buffers plus the per-chunk overhead)."""
         return self._bytes
 
     def add(self, base: int, batch: pa.Table) -> None:
-        """Add a just-committed batch starting at offset ``base`` (it continues the cached offsets).
+        """Add a just-appended batch starting at offset ``base`` (it continues the cached offsets).
 
         Evicts the oldest batches while over budget; the newest batch stays even if larger than it.
         """
         if self.max_bytes <= 0:
             return
-        bases, chunks = [*self._view.bases, base], [*self._view.chunks, batch]
-        size = self._bytes + batch.nbytes
-        drop = 0
-        while len(chunks) - drop > 1 and size > self.max_bytes:
-            size -= chunks[drop].nbytes
-            drop += 1
-        self._view = CacheView(tuple(bases[drop:]), tuple(chunks[drop:]))
-        self._bytes = size
+        self._bases.append(base)
+        self._chunks.append(batch)
+        cost = _cost(batch)
+        self._costs.append(cost)
+        self._bytes += cost
+        self._small_run = self._small_run + 1 if batch.nbytes < SMALL_CHUNK_BYTES else 0
+        if self._small_run >= MERGE_RUN:
+            self._merge_tail(MERGE_RUN)
+        while len(self._chunks) - self._start > 1 and self._bytes > self.max_bytes:
+            self._bytes -= self._costs[self._start]
+            self._chunks[self._start] = None  # type: ignore[call-overload]  # free it now
+            self._start += 1
+        if self._start > 1024 and self._start * 2 > len(self._chunks):
+            del self._bases[:self._start], self._chunks[:self._start], self._costs[:self._start]
+            self._start = 0
+        self._view = None
+
+    def _merge_tail(self, n: int) -> None:
+        n = min(n, len(self._chunks) - self._start)
+        merged = pa.concat_tables(self._chunks[-n:]).combine_chunks()
+        base = self._bases[-n]
+        self._bytes -= sum(self._costs[-n:])
+        del self._bases[-n:], self._chunks[-n:], self._costs[-n:]
+        self._bases.append(base)
+        self._chunks.append(merged)
+        cost = _cost(merged)
+        self._costs.append(cost)
+        self._bytes += cost
+        self._small_run = 1 if merged.nbytes < SMALL_CHUNK_BYTES else 0
 
     def clear(self) -> None:
         """Drop everything (recovery, truncation)."""
+        self._bases, self._chunks, self._costs = [], [], []
+        self._start = self._small_run = self._bytes = 0
         self._view = CacheView()
-        self._bytes = 0

@@ -10,7 +10,7 @@ from lakelog.log_tables.compaction import choose_run
 from lakelog.log_tables.data_files import DataFile
 from lakelog.log_tables.errors import FencedLeaderEpochError
 from lakelog.log_tables.leader_epochs import LeaderEpochCache, epoch_starts
-from lakelog.log_tables.tail_cache import TailCache
+from lakelog.log_tables.tail_cache import CHUNK_OVERHEAD_BYTES, TailCache
 
 
 def rows(base: int, n: int) -> pa.Table:
@@ -18,7 +18,7 @@ def rows(base: int, n: int) -> pa.Table:
 
 
 def test_tail_cache_keeps_the_newest_batches_within_its_budget():
-    one = rows(0, 10).nbytes
+    one = rows(0, 10).get_total_buffer_size() + CHUNK_OVERHEAD_BYTES  # buffers + what a chunk costs besides
     cache = TailCache(max_bytes=3 * one)
     for base in (0, 10, 20, 30):
         cache.add(base, rows(base, 10))
@@ -42,6 +42,22 @@ def test_tail_cache_keeps_the_newest_batches_within_its_budget():
     off = TailCache(max_bytes=0)
     off.add(0, rows(0, 10))
     assert off.view().first_offset is None
+
+
+def test_tail_cache_merges_runs_of_small_batches_and_bounds_tiny_ones_by_their_overhead():
+    cache = TailCache(max_bytes=1 << 30)
+    for base in range(100):
+        cache.add(base, rows(base, 1))  # one record per produce request
+    view = cache.view()
+    assert len(view.chunks) < 10 and view.bases[0] == 0  # merged, offsets kept
+    out: list[pa.Table] = []
+    view.read(0, 100, 1 << 30, out)
+    assert pa.concat_tables(out)["offset"].to_pylist() == list(range(100))
+    small = TailCache(max_bytes=20 * CHUNK_OVERHEAD_BYTES)
+    for base in range(1000):
+        small.add(base, rows(base, 1))
+    assert small.nbytes <= 20 * CHUNK_OVERHEAD_BYTES + rows(0, 64).get_total_buffer_size() + CHUNK_OVERHEAD_BYTES
+    assert small.view().bases[-1] <= 999 and small.view().first_offset > 500
 
 
 def test_leader_epoch_cache_answers_offsets_for_leader_epoch_and_fences():
