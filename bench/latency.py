@@ -487,10 +487,12 @@ def spark_check(client: httpx.Client, path: str, headers: dict, value: str, tabl
 
 #: (stage, regex on a frame "function (file:line)"); first match walking from the leaf to the root wins.
 STAGES: list[tuple[str, re.Pattern]] = [(s, re.compile(p)) for s, p in [
-    ("append (replication, log, delta-rs)", r"lakelog/(replication|log_tables|producers)/|deltalake/"),
-    ("response (encode, send)", r"^(produce_response_body|_produce_response_entries|kafka_json) |"
-                                r"starlette/responses\.py|^send \(.*uvicorn/protocols/http|"
-                                r"starlette/.*\bsend\b|fastapi/.*serialize_response"),
+    ("append: Delta commit (delta-rs)", r"\(deltalake/"),
+    ("append: small-file compaction", r"\((lakelog/)?log_tables/compaction\.py"),
+    ("append: replication, log (Python)", r"\((lakelog/)?(replication|log_tables|producers)/"),
+    ("response (encode, socket write)", r"^(produce_response_body|_produce_response_entries|kafka_json)\b|"
+                                        r"starlette/responses\.py|^RequestResponseCycle\.send |"
+                                        r"^_HeadWithBody\.|fastapi/.*serialize_response"),
     ("decode body", r"ingest_api/(codecs|columnar_json)\.py|^read_body |pydantic|orjson"),
     ("route handler (records_api)", r"ingest_api/records_api\.py|ingest_api/deps\.py"),
     ("routing (FastAPI/Starlette)", r"fastapi/|starlette/|ingest_api/error_handlers\.py"),
@@ -623,8 +625,8 @@ def report_profile(p: Profile) -> None:
         f"{p.cpu.loop / max(1, p.requests) * 1000:.3f}, workers {p.cpu.workers / max(1, p.requests) * 1000:.3f}, "
         f"native {p.cpu.native / max(1, p.requests) * 1000:.3f}). ms/req = samples / rate / requests: the time "
         f"threads spent running (or blocked in a native call, e.g. a delta-rs commit or a file write) per request, "
-        f"idle threads are not sampled. A stage is the innermost frame of a sample that names one (append wins "
-        f"over the handler that awaits it). Raw collapsed stacks: {p.file}")
+        f"idle threads are not sampled. A stage is the innermost frame of a sample that names one (the append "
+        f"stages win over the handler that awaits them). Raw collapsed stacks: {p.file}")
 
 
 # -- report -------------------------------------------------------------------------------------
