@@ -393,7 +393,9 @@ def log_layer_reference(tmp: Path, size: int, batch_records: int, seconds: float
     from lakelog.log_tables.partition_log import PartitionLog
     from lakelog.log_tables.records import normalize_produce_batch
 
-    plog = PartitionLog.open(topic="reference", partition=0, table_uri=tmp / "reference-0", config=TopicConfig())
+    # a Delta commit per append (no segment tail): what the printed line says it measures
+    plog = PartitionLog.open(topic="reference", partition=0, table_uri=tmp / "reference-0",
+                             config=TopicConfig.parse({"lake.commit.interval.ms": "0"}))
     rng = np.random.default_rng(7)
     batch = normalize_produce_batch(pa.table({"key": pa.array(keys_for(0, batch_records), pa.binary()),
                                               "value": pa.array(random_values(rng, batch_records, size), pa.binary())}))
