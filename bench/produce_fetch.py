@@ -444,7 +444,7 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
         f"Measured: one broker (pid {broker_pid}, uvicorn + uvloop, one process) and this client "
         f"({args.threads} threads, one keep-alive httpx connection each, bodies pre-built) on the same "
         f"machine with {cores} CPU core(s). Each scenario ran until {args.records:,} records or {args.seconds:g} s "
-        f"on its own 6-partition topic, acks after the Delta commit (RF 1). Produce: JSON and binary to "
+        f"on its own 6-partition topic, acks=1 after the append to the segment tail (RF 1; the flusher commits to Delta). Produce: JSON and binary to "
         f"POST /topics/{{t}}/partitions/{{p}} (keyed: POST /topics/{{t}}, murmur2), Arrow to "
         f"POST /topics/{{t}}/partitions/{{p}}/records, partitions round-robin per client thread. Fetch: GET "
         f"/topics/{{t}}/partitions/{{p}}/records of the Arrow-produced topic; 'tail cache' = newest records (in "
