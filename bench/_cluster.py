@@ -1,6 +1,7 @@
-"""Helpers shared by the benchmarks: the benchmarked broker child process (with its CPU use read from
-``/proc``), the machine's and this process's CPU, an optional py-spy recording of the broker, broker
-settings from ``--broker-env`` and a console wide enough for tables piped to a file.
+"""Helpers shared by the benchmarks: a temp dir with ZooKeeper and the benchmarked broker child process
+for a bench's run (:func:`bench_cluster`; the broker's CPU use read from ``/proc``), the machine's and
+this process's CPU, an optional py-spy recording of the broker, broker settings from ``--broker-env``
+and a console wide enough for tables piped to a file.
 
 The scripts in ``bench/`` run as ``python bench/NAME.py``, so this folder is on ``sys.path`` and they
 import this module as ``_cluster``.
@@ -8,16 +9,21 @@ import this module as ``_cluster``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
 from lakelog.broker_process import BrokerProcess
+from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -44,6 +50,68 @@ class Broker(BrokerProcess):
         workers running appends and reads); the rest of :meth:`cpu_seconds` is native threads (delta-rs tokio,
         Arrow, jemalloc) and threads that ended."""
         return process_cpu_split(self.pid)
+
+
+@dataclass
+class BenchRun:
+    """What :func:`bench_cluster` started. ``return_code``: 0, 130 after Ctrl-C/SIGTERM, 1 after an error."""
+
+    tmp: Path
+    zk: ZooKeeperServer
+    broker: Broker
+    return_code: int = 0
+
+    @property
+    def broker_pid(self) -> int:
+        """The broker's pid, or 0 when it never started."""
+        return self.broker.pid if self.broker.process is not None else 0
+
+
+@contextlib.contextmanager
+def bench_cluster(console: Console, *, prefix: str, env: dict[str, str], keep: bool) -> Iterator[BenchRun]:
+    """A temp dir (``prefix`` + random) with ZooKeeper and one broker child process for a bench's run.
+
+    The body runs once both answer. Ctrl-C and SIGTERM end it (return code 130), an error is printed
+    with the tail of the broker's log (return code 1): neither propagates. Either way ZooKeeper and the
+    broker are stopped by pid (a second Ctrl-C does not skip that) and the temp dir is removed unless
+    ``keep``.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    run = BenchRun(tmp, ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port()),
+                   Broker(log_dirs=tmp / "logs", log_file=tmp / "broker.log", env=env))
+
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (`cmd &`)
+    try:
+        with console.status("starting ZooKeeper"):
+            run.zk.start()
+        run.broker.zookeeper_connect = run.zk.connect_string
+        with console.status("starting the broker"):
+            took = run.broker.start().startup_s
+        console.print(f"ZooKeeper {run.zk.connect_string} (pid {run.zk.pid}); broker {run.broker.url} "
+                      f"(pid {run.broker.pid}, up in {took:.1f} s); data in {tmp}")
+        yield run
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: stopping the broker and ZooKeeper[/]")
+        run.return_code = 130
+    except Exception as e:
+        console.print(f"[red]error: {type(e).__name__}: {e}[/]")
+        if run.broker.process is not None:
+            console.print(f"[dim]broker log tail:\n{run.broker.log_tail()}[/]")
+        run.return_code = 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
+        run.broker.stop()
+        run.zk.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if keep:
+            console.print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def process_cpu(pid: int) -> float:

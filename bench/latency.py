@@ -48,10 +48,7 @@ import argparse
 import itertools
 import os
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -63,9 +60,9 @@ import numpy as np
 import orjson
 from rich.table import Table
 
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.replication.zookeeper_server import free_port
 
-from _cluster import Broker, PySpy, broker_env, client_cpu, machine_cpu, make_console, py_spy_executable
+from _cluster import Broker, PySpy, bench_cluster, broker_env, client_cpu, machine_cpu, make_console, py_spy_executable
 from _gateway_floor import GatewayFloorProcess
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -738,28 +735,12 @@ def main() -> int:
     if args.profile and py_spy_executable() is None:
         parser.error("--profile needs py-spy: pip install -e '.[bench]' (or pip install py-spy)")
 
-    tmp = Path(tempfile.mkdtemp(prefix="lakelog-latency-"))
-    zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    broker = Broker(log_dirs=tmp / "logs", log_file=tmp / "broker.log", env=broker_env(args.broker_env))
-
-    def on_sigterm(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (`cmd &`)
     rows: list[Row] = []
     notes: list[str] = []
     profiles: list[Profile] = []
     t_start = time.monotonic()
-    return_code = 0
-    try:
-        with console.status("starting ZooKeeper"):
-            zk.start()
-        broker.zookeeper_connect = zk.connect_string
-        with console.status("starting the broker"):
-            took = broker.start().startup_s
-        console.print(f"ZooKeeper {zk.connect_string} (pid {zk.pid}); broker {broker.url} (pid {broker.pid}, "
-                      f"up in {took:.1f} s); data in {tmp}")
+    with bench_cluster(console, prefix="lakelog-latency-", env=broker_env(args.broker_env), keep=args.keep) as run:
+        tmp, broker = run.tmp, run.broker
         admin = httpx.Client(base_url=broker.url, timeout=60.0)
         cluster_id = admin.get("/v3/clusters").json()["data"][0]["cluster_id"]
         ctx = Ctx(broker.url, cluster_id, broker, admin, args)
@@ -860,32 +841,14 @@ def main() -> int:
             finally:
                 floor.stop()
         admin.close()
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: stopping the broker and ZooKeeper[/]")
-        return_code = 130
-    except Exception as e:
-        console.print(f"[red]error: {type(e).__name__}: {e}[/]")
-        if broker.process is not None:
-            console.print(f"[dim]broker log tail:\n{broker.log_tail()}[/]")
-        return_code = 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
-        broker.stop()
-        zk.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     if rows:
-        report(rows, args, broker.pid if broker.process else 0)
+        report(rows, args, run.broker_pid)
     for line in notes:
         console.print(line)
     for profile in profiles:
         report_profile(profile)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
-    if args.keep:
-        console.print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return return_code
+    return run.return_code
 
 
 if __name__ == "__main__":

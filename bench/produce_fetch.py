@@ -42,10 +42,7 @@ import argparse
 import base64
 import itertools
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,9 +54,8 @@ import orjson
 import pyarrow as pa
 from rich.table import Table
 
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
-from _cluster import Broker, PySpy, broker_env as parse_broker_env, make_console
+from _cluster import Broker, PySpy, bench_cluster, broker_env as parse_broker_env, make_console
 from _cluster import client_cpu as _client_cpu, machine_cpu as _machine_cpu
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -530,30 +526,14 @@ def main() -> int:
         args.records = 2_000_000 if args.quick else 5_000_000
     if args.seconds is None:
         args.seconds = 1.0 if args.quick else 7.0
-    broker_env = parse_broker_env(args.broker_env)
     cores = os.cpu_count() or 1
 
-    tmp = Path(tempfile.mkdtemp(prefix="lakelog-bench-"))
-    zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    broker = Broker(log_dirs=tmp / "logs", log_file=tmp / "broker.log", env=broker_env)
-
-    def on_sigterm(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (`cmd &`)
     results: list[Result] = []
     sustained: list[Result] = []
     reference: list[str] = []
     t_start = time.monotonic()
-    try:
-        with console.status("starting ZooKeeper"):
-            zk.start()
-        broker.zookeeper_connect = zk.connect_string
-        with console.status("starting the broker"):
-            took = broker.start().startup_s
-        console.print(f"ZooKeeper {zk.connect_string} (pid {zk.pid}); broker {broker.url} (pid {broker.pid}, "
-                      f"up in {took:.1f} s); data in {tmp}")
+    with bench_cluster(console, prefix="lakelog-bench-", env=parse_broker_env(args.broker_env), keep=args.keep) as run:
+        tmp, broker = run.tmp, run.broker
         admin = httpx.Client(base_url=broker.url, timeout=120.0)
         cluster_id = admin.get("/v3/clusters").json()["data"][0]["cluster_id"]
         load = Load(broker.url, args.threads, args.records, args.seconds)
@@ -595,32 +575,12 @@ def main() -> int:
                     f"Comparison, no HTTP: PartitionLog.append (offsets + one delta-rs commit) of 10,000 × "
                     f"{size} B records in this process, one thread, broker idle: {rate:,.0f} records/s, "
                     f"{ms:.1f} ms per commit (one partition).")
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: stopping the broker and ZooKeeper[/]")
-        return_code = 130
-    except Exception as e:
-        console.print(f"[red]error: {type(e).__name__}: {e}[/]")
-        if broker.process is not None:
-            console.print(f"[dim]broker log tail:\n{broker.log_tail()}[/]")
-        return_code = 1
-    else:
-        return_code = 0
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
-        broker.stop()
-        zk.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     if results:
-        report(results, args, cores, broker.pid if broker.process else 0, reference)
+        report(results, args, cores, run.broker_pid, reference)
     if sustained:
         report_sustained(sustained)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
-    if args.keep:
-        console.print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return return_code
+    return run.return_code
 
 
 if __name__ == "__main__":
