@@ -13,7 +13,7 @@ as much of the files is decoded as the limit needs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,7 +26,8 @@ from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import CacheView
 
-__all__ = ["FetchDataLoss", "ReadView", "read_log", "read_range", "tail_offset_for_timestamp"]
+__all__ = ["FetchDataLoss", "ReadView", "first_offset_at_or_after", "read_log", "read_range",
+           "tail_offset_for_timestamp"]
 
 
 @dataclass(frozen=True)
@@ -186,13 +187,36 @@ def tail_offset_for_timestamp(read: Callable[..., pa.Table], timestamp_ms: int, 
     max_bytes=, end_offset=, columns=)`` (:meth:`PartitionLog.read
     <lakelog.log_tables.partition_log.PartitionLog.read>`) 8 MiB at a time, offsets and timestamps only.
     """
-    offset, target_us = start, timestamp_ms * 1000
-    while offset < end:
-        rows = read(offset, max_bytes=8 * 1024 * 1024, end_offset=end, columns=["offset", "timestamp"])
-        if rows.num_rows == 0:
-            return None
-        first = pc.index(pc.greater_equal(rows["timestamp"].cast(pa.int64()), target_us), True).as_py()
+    def pages() -> Iterator[pa.Table]:
+        offset = start
+        while offset < end:
+            rows = read(offset, max_bytes=8 * 1024 * 1024, end_offset=end, columns=["offset", "timestamp"])
+            if rows.num_rows == 0:
+                return
+            yield rows
+            offset = rows["offset"][-1].as_py() + 1
+
+    return first_offset_at_or_after(pages(), timestamp_ms)
+
+
+_UNITS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
+
+
+def first_offset_at_or_after(pages: Iterable[pa.Table], timestamp_ms: int) -> int | None:
+    """The ``offset`` of the first row of ``pages`` whose ``timestamp`` is at or after ``timestamp_ms``.
+
+    Args:
+        pages: offset-ordered tables with ``offset`` and a ``timestamp`` column (ms, us or ns; the log
+            stores us, the Arrow fetch answers ms); read lazily, the search stops at the first hit.
+        timestamp_ms: ms since the epoch.
+
+    Returns:
+        The offset, or None when no row is that recent (Kafka's ListOffsets by time then answers the end).
+    """
+    for page in pages:
+        timestamps = page["timestamp"]
+        target = timestamp_ms * _UNITS_PER_MS[timestamps.type.unit]
+        first = pc.index(pc.greater_equal(pc.cast(timestamps, pa.int64()), target), True).as_py()
         if first >= 0:
-            return rows["offset"][first].as_py()
-        offset = rows["offset"][-1].as_py() + 1
+            return page["offset"][first].as_py()
     return None

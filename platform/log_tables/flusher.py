@@ -91,7 +91,8 @@ class LakeFlusher:
                 log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition)
             # 3. merge small files, fsync when flush.ms is due
             await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
-            await asyncio.to_thread(self.log.sync_if_due)
+            if self.log.fsyncs:
+                await asyncio.to_thread(self.log.sync_if_due)
 
     async def flush(self) -> int:
         """Commit everything below the high watermark now (several commits of ``lake.commit.bytes``).

@@ -4,9 +4,9 @@ Each replica's log is ``{log.dirs}/{topic}-{partition}/``, a Delta table. A topi
 table (``_lakelog_topic_id``) tells a table of a deleted-and-re-created topic of the same name apart: it
 is removed before the new topic's log is created there.
 
-:func:`~lakelog.log_tables.compaction.compact_if_needed` is the one compaction trigger: the leader's group
-committer runs it after each commit, the follower (through :meth:`LogManager.compact_if_needed`) after each
-replicated append.
+:func:`~lakelog.log_tables.compaction.compact_if_needed` runs after Delta commits: the flusher's
+(:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
+and the follower's replicated append (through :meth:`LogManager.compact_after_append`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ class LogManager:
         if delete_data:
             await asyncio.to_thread(shutil.rmtree, plog.table_uri, True)
 
-    async def compact_if_needed(self, plog: PartitionLog) -> None:
-        """Run :func:`compact_if_needed` with this broker's ``log.segment.files.max``."""
-        await compact_if_needed(plog, segment_files_max=self.segment_files_max)
-
+    async def compact_after_append(self, plog: PartitionLog) -> None:
+        """After a follower's append: a log without a segment tail made a Delta commit, so run
+        :func:`compact_if_needed` with this broker's ``log.segment.files.max``; a log with a tail is
+        compacted by its flusher after the flusher's commits."""
+        if not plog.tiered:
+            await compact_if_needed(plog, segment_files_max=self.segment_files_max)

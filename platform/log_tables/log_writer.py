@@ -161,28 +161,27 @@ class LogWriter:
             view = self.state.view()
             start = view.lake_end_offset
             upper = view.log_end_offset if beyond_high_watermark else min(view.high_watermark, view.log_end_offset)
-            if upper <= start:
-                with self.lock:
-                    self.segments.release_below(start)
-                    self.state.flushed(start, self.state.files, self.segments.view)
-                return 0
-            batch = _read_tail(self.state, start, upper, max_bytes)
-            end = start + batch.num_rows
-            # 2. one Delta append recording the new lake end offset
-            try:
-                commit_append(self.table, batch, compression_type=self.config.compression_type, lake_end_offset=end)
-            except Exception as e:
-                log.warning("flushing %s offsets %d..%d to Delta failed: %s", self.name, start, end - 1, e)
-                files, end = lake_state(self.table, self.uri, self._fs, self._root)
-                with self.lock:
-                    self.state.flushed(end, files, self.segments.view.from_offset(end))
-                raise CommitFailedError(f"Flushing {self.name} to Delta failed: {e}") from e
+            batch = _read_tail(self.state, start, upper, max_bytes) if upper > start else None
+            end, failure = start, None
+            if batch is not None:
+                # 2. one Delta append recording the new lake end offset
+                try:
+                    commit_append(self.table, batch, compression_type=self.config.compression_type,
+                                  lake_end_offset=start + batch.num_rows)
+                    end, files = start + batch.num_rows, file_snapshot(self.table, self.uri, self._fs, self._root)
+                except Exception as e:  # ambiguous: the table says where it ends
+                    log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
+                    failure = e
+                    files, end = lake_state(self.table, self.uri, self._fs, self._root)
+            else:
+                files = self.state.files
             # 3. lake end offset and file index; release the segments below it
-            files = file_snapshot(self.table, self.uri, self._fs, self._root)
             with self.lock:
                 self.segments.release_below(end)
                 self.state.flushed(end, files, self.segments.view)
-            return batch.num_rows
+            if failure is not None:
+                raise CommitFailedError(f"Flushing {self.name} to Delta failed: {failure}") from failure
+            return end - start
 
     def drop_tail(self) -> None:
         """Commit the whole tail to Delta (high watermark or not) and append to Delta from now on: a topic
@@ -264,11 +263,10 @@ class LogWriter:
                 lake_end_offset=base + batch.num_rows))
             self.state.appended(base, batch, starts, segments=None)
             return version
-        try:
+        try:  # a failed write is cut back by the segment log: the state has not moved
             frames = [self.segments.append(base, rb) for rb in batch.to_batches()]
         except OSError as e:
             log.warning("%s to the segment tail of %s failed: %s", what, self.name, e)
-            self._recover_after_failed_commit()
             raise CommitFailedError(f"{what} to {self.name} failed: {e}") from e
         for frame in frames:
             self.segments.published(frame)
@@ -293,15 +291,11 @@ class LogWriter:
 
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
     """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
-    chunk of the log schema; they must start at ``start`` and be contiguous."""
-    for attempt in range(3):
-        try:
-            pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None,
-                                reload_index=lambda: state.files)
-            break
-        except FileNotFoundError:
-            if attempt == 2:
-                raise
+    chunk of the log schema; they must start at ``start`` and be contiguous.
+
+    The caller holds the lake lock, so no segment file is released or cut meanwhile.
+    """
+    pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None, reload_index=lambda: state.files)
     batch = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
     offsets = batch["offset"]
     if offsets[0].as_py() != start or offsets[-1].as_py() != start + batch.num_rows - 1:

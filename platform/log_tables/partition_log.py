@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
-from lakelog.config import INT64_MAX, TopicConfig
+from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
@@ -147,9 +147,7 @@ class PartitionLog:
     def append_is_quick(self, nbytes: int) -> bool:
         """True when an append of ``nbytes`` Arrow bytes is a small write to the segment tail without fsync
         (at most :data:`QUICK_APPEND_MAX_BYTES`): callers in an event loop make it there, not in a thread."""
-        config = self.config
-        return (self.tiered and nbytes <= QUICK_APPEND_MAX_BYTES
-                and config.flush_messages == INT64_MAX and config.flush_ms == INT64_MAX)
+        return self.tiered and not self.fsyncs and nbytes <= QUICK_APPEND_MAX_BYTES
 
     @property
     def unflushed_bytes(self) -> int:
@@ -251,6 +249,11 @@ class PartitionLog:
                 (retriable: the next flush starts from it).
         """
         return self._writer.flush(max_bytes=self.config.lake_commit_bytes if max_bytes is None else max_bytes)
+
+    @property
+    def fsyncs(self) -> bool:
+        """True when the topic's ``flush.messages`` / ``flush.ms`` ask for fsyncs of the segment tail."""
+        return self.tiered and self._writer.segments.fsyncs
 
     def sync_if_due(self) -> None:
         """fsync the segment tail when ``flush.ms`` passed since the last fsync (Kafka's log flush)."""

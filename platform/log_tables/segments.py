@@ -36,9 +36,11 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
+from lakelog.config import INT64_MAX
 from lakelog.log_tables.schema import LOG_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -60,10 +62,15 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{_SUFFIX}"
 
 
+def _frame_crc(base_offset: int, count: int, payload) -> int:
+    """CRC-32 of a frame: over its base offset, record count and payload."""
+    return zlib.crc32(payload, zlib.crc32(_CRC_FIELDS.pack(base_offset, count)))
+
+
 def encode_frame(base_offset: int, batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
     """``(header, payload)`` of one frame holding ``batch`` (log schema) from offset ``base_offset``."""
     payload = batch.serialize()
-    crc = zlib.crc32(payload, zlib.crc32(_CRC_FIELDS.pack(base_offset, batch.num_rows)))
+    crc = _frame_crc(base_offset, batch.num_rows, payload)
     return FRAME_HEADER.pack(_MAGIC, payload.size, crc, base_offset, batch.num_rows), payload
 
 
@@ -169,7 +176,7 @@ class SegmentView:
                 fresh view and read again.
         """
         i = max(bisect.bisect_right(self._bases, offset, self._lo, self._hi) - 1, self._lo)
-        files: dict[int, object] = {}
+        files: dict[int, BinaryIO] = {}
         try:
             while i < self._hi and offset < upper and budget > 0:
                 frame = self._frames[i]
@@ -177,11 +184,7 @@ class SegmentView:
                     f = files.get(frame.segment)
                     if f is None:
                         f = files[frame.segment] = open(self.directory / segment_name(frame.segment), "rb")
-                    f.seek(frame.position + FRAME_HEADER.size)
-                    payload = f.read(frame.length)
-                    if len(payload) != frame.length:  # truncated under the view
-                        raise FileNotFoundError(f"segment {segment_name(frame.segment)} was cut")
-                    batch = decode_frame(payload)
+                    batch = read_frame(f, frame)
                     lo = offset - frame.base_offset
                     piece = pa.Table.from_batches([batch.slice(lo, min(frame.count, upper - frame.base_offset) - lo)])
                     if budget < piece.nbytes:
@@ -194,6 +197,19 @@ class SegmentView:
             for f in files.values():
                 f.close()
         return offset, budget
+
+
+def read_frame(f: BinaryIO, frame: Frame) -> pa.RecordBatch:
+    """The record batch of ``frame`` from its open segment file ``f``.
+
+    Raises:
+        FileNotFoundError: the file was cut under the frame (a reader's view is older than a truncation).
+    """
+    f.seek(frame.position + FRAME_HEADER.size)
+    payload = f.read(frame.length)
+    if len(payload) != frame.length:
+        raise FileNotFoundError(f"segment {segment_name(frame.segment)} was cut")
+    return decode_frame(payload)
 
 
 @dataclass(frozen=True)
@@ -234,10 +250,12 @@ class SegmentLog:
     """
 
     def __init__(self, directory: Path, *, segment_bytes: int = 1 << 30, segment_ms: int = 7 * 86_400_000,
-                 flush_messages: int = 2**63 - 1, flush_ms: int = 2**63 - 1) -> None:
+                 flush_messages: int = INT64_MAX, flush_ms: int = INT64_MAX) -> None:
         self.directory = directory
         self.segment_bytes, self.segment_s = segment_bytes, segment_ms / 1000.0
         self.flush_messages, self.flush_s = flush_messages, flush_ms / 1000.0
+        #: True when ``flush.messages`` or ``flush.ms`` ask for fsyncs (Kafka's default: never)
+        self.fsyncs = flush_messages < INT64_MAX or flush_ms < INT64_MAX
         self._segments: list[_Segment] = []
         self._retired: list[int] = []
         self._fd: int | None = None
@@ -305,7 +323,7 @@ class SegmentLog:
                 return pos, "torn or unknown frame"
             payload = memoryview(data)[pos + FRAME_HEADER.size:end]
             if first + count > expected:  # not flushed yet: check it and keep it
-                if zlib.crc32(payload, zlib.crc32(_CRC_FIELDS.pack(first, count))) != crc:
+                if _frame_crc(first, count, payload) != crc:
                     return pos, "CRC mismatch"
                 if first > expected:
                     return pos, f"offset gap: frame starts at {first}, the log at {expected}"
@@ -348,7 +366,7 @@ class SegmentLog:
         frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, payload.size)
         active.size += frame_bytes
         self._unsynced += batch.num_rows
-        if self._unsynced >= self.flush_messages or time.monotonic() - self._synced_at >= self.flush_s:
+        if self.fsyncs and (self._unsynced >= self.flush_messages or time.monotonic() - self._synced_at >= self.flush_s):
             self.sync()
         return frame
 
@@ -359,7 +377,7 @@ class SegmentLog:
     def _roll(self, base_offset: int) -> _Segment:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._fd is not None:
-            if self._unsynced and self.flush_messages < 2**63 - 1:
+            if self._unsynced and self.fsyncs:
                 os.fsync(self._fd)
             os.close(self._fd)
         self._fd = os.open(self.directory / segment_name(base_offset), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -401,10 +419,9 @@ class SegmentLog:
                 keep.append(seg)
         self._segments = keep
         active = keep[-1] if keep else None
-        if active is not None and active.size and active.base_offset < lake_end_offset and self._fd is not None:
-            os.close(self._fd)  # the next append rolls to a new file
-            self._fd = None
-            active.created_s = 0.0
+        if active is not None and active.size and active.base_offset < lake_end_offset:
+            self.close()
+            active.created_s = 0.0  # the next append rolls to a new file
         return deleted
 
     def truncate_to(self, offset: int) -> None:
@@ -420,8 +437,7 @@ class SegmentLog:
             cut = frames[i]
             if offset > cut.base_offset:
                 with open(self.directory / segment_name(cut.segment), "rb") as f:
-                    f.seek(cut.position + FRAME_HEADER.size)
-                    keep_rows = (cut.base_offset, decode_frame(f.read(cut.length)).slice(0, offset - cut.base_offset))
+                    keep_rows = (cut.base_offset, read_frame(f, cut).slice(0, offset - cut.base_offset))
         elif i + 1 < len(frames):
             cut = frames[i + 1]
         self.close()

@@ -308,7 +308,7 @@ class ReplicaManager:
 
     async def _after_follower_append(self, part: Partition) -> None:
         part.notify_high_watermark()
-        await self.log_manager.compact_if_needed(part.log)
+        await self.log_manager.compact_after_append(part.log)
 
     def _after_leader_append(self, part: Partition) -> None:
         """A group commit landed on the leader: wake the followers' fetches, maybe move the HW."""

@@ -196,3 +196,19 @@ def test_the_flusher_starts_early_once_lake_commit_bytes_wait(tmp_path):
         return log
 
     assert asyncio.run(main()).lake_end_offset == 1
+
+
+def test_flush_messages_makes_appends_fsync_and_leave_the_event_loop(tmp_path, monkeypatch):
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    log = open_log(tmp_path, flush_messages=2)
+    assert log.fsyncs and not log.append_is_quick(10)
+    append(log, values(1))
+    assert synced == []
+    append(log, values(1))  # the second record since the last fsync
+    assert len(synced) == 1
+    default = open_log(tmp_path / "d")
+    assert not default.fsyncs and default.append_is_quick(10) and not default.append_is_quick(1 << 20)

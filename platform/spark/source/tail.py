@@ -26,8 +26,8 @@ from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakelog.log_tables.fetch import first_offset_at_or_after
 from lakelog.log_tables.reader import DataLoss
 from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.http_client import LakelogClient
@@ -191,11 +191,7 @@ def tail_offset_for_timestamp(client: LakelogClient, fetch: TailFetch, state: Pa
         as :func:`fetch_offset_range`; offsets of the tail gone meanwhile are skipped.
     """
     start = max(state.lake_end_offset, state.log_start_offset)
-    for page in fetch_offset_range(client, fetch, topic=state.topic, partition=state.partition,
-                                   table_uri=state.table_uri, start=start, end=state.high_watermark,
-                                   on_data_loss=lambda loss: None):
-        ms = pc.cast(page.column("timestamp"), pa.int64()).to_numpy()
-        hits = np.flatnonzero(ms >= timestamp_ms)
-        if hits.size:
-            return int(_offsets(page)[hits[0]])
-    return None
+    pages = fetch_offset_range(client, fetch, topic=state.topic, partition=state.partition,
+                               table_uri=state.table_uri, start=start, end=state.high_watermark,
+                               on_data_loss=lambda loss: None)
+    return first_offset_at_or_after(pages, timestamp_ms)
