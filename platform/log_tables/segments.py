@@ -15,9 +15,10 @@ A segment is a sequence of frames, one per appended batch, contiguous in offsets
 
 (little-endian, 24 header bytes). The payload is one Arrow IPC record batch message of
 :data:`~lakelog.log_tables.schema.LOG_SCHEMA` (``RecordBatch.serialize``); the CRC (zlib's CRC-32)
-covers base offset, count and payload. A frame is written with one ``writev`` and acknowledged after it
-returned: a process crash (kill -9) keeps it (the page cache survives); only a power loss can lose what
-was not fsynced, which Kafka's ``flush.messages`` / ``flush.ms`` opt into. Recovery
+covers base offset, count and payload (:mod:`~lakelog.log_tables.frames`). A frame is written with one
+``writev`` (a large one streamed from the batch's buffers) and acknowledged after the write returned: a
+process crash (kill -9) keeps it (the page cache survives); only a power loss can lose what was not
+fsynced, which Kafka's ``flush.messages`` / ``flush.ms`` opt into. Recovery
 (:meth:`SegmentLog.recover`) checks every frame above the lake end offset and cuts the log at the first
 torn or corrupt one (the file is truncated there, later segments are deleted).
 
@@ -31,9 +32,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import struct
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -41,42 +40,20 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from lakelog.config import INT64_MAX
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.frames import FRAME_HEADER, FRAME_MAGIC, PreparedFrame, decode_frame, frame_crc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FRAME_HEADER", "SEGMENT_DIR", "Frame", "RecoveredTail", "SegmentLog", "SegmentView",
-           "decode_frame", "encode_frame"]
+__all__ = ["SEGMENT_DIR", "Frame", "RecoveredTail", "SegmentLog", "SegmentView", "read_frame", "segment_name"]
 
 #: Directory of the segment files inside the partition table's directory.
 SEGMENT_DIR = "_lakelog_segments"
-#: magic, payload length, crc32, base offset, record count.
-FRAME_HEADER = struct.Struct("<IIIqI")
-_MAGIC = 0x314C4B4C  # b"LKL1" little-endian
-_CRC_FIELDS = struct.Struct("<qI")
 _SUFFIX = ".log"
 
 
 def segment_name(base_offset: int) -> str:
     """File name of the segment whose first offset is ``base_offset`` (Kafka's 20-digit names)."""
     return f"{base_offset:020d}{_SUFFIX}"
-
-
-def _frame_crc(base_offset: int, count: int, payload) -> int:
-    """CRC-32 of a frame: over its base offset, record count and payload."""
-    return zlib.crc32(payload, zlib.crc32(_CRC_FIELDS.pack(base_offset, count)))
-
-
-def encode_frame(base_offset: int, batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
-    """``(header, payload)`` of one frame holding ``batch`` (log schema) from offset ``base_offset``."""
-    payload = batch.serialize()
-    crc = _frame_crc(base_offset, batch.num_rows, payload)
-    return FRAME_HEADER.pack(_MAGIC, payload.size, crc, base_offset, batch.num_rows), payload
-
-
-def decode_frame(payload: bytes | pa.Buffer) -> pa.RecordBatch:
-    """The record batch of a frame's payload (log schema)."""
-    return pa.ipc.read_record_batch(pa.py_buffer(payload) if isinstance(payload, bytes) else payload, LOG_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -319,11 +296,11 @@ class SegmentLog:
                 return pos, "torn frame header"
             magic, length, crc, first, count = FRAME_HEADER.unpack_from(data, pos)
             end = pos + FRAME_HEADER.size + length
-            if magic != _MAGIC or end > size or count == 0:
+            if magic != FRAME_MAGIC or end > size or count == 0:
                 return pos, "torn or unknown frame"
             payload = memoryview(data)[pos + FRAME_HEADER.size:end]
             if first + count > expected:  # not flushed yet: check it and keep it
-                if _frame_crc(first, count, payload) != crc:
+                if frame_crc(first, count, payload) != crc:
                     return pos, "CRC mismatch"
                 if first > expected:
                     return pos, f"offset gap: frame starts at {first}, the log at {expected}"
@@ -348,8 +325,8 @@ class SegmentLog:
         Raises:
             OSError: the write failed (nothing of the frame counts: the file is cut back).
         """
-        header, payload = encode_frame(base_offset, batch)
-        frame_bytes = len(header) + payload.size
+        prepared = PreparedFrame(base_offset, batch)
+        frame_bytes = prepared.size
         active = self._segments[-1] if self._segments else None
         if (active is None or (active.size and (active.size + frame_bytes > self.segment_bytes
                                                  or time.time() - active.created_s >= self.segment_s))):
@@ -357,13 +334,11 @@ class SegmentLog:
         elif self._fd is None:
             self._fd = os.open(self.directory / segment_name(active.base_offset), os.O_WRONLY | os.O_APPEND)
         try:
-            written = os.writev(self._fd, [header, payload])
-            if written != frame_bytes:
-                raise OSError(f"short write to segment {segment_name(active.base_offset)}: {written} of {frame_bytes}")
+            prepared.write(self._fd)
         except OSError:
             os.ftruncate(self._fd, active.size)
             raise
-        frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, payload.size)
+        frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, prepared.length)
         active.size += frame_bytes
         self._unsynced += batch.num_rows
         if self.fsyncs and (self._unsynced >= self.flush_messages or time.monotonic() - self._synced_at >= self.flush_s):

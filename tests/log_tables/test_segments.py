@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from lakelog.log_tables.records import to_log_batch
-from lakelog.log_tables.segments import FRAME_HEADER, SegmentLog, segment_name
+from lakelog.log_tables.frames import FRAME_HEADER, encode_frame
+from lakelog.log_tables.segments import SegmentLog, segment_name
 
 
 def batch(base: int, n: int, *, epoch: int = 0) -> pa.RecordBatch:
@@ -61,7 +62,7 @@ def test_a_torn_last_frame_is_dropped_and_the_file_cut(tmp_path, cut):
     path = tmp_path / "s" / segment_name(0)
     good = path.stat().st_size
     # a crash while writing the next frame: only its first bytes reached the file
-    header, payload = __import__("lakelog.log_tables.segments", fromlist=["encode_frame"]).encode_frame(7, batch(7, 2))
+    header, payload = encode_frame(7, batch(7, 2))
     with open(path, "ab") as f:
         f.write((header + payload.to_pybytes())[:cut])
     tail = SegmentLog(tmp_path / "s").recover(0)
