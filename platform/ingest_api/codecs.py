@@ -21,8 +21,10 @@ from __future__ import annotations
 import base64
 from datetime import datetime
 import logging
+from collections.abc import Iterator
 from typing import Annotated, Any, Optional
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -123,24 +125,34 @@ def produce_format(content_type: str | None) -> Format:
         f"values), {JSON_V2} (embedded JSON) or {ARROW_STREAM} (Arrow IPC stream).")
 
 
-def decode_produce(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]:
+def decode_produce(body: bytes | bytearray, fmt: Format, *, consume: bool = False) -> tuple[pa.Table, pa.Array | None]:
     """Decode a produce body into a produce batch and the per-record partitions, if any were given.
 
+    Args:
+        body: the request body.
+        fmt: its format (:func:`produce_format`).
+        consume: the caller needs ``body`` no more: a JSON body that is a ``bytearray`` is emptied (its
+            memory freed) once decoded, before the batch is assembled in one chunk. Default: False.
+
     Returns:
-        ``(batch, partitions)``: ``batch`` has :data:`PRODUCE_SCHEMA`; ``partitions`` is an int32 array
-        with nulls where a record named no partition, or None when no record named one.
+        ``(batch, partitions)``: ``batch`` has :data:`PRODUCE_SCHEMA` (one chunk from a JSON body);
+        ``partitions`` is an int32 array with nulls where a record named no partition, or None when no
+        record named one.
 
     Raises:
         MalformedBodyError: not JSON / not Arrow, or the wrong shape (the message names the field).
         InvalidEncodingError: a base64 field does not decode.
     """
-    if fmt == "arrow":
+    if fmt == "arrow":  # zero copy over the body: it stays
         batch, parts = _decode_arrow(body)
     else:
         # small bodies: the per-record validator is faster there and its memory is small anyway
         small = len(body) < (_COLUMNAR_BINARY_MIN_BYTES if fmt == "binary" else _COLUMNAR_JSON_MIN_BYTES)
         decoded = None if small else decode_columnar(body, fmt)
         batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
+        if consume and isinstance(body, bytearray):
+            body.clear()
+        batch = batch.combine_chunks()  # a large body decodes in pieces; the log appends one chunk
     return batch, _check_partitions(parts)
 
 
@@ -334,7 +346,11 @@ def _fragment(raw: bytes) -> Any:
 
 # -- produce responses and v3 records ------------------------------------------------------------
 
-_OK_ENTRY = (b'{"partition":', b',"offset":', b',"error_code":null,"error":null}')
+_OK_ENTRY = (b'{"partition":', b',"offset":', b',"error_code":null,"error":null},')
+_ANSWER_HEAD = b'{"offsets":['
+_ANSWER_TAIL = b'],"key_schema_id":null,"value_schema_id":null}'
+#: A produce answer of more records than this is built and sent in pieces of this many records.
+ANSWER_PIECE_RECORDS = 65536
 
 
 def produce_response_body(result: Any) -> bytes:
@@ -344,19 +360,50 @@ def produce_response_body(result: Any) -> bytes:
 
     A record whose partition's share failed has ``offset`` null and ``error_code`` 2 (retriable) or 1 (not),
     as REST Proxy reports Kafka errors per record. When every share succeeded and the request had at
-    least :data:`_ARROW_ANSWER_MIN_RECORDS` records, the entries are built as Arrow strings (no Python
-    object per record: a 1,000,000-record answer costs about 60 MB, not the ~400 MB of a list of dicts);
-    both ways give the same bytes.
+    least :data:`_ARROW_ANSWER_MIN_RECORDS` records, the entries are built as Arrow strings
+    (:func:`produce_response_pieces`, no Python object per record); both ways give the same bytes.
     """
     if result.errors or len(result.offsets) < _ARROW_ANSWER_MIN_RECORDS:
         return orjson.dumps(_produce_response_entries(result))
-    parts = pc.cast(pa.array(result.partitions), pa.string())
-    offsets = pc.cast(pa.array(result.offsets), pa.string())
-    head, middle, tail = (pa.scalar(x, pa.binary()) for x in _OK_ENTRY)
-    entries = pc.binary_join_element_wise(head, parts.cast(pa.binary()), middle, offsets.cast(pa.binary()), tail,
-                                          pa.scalar(b"", pa.binary()))
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), entries), b",")
-    return b'{"offsets":[' + joined[0].as_py() + b'],"key_schema_id":null,"value_schema_id":null}'
+    return b"".join(produce_response_pieces(result)[1])
+
+
+def produce_response_pieces(result: Any) -> tuple[int, Iterator[bytes]]:
+    """``(content length, pieces)`` of the produce answer of a result without failed shares: the bytes of
+    :func:`produce_response_body`, built :data:`ANSWER_PIECE_RECORDS` entries at a time as Arrow strings,
+    so a 1,000,000-record answer (~60 MB) is never whole in memory when it is streamed."""
+    partitions, offsets = np.asarray(result.partitions, np.int64), np.asarray(result.offsets, np.int64)
+    n = len(offsets)
+    length = (len(_ANSWER_HEAD) + n * sum(map(len, _OK_ENTRY)) - (1 if n else 0) + len(_ANSWER_TAIL)
+              + _decimal_chars(partitions) + _decimal_chars(offsets))
+
+    def pieces() -> Iterator[bytes]:
+        yield _ANSWER_HEAD
+        head, middle, tail = (pa.scalar(x, pa.binary()) for x in _OK_ENTRY)
+        for start in range(0, n, ANSWER_PIECE_RECORDS):
+            stop = min(n, start + ANSWER_PIECE_RECORDS)
+            entries = pc.binary_join_element_wise(
+                head, pa.array(partitions[start:stop]).cast(pa.string()).cast(pa.binary()), middle,
+                pa.array(offsets[start:stop]).cast(pa.string()).cast(pa.binary()), tail, pa.scalar(b"", pa.binary()))
+            _, bounds, data = entries.buffers()
+            bounds = np.frombuffer(bounds, np.int32)[entries.offset:entries.offset + len(entries) + 1]
+            used = int(bounds[-1]) - (1 if stop == n else 0)  # no comma after the last entry
+            yield bytes(memoryview(data)[int(bounds[0]):used])
+        yield _ANSWER_TAIL
+
+    return length, pieces()
+
+
+def _decimal_chars(values: np.ndarray) -> int:
+    """Characters of the decimal texts of ``values`` (int64 from -9 up), summed."""
+    if not len(values):
+        return 0
+    total, magnitude, power = len(values) + int((values < 0).sum()), np.abs(values), 10
+    top = int(magnitude.max())
+    while power <= top:
+        total += int((magnitude >= power).sum())
+        power *= 10
+    return total
 
 
 def _produce_response_entries(result: Any) -> dict:

@@ -36,16 +36,107 @@ _LUT = np.full(256, 255, dtype=np.uint8)
 _LUT[np.frombuffer(_ALPHABET, np.uint8)] = np.arange(64, dtype=np.uint8)
 _PAD = 64
 _LUT[ord("=")] = _PAD
-_GROUPS_PER_STEP = 1 << 22  # 16 MiB of base64 text per numpy step bounds the temporaries
+_GROUPS_PER_STEP = 1 << 18  # 1 MiB of base64 text per numpy step bounds the temporaries
+#: Bodies larger than this are parsed this many bytes of records at a time.
+CHUNK_BYTES = 1 << 20
+_RECORDS_HEAD = re.compile(rb'\s*\{\s*"records"\s*:\s*\[\s*')
+_RECORDS_TAIL = re.compile(rb'\s*\]\s*\}\s*\Z')
+_RECORD_SPLIT = re.compile(rb'\}\s*,\s*\{')
+_SPLIT_TRIES = 8
 
 
 def decode_columnar(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
     """``(batch, partitions)`` as :func:`lakelog.ingest_api.codecs.decode_produce`, or None (see module doc).
 
-    ``partitions`` is int64 here (range checks come after); None when no record named one.
+    ``partitions`` is int64 here (range checks come after); None when no record named one. A body of
+    more than :data:`CHUNK_BYTES` is parsed a chunk of records at a time (:func:`_decode_chunked`), so
+    the parser's temporaries stay bounded by the chunk and the batch comes back with one chunk per piece.
     """
     if fmt == "json" and _CONTROL.search(body):
         return None
+    decoded = _decode_chunked(body, fmt) if len(body) > CHUNK_BYTES and b"\\" not in body else None
+    return decoded if decoded is not None else _decode_document(body, fmt)
+
+
+def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
+    """Decode ``{"records": [r, r, ...]}`` (no backslashes in it) about :data:`CHUNK_BYTES` of records at
+    a time; None when the body has another shape or a chunk does not decode.
+
+    A chunk ends at a ``}`` ``,`` ``{`` between two records. Without backslashes a ``"`` always delimits a
+    string, so a split that falls inside a string or inside a nested value (a record's headers) leaves a
+    chunk that is no JSON (an open string, an unclosed bracket) and fails to parse; the chunk then grows
+    to the next candidate, :data:`_SPLIT_TRIES` times at most. A wrong split costs time, never a record.
+    """
+    head = _RECORDS_HEAD.match(body)
+    tail = _RECORDS_TAIL.search(body, max(0, len(body) - 64))
+    if head is None or tail is None or tail.start() < head.end():
+        return None
+    pieces, pos, stop = [], head.end(), tail.start()
+    # binary keys and values decode straight into one buffer each, so the batch needs no second copy;
+    # 3/4 of the body bounds them, and pages never written are never resident
+    shared = fmt == "binary" and len(body) * 3 // 4 < 2**31
+    buffers = (np.empty(len(body) * 3 // 4, np.uint8), np.empty(len(body) * 3 // 4, np.uint8)) if shared else None
+    used = [0, 0]
+    while pos < stop:
+        search_from = pos + CHUNK_BYTES
+        for _ in range(_SPLIT_TRIES):
+            split = _RECORD_SPLIT.search(body, search_from, stop) if stop - search_from > 0 else None
+            end = split.start() + 1 if split is not None else stop
+            into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
+            decoded = _decode_document(b'{"records":[' + body[pos:end] + b"]}", fmt, into=into)
+            if decoded is not None or split is None:
+                break
+            search_from = split.end()
+        if decoded is None:
+            return None
+        pieces.append(decoded)
+        if buffers:
+            used = [used[0] + _data_bytes(decoded[0]["key"]), used[1] + _data_bytes(decoded[0]["value"])]
+        pos = split.end() - 1 if split is not None else stop
+    batch = pa.concat_tables([b for b, _ in pieces])
+    if buffers:
+        batch = batch.set_column(0, "key", _joined(batch["key"], buffers[0]))
+        batch = batch.set_column(1, "value", _joined(batch["value"], buffers[1]))
+    if all(p is None for _, p in pieces):
+        return batch, None
+    return batch, pa.concat_arrays([pa.nulls(b.num_rows, pa.int64()) if p is None else p for b, p in pieces])
+
+
+def _offsets(array: pa.Array) -> np.ndarray:
+    """The int32 value offsets of a binary array (zeros for one without an offsets buffer)."""
+    buffer = array.buffers()[1]
+    if buffer is None:
+        return np.zeros(len(array) + 1, np.int32)
+    return np.frombuffer(buffer, np.int32)[array.offset:array.offset + len(array) + 1]
+
+
+def _data_bytes(column: pa.ChunkedArray) -> int:
+    """Bytes of the values of a one-chunk binary column."""
+    offsets = _offsets(column.chunk(0))
+    return int(offsets[-1] - offsets[0])
+
+
+def _joined(column: pa.ChunkedArray, data: np.ndarray) -> pa.Array:
+    """One binary array over ``data`` from chunks whose values lie back to back in it from its start (as
+    :func:`b64decode` wrote them ``into`` it), without copying the values."""
+    bounds, row, base = np.zeros(len(column) + 1, np.int32), 0, 0  # int32: the caller keeps data < 2 GiB
+    for chunk in column.chunks:
+        offsets = _offsets(chunk)
+        np.add(offsets[1:], base - offsets[0], out=bounds[row + 1:row + 1 + len(chunk)])
+        row, base = row + len(chunk), base + int(offsets[-1] - offsets[0])
+    validity = None
+    if column.null_count:
+        validity = pa.array(pc.is_valid(column).combine_chunks().to_numpy(zero_copy_only=False)).buffers()[1]
+    return pa.BinaryArray.from_buffers(pa.binary(), len(column), [validity, pa.py_buffer(bounds),
+                                                                   pa.py_buffer(data[:base])], null_count=column.null_count)
+
+
+def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> tuple[pa.Table, pa.Array | None] | None:
+    """Decode one ``{"records": [...]}`` document (the body, or a chunk of it) in columns, or None.
+
+    ``into``: binary format only, the arrays to decode keys and values into (see :func:`b64decode`).
+    """
     try:
         table = pj.read_json(pa.py_buffer(body), parse_options=_PARSE,
                              read_options=pj.ReadOptions(block_size=len(body) + 64, use_threads=False))
@@ -63,7 +154,7 @@ def decode_columnar(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] |
         return None
     keys, values = records.field("key"), records.field("value")
     if fmt == "binary":
-        keys, values = b64decode(keys), b64decode(values)
+        keys, values = b64decode(keys, into=into and into[0]), b64decode(values, into=into and into[1])
     else:
         keys, values = _json_texts(keys), _json_texts(values)
     if keys is None or values is None:
@@ -110,8 +201,11 @@ def _headers(headers: pa.Array, n: int) -> pa.Array | None:
                                     mask=pc.is_null(headers) if headers.null_count else None)
 
 
-def b64decode(strings: pa.Array) -> pa.Array | None:
+def b64decode(strings: pa.Array, *, into: np.ndarray | None = None) -> pa.Array | None:
     """Decode a string column of canonical, padded, standard base64 (nulls stay null) with numpy.
+
+    ``into``: a uint8 array to decode into from its start (large enough: 3/4 of the text at most);
+    the result's data buffer is then a view of it. Default: a new array.
 
     Returns None when any value is not exactly that (wrong length, a character outside the alphabet,
     misplaced padding, non-zero trailing bits): the per-record validator decides those.
@@ -141,7 +235,7 @@ def b64decode(strings: pa.Array) -> pa.Array | None:
         return None
     new_offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths // 4 * 3 - pad_count, out=new_offsets[1:])
-    out = np.empty(int(new_offsets[-1]), np.uint8)
+    out = np.empty(int(new_offsets[-1]), np.uint8) if into is None else into[:int(new_offsets[-1])]
     # 2. decode whole values in steps of about _GROUPS_PER_STEP groups, each step's bytes compacted (the
     # padding's bytes dropped) straight into ``out``: temporaries stay bounded by the step
     step_starts = np.searchsorted(ends, np.arange(0, len(text), _GROUPS_PER_STEP * 4), side="right")
@@ -177,8 +271,6 @@ def b64decode(strings: pa.Array) -> pa.Array | None:
             keep[out_ends[cnt == 2] - 2] = False
             flat = flat[keep]
         out[int(new_offsets[v0]):int(new_offsets[v1])] = flat
-    decoded = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(new_offsets.astype(np.int32)),
-                                                           pa.py_buffer(out)])
-    if strings.null_count:
-        decoded = pc.if_else(pc.is_valid(strings), decoded, pa.scalar(None, pa.binary()))
-    return decoded
+    validity = pc.is_valid(strings).buffers()[1] if strings.null_count else None  # a null decodes to b""
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [validity, pa.py_buffer(new_offsets.astype(np.int32)),
+                                                        pa.py_buffer(out)], null_count=strings.null_count)

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 
 import httpx
 import pyarrow as pa
 import pytest
 
 from lakelog.client import LakelogClient, arrow_body
-from lakelog.ingest_api import codecs
+from lakelog.ingest_api import codecs, columnar_json
 from lakelog.ingest_api.columnar_json import decode_columnar
 from lakelog.ingest_api.records_api import InFlightBytes
 from lakelog.log_tables.errors import InvalidTimestampError
@@ -168,3 +170,35 @@ def test_error_classes():
     assert (FieldOutOfRangeError.http_status, FieldOutOfRangeError.error_code) == (422, 42220)
     assert (InvalidTimestampError.http_status, InvalidTimestampError.error_code) == (422, 42221)
     assert ProduceQueueFullError.retriable and ProduceQueueFullError.error_code == 42901
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_large_body_decodes_in_chunks_to_the_same_batch(monkeypatch, indent):
+    """A body over CHUNK_BYTES is parsed a chunk of records at a time; splits that fall inside a record
+    (between its headers, inside a string holding ``},{``) are retried, and the batch is the same as the
+    whole body's, partitions included."""
+    monkeypatch.setattr(columnar_json, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(codecs, "_COLUMNAR_BINARY_MIN_BYTES", 0)
+    records = []
+    for i in range(600):
+        record = {"key": base64.b64encode(b"k%d" % i).decode() if i % 7 else None,
+                  "value": base64.b64encode(b"v" * (i % 90 * 20)).decode()}
+        if i % 3 == 0:
+            record["headers"] = [{"key": "a},{b", "value": "QQ=="}, {"name": "n", "value": ""}, {"key": "c", "value": "Qg=="}]
+        if i % 4 == 0:
+            record["partition"] = i % 5
+        records.append(record)
+    body = json.dumps({"records": records}, indent=indent).encode()
+    parsed = []
+    monkeypatch.setattr(columnar_json, "_decode_document",
+                        lambda b, f, real=columnar_json._decode_document, **kw: parsed.append(len(b)) or real(b, f, **kw))
+    pool = pa.default_memory_pool()
+    before = pool.bytes_allocated()
+    chunked = codecs.decode_produce(bytearray(body), "binary", consume=True)
+    # keys and values were decoded into one buffer each (not Arrow's pool): no copy joined the chunks
+    values_bytes = sum(len(v) for v in chunked[0]["value"].to_pylist() if v)
+    assert values_bytes > 500_000 and pool.bytes_allocated() - before < values_bytes // 4
+    assert len(parsed) > 10 and max(parsed) < len(body) // 4  # chunks, never the whole body
+    whole = codecs._decode_validated(body, "binary")
+    assert chunked[0].equals(whole[0]) and chunked[0]["value"].num_chunks == 1
+    assert chunked[1].equals(whole[1].cast(pa.int32()))
