@@ -18,7 +18,7 @@ from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import GatewayBroker, get_broker
@@ -193,9 +193,18 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
         budget.give(size)
 
 
+#: Produce bodies from this size on are decoded in a worker thread, off the event loop.
+_DECODE_IN_THREAD_MIN_BYTES = 1 << 20
+
+
 async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks) -> Response:
     meta = await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
-    batch, parts = codecs.decode_produce(holder.pop(), fmt)
+    body = holder.pop()
+    if len(body) < _DECODE_IN_THREAD_MIN_BYTES:
+        batch, parts = codecs.decode_produce(body, fmt, consume=True)
+    else:  # seconds for a 100 MB body: other requests go on meanwhile
+        batch, parts = await asyncio.to_thread(codecs.decode_produce, body, fmt, consume=True)
+    del body
     if fmt == "arrow":
         assert partition is not None
         base = await broker.produce_router.produce_arrow(meta, partition, batch, partitions=parts, acks=acks)
@@ -203,6 +212,9 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
     result = await broker.produce_router.produce(meta, batch, partitions=parts, partition=partition, acks=acks)
+    if len(result.offsets) > codecs.ANSWER_PIECE_RECORDS and not result.errors:
+        length, pieces = codecs.produce_response_pieces(result)  # ~60 bytes a record: sent in pieces
+        return StreamingResponse(pieces, media_type=V2, headers={"Content-Length": str(length)})
     return Response(codecs.produce_response_body(result), media_type=V2)
 
 

@@ -46,6 +46,19 @@ def test_produce_answers_are_the_same_bytes_both_ways(records, monkeypatch):
         assert codecs.produce_response_body(result) == expected
 
 
+@pytest.mark.parametrize("first_offset", [0, -1, 9_999_990, 2**62])
+def test_a_streamed_produce_answer_has_the_bytes_and_length_it_announces(first_offset, monkeypatch):
+    """A large answer goes out in pieces under a Content-Length computed beforehand: the pieces join to
+    the orjson answer and the length is theirs (offsets of any width, -1 for acks=0)."""
+    monkeypatch.setattr(codecs, "ANSWER_PIECE_RECORDS", 7)
+    n = 30
+    offsets = np.full(n, -1, np.int64) if first_offset < 0 else np.arange(first_offset, first_offset + n, dtype=np.int64)
+    result = ProduceResult(np.arange(n, dtype=np.int64) % 12, offsets, {})
+    length, pieces = codecs.produce_response_pieces(result)
+    body = b"".join(pieces)
+    assert body == orjson.dumps(codecs._produce_response_entries(result)) and length == len(body)
+
+
 def test_produce_answer_with_a_failed_share_reports_it_per_record():
     err = RuntimeError("boom")
     err.retriable = True  # type: ignore[attr-defined]
