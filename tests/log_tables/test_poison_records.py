@@ -14,9 +14,14 @@ from deltalake import DeltaTable
 
 from lakelog.client import LakelogClient
 from lakelog.ingest_api.codecs import encode_records
-from lakelog.log_tables.errors import InvalidTimestampError
+from lakelog.log_tables.errors import InvalidTimestampError, RecordTooLargeError
 from lakelog.log_tables.reader import read_offset_range
-from lakelog.log_tables.records import to_log_batch
+from lakelog.log_tables.records import (
+    RECORD_OVERHEAD_BYTES,
+    check_record_sizes,
+    normalize_produce_batch,
+    to_log_batch,
+)
 from lakelog.log_tables.schema import FETCH_COLUMNS, LOG_SCHEMA, TIMESTAMP_TYPE
 from lakelog.log_tables.table_writes import commit_append, open_log_table
 from lakelog.protocol.arrow_ipc import read_arrow_ipc
@@ -93,3 +98,18 @@ def test_a_partition_with_a_planted_record_stays_readable_over_http(broker_facto
     assert rows["offset"].to_pylist() == [0, 1, 2]
     assert np.asarray(rows["timestamp"].cast(pa.int64()))[2] == pc.multiply(
         pa.array([POISON_MS], pa.int64()), 1000)[0].as_py()
+
+
+@pytest.mark.parametrize("sizes", [[900], [10, 900, 10], [10] * 50 + [2_000]])
+def test_a_record_over_max_message_bytes_is_refused_whatever_the_batch_around_it(sizes):
+    """The size check skips the per-record sizes when the whole batch fits the limit; a record over it
+    is still found (named by its index) in a batch of any size."""
+    limit = 600
+    batch = normalize_produce_batch(pa.table({"value": [b"v" * n for n in sizes]}))
+    first = next(i for i, n in enumerate(sizes) if n + RECORD_OVERHEAD_BYTES > limit)
+    with pytest.raises(RecordTooLargeError, match=f"Record {first} "):
+        check_record_sizes(batch, max_message_bytes=limit, topic="t")
+    fits = normalize_produce_batch(pa.table({"value": [b"v" * 10] * 40}))
+    assert fits.nbytes + RECORD_OVERHEAD_BYTES > limit  # the per-record path, and every record fits
+    check_record_sizes(fits, max_message_bytes=limit, topic="t")
+    check_record_sizes(fits.slice(0, 2), max_message_bytes=limit, topic="t")
