@@ -42,7 +42,12 @@ CHUNK_BYTES = 1 << 20
 _RECORDS_HEAD = re.compile(rb'\s*\{\s*"records"\s*:\s*\[\s*')
 _RECORDS_TAIL = re.compile(rb'\s*\]\s*\}\s*\Z')
 _RECORD_SPLIT = re.compile(rb'\}\s*,\s*\{')
-_SPLIT_TRIES = 8
+_RECORD_GAP = re.compile(rb'\s*,\s*')
+_QUOTE = np.zeros(256, np.uint8)
+_QUOTE[ord('"')] = 1
+_BRACKET = np.zeros(256, np.int8)  # +1 opens, -1 closes an object or array
+_BRACKET[[ord("{"), ord("[")]] = 1
+_BRACKET[[ord("}"), ord("]")]] = -1
 
 
 def decode_columnar(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
@@ -59,17 +64,15 @@ def decode_columnar(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] |
 
 
 def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
-    """Decode ``{"records": [r, r, ...]}`` (no backslashes in it) about :data:`CHUNK_BYTES` of records at
-    a time; None when the body has another shape or a chunk does not decode.
+    """Decode ``{"records": [r, r, ...]}`` (no backslashes in it, nothing after the array) about
+    :data:`CHUNK_BYTES` of records at a time; None when the body has another shape or a chunk does not
+    decode (the caller then decodes it whole).
 
-    A chunk ends at a ``}`` ``,`` ``{`` between two records. Without backslashes a ``"`` always delimits a
-    string, so a split that falls inside a string or inside a nested value (a record's headers) leaves a
-    chunk that is no JSON (an open string, an unclosed bracket) and fails to parse; the chunk then grows
-    to the next candidate, :data:`_SPLIT_TRIES` times at most. A wrong split costs time, never a record.
+    Each chunk is whole records, found by :func:`_chunk_end`.
     """
     head = _RECORDS_HEAD.match(body)
     tail = _RECORDS_TAIL.search(body, max(0, len(body) - 64))
-    if head is None or tail is None or tail.start() < head.end():
+    if head is None or tail is None or tail.start() <= head.end():
         return None
     pieces, pos, stop = [], head.end(), tail.start()
     # binary keys and values decode straight into one buffer each, so the batch needs no second copy;
@@ -78,21 +81,17 @@ def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] |
     buffers = (np.empty(len(body) * 3 // 4, np.uint8), np.empty(len(body) * 3 // 4, np.uint8)) if shared else None
     used = [0, 0]
     while pos < stop:
-        search_from = pos + CHUNK_BYTES
-        for _ in range(_SPLIT_TRIES):
-            split = _RECORD_SPLIT.search(body, search_from, stop) if stop - search_from > 0 else None
-            end = split.start() + 1 if split is not None else stop
-            into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
-            decoded = _decode_document(b'{"records":[' + body[pos:end] + b"]}", fmt, into=into)
-            if decoded is not None or split is None:
-                break
-            search_from = split.end()
+        end = _chunk_end(body, pos, stop)
+        if end is None:
+            return None
+        into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
+        decoded = _decode_document(b'{"records":[' + body[pos:end] + b"]}", fmt, into=into)
         if decoded is None:
             return None
         pieces.append(decoded)
         if buffers:
             used = [used[0] + _data_bytes(decoded[0]["key"]), used[1] + _data_bytes(decoded[0]["value"])]
-        pos = split.end() - 1 if split is not None else stop
+        pos = stop if end == stop else _RECORD_GAP.match(body, end).end()
     batch = pa.concat_tables([b for b, _ in pieces])
     if buffers:
         batch = batch.set_column(0, "key", _joined(batch["key"], buffers[0]))
@@ -100,6 +99,31 @@ def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] |
     if all(p is None for _, p in pieces):
         return batch, None
     return batch, pa.concat_arrays([pa.nulls(b.num_rows, pa.int64()) if p is None else p for b, p in pieces])
+
+
+def _chunk_end(body: bytes, pos: int, stop: int) -> int | None:
+    """End of a chunk of whole records of the records array from ``pos`` (the start of a record) to at
+    most ``stop``: the first ``}`` of a ``}`` ``,`` ``{`` from ``pos + CHUNK_BYTES`` on that closes a record,
+    or ``stop``. None when the text is not a run of records (it closes the records array before
+    ``stop``: another field follows it, or a bracket or string is left open at ``stop``).
+
+    Without backslashes every ``"`` opens or closes a string, so the bracket depth outside strings is a
+    prefix sum over the chunk (numpy, memory a few times the chunk): a record ends where it returns to 0.
+    """
+    end = min(stop, pos + CHUNK_BYTES)
+    while True:
+        split = _RECORD_SPLIT.search(body, end, stop) if end < stop else None
+        end = split.start() + 1 if split is not None else stop
+        text = np.frombuffer(body, np.uint8, count=end - pos, offset=pos)
+        outside = np.bitwise_xor.accumulate(_QUOTE[text]) == 0
+        depth = np.cumsum(_BRACKET[text] * outside, dtype=np.int32)
+        if int(depth.min()) < 0:
+            return None
+        if depth[-1] == 0 and outside[-1]:
+            return end
+        if split is None:
+            return None
+        end = split.end() - 1  # the "}" fell inside a record (between its headers) or a string
 
 
 def _offsets(array: pa.Array) -> np.ndarray:

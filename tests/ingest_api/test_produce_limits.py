@@ -202,3 +202,22 @@ def test_a_large_body_decodes_in_chunks_to_the_same_batch(monkeypatch, indent):
     whole = codecs._decode_validated(body, "binary")
     assert chunked[0].equals(whole[0]) and chunked[0]["value"].num_chunks == 1
     assert chunked[1].equals(whole[1].cast(pa.int32()))
+
+
+@pytest.mark.parametrize("after", [',"x":[{"a":1},{"value":"Q0ND"}]', ',"records":[{"value":"Q0ND"}]'])
+def test_a_chunked_decode_never_takes_records_from_after_the_records_array(monkeypatch, after):
+    """Another field (or a second "records") after the array is ignored, as the whole-body decoders do:
+    chunking must not split inside it and read its objects as records."""
+    monkeypatch.setattr(columnar_json, "CHUNK_BYTES", 40)
+    body = ('{"records":[' + ",".join(['{"value":"QUFB"}'] * 4) + "]" + after + "}").encode()
+    assert columnar_json._decode_chunked(body, "binary") is None
+    whole = columnar_json._decode_document(body, "binary")  # what the body decodes to as before
+    fast = decode_columnar(body, "binary")
+    assert (fast is None and whole is None) or fast[0].equals(whole[0])
+
+
+def test_an_empty_records_array_after_whitespace_decodes_to_nothing(monkeypatch):
+    monkeypatch.setattr(columnar_json, "CHUNK_BYTES", 40)
+    body = b" " * 100 + b'{"records":[]}'
+    assert columnar_json._decode_chunked(body, "json") is None
+    assert decode_columnar(body, "json")[0].num_rows == 0
