@@ -34,12 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import orjson
 import pyarrow as pa
 
 from lakelog.broker_process import BrokerProcess
+from lakelog.client import LakelogClient
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
 
 TYPES = {"json": "application/vnd.kafka.json.v2+json", "binary": "application/vnd.kafka.binary.v2+json",
@@ -79,26 +79,20 @@ def measure(kind: str, body: bytes, zk: ZooKeeperServer, tmp: Path, *, flush: bo
     name = f"{kind}-{'flush' if flush else 'request'}"
     broker = BrokerProcess(zookeeper_connect=f"{zk.connect_string}/mem-{name}", log_dirs=tmp / f"logs-{name}",
                            extra_env={"LAKELOG_SOCKET_REQUEST_MAX_BYTES": str(1 << 30)}, new_session=True)
-    held_off = [] if flush else [{"name": "lake.commit.interval.ms", "value": "3600000"},
-                                 {"name": "lake.commit.bytes", "value": str(1 << 40)}]
+    held_off = {} if flush else {"lake.commit.interval.ms": "3600000", "lake.commit.bytes": str(1 << 40)}
     broker.start()
     try:
-        with httpx.Client(base_url=broker.url, timeout=600) as http:
-            cid = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
-            r = http.post(f"/v3/clusters/{cid}/topics", json={"topic_name": "mem", "partitions_count": 1,
-                                                               "configs": held_off})
-            assert r.status_code in (200, 201), r.text
-            warm = http.post("/topics/mem/partitions/0", json={"records": [{"value": "d2FybQ=="}]},
-                             headers={"Content-Type": TYPES["binary"]})
-            assert warm.status_code == 200, warm.text
+        with LakelogClient(broker.url, timeout_s=600) as client:
+            client.create_topic("mem", partitions=1, configs=held_off)
+            client.produce_binary("mem", [(None, b"warm")], partition=0)
             time.sleep(1.5)  # the warm-up record's flush
             Path(f"/proc/{broker.pid}/clear_refs").write_text("5")  # reset VmHWM to the current RSS
             before = status_kb(broker.pid, "VmRSS")
             path = "/topics/mem/partitions/0" + ("/records" if kind == "arrow" else "")
             t0 = time.monotonic()
-            resp = http.post(path, content=body, headers={"Content-Type": TYPES[kind]})
+            resp = client.http.post(path, content=body, headers={"Content-Type": TYPES[kind]})
             while flush and resp.status_code == 200:
-                log = http.get("/lakelog/v1/topics/mem/logs").json()[0]
+                log = client.topic_logs("mem")[0]
                 if log["lake_end_offset"] >= log["high_watermark"]:
                     break
                 time.sleep(0.05)
