@@ -184,15 +184,21 @@ class Broker:
         """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads.
 
         ``partitions`` defaults to ``num.partitions``, ``replication_factor`` to
-        ``default.replication.factor``; ``max.message.bytes`` defaults to ``message.max.bytes``.
+        ``default.replication.factor``; ``max.message.bytes``, ``retention.ms`` and ``retention.bytes`` default to the broker's
+        ``message.max.bytes``, ``log.retention.ms`` and ``log.retention.bytes``.
 
         Raises:
             the errors of :meth:`ClusterMetadata.create_topic` (InvalidReplicationFactorError when the
             replication factor exceeds the live brokers).
         """
         configs = dict(configs or {})
-        if self.settings.message_max_bytes != TopicConfig().max_message_bytes:
-            configs.setdefault("max.message.bytes", str(self.settings.message_max_bytes))
+        defaults = TopicConfig()
+        for key, broker_value, topic_default in (
+                ("max.message.bytes", self.settings.message_max_bytes, defaults.max_message_bytes),
+                ("retention.ms", self.settings.log_retention_ms, defaults.retention_ms),
+                ("retention.bytes", self.settings.log_retention_bytes, defaults.retention_bytes)):
+            if broker_value != topic_default:
+                configs.setdefault(key, str(broker_value))
         meta = await asyncio.to_thread(
             self.metadata.create_topic, name,
             partitions=partitions or self.settings.num_partitions,

@@ -81,6 +81,9 @@ class BrokerSettings(BaseSettings):
     queued_max_request_bytes: int = Field(512 * 1024 * 1024, ge=-1, description="queued.max.request.bytes: bytes of produce request bodies in flight on this broker (read, decoded, being appended) above which a new produce answers 429 with Retry-After; one request is always admitted when none is in flight; -1 = unbounded (Kafka's default). Default: 512 MiB.")
     log_tail_cache_max_bytes: int = Field(32 * 1024 * 1024, ge=0, description="Bytes of the newest records per partition kept in memory for tail fetches. Default: 32 MiB.")
     log_segment_files_max: int = Field(64, ge=2, description="Data files per partition table after which the broker merges the oldest small ones into one (each delta-rs commit costs time per file). Default: 64.")
+    log_retention_ms: int = Field(604800000, ge=-1, description="log.retention.ms: retention.ms of new topics that set none; -1 = keep forever. Default: 604800000 (7 days, Kafka's).")
+    log_retention_bytes: int = Field(-1, ge=-1, description="log.retention.bytes: retention.bytes (per partition) of new topics that set none; -1 = no limit. Default: -1.")
+    log_retention_check_interval_ms: int = Field(300000, gt=0, description="log.retention.check.interval.ms: how often each partition log checks retention, compaction (log.cleaner) and VACUUM. Default: 300000 (Kafka's).")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
     default_replication_factor: int = Field(1, gt=0, description="default.replication.factor. Default: 1.")
@@ -136,7 +139,8 @@ class TopicConfig(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    cleanup_policy: Literal["delete", "compact"] = Field("delete", alias="cleanup.policy")
+    #: ``delete``, ``compact`` or both (``compact,delete``; either order and spaces accepted).
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = Field("delete", alias="cleanup.policy")
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
         "producer", alias="compression.type")
     max_message_bytes: int = Field(1048588, gt=0, alias="max.message.bytes")
@@ -144,6 +148,13 @@ class TopicConfig(BaseModel):
     min_insync_replicas: int = Field(1, gt=0, alias="min.insync.replicas")
     retention_bytes: int = Field(-1, ge=-1, alias="retention.bytes")
     retention_ms: int = Field(604800000, ge=-1, alias="retention.ms")
+    #: Kafka's log cleaner configs (``cleanup.policy=compact``): how long tombstones stay readable, how
+    #: old a record must be before it may be compacted (at most how long it may stay uncompacted), and
+    #: the dirty share of the log that starts a cleaning.
+    delete_retention_ms: int = Field(86400000, ge=0, alias="delete.retention.ms")
+    min_compaction_lag_ms: int = Field(0, ge=0, alias="min.compaction.lag.ms")
+    max_compaction_lag_ms: int = Field(INT64_MAX, ge=1, alias="max.compaction.lag.ms")
+    min_cleanable_dirty_ratio: float = Field(0.5, ge=0.0, le=1.0, alias="min.cleanable.dirty.ratio")
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
     #: Kafka's segment configs: the segment tail rolls to a new file at this size or age.
     segment_bytes: int = Field(1073741824, ge=14, alias="segment.bytes")
@@ -155,11 +166,31 @@ class TopicConfig(BaseModel):
     #: table; 0 ms = a synchronous Delta commit per append (no segment tail).
     lake_commit_interval_ms: int = Field(1000, ge=0, alias="lake.commit.interval.ms")
     lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, alias="lake.commit.bytes")
+    #: lakelog's own: a data file that leaves the Delta table (retention, compaction, merges, truncation)
+    #: is deleted from disk this long after (Delta's ``delta.deletedFileRetentionDuration``; the Delta log
+    #: keeps commits as long, ``delta.logRetentionDuration``), so time travel works inside this window.
+    #: The default is Kafka's ``file.delete.delay.ms``.
+    lake_vacuum_retention_ms: int = Field(60000, ge=0, alias="lake.vacuum.retention.ms")
 
     @field_validator("cleanup_policy", mode="before")
     @classmethod
     def _strip(cls, v: Any) -> Any:
-        return v.strip() if isinstance(v, str) else v
+        if isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v)
+        if isinstance(v, str):
+            parts = sorted({x.strip() for x in v.split(",") if x.strip()})
+            return ",".join(parts) if parts else v.strip()
+        return v
+
+    @property
+    def compacts(self) -> bool:
+        """True when ``cleanup.policy`` has ``compact``: the log cleaner keeps the latest record per key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        """True when ``cleanup.policy`` has ``delete``: ``retention.ms`` / ``retention.bytes`` remove old records."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def parse(cls, configs: dict[str, Any] | None = None, *, defaults: dict[str, Any] | None = None) -> "TopicConfig":

@@ -32,6 +32,10 @@ def test_topic_config_defaults_are_kafkas():
         "min.insync.replicas": "1",
         "retention.bytes": "-1",
         "retention.ms": "604800000",
+        "delete.retention.ms": "86400000",
+        "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": "9223372036854775807",
+        "min.cleanable.dirty.ratio": "0.5",
         "unclean.leader.election.enable": "false",
         "segment.bytes": "1073741824",
         "segment.ms": "604800000",
@@ -39,8 +43,23 @@ def test_topic_config_defaults_are_kafkas():
         "flush.ms": "9223372036854775807",
         "lake.commit.interval.ms": "1000",
         "lake.commit.bytes": "67108864",
+        "lake.vacuum.retention.ms": "60000",
     }
     assert config.timestamp_type_id == 0
+    assert config.deletes and not config.compacts
+
+
+@pytest.mark.parametrize("value", ["compact,delete", "delete,compact", " delete , compact", ["compact", "delete"]])
+def test_cleanup_policy_takes_both_policies_in_any_order(value):
+    config = TopicConfig.parse({"cleanup.policy": value})
+    assert config.cleanup_policy == "compact,delete"
+    assert config.compacts and config.deletes
+    assert config.to_kafka()["cleanup.policy"] == "compact,delete"
+
+
+def test_cleanup_policy_refuses_an_unknown_policy():
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        TopicConfig.parse({"cleanup.policy": "compact,shred"})
 
 
 def test_topic_config_parses_kafka_named_strings():

@@ -52,8 +52,8 @@ class LakeFlusher:
     def __init__(self, log: PartitionLog, *, interval_ms: int | None = None, commit_bytes: int | None = None,
                  segment_files_max: int | None = 64, close_timeout_s: float = 30.0) -> None:
         self.log = log
-        self.interval_s = (log.config.lake_commit_interval_ms if interval_ms is None else interval_ms) / 1000.0
-        self.commit_bytes = log.config.lake_commit_bytes if commit_bytes is None else commit_bytes
+        self._interval_ms = interval_ms
+        self._commit_bytes = commit_bytes
         self._segment_files_max = segment_files_max
         self._close_timeout_s = close_timeout_s
         self._loop = asyncio.get_running_loop()
@@ -63,9 +63,20 @@ class LakeFlusher:
         #: flushes made and records committed by them (for metrics and tests)
         self.flushes = 0
         self.records = 0
-        if log.tiered:
-            log.add_high_watermark_listener(self._on_high_watermark)
-            self._task = self._loop.create_task(self._run(), name=f"flush-{log.topic}-{log.partition}")
+        # every log gets the task: a topic config change may give a log without a tail one
+        log.add_high_watermark_listener(self._on_high_watermark)
+        self._task = self._loop.create_task(self._run(), name=f"flush-{log.topic}-{log.partition}")
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between flushes (the topic's ``lake.commit.interval.ms`` as it is now, unless fixed)."""
+        ms = self.log.config.lake_commit_interval_ms if self._interval_ms is None else self._interval_ms
+        return (ms or 1000) / 1000.0
+
+    @property
+    def commit_bytes(self) -> int:
+        """Tail bytes that start a flush early, and the most one commit takes."""
+        return self.log.config.lake_commit_bytes if self._commit_bytes is None else self._commit_bytes
 
     def _on_high_watermark(self, log: PartitionLog) -> None:
         """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""

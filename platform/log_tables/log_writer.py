@@ -193,6 +193,25 @@ class LogWriter:
                 self.segments.delete_all()
             self.segments = None
 
+    def update_config(self, config: TopicConfig, *, make_segments: Callable[[], SegmentLog | None]) -> None:
+        """:meth:`PartitionLog.update_config <lakelog.log_tables.partition_log.PartitionLog.update_config>`."""
+        if config.lake_commit_interval_ms == 0 and self.segments is not None:
+            self.config = config
+            self.drop_tail()  # every append is a Delta commit from now on
+            return
+        with self.lake_lock, self.lock:
+            self.config = config
+            if self.segments is not None:
+                self.segments.configure(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
+                                        flush_messages=config.flush_messages, flush_ms=config.flush_ms)
+            elif config.lake_commit_interval_ms > 0 and not self.closed:
+                segments = make_segments()
+                if segments is not None:  # a local table: a tail from the log end offset on
+                    segments.recover(self.state.log_end_offset)
+                    self.segments = segments
+                    with self.state.lock:
+                        self.state.segments = segments.view
+
     def sync_if_due(self) -> None:
         """fsync the segment tail if ``flush.ms`` says so."""
         if self.segments is not None:

@@ -250,6 +250,16 @@ class PartitionLog:
         """
         return self._writer.flush(max_bytes=self.config.lake_commit_bytes if max_bytes is None else max_bytes)
 
+    def update_config(self, config: TopicConfig) -> None:
+        """Take a changed topic configuration (``lakelog topics alter``) without reopening the log.
+
+        Segment, flush, timestamp, compression, retention and cleaner configs apply from the next append
+        or flush. ``lake.commit.interval.ms`` set to 0 commits the whole tail to Delta first (blocking);
+        set above 0 on a log without a tail starts one. Blocking: call from a worker thread.
+        """
+        self.config = config
+        self._writer.update_config(config, make_segments=lambda: _segment_log(self.table_uri, config))
+
     @property
     def fsyncs(self) -> bool:
         """True when the topic's ``flush.messages`` / ``flush.ms`` ask for fsyncs of the segment tail."""

@@ -229,10 +229,8 @@ class SegmentLog:
     def __init__(self, directory: Path, *, segment_bytes: int = 1 << 30, segment_ms: int = 7 * 86_400_000,
                  flush_messages: int = INT64_MAX, flush_ms: int = INT64_MAX) -> None:
         self.directory = directory
-        self.segment_bytes, self.segment_s = segment_bytes, segment_ms / 1000.0
-        self.flush_messages, self.flush_s = flush_messages, flush_ms / 1000.0
-        #: True when ``flush.messages`` or ``flush.ms`` ask for fsyncs (Kafka's default: never)
-        self.fsyncs = flush_messages < INT64_MAX or flush_ms < INT64_MAX
+        self.configure(segment_bytes=segment_bytes, segment_ms=segment_ms, flush_messages=flush_messages,
+                       flush_ms=flush_ms)
         self._segments: list[_Segment] = []
         self._retired: list[int] = []
         self._fd: int | None = None
@@ -240,6 +238,14 @@ class SegmentLog:
         self._synced_at = time.monotonic()
         #: frames at or above the lake end offset (readers take it as it is)
         self.view = SegmentView(directory)
+
+    def configure(self, *, segment_bytes: int, segment_ms: int, flush_messages: int, flush_ms: int) -> None:
+        """Take new ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms`` (a topic config
+        change); the next append rolls or fsyncs by them."""
+        self.segment_bytes, self.segment_s = segment_bytes, segment_ms / 1000.0
+        self.flush_messages, self.flush_s = flush_messages, flush_ms / 1000.0
+        #: True when ``flush.messages`` or ``flush.ms`` ask for fsyncs (Kafka's default: never)
+        self.fsyncs = flush_messages < INT64_MAX or flush_ms < INT64_MAX
 
     # -- recovery -------------------------------------------------------------------------------
 
