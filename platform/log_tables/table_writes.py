@@ -98,7 +98,8 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
 
 
 def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, compression_type: str,
-                   lake_end_offset: int, target_file_size: int, row_group_rows: int) -> int:
+                   lake_end_offset: int, target_file_size: int, row_group_rows: int,
+                   extra_metadata: dict[str, str] | None = None) -> int:
     """Replace the files holding offsets ``[first, last]`` by ``rows`` (compaction): one commit.
 
     An ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's replaceWhere), so readers of an
@@ -109,6 +110,8 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
         first, last: the offsets replaced (inclusive).
         target_file_size: bytes per output file (delta-rs splits larger outputs).
         row_group_rows: rows per Parquet row group, so readers can skip row groups by offset statistics.
+        extra_metadata: more commitInfo entries (e.g. the log cleaner's ``lakelog.cleaned_offset`` and
+            ``"lakelog.operation": "clean"``); they override the defaults of the same key.
 
     Returns:
         The new table version.
@@ -122,7 +125,7 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type],
                                            max_row_group_size=row_group_rows),
         commit_properties=CommitProperties(custom_metadata={
-            LAKE_END_OFFSET_KEY: str(lake_end_offset), "lakelog.operation": "compact"}),
+            LAKE_END_OFFSET_KEY: str(lake_end_offset), "lakelog.operation": "compact", **(extra_metadata or {})}),
     )
     return table.version()
 
