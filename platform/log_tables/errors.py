@@ -103,3 +103,26 @@ class UnreadableBatchError(LogTableError):
 
     http_status = 500
     error_code = 50020
+
+
+class RecordWithoutKeyError(LogTableError):
+    """A record without a key was produced to a compacted topic (``cleanup.policy`` has ``compact``).
+
+    The log cleaner keeps the latest record per key, so every record of a compacted topic needs a key;
+    nothing of the batch was written. Kafka: INVALID_RECORD (87), "Compacted topic cannot accept message
+    without key". 422 / 42223. Not retriable: send the record with a key (or produce to a topic whose
+    ``cleanup.policy`` is ``delete``).
+    """
+
+    http_status = 422
+    error_code = 42223
+
+    def __init__(self, *, topic: str, partition: int, count: int = 1, message: str | None = None) -> None:
+        super().__init__(message or (
+            f"Compacted topic {topic} cannot accept a record without a key: {count} record(s) of the batch "
+            f"to partition {partition} have no key (its cleanup.policy has compact: the log cleaner "
+            f"keeps the latest record per key). Nothing was written; give every record a key, or produce "
+            f"to a topic whose cleanup.policy is delete."))
+        self.topic = topic
+        self.partition = partition
+        self.count = count
