@@ -6,7 +6,9 @@ OffsetsForLeaderEpoch requests, KIP-101), over HTTP.
   leader_epoch, producer fields) from ``offset`` up to the leader's log end offset, as an Arrow IPC
   stream; long-polls up to ``max_wait_ms`` when there are none. The fetch offset is the follower's log
   end offset: the leader moves its high watermark and ISR from it. Headers:
-  ``X-Lakelog-High-Watermark``, ``X-Lakelog-Log-End-Offset``, ``X-Lakelog-Leader-Epoch``.
+  ``X-Lakelog-High-Watermark``, ``X-Lakelog-Log-End-Offset``, ``X-Lakelog-Log-Start-Offset`` (the follower
+  moves its own log start offset up to it, as Kafka's fetch response ``log_start_offset``),
+  ``X-Lakelog-Leader-Epoch``.
 - ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/epoch-end-offset?epoch=&leader_epoch=&replica_id=``:
   ``{"epoch": E', "end_offset": N}``, E' the largest leader epoch at or below ``epoch`` in the leader's
   log and N the first offset after it (the follower truncates to it before fetching).
@@ -51,6 +53,7 @@ async def replica_fetch(
     return Response(body, media_type=ARROW_STREAM, headers={
         "X-Lakelog-High-Watermark": str(part.log.high_watermark),
         "X-Lakelog-Log-End-Offset": str(part.log.log_end_offset),
+        "X-Lakelog-Log-Start-Offset": str(part.log.log_start_offset),
         "X-Lakelog-Leader-Epoch": str(part.leader_epoch),
     })
 

@@ -13,7 +13,10 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
    (:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`,
    in a worker thread: appends go on meanwhile); a failed commit is logged and retried next round;
 3. merge the oldest small data files when the table holds too many
-   (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due.
+   (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due;
+4. every ``log.retention.check.interval.ms`` (and in the first round): the log's maintenance
+   (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table properties,
+   retention, VACUUM), in a worker thread.
 
 :meth:`LakeFlusher.close` flushes what is below the high watermark before it stops, so a clean
 shutdown leaves the Delta table up to date.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.compaction import compact_if_needed
@@ -45,13 +49,18 @@ class LakeFlusher:
             Default: 64.
         close_timeout_s: how long :meth:`close` flushes before it gives up (the rest stays in the
             tail, recovered on the next open). Default: 30.
+        maintenance_interval_ms: time between maintenance rounds (``log.retention.check.interval.ms``).
+            Default: 300000 (Kafka's).
 
     Must be created inside a running asyncio event loop.
     """
 
     def __init__(self, log: PartitionLog, *, interval_ms: int | None = None, commit_bytes: int | None = None,
-                 segment_files_max: int | None = 64, close_timeout_s: float = 30.0) -> None:
+                 segment_files_max: int | None = 64, close_timeout_s: float = 30.0,
+                 maintenance_interval_ms: int = 300_000) -> None:
         self.log = log
+        self.maintenance_interval_s = maintenance_interval_ms / 1000.0
+        self._next_maintenance = 0.0
         self._interval_ms = interval_ms
         self._commit_bytes = commit_bytes
         self._segment_files_max = segment_files_max
@@ -104,6 +113,21 @@ class LakeFlusher:
             await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
             if self.log.fsyncs:
                 await asyncio.to_thread(self.log.sync_if_due)
+            # 4. retention and VACUUM when log.retention.check.interval.ms is due
+            await self.maintain_if_due()
+
+    async def maintain_if_due(self) -> None:
+        """Run the log's maintenance round when ``maintenance_interval_ms`` passed since the last one.
+        Never raises (a failure is logged; the next round tries again); cancellation is passed on."""
+        if time.monotonic() < self._next_maintenance:
+            return
+        self._next_maintenance = time.monotonic() + self.maintenance_interval_s
+        try:
+            await asyncio.to_thread(self.log.lifecycle.run)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("maintenance of %s-%d failed", self.log.topic, self.log.partition)
 
     async def flush(self) -> int:
         """Commit everything below the high watermark now (several commits of ``lake.commit.bytes``).

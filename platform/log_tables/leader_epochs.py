@@ -96,6 +96,15 @@ class LeaderEpochCache:
             self.entries.append((leader_epoch, start_offset))
             self.fence(leader_epoch)
 
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: epochs wholly below it go, the one it falls in starts
+        there (Kafka's ``LeaderEpochFileCache.truncateFromStart``)."""
+        below = [e for e in self.entries if e[1] <= start_offset]
+        if not below:
+            return
+        epoch = below[-1][0]
+        self.entries = [(epoch, start_offset)] + [e for e in self.entries if e[1] > start_offset]
+
     def end_offset_for(self, leader_epoch: int, *, log_start_offset: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetsForLeaderEpoch answer: see :meth:`PartitionLog.end_offset_for_epoch`."""
         i = bisect.bisect_right([e for e, _ in self.entries], leader_epoch) - 1

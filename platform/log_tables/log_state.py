@@ -93,6 +93,15 @@ class LogState:
             self.files, self.commits_since_index = files, 0
             self.segments = segments
 
+    def start_advanced(self, log_start_offset: int, files: FileSnapshot) -> None:
+        """The log now starts at ``log_start_offset`` (retention, the leader's, DeleteRecords); ``files``:
+        the table's files after the data files below it were removed. The leader epoch cache starts
+        there too (Kafka's ``truncateFromStart``)."""
+        with self.lock:
+            self.log_start_offset = max(self.log_start_offset, log_start_offset)
+            self.files, self.commits_since_index = files, 0
+            self.epochs.truncate_from_start(self.log_start_offset)
+
     def truncated(self, offset: int) -> None:
         """The log now ends at ``offset``; the high watermark drops to at most it."""
         with self.lock:

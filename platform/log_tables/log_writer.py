@@ -270,6 +270,10 @@ class LogWriter:
         stack.enter_context(self.lock)
         return stack
 
+    def check_open(self) -> None:
+        """Raise :class:`LogClosedError` when the log was closed."""
+        self._check_open()
+
     def _check_open(self) -> None:
         if self.closed:
             raise LogClosedError(f"The log of {self.name} is closed")
@@ -291,6 +295,11 @@ class LogWriter:
             self.segments.published(frame)
         self.state.appended(base, batch, starts, segments=self.segments.view)
         return None
+
+    def commit(self, what: str, write: Callable[[], int]) -> int:
+        """Run one Delta commit (the caller holds ``lake_lock``); on failure re-read the table (ambiguous
+        outcome) and raise :class:`CommitFailedError` (retriable) saying ``what`` failed."""
+        return self._commit(what, write)
 
     def _commit(self, what: str, write: Callable[[], int]) -> int:
         """Run one Delta commit; on failure re-read the table (ambiguous outcome) and raise CommitFailedError."""

@@ -22,7 +22,8 @@ lives in :mod:`lakelog.log_tables.group_commit`.
 - :mod:`~lakelog.log_tables.fetch`: reads, the tail cache first, then the data files through
   :mod:`~lakelog.log_tables.offset_scan` (the same code as Spark's
   :func:`~lakelog.log_tables.reader.read_offset_range`);
-- :mod:`~lakelog.log_tables.compaction`: which small files to merge, and the merge.
+- :mod:`~lakelog.log_tables.compaction`: which small files to merge, and the merge;
+- :mod:`~lakelog.log_tables.lifecycle`: retention, log start offset moves, VACUUM (:attr:`PartitionLog.lifecycle`).
 
 Replication (see :mod:`lakelog.replication`) adds three operations: :meth:`PartitionLog.append_replicated`
 (a follower appends the leader's records with the leader's offsets), :meth:`PartitionLog.truncate_to`
@@ -50,6 +51,7 @@ from lakelog.log_tables import compaction
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import read_log, tail_offset_for_timestamp
+from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo, LogWriter
 from lakelog.log_tables.reader import offset_for_timestamp
@@ -101,6 +103,8 @@ class PartitionLog:
         self._writer = writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
                                           config=config, state=state, segments=segments)
         writer.recover()
+        #: retention, log start offset moves, VACUUM (:class:`~lakelog.log_tables.lifecycle.LogLifecycle`)
+        self.lifecycle = LogLifecycle(writer, state)
         if segments is not None and config.lake_commit_interval_ms == 0:
             writer.drop_tail()
         state.high_watermark = (state.log_end_offset if initial_high_watermark is None else
@@ -362,28 +366,16 @@ class PartitionLog:
     # -- compaction -----------------------------------------------------------------------------
 
     def needs_compaction(self, *, max_files: int = 64, max_file_bytes: int = COMPACTION_TARGET_BYTES) -> bool:
-        """True when the table holds more than ``max_files`` small data files (a cheap, in-memory check).
-
-        Only files :meth:`compact_head` may merge count (smaller than half of ``max_file_bytes``, and
-        the commits not indexed yet): a table of large files does not ask for compaction after every
-        commit. See :mod:`~lakelog.log_tables.compaction`.
-        """
+        """True when the table holds more than ``max_files`` data files that :meth:`compact_head` may merge
+        (smaller than half of ``max_file_bytes``, plus commits not indexed yet): a cheap, in-memory check."""
         state = self._state
         return compaction.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
 
     def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = COMPACTION_TARGET_BYTES,
                      max_run_bytes: int = 256 * 1024 * 1024) -> int:
-        """Rewrite the oldest run of small data files into one file, in offset order; one Delta commit.
-
-        The run is chosen by :func:`~lakelog.log_tables.compaction.choose_run` among the files older
-        than the ``keep_newest`` newest (sizes in bytes); the rewrite is a replaceWhere on its offsets,
-        so readers of an older version keep their files until a VACUUM, and its output has row groups
-        of at most :data:`COMPACTION_ROW_GROUP_ROWS` rows. The broker is the table's only writer, so
-        this never races an append. A failed commit is logged, the log re-read, and 0 returned.
-
-        Returns:
-            The number of files replaced (0 when there was nothing worth compacting).
-        """
+        """Merge the oldest run of small data files into one, in offset order (one Delta commit; see
+        :mod:`~lakelog.log_tables.compaction`, sizes in bytes). A failed commit is logged, the log re-read,
+        and 0 returned. Returns the number of files replaced."""
         return self._writer.compact_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
                                          max_run_bytes=max_run_bytes)
 

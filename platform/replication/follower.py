@@ -149,6 +149,8 @@ class ReplicaFetcher:
                 url, self.log.topic, self.log.partition, replica_id=self.broker_id, leader_epoch=self.leader_epoch,
                 offset=offset, max_bytes=self.fetch_max_bytes, max_wait_ms=self.fetch_wait_max_ms)
         except OffsetOutOfRangeError as e:
+            if await self._behind_log_start(url):
+                return
             raise _TruncateAgain(str(e)) from None  # our log is ahead of the leader's
         leader_hw = answer.high_watermark
         if answer.records is not None and answer.records.num_rows:
@@ -157,6 +159,22 @@ class ReplicaFetcher:
             else:
                 await asyncio.to_thread(self.log.append_replicated, answer.records)
         self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
+        if answer.log_start_offset > self.log.log_start_offset:
+            # the leader's retention moved its log start offset: ours follows (Kafka's follower fetch)
+            await asyncio.to_thread(self.log.lifecycle.advance_log_start_offset, answer.log_start_offset,
+                                    reason="leader")
         if self._on_append is not None:
             await self._on_append()
+
+    async def _behind_log_start(self, url: str) -> bool:
+        """After an out-of-range fetch: when our log ends below the leader's log start offset (retention
+        removed what we would fetch next), drop our log and start over there (Kafka's
+        ``truncateFullyAndStartAt``). Returns True when it did."""
+        leader_start, _, _, _ = await self._leader.partition_offsets(url, self.log.topic, self.log.partition)
+        if self.log.log_end_offset >= leader_start:
+            return False
+        log.info("%s-%d: our log ends at %d, below the leader's log start offset %d: starting over there",
+                 self.log.topic, self.log.partition, self.log.log_end_offset, leader_start)
+        await asyncio.to_thread(self.log.lifecycle.reset_to, leader_start)
+        return True
 

@@ -46,11 +46,13 @@ class ReplicaFetchResult:
         records: full log rows (``LOG_SCHEMA``) from the fetch offset, possibly empty.
         high_watermark: the leader's HW when it answered.
         log_end_offset: the leader's LEO when it answered.
+        log_start_offset: the leader's log start offset when it answered (-1 when not sent).
     """
 
     records: pa.Table | None
     high_watermark: int
     log_end_offset: int
+    log_start_offset: int = -1
 
 
 class LeaderClient:
@@ -136,7 +138,8 @@ class LeaderClient:
                             leader_epoch: int, offset: int, max_bytes: int, max_wait_ms: int) -> ReplicaFetchResult:
         """A follower's fetch from its leader (long-polls up to ``max_wait_ms``).
 
-        Raises: OffsetOutOfRangeError when ``offset`` is beyond the leader's LEO (truncate first),
+        Raises: OffsetOutOfRangeError when ``offset`` is beyond the leader's LEO (truncate first) or
+        below its log start offset (start over there),
         FencedLeaderEpochError / UnknownLeaderEpochError on an epoch mismatch, NotLeaderError,
         LeaderNotAvailableError.
         """
@@ -148,7 +151,8 @@ class LeaderClient:
             timeout=max_wait_ms / 1000.0 + 30)
         records = read_arrow_ipc(resp.content) if resp.content else None
         return ReplicaFetchResult(records, int(resp.headers.get("X-Lakelog-High-Watermark", "0")),
-                                  int(resp.headers.get("X-Lakelog-Log-End-Offset", "-1")))
+                                  int(resp.headers.get("X-Lakelog-Log-End-Offset", "-1")),
+                                  int(resp.headers.get("X-Lakelog-Log-Start-Offset", "-1")))
 
     async def epoch_end_offset(self, leader_url: str, topic: str, partition: int, *, replica_id: int,
                                leader_epoch: int, epoch: int) -> tuple[int, int]:

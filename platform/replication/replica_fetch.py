@@ -35,10 +35,11 @@ async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, repli
 
     Raises:
         the errors of :func:`replica_leader`; OffsetOutOfRangeError when ``offset`` is beyond the
-        leader's LEO (the follower truncates).
+        leader's LEO (the follower truncates) or below its log start offset (retention removed it: the
+        follower starts over at the leader's log start offset).
     """
     part = await replica_leader(rm, topic, partition, replica_id, leader_epoch)
-    if offset > part.log.log_end_offset:
+    if offset > part.log.log_end_offset or offset < part.log.log_start_offset:
         raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=offset,
                                     log_start_offset=part.log.log_start_offset,
                                     high_watermark=part.log.log_end_offset)

@@ -1,0 +1,301 @@
+"""The lifecycle of a partition log: retention, VACUUM and the Delta log, so a log can run for months.
+
+Kafka removes old records by whole segments: ``retention.ms`` deletes the oldest segments whose newest
+record is older than that, ``retention.bytes`` the oldest segments while the log without them still holds
+that many bytes, and the log start offset moves to the first offset left (Kafka's
+``UnifiedLog.deleteOldSegments``; the log start offset also follows the leader's on followers and
+DeleteRecords). Here the Delta table's data files play the segments' part (the segment tail holds only
+records not yet flushed, deleted once they are in Delta):
+
+- :func:`retention_start_offset` decides, from the file index alone, where the log starts after
+  retention (only files wholly below the high watermark and the lake end offset may go);
+- :meth:`LogLifecycle.advance_log_start_offset` removes the files wholly below a new log start offset in
+  one metadata-only Delta commit (``delete`` with ``offset < X`` at a file boundary: no file is
+  rewritten) and moves the log start offset; reads below it answer
+  :class:`~lakelog.log_tables.errors.OffsetOutOfRangeError`;
+- a file that left the table (retention, compaction, merges, truncation) stays on disk for
+  ``lake.vacuum.retention.ms`` (Delta's ``delta.deletedFileRetentionDuration``: readers of an older
+  version and time travel keep working), then :meth:`LogLifecycle.vacuum` deletes it (delta-rs VACUUM);
+- the Delta log keeps commits as long (``delta.logRetentionDuration``): delta-rs writes a checkpoint
+  every ``delta.checkpointInterval`` commits and then deletes the expired commit files, so
+  ``_delta_log`` stays bounded.
+
+Steps of one maintenance round (:meth:`LogLifecycle.run`, every ``log.retention.check.interval.ms``,
+mirrored by comments in the code):
+
+1. the table's Delta properties follow the topic config (one metadata commit when they changed);
+2. retention, when ``cleanup.policy`` has ``delete``: the new log start offset, then the files below it go;
+3. VACUUM: files removed longer than ``lake.vacuum.retention.ms`` ago are deleted from disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltalake import CommitProperties, write_deltalake
+
+from lakelog.config import TopicConfig
+from lakelog.log_tables.data_files import DataFile
+from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY
+
+if TYPE_CHECKING:
+    from lakelog.log_tables.log_state import LogState
+    from lakelog.log_tables.log_writer import LogWriter
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LOG_START_OFFSET_KEY", "LogLifecycle", "MaintenanceResult", "retention_start_offset",
+           "table_properties"]
+
+#: commitInfo key holding the log start offset a retention commit moved to.
+LOG_START_OFFSET_KEY = "lakelog.log_start_offset"
+
+
+def retention_start_offset(files: Sequence[DataFile], *, log_start_offset: int, upper_offset: int,
+                           retention_ms: int, retention_bytes: int, tail_bytes: int, now_ms: int) -> int:
+    """Where the log starts after ``retention.ms`` and ``retention.bytes`` (Kafka's ``deleteOldSegments``).
+
+    Only a prefix of whole files goes, each wholly below ``upper_offset``; a file goes when its newest
+    record (``max.timestamp`` statistic) is older than ``now_ms - retention_ms``, or while the log
+    without it still holds at least ``retention_bytes`` bytes (data files plus ``tail_bytes``). A file
+    without offset or timestamp statistics stops the prefix.
+
+    Args:
+        files: the table's data files in offset order (:attr:`FileSnapshot.files
+            <lakelog.log_tables.data_files.FileSnapshot.files>`).
+        log_start_offset: the log start offset now (never moves back).
+        upper_offset: no record at or above it goes (the high watermark, at most the lake end offset).
+        retention_ms: ``retention.ms``; -1 = no limit by time.
+        retention_bytes: ``retention.bytes`` per partition; -1 = no limit by size.
+        tail_bytes: bytes of the segment tail (counted in the log's size).
+        now_ms: the time, ms since the epoch.
+
+    Returns:
+        The new log start offset: the first offset of the first file kept, or ``upper_offset`` when
+        every file below it goes; ``log_start_offset`` when nothing goes.
+    """
+    if retention_ms < 0 and retention_bytes < 0:
+        return log_start_offset
+    size = sum(f.size_bytes for f in files) + tail_bytes
+    start = log_start_offset
+    for f in files:
+        if not f.has_offset_stats or f.max_offset >= upper_offset:
+            break
+        expired = (retention_ms >= 0 and f.max_timestamp_us is not None
+                   and f.max_timestamp_us // 1000 < now_ms - retention_ms)
+        too_big = retention_bytes >= 0 and size - f.size_bytes >= retention_bytes
+        if not (expired or too_big):
+            break
+        size -= f.size_bytes
+        start = max(start, f.max_offset + 1)
+    return start
+
+
+def table_properties(config: TopicConfig) -> dict[str, str]:
+    """The Delta table properties a topic config asks for: how long removed files and old commits stay
+    (``lake.vacuum.retention.ms``), and that expired commit files are cleaned up at checkpoints."""
+    interval = f"interval {config.lake_vacuum_retention_ms} milliseconds"
+    return {"delta.deletedFileRetentionDuration": interval, "delta.logRetentionDuration": interval,
+            "delta.enableExpiredLogCleanup": "true"}
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    """What a maintenance round did.
+
+    Attributes:
+        log_start_offset: the log start offset after it.
+        files_removed: data files removed from the table by retention.
+        files_vacuumed: removed data files deleted from disk.
+    """
+
+    log_start_offset: int
+    files_removed: int = 0
+    files_vacuumed: int = 0
+
+
+class LogLifecycle:
+    """Retention, log start offset moves and VACUUM of one partition log (see the module docstring).
+
+    Args:
+        writer: the log's one writer (its ``lake_lock`` serialises these commits with the flush).
+        state: the log's in-memory state.
+
+    Methods are blocking (Delta I/O): call them from a worker thread.
+    """
+
+    def __init__(self, writer: "LogWriter", state: "LogState") -> None:
+        self._writer = writer
+        self._state = state
+
+    def run(self, *, now_ms: int | None = None) -> MaintenanceResult:
+        """One maintenance round (steps in the module docstring). A failed step is logged and the round
+        goes on; the next round tries again.
+
+        Args:
+            now_ms: the time, ms since the epoch (tests). Default: the wall clock.
+        """
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        config = self._writer.config
+        removed = vacuumed = 0
+        # 1. Delta table properties follow the topic config
+        self._step("setting the table properties of", self.sync_table_properties)
+        # 2. retention: whole files below the new log start offset go
+        if config.deletes:
+            removed = self._step("applying retention to", lambda: self.apply_retention(now_ms=now_ms)) or 0
+        # 3. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
+        vacuumed = self._step("vacuuming", self.vacuum) or 0
+        return MaintenanceResult(self._state.log_start_offset, removed, vacuumed)
+
+    def _step(self, what: str, step):
+        try:
+            return step()
+        except Exception:
+            log.exception("%s %s failed", what, self._writer.name)
+            return None
+
+    def apply_retention(self, *, now_ms: int) -> int:
+        """Remove the oldest data files that ``retention.ms`` / ``retention.bytes`` let go
+        (:func:`retention_start_offset`) and move the log start offset past them.
+
+        Returns:
+            The number of files removed.
+
+        Raises:
+            CommitFailedError: the Delta commit failed (the state was re-read; the next round retries).
+        """
+        config, state = self._writer.config, self._state
+        with self._writer.lake_lock:
+            self._writer.load_index()  # appends without a tail do not update the index
+        view = state.view()
+        start = retention_start_offset(
+            view.files.files, log_start_offset=view.log_start_offset,
+            upper_offset=min(view.high_watermark, view.lake_end_offset),
+            retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
+            tail_bytes=view.segments.nbytes, now_ms=now_ms)
+        if start <= view.log_start_offset:
+            return 0
+        return self.advance_log_start_offset(start, reason="retention")
+
+    def advance_log_start_offset(self, offset: int, *, reason: str) -> int:
+        """Move the log start offset up to ``offset`` (never back; at most the high watermark) and remove
+        the data files wholly below it: one metadata-only Delta commit, recording the new log start
+        offset and the lake end offset. Kafka's ``maybeIncrementLogStartOffset``: retention, a follower
+        taking its leader's log start offset, DeleteRecords.
+
+        Files that hold offsets on both sides stay (the log start offset may lie inside a file: reads
+        below it are refused all the same). Every record below ``offset`` is gone for readers at once;
+        its file leaves the disk after ``lake.vacuum.retention.ms`` (:meth:`vacuum`).
+
+        Args:
+            offset: the new log start offset.
+            reason: for the log (``retention``, ``leader``, ``delete-records``).
+
+        Returns:
+            The number of data files removed.
+
+        Raises:
+            CommitFailedError: the Delta commit failed (the state was re-read from the table).
+        """
+        writer, state = self._writer, self._state
+        with writer.lake_lock:
+            if writer.closed:
+                return 0
+            view = state.view()
+            new_start = min(max(offset, view.log_start_offset), view.high_watermark)
+            if new_start <= view.log_start_offset:
+                return 0
+            files = writer.load_index()
+            gone = [f for f in files.files if f.has_offset_stats and f.max_offset < new_start]
+            if gone:
+                kept = [f for f in files.files if f not in gone]
+                boundary = min((f.min_offset for f in kept if f.has_offset_stats), default=None)
+                predicate = f"offset < {boundary if boundary is not None else gone[-1].max_offset + 1}"
+                lake_end = view.lake_end_offset
+                writer.commit(f"Removing {len(gone)} files below offset {new_start} of {writer.name}",
+                              lambda: self._delete(predicate, new_start, lake_end, reason))
+                files = writer.load_index()
+            with writer.lock:
+                state.start_advanced(new_start, files)
+        log.info("log start offset of %s moved to %d (%s): %d data files removed", writer.name, new_start,
+                 reason, len(gone))
+        return len(gone)
+
+    def _delete(self, predicate: str, log_start_offset: int, lake_end_offset: int, reason: str) -> int:
+        table = self._writer.table
+        table.delete(predicate, commit_properties=CommitProperties(custom_metadata={
+            LAKE_END_OFFSET_KEY: str(lake_end_offset), LOG_START_OFFSET_KEY: str(log_start_offset),
+            "lakelog.operation": reason}))
+        return table.version()
+
+    def reset_to(self, offset: int) -> None:
+        """Drop the whole log and start it over, empty, at ``offset``: log start, lake end and log end offset
+        all become ``offset`` (Kafka's ``truncateFullyAndStartAt``: a follower whose log ends below its
+        leader's log start offset). One Delta commit removing every data file and recording ``offset``
+        as the lake end offset, so a restart recovers the same; the segment tail is deleted.
+
+        Raises:
+            LogClosedError: the log is closed.
+            CommitFailedError: the Delta commit failed (the state was re-read from the table).
+        """
+        writer, state = self._writer, self._state
+        with writer.lake_lock, writer.lock:
+            writer.check_open()
+            writer.commit(f"Starting {writer.name} over at offset {offset}", lambda: self._remove_all(offset))
+            if writer.segments is not None:
+                writer.segments.delete_all()
+            writer.recover()
+            with state.lock:
+                state.high_watermark = max(state.high_watermark, state.log_end_offset)
+        log.info("%s starts over at offset %d", writer.name, offset)
+
+    def _remove_all(self, offset: int) -> int:
+        table = self._writer.table
+        write_deltalake(table, LOG_SCHEMA.empty_table(), mode="overwrite", commit_properties=CommitProperties(
+            custom_metadata={LAKE_END_OFFSET_KEY: str(offset), LOG_START_OFFSET_KEY: str(offset),
+                             "lakelog.operation": "reset"}))
+        return table.version()
+
+    def vacuum(self) -> int:
+        """Delete from disk the data files removed from the table longer than ``lake.vacuum.retention.ms``
+        ago (delta-rs VACUUM, honouring the table's ``delta.deletedFileRetentionDuration``), and files no
+        commit ever referenced (a failed commit's). The segment tail (``_lakelog_segments``) is never
+        touched: VACUUM skips names starting with ``_``.
+
+        Returns:
+            The number of files deleted.
+        """
+        writer = self._writer
+        with writer.lake_lock:
+            if writer.closed:
+                return 0
+            table = writer.table
+            if not table.vacuum(dry_run=True):
+                return 0
+            deleted = table.vacuum(dry_run=False, commit_properties=CommitProperties(custom_metadata={
+                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), "lakelog.operation": "vacuum"}))
+            table.update_incremental()
+        if deleted:
+            log.info("vacuum of %s deleted %d files", writer.name, len(deleted))
+        return len(deleted)
+
+    def sync_table_properties(self) -> bool:
+        """Set the table's Delta properties to :func:`table_properties` of the topic config, if they
+        differ (one metadata commit). Returns True when they changed."""
+        writer = self._writer
+        with writer.lake_lock:
+            if writer.closed:
+                return False
+            table = writer.table
+            wanted = table_properties(writer.config)
+            current = table.metadata().configuration
+            if all(current.get(k) == v for k, v in wanted.items()):
+                return False
+            table.alter.set_table_properties(wanted, commit_properties=CommitProperties(custom_metadata={
+                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), "lakelog.operation": "set-properties"}))
+            return True

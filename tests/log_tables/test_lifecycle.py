@@ -1,0 +1,229 @@
+"""The log's lifecycle: retention by time and size (whole files, metadata-only removes), the log start
+offset (reads below it refused, kept across restarts, followed from a leader, start over), VACUUM after
+``lake.vacuum.retention.ms`` and a bounded Delta log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lakelog.config import TopicConfig
+from lakelog.log_tables.data_files import DataFile
+from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.flusher import LakeFlusher
+from lakelog.log_tables.lifecycle import retention_start_offset, table_properties
+from lakelog.log_tables.partition_log import PartitionLog
+
+HOUR_MS = 3_600_000
+NOW_MS = 1_800_000_000_000
+
+
+def open_log(path: Path, **configs) -> PartitionLog:
+    config = TopicConfig.parse({k.replace("_", "."): str(v) for k, v in configs.items()})
+    return PartitionLog.open(topic="t", partition=0, table_uri=path / "t-0", config=config)
+
+
+def records(n: int, *, timestamp_ms: int, start: int = 0, size: int = 10) -> pa.Table:
+    return pa.table({"value": [b"%0*d" % (size, i) for i in range(start, start + n)],
+                     "timestamp": pa.array([timestamp_ms] * n, pa.int64())})
+
+
+def parquet_files(log: PartitionLog) -> set[str]:
+    return {p.name for p in Path(log.table_uri).glob("*.parquet")}
+
+
+def fill(log: PartitionLog, batches: int, *, per_batch: int = 10, first_ts_ms: int, step_ms: int = HOUR_MS) -> None:
+    """``batches`` appends (one Delta file each with lake.commit.interval.ms=0), an hour apart."""
+    for i in range(batches):
+        log.append(records(per_batch, timestamp_ms=first_ts_ms + i * step_ms, start=i * per_batch))
+    log.advance_high_watermark(log.log_end_offset)
+
+
+def file(lo: int, hi: int, *, ts_ms: int | None, size: int = 100) -> DataFile:
+    return DataFile(path=f"f{lo}", min_offset=lo, max_offset=hi, max_timestamp_us=None if ts_ms is None else ts_ms * 1000,
+                    num_records=hi - lo + 1, size_bytes=size)
+
+
+# -- the decision ---------------------------------------------------------------------------------
+
+def test_retention_by_time_removes_the_expired_prefix_only():
+    files = [file(0, 9, ts_ms=1000), file(10, 19, ts_ms=5000), file(20, 29, ts_ms=2000), file(30, 39, ts_ms=9000)]
+    decide = lambda **kw: retention_start_offset(files, log_start_offset=0, upper_offset=40, retention_bytes=-1,
+                                                 tail_bytes=0, **kw)
+    assert decide(retention_ms=4000, now_ms=6000) == 10        # file 2 expired too, but after a kept one
+    assert decide(retention_ms=500, now_ms=6000) == 30
+    assert decide(retention_ms=-1, now_ms=10 ** 12) == 0      # no time limit
+    assert decide(retention_ms=0, now_ms=10 ** 12) == 40      # everything below the upper offset
+
+
+def test_retention_by_size_keeps_at_least_retention_bytes():
+    files = [file(i * 10, i * 10 + 9, ts_ms=NOW_MS, size=100) for i in range(5)]
+    decide = lambda **kw: retention_start_offset(files, log_start_offset=0, upper_offset=50, retention_ms=-1,
+                                                 now_ms=NOW_MS, **kw)
+    assert decide(retention_bytes=250, tail_bytes=0) == 20     # 500 -> 300: one more would leave 200 < 250
+    assert decide(retention_bytes=300, tail_bytes=0) == 20
+    assert decide(retention_bytes=300, tail_bytes=100) == 30   # the tail counts in the log's size
+    assert decide(retention_bytes=10_000, tail_bytes=0) == 0
+
+
+def test_retention_never_passes_the_upper_offset_or_a_file_without_statistics():
+    files = [file(0, 9, ts_ms=1), file(10, 19, ts_ms=1), file(20, 29, ts_ms=1)]
+    assert retention_start_offset(files, log_start_offset=0, upper_offset=15, retention_ms=0, retention_bytes=-1,
+                                  tail_bytes=0, now_ms=NOW_MS) == 10
+    files = [file(0, 9, ts_ms=1), file(10, 19, ts_ms=None), file(20, 29, ts_ms=1)]
+    assert retention_start_offset(files, log_start_offset=0, upper_offset=30, retention_ms=0, retention_bytes=-1,
+                                  tail_bytes=0, now_ms=NOW_MS) == 10
+    assert retention_start_offset(files, log_start_offset=25, upper_offset=30, retention_ms=0, retention_bytes=-1,
+                                  tail_bytes=0, now_ms=NOW_MS) == 25  # never moves back
+
+
+# -- retention on a log ---------------------------------------------------------------------------
+
+def test_retention_by_time_removes_whole_files_without_rewriting_any(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0, retention_ms=10 * HOUR_MS)
+    fill(log, 24, first_ts_ms=NOW_MS - 24 * HOUR_MS)             # batch i is 24-i hours old
+    on_disk = parquet_files(log)
+    removed = log.lifecycle.apply_retention(now_ms=NOW_MS)
+    # batches 0..13 are older than 10 h (batch 14 is exactly 10 h old: kept)
+    assert removed == 14 and log.log_start_offset == 140
+    assert parquet_files(log) == on_disk                        # nothing written, nothing deleted yet
+    commit = DeltaTable(log.table_uri).history(1)[0]
+    assert commit["operation"] == "DELETE" and commit["lakelog.log_start_offset"] == "140"
+    assert commit["operationMetrics"]["num_added_files"] == 0
+    with pytest.raises(OffsetOutOfRangeError) as e:
+        log.read(139)
+    assert e.value.error_code == 42202 and "140" in str(e.value)
+    assert log.read(140)["offset"].to_pylist()[0] == 140
+    assert log.lifecycle.apply_retention(now_ms=NOW_MS) == 0    # idempotent
+    log.close()
+    reopened = open_log(tmp_path, lake_commit_interval_ms=0)
+    assert reopened.log_start_offset == 140 and reopened.log_end_offset == 240
+
+
+def test_retention_by_size_keeps_about_retention_bytes(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0)
+    fill(log, 20, per_batch=100, first_ts_ms=NOW_MS)
+    total = sum(a["size_bytes"] for a in pa.table(DeltaTable(log.table_uri).get_add_actions(flatten=True)).to_pylist())
+    budget = total // 4
+    log.update_config(TopicConfig.parse({"lake.commit.interval.ms": "0", "retention.bytes": str(budget)}))
+    assert log.lifecycle.apply_retention(now_ms=NOW_MS) > 0
+    left = sum(a["size_bytes"] for a in pa.table(DeltaTable(log.table_uri).get_add_actions(flatten=True)).to_pylist())
+    assert budget <= left < budget + total // 20 + 1           # within one file of the limit
+    assert log.log_start_offset % 100 == 0 and log.log_start_offset > 0
+
+
+def test_the_log_start_offset_may_lie_inside_a_file_and_an_emptied_log_keeps_its_offsets(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0)
+    fill(log, 3, first_ts_ms=NOW_MS)
+    assert log.lifecycle.advance_log_start_offset(15, reason="delete-records") == 1   # file 0-9 goes
+    assert log.log_start_offset == 15 and len(parquet_files(log)) == 3
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(14)
+    assert log.read(15)["offset"].to_pylist()[:2] == [15, 16]
+    assert log.lifecycle.advance_log_start_offset(99, reason="delete-records") == 2     # capped at the HW
+    assert log.log_start_offset == 30 == log.log_end_offset
+    log.close()
+    reopened = open_log(tmp_path, lake_commit_interval_ms=0)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (30, 30)
+    reopened.append(records(2, timestamp_ms=NOW_MS))
+    assert reopened.log_end_offset == 32
+
+
+def test_retention_on_a_tiered_log_removes_only_what_is_in_delta(tmp_path):
+    log = open_log(tmp_path, retention_ms=0)
+    fill(log, 5, first_ts_ms=NOW_MS - HOUR_MS, step_ms=0)
+    assert log.flush_to_lake() == 50
+    log.append(records(10, timestamp_ms=NOW_MS - HOUR_MS, start=50))    # in the tail only
+    log.advance_high_watermark(log.log_end_offset)
+    log.lifecycle.apply_retention(now_ms=NOW_MS)
+    assert log.log_start_offset == 50 and log.lake_end_offset == 50
+    assert log.read(50)["offset"].to_pylist() == list(range(50, 60))
+
+
+def test_a_log_started_over_at_an_offset_recovers_there(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 3, first_ts_ms=NOW_MS)
+    log.flush_to_lake(max_bytes=1)
+    log.lifecycle.reset_to(500)
+    assert (log.log_start_offset, log.lake_end_offset, log.log_end_offset, log.high_watermark) == (500, 500, 500, 500)
+    assert log.read(500).num_rows == 0
+    info = log.append(records(3, timestamp_ms=NOW_MS))
+    assert info.base_offset == 500
+    log.close()
+    reopened = open_log(tmp_path)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (500, 503)
+
+
+# -- VACUUM and the Delta log -----------------------------------------------------------------------
+
+def test_removed_files_leave_the_disk_after_the_vacuum_retention_and_not_before(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0, retention_ms=HOUR_MS, lake_vacuum_retention_ms=1500)
+    fill(log, 6, first_ts_ms=NOW_MS - 6 * HOUR_MS)
+    (Path(log.table_uri) / "_lakelog_topic_id").write_text("id")
+    result = log.lifecycle.run(now_ms=NOW_MS)
+    props = DeltaTable(log.table_uri).metadata().configuration
+    assert {k: props[k] for k in table_properties(log.config)} == table_properties(log.config)
+    assert props["delta.deletedFileRetentionDuration"] == "interval 1500 milliseconds"
+    assert result.files_removed == 5 and result.files_vacuumed == 0
+    assert len(parquet_files(log)) == 6                       # inside the window: time travel still reads them
+    old = DeltaTable(log.table_uri, version=6).to_pyarrow_table(columns=["offset"])
+    assert old.num_rows == 60
+    time.sleep(1.6)
+    result = log.lifecycle.run(now_ms=NOW_MS)
+    assert result.files_vacuumed == 5 and len(parquet_files(log)) == 1
+    assert log.read(50)["offset"].to_pylist() == list(range(50, 60))
+    assert (Path(log.table_uri) / "_lakelog_topic_id").exists()   # names with "_" are never vacuumed
+    log.close()
+    assert open_log(tmp_path, lake_commit_interval_ms=0).log_start_offset == 50
+
+
+def test_merged_files_are_vacuumed_too(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
+    fill(log, 10, first_ts_ms=NOW_MS)
+    assert log.compact_head(keep_newest=1) == 9
+    assert len(parquet_files(log)) == 11
+    log.lifecycle.run(now_ms=NOW_MS)
+    assert len(parquet_files(log)) == 2
+    assert log.read(0, max_bytes=1 << 20)["offset"].to_pylist() == list(range(100))
+
+
+def test_the_delta_log_stays_bounded(tmp_path):
+    log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
+    log.lifecycle.run(now_ms=NOW_MS)                          # table properties: logs expire at once
+    for i in range(230):
+        log.append(records(1, timestamp_ms=NOW_MS, start=i))
+    names = os.listdir(Path(log.table_uri) / "_delta_log")
+    commits = [n for n in names if n.endswith(".json")]
+    assert any(n.endswith(".checkpoint.parquet") for n in names)
+    assert len(commits) < 110, len(commits)                    # one checkpoint interval, not 230
+    log.close()
+    assert open_log(tmp_path, lake_commit_interval_ms=0).log_end_offset == 230
+
+
+def test_the_flusher_runs_the_maintenance_round(tmp_path):
+    async def run():
+        log = open_log(tmp_path, lake_commit_interval_ms=100, retention_ms=HOUR_MS, lake_vacuum_retention_ms=0)
+        old = int(time.time() * 1000) - 3 * HOUR_MS
+        for i in range(3):
+            log.append(records(10, timestamp_ms=old, start=10 * i))
+            log.advance_high_watermark(log.log_end_offset)
+            log.flush_to_lake()
+        log.append(records(10, timestamp_ms=int(time.time() * 1000), start=30))
+        log.advance_high_watermark(log.log_end_offset)
+        flusher = LakeFlusher(log, maintenance_interval_ms=100)
+        deadline = time.monotonic() + 10
+        while (log.log_start_offset < 30 or len(parquet_files(log)) > 1) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await flusher.close()
+        return log
+
+    log = asyncio.run(run())
+    assert log.log_start_offset == 30 and len(parquet_files(log)) == 1
+    assert log.read(30)["offset"].to_pylist() == list(range(30, 40))
