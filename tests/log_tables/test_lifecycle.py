@@ -5,7 +5,6 @@ offset (reads below it refused, kept across restarts, followed from a leader, st
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path

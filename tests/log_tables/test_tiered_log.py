@@ -212,3 +212,23 @@ def test_flush_messages_makes_appends_fsync_and_leave_the_event_loop(tmp_path, m
     assert len(synced) == 1
     default = open_log(tmp_path / "d")
     assert not default.fsyncs and default.append_is_quick(10) and not default.append_is_quick(1 << 20)
+
+
+def test_a_topic_config_change_applies_to_the_open_log(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1 << 20)
+    append(log, values(10))
+    assert log.tiered and log.lake_end_offset == 0
+    # lake.commit.interval.ms=0: the tail goes to Delta at once and appends are Delta commits from now on
+    log.update_config(TopicConfig.parse({"lake.commit.interval.ms": "0"}))
+    assert not log.tiered and log.lake_end_offset == 10 and delta_offsets(log) == list(range(10))
+    assert append(log, values(5, 10)).version is not None and delta_offsets(log) == list(range(15))
+    # back to a tail: appends go to segments from the log end offset on
+    log.update_config(TopicConfig.parse({"lake.commit.interval.ms": "1000", "segment.bytes": "2000"}))
+    assert log.tiered and log._writer.segments.segment_bytes == 2000
+    for i in range(10):
+        assert append(log, values(5, 15 + 5 * i)).version is None
+    assert log.lake_end_offset == 15 and read_all(log) == list(range(65))
+    assert len(list((tmp_path / "t-0" / SEGMENT_DIR).glob("*.log"))) > 1   # rolled by the new segment.bytes
+    log.close()
+    reopened = open_log(tmp_path)
+    assert reopened.log_end_offset == 65 and read_all(reopened) == list(range(65))

@@ -1,0 +1,102 @@
+"""Retention and VACUUM on three real brokers: every replica removes what retention lets go, a fetch below
+the log start offset answers 42202 naming it, and a follower that was down while the leader's log start
+offset passed its log end starts over there and catches up.
+
+Short settings keep it fast: ``retention.ms`` 1.5 s, ``log.retention.check.interval.ms`` 300 ms,
+``lake.commit.interval.ms`` 200 ms, ``lake.vacuum.retention.ms`` 0.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from deltalake import DeltaTable
+
+from tests.cluster.test_replication import FAST, Zk, create_topic, produce, wait_full_isr
+from tests.harness import wait_for as wait_until
+
+pytestmark = pytest.mark.cluster
+
+LIFECYCLE = {**FAST, "LAKELOG_LOG_RETENTION_CHECK_INTERVAL_MS": "300"}
+CONFIGS = {"retention.ms": "1500", "lake.commit.interval.ms": "200", "lake.vacuum.retention.ms": "0",
+           "min.insync.replicas": "2"}
+
+
+@pytest.fixture
+def zk(zk_connect):
+    z = Zk(zk_connect)
+    yield z
+    z.close()
+
+
+def table_offsets(log_dir: Path, topic: str) -> list[int]:
+    """The offsets a replica's Delta table holds (read from its files on disk)."""
+    table = DeltaTable(str(log_dir / f"{topic}-0")).to_pyarrow_dataset().to_table(columns=["offset"])
+    return sorted(table["offset"].to_pylist())
+
+
+def parquet_count(log_dir: Path, topic: str) -> int:
+    return len(list((log_dir / f"{topic}-0").glob("*.parquet")))
+
+
+def log_start(url: str, topic: str) -> int:
+    return httpx.get(f"{url}/topics/{topic}/partitions/0", timeout=10).json()["log_start_offset"]
+
+
+def test_every_replica_applies_retention_and_vacuums(broker_factory, zk, topic_name):
+    brokers = {i: broker_factory(broker_id=i, extra_env=LIFECYCLE) for i in range(3)}
+    url = brokers[0].url
+    assert create_topic(url, topic_name, configs=CONFIGS).status_code == 201
+    wait_full_isr(zk, topic_name, 1, 3)
+    leader = brokers[zk.state(topic_name).leader].url
+    for i in range(5):
+        assert produce(leader, topic_name, 0, [b"old-%d" % j for j in range(20)]).status_code == 200
+    time.sleep(2.0)  # the first 100 records are now older than retention.ms
+    assert produce(leader, topic_name, 0, [b"new-%d" % j for j in range(20)]).status_code == 200
+
+    wait_until(lambda: log_start(leader, topic_name) >= 100, 20, "the leader's retention")
+    for b in brokers.values():  # each replica's table drops the expired files; VACUUM deletes them
+        wait_until(lambda: table_offsets(b.log_dirs, topic_name) == list(range(100, 120)), 20,
+                   f"retention on broker {b.broker_id}")
+        wait_until(lambda: parquet_count(b.log_dirs, topic_name) <= 2, 20, f"vacuum on broker {b.broker_id}")
+    resp = httpx.get(f"{leader}/topics/{topic_name}/partitions/0/records", params={"offset": 0, "max_wait_ms": 0})
+    assert resp.json()["error_code"] == 42202, resp.text
+    assert "100" in resp.json()["message"]
+    assert [r["offset"] for r in read_partition_from(leader, topic_name, 100)] == list(range(100, 120))
+
+
+def read_partition_from(url: str, topic: str, offset: int) -> list[dict]:
+    resp = httpx.get(f"{url}/topics/{topic}/partitions/0/records", params={"offset": offset, "max_wait_ms": 0},
+                     headers={"Accept": "application/vnd.kafka.binary.v2+json"}, timeout=10)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factory, zk, topic_name):
+    brokers = {i: broker_factory(broker_id=i, extra_env=LIFECYCLE) for i in range(3)}
+    assert create_topic(brokers[0].url, topic_name, configs=CONFIGS).status_code == 201
+    wait_full_isr(zk, topic_name, 1, 3)
+    state = zk.state(topic_name)
+    follower = next(i for i in state.isr if i != state.leader)
+    leader = brokers[state.leader].url
+    assert produce(leader, topic_name, 0, [b"a-%d" % j for j in range(10)]).status_code == 200
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(10)), 20,
+               "the follower's first flush")
+    brokers[follower].kill()
+    wait_until(lambda: len(zk.state(topic_name).isr) == 2, 20, "the ISR to shrink")
+    for i in range(3):
+        assert produce(leader, topic_name, 0, [b"b-%d-%d" % (i, j) for j in range(10)]).status_code == 200
+    time.sleep(2.0)
+    assert produce(leader, topic_name, 0, [b"c-%d" % j for j in range(10)]).status_code == 200
+    wait_until(lambda: log_start(leader, topic_name) >= 40, 20, "the leader's retention past the follower's end")
+
+    brokers[follower].start()
+    wait_full_isr(zk, topic_name, 1, 3)
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(40, 50)), 30,
+               "the follower to start over at the leader's log start offset")
+    assert produce(leader, topic_name, 0, [b"d-%d" % j for j in range(10)]).status_code == 200
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(40, 60)), 30,
+               "the follower to replicate what follows")
