@@ -158,7 +158,13 @@ def read_range(view: ReadView, start: int, upper: int, *, max_bytes: int,
 def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns: Sequence[str] | None,
                 out: list[pa.Table], reload_index: Callable[[], FileSnapshot]) -> tuple[int, int]:
     """Append to ``out`` the records ``offset <= o < end`` from the data files, up to about ``budget``
-    Arrow bytes (at least one record); return ``(next offset, budget left)``."""
+    Arrow bytes (at least one record); return ``(next offset, budget left)``.
+
+    The next offset is ``end`` when the files hold nothing more below it: offsets missing after the
+    last record read are a gap (compaction keeps the latest record per key, offsets never change), and
+    the read goes on past it, into the segment tail or the tail cache. So a fetch from inside a gap
+    returns the next records, as Kafka's does, and paging always makes progress.
+    """
     for attempt in range(2):
         # The broker checked its log start offset; only a snapshot refreshed after a vanished file
         # (VACUUM) is checked against the offsets it owes.
@@ -173,10 +179,15 @@ def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns
                 out.append(chunk)
                 offset = chunk["offset"][-1].as_py() + 1
                 if budget <= 0:
-                    break
-        if offset >= end or budget <= 0 or attempt:
+                    return offset, budget
+        if offset >= end:
             break
-        files = reload_index()  # commits since the index was listed
+        files_end = files.end_offset
+        if attempt == 0 and (files_end is None or files_end < end):
+            files = reload_index()  # the index may miss commits since it was listed: look again
+            continue
+        offset = end  # the files hold no record in [offset, end): a gap
+        break
     return offset, budget
 
 

@@ -15,7 +15,8 @@ order, lazily (a caller that has enough stops iterating and nothing more is read
   (``refresh``) and continue from the next offset it owes;
 - offsets below the snapshot's first offset (retention removed them) and, with ``end_is_committed``,
   offsets missing at the end of the log (it was truncated) are reported as :class:`DataLoss` to
-  ``on_data_loss``.
+  ``on_data_loss``; gaps between offsets (compaction keeps the latest record per key, offsets never
+  change) are simply skipped, as a Kafka consumer skips them: they are not data loss.
 
 Each yielded table has the :data:`~lakelog.log_tables.schema.LOG_SCHEMA` types of the columns asked
 for, ``offset`` first; a table is a zero-copy slice of what was decoded wherever the rows were in order.
@@ -205,7 +206,8 @@ def _read_group(snapshot: FileSnapshot, group: list[DataFile], start: int, end: 
 def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence[str] | None = None, *,
                  refresh: Callable[[], FileSnapshot] | None = None,
                  on_data_loss: Callable[[DataLoss], None] | None = None,
-                 check_head: bool = True, end_is_committed: bool = False) -> Iterator[pa.Table]:
+                 check_head: bool = True, end_is_committed: bool = False,
+                 recorded_end: Callable[[], int | None] | None = None) -> Iterator[pa.Table]:
     """Yield the records ``start <= offset < end`` of ``snapshot``'s files, in offset order.
 
     Args:
@@ -226,6 +228,15 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
             is always checked.
         end_is_committed: every offset below ``end`` was committed when the caller planned the read,
             so a table ending before ``end`` was truncated since: report that as data loss too.
+        recorded_end: with ``end_is_committed``, returns the end offset the table's commits record
+            (:func:`~lakelog.log_tables.table_writes.recorded_lake_end_offset`), or None. Called only
+            when the files end before ``end``: a table whose last offsets compaction removed (a gap
+            at its end, ``cleanup.policy=compact``) still records the end it had, a truncated one
+            records its new end. Default None: the files' end is the table's end.
+
+    Gaps in the offsets (compaction kept only the latest record per key; aborted transactions) are
+    skipped: they are not data loss, as in Kafka. Only offsets below the snapshot's first offset
+    (``check_head``) or past the table's end (``end_is_committed``) are reported.
 
     Yields:
         ``pyarrow.Table`` s with the :data:`LOG_SCHEMA` types of ``offset`` + ``columns``, each non-empty,
@@ -270,8 +281,13 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
             snapshot = refresh() if refresh is not None else FileSnapshot.newest(
                 snapshot.uri, storage_options=snapshot.storage_options)
             check_head = True
-    # The log must reach end - 1: a table whose last file ends below it was truncated.
+    # The log must reach end - 1: a table that ends below it was truncated. Its files may end earlier
+    # without that (compaction removed its last records, a gap): the end its commits record decides.
     if end_is_committed and expected < end:
         table_end = snapshot.end_offset
+        if table_end is not None and table_end < end and expected >= table_end and recorded_end is not None:
+            recorded = recorded_end()
+            if recorded is not None and recorded > table_end:
+                table_end = recorded
         if table_end is not None and table_end < end and expected >= table_end:
             report(DataLoss(snapshot.uri, max(expected, table_end), end, snapshot.first_offset, at_head=False))

@@ -41,6 +41,7 @@ from lakelog.log_tables.errors import LogTableError
 from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, groups_of_files, read_file_range,
                                             scan_offsets, target_schema)
 from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.table_writes import recorded_lake_end_offset
 
 #: Default number of rows per yielded record batch.
 DEFAULT_BATCH_ROWS = 64 * 1024
@@ -141,7 +142,12 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
             stop, raise from it. Default: raise :class:`DataLossError`.
         end_is_committed: every offset below ``end`` was committed when the caller planned the read
             (``end`` <= the high watermark it saw), so a table ending before ``end`` was truncated
-            since: report that as data loss too.
+            since: report that as data loss too. A table whose files end early because compaction
+            removed its last records is not truncated: the lake end offset its commits record
+            (:func:`~lakelog.log_tables.table_writes.recorded_lake_end_offset`) tells them apart.
+
+    Offsets missing between records (a compacted topic, ``cleanup.policy=compact``: offsets never
+    change, so gaps appear) are skipped, not reported: as in Kafka they are not data loss.
 
     Yields:
         ``pyarrow.RecordBatch`` es with the :data:`LOG_SCHEMA` types of ``columns``, offsets strictly
@@ -167,7 +173,7 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
     dt = open_table(table_uri, version=version, storage_options=storage_options)
     snapshot = FileSnapshot.of_table(dt, storage_options=storage_options)
     for table in scan_offsets(snapshot, start, end, out_columns, on_data_loss=report,
-                              end_is_committed=end_is_committed):
+                              end_is_committed=end_is_committed, recorded_end=lambda: recorded_lake_end_offset(dt)):
         if table.column_names != out_columns:
             table = table.select(out_columns)
         for batch in table.to_batches(max_chunksize=batch_rows):

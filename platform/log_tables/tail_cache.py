@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 __all__ = ["CacheView", "TailCache"]
@@ -21,11 +22,12 @@ __all__ = ["CacheView", "TailCache"]
 
 @dataclass(frozen=True)
 class CacheView:
-    """The cached batches at one moment: ``chunks[i]`` holds offsets ``bases[i]`` .. ``bases[i] + rows - 1``.
+    """The cached batches at one moment: ``chunks[i]`` holds offsets from ``bases[i]`` on, below ``bases[i + 1]``.
 
     Attributes:
         bases: first offset of each batch, ascending.
-        chunks: the batches (log schema), contiguous in offsets.
+        chunks: the batches (log schema), in offset order: an appended batch holds the dense offsets
+            ``bases[i]`` .. ``bases[i] + rows - 1``; reads also handle batches with gaps.
     """
 
     bases: tuple[int, ...] = ()
@@ -40,7 +42,9 @@ class CacheView:
         """Append to ``out`` the cached rows ``offset <= o < upper``, up to about ``budget`` Arrow bytes.
 
         The first piece holds at least one row even if it is larger than ``budget`` (KIP-74: a fetch
-        always makes progress); a piece that does not fit is cut to the rows that fit.
+        always makes progress); a piece that does not fit is cut to the rows that fit. Appended batches
+        have dense offsets; a batch with gaps (or a gap between batches) is read by its ``offset``
+        column, and an ``offset`` inside a gap reads from the next cached record on.
 
         Args:
             offset: first offset wanted; at least :attr:`first_offset`.
@@ -49,23 +53,38 @@ class CacheView:
             out: list the slices (zero-copy) are appended to.
 
         Returns:
-            ``(next offset, budget left)``.
+            ``(next offset, budget left)``: one past the last row returned.
         """
         bases, chunks = self.bases, self.chunks
-        i = bisect.bisect_right(bases, offset) - 1
-        while i < len(chunks) and offset < upper and budget > 0 and offset >= bases[i]:
+        i = max(0, bisect.bisect_right(bases, offset) - 1)
+        while i < len(chunks) and offset < upper and budget > 0 and bases[i] < upper:
             chunk, base = chunks[i], bases[i]
-            lo, hi = offset - base, min(chunk.num_rows, upper - base)
+            lo, hi = _rows_between(chunk, base, max(offset, base), upper)
             if hi > lo:
                 piece = chunk.slice(lo, hi - lo)
-                if budget < piece.nbytes:
+                cut = budget < piece.nbytes
+                if cut:
                     rows = max(1, int(piece.num_rows * budget / max(piece.nbytes, 1)))
                     piece = piece.slice(0, rows)
                 out.append(piece)
                 budget -= piece.nbytes
-                offset = base + lo + piece.num_rows
+                offset = piece["offset"][-1].as_py() + 1
+                if cut:
+                    break  # the budget ends inside this batch
             i += 1
         return offset, budget
+
+
+def _rows_between(chunk: pa.Table, base: int, start: int, upper: int) -> tuple[int, int]:
+    """Row positions ``[lo, hi)`` of ``chunk`` (first offset ``base``) with ``start <= offset < upper``:
+    by arithmetic when its offsets are dense (every appended batch), else by a search of its offsets."""
+    n = chunk.num_rows
+    if n == 0:
+        return 0, 0
+    if chunk["offset"][-1].as_py() - base == n - 1:
+        return min(n, max(0, start - base)), min(n, max(0, upper - base))
+    lo, hi = np.searchsorted(chunk["offset"].to_numpy(), [start, upper], side="left")
+    return int(lo), int(hi)
 
 
 #: What one cached chunk costs beyond its Arrow buffers (Python and Arrow objects, allocator slack):
