@@ -129,7 +129,7 @@ def check_keys_for_compaction(batch: pa.Table, *, topic: str, partition: int) ->
     Raises:
         RecordWithoutKeyError: some ``key`` is null (422 / 42223); nothing may be written.
     """
-    missing = batch["key"].null_count
+    missing = batch["key"].null_count if "key" in batch.column_names else batch.num_rows
     if missing:
         raise RecordWithoutKeyError(topic=topic, partition=partition, count=missing)
 

@@ -1,4 +1,5 @@
-"""The lifecycle of a partition log: retention, VACUUM and the Delta log, so a log can run for months.
+"""The lifecycle of a partition log: retention, log compaction, VACUUM and the Delta log, so a log can
+run for months.
 
 Kafka removes old records by whole segments: ``retention.ms`` deletes the oldest segments whose newest
 record is older than that, ``retention.bytes`` the oldest segments while the log without them still holds
@@ -25,7 +26,12 @@ mirrored by comments in the code):
 
 1. the table's Delta properties follow the topic config (one metadata commit when they changed);
 2. retention, when ``cleanup.policy`` has ``delete``: the new log start offset, then the files below it go;
-3. VACUUM: files removed longer than ``lake.vacuum.retention.ms`` ago are deleted from disk.
+3. the log cleaner, when ``cleanup.policy`` has ``compact`` (:mod:`~lakelog.log_tables.cleaner`): once the
+   dirty ratio passes ``min.cleanable.dirty.ratio`` (or ``max.compaction.lag.ms`` is due) the cleanable
+   range keeps the latest record per key, in one commit. It runs here, in the broker with pyarrow, because
+   the broker is the table's one committer and has the table's files at hand: no JVM, no lease, and the
+   cleaning of a compacted topic is bounded by its live keys;
+4. VACUUM: files removed longer than ``lake.vacuum.retention.ms`` ago are deleted from disk.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import TYPE_CHECKING
 from deltalake import CommitProperties, write_deltalake
 
 from lakelog.config import TopicConfig
+from lakelog.log_tables.cleaner import CleanResult, clean, cleaned_offset, needs_cleaning
 from lakelog.log_tables.data_files import DataFile
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY
@@ -112,11 +119,13 @@ class MaintenanceResult:
         log_start_offset: the log start offset after it.
         files_removed: data files removed from the table by retention.
         files_vacuumed: removed data files deleted from disk.
+        cleaned: what the log cleaner did, or None.
     """
 
     log_start_offset: int
     files_removed: int = 0
     files_vacuumed: int = 0
+    cleaned: "CleanResult | None" = None
 
 
 class LogLifecycle:
@@ -132,6 +141,8 @@ class LogLifecycle:
     def __init__(self, writer: "LogWriter", state: "LogState") -> None:
         self._writer = writer
         self._state = state
+        #: the log cleaner's checkpoint: offsets below it were cleaned (None = not read yet)
+        self._cleaned_offset: int | None = None
 
     def run(self, *, now_ms: int | None = None) -> MaintenanceResult:
         """One maintenance round (steps in the module docstring). A failed step is logged and the round
@@ -148,9 +159,58 @@ class LogLifecycle:
         # 2. retention: whole files below the new log start offset go
         if config.deletes:
             removed = self._step("applying retention to", lambda: self.apply_retention(now_ms=now_ms)) or 0
-        # 3. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
+        # 3. the log cleaner: the latest record per key once the dirty ratio asks for it
+        cleaned = None
+        if config.compacts:
+            cleaned = self._step("cleaning", lambda: self.clean(now_ms=now_ms))
+        # 4. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
         vacuumed = self._step("vacuuming", self.vacuum) or 0
-        return MaintenanceResult(self._state.log_start_offset, removed, vacuumed)
+        return MaintenanceResult(self._state.log_start_offset, removed, vacuumed, cleaned)
+
+    def clean(self, *, now_ms: int, force: bool = False) -> "CleanResult | None":
+        """Run the log cleaner when the table needs it (:func:`~lakelog.log_tables.cleaner.needs_cleaning`),
+        or always with ``force`` (tombstones past ``delete.retention.ms``): one Delta commit keeping the
+        latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`).
+
+        The cleaned offset (Kafka's cleaner checkpoint) is kept in memory; after a restart it is read
+        back from the table's history, or 0 once the Delta log no longer holds the cleaning commit (the
+        next cleaning then covers the whole range once).
+
+        Returns:
+            What the cleaning did, or None when there was nothing to clean.
+
+        Raises:
+            CommitFailedError: the commit failed (the state was re-read; the next round retries).
+        """
+        writer, state = self._writer, self._state
+        with writer.lake_lock:
+            if writer.closed:
+                return None
+            files = writer.load_index()
+            lake_end = state.lake_end_offset
+            if self._cleaned_offset is None:
+                self._cleaned_offset = cleaned_offset(writer.table)
+            self._cleaned_offset = min(self._cleaned_offset, lake_end)  # a truncation cut the table
+            if not force and not needs_cleaning(files.files, config=writer.config, cleaned_offset=self._cleaned_offset,
+                                                lake_end_offset=lake_end, now_ms=now_ms):
+                return None
+            result = None
+
+            def run() -> int:
+                nonlocal result
+                result = clean(writer.table, files, config=writer.config, cleaned_offset=self._cleaned_offset,
+                               lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force)
+                return writer.table.version()
+
+            writer.commit(f"Cleaning {writer.name}", run)
+            if result is None:
+                return None
+            self._cleaned_offset = result.new_cleaned_offset
+            with writer.lock:
+                state.rewritten(writer.load_index())
+        log.info("cleaned %s offsets %d..%d: %d -> %d records", writer.name, result.first, result.last,
+                 result.records_before, result.records_after)
+        return result
 
     def _step(self, what: str, step):
         try:
@@ -250,6 +310,7 @@ class LogLifecycle:
             if writer.segments is not None:
                 writer.segments.delete_all()
             writer.recover()
+            self._cleaned_offset = None
             with state.lock:
                 state.high_watermark = max(state.high_watermark, state.log_end_offset)
         log.info("%s starts over at offset %d", writer.name, offset)

@@ -102,6 +102,13 @@ class LogState:
             self.files, self.commits_since_index = files, 0
             self.epochs.truncate_from_start(self.log_start_offset)
 
+    def rewritten(self, files: FileSnapshot) -> None:
+        """The log cleaner replaced records of the table (``files``: its files now): the tail cache, which
+        may hold records it dropped, starts empty again (reads fall through to segments and files)."""
+        with self.lock:
+            self.files, self.commits_since_index = files, 0
+            self.cache.clear()
+
     def truncated(self, offset: int) -> None:
         """The log now ends at ``offset``; the high watermark drops to at most it."""
         with self.lock:

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
 from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
 from lakelog.protocol.partitioner import partitions_for_keys
@@ -73,7 +74,8 @@ class ProduceRouter:
 
         Raises:
             UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError,
-            InvalidTimestampError (nothing written); the share's error when every share failed.
+            InvalidTimestampError, RecordWithoutKeyError (a compacted topic; nothing written); the share's
+            error when every share failed.
         """
         topic = meta.name
         n = batch.num_rows
@@ -89,6 +91,8 @@ class ProduceRouter:
                     f"0 to {meta.partitions_count - 1}. Nothing was written.")
         check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
         check_timestamps(batch["timestamp"])
+        if meta.config.compacts:
+            check_keys_for_compaction(batch, topic=topic, partition=-1 if partition is None else partition)
         if n == 0:
             return ProduceResult(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
         # 2. choose partitions: explicit, else murmur2(key), else sticky
@@ -136,6 +140,8 @@ class ProduceRouter:
             raise MalformedBodyError("The Arrow body holds no records.")
         check_record_sizes(batch, max_message_bytes=meta.config.max_message_bytes, topic=topic)
         check_timestamps(batch["timestamp"])
+        if meta.config.compacts:
+            check_keys_for_compaction(batch, topic=topic, partition=partition)
         return await self.replica_manager.produce(topic, partition, batch, acks=acks)
 
     async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks) -> int:

@@ -387,3 +387,21 @@ def test_bad_create_topic_bodies(api, http):
     resp = http.post(f"/v3/clusters/{cid}/topics", content=b"{", headers={"Content-Type": "application/json"})
     assert resp.status_code in (400, 422) and "error_code" in resp.json()
     assert name not in http.get("/topics").json()
+
+
+def test_a_record_without_a_key_to_a_compacted_topic_is_42223_and_writes_nothing(api, http):
+    topic = new_topic(api, configs={"cleanup.policy": "compact"})
+    post(http, f"/topics/{topic}/partitions/0", {"records": [{"key": b64(b"k"), "value": b64(b"seed")}]}, BINARY)
+    before = log_state(http, topic)
+    cases = [
+        (f"/topics/{topic}/partitions/0", {"records": [{"key": b64(b"a"), "value": b64(b"1")}, {"value": b64(b"2")}]},
+         BINARY),
+        (f"/topics/{topic}", {"records": [{"key": b64(b"a"), "value": b64(b"1")}, {"value": b64(b"2")}]}, BINARY),
+        (f"/topics/{topic}/partitions/1/records", arrow_body(pa.table({"value": pa.array([b"a"], pa.binary())})), ARROW),
+    ]
+    for path, body, ctype in cases:
+        resp = post(http, path, body, ctype)
+        assert_error(resp, 422, 42223, "without a key", "Nothing was written")
+    assert log_state(http, topic) == before
+    resp = post(http, f"/topics/{topic}", {"records": [{"key": b64(b"a"), "value": None}]}, BINARY)  # a tombstone
+    assert resp.status_code == 200, resp.text

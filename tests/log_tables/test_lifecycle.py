@@ -226,3 +226,36 @@ def test_the_flusher_runs_the_maintenance_round(tmp_path):
     log = asyncio.run(run())
     assert log.log_start_offset == 30 and len(parquet_files(log)) == 1
     assert log.read(30)["offset"].to_pylist() == list(range(30, 40))
+
+
+# -- the log cleaner in the maintenance round ---------------------------------------------------------
+
+def keyed(keys: list[int], *, version: int, timestamp_ms: int, tombstone: bool = False) -> pa.Table:
+    return pa.table({"key": [b"k%d" % k for k in keys],
+                     "value": pa.array([None if tombstone else b"v%d-%d" % (k, version) for k in keys], pa.binary()),
+                     "timestamp": pa.array([timestamp_ms] * len(keys), pa.int64())})
+
+
+def test_a_compacted_topic_keeps_the_latest_record_per_key_and_reads_skip_the_gaps(tmp_path):
+    log = open_log(tmp_path, cleanup_policy="compact", lake_vacuum_retention_ms=0)
+    ts = int(time.time() * 1000)
+    for version in range(4):                       # 4 versions of 50 keys, one file each
+        log.append(keyed(list(range(50)), version=version, timestamp_ms=ts))
+        log.advance_high_watermark(log.log_end_offset)
+        log.flush_to_lake()
+    log.append(keyed([7], version=9, timestamp_ms=ts, tombstone=True))   # a tombstone for k7
+    log.advance_high_watermark(log.log_end_offset)
+    log.flush_to_lake()
+    result = log.lifecycle.run()
+    assert result.cleaned is not None and result.cleaned.records_after == 50
+    rows = log.read(0, max_bytes=1 << 20)
+    offsets = rows["offset"].to_pylist()
+    assert offsets == [o for o in range(150, 201) if o != 157]                     # gaps, offsets kept
+    assert rows["key"][-1].as_py() == b"k7" and rows["value"][-1].as_py() is None   # k7's tombstone kept
+    assert {r["key"]: r["value"] for r in rows.to_pylist()}[b"k3"] == b"v3-3"
+    assert log.read(10, max_bytes=1 << 20)["offset"].to_pylist()[0] == 150       # inside a gap: the next one
+    assert len(parquet_files(log)) <= 3                                            # vacuumed at once
+    assert log.lifecycle.run().cleaned is None                                    # clean: nothing to do
+    log.close()
+    reopened = open_log(tmp_path, cleanup_policy="compact")
+    assert reopened.log_start_offset == 150 and reopened.log_end_offset == 201
