@@ -170,3 +170,20 @@ class UnknownLeaderEpochError(ReplicationError):
     http_status = 409
     error_code = 40912
     retriable = True
+
+
+class UnknownTopicConfigError(ReplicationError):
+    """The config name is not a topic config (``GET /v3/clusters/{c}/topics/{t}/configs/{name}``).
+    REST Proxy answers 404 for it; 404 / 40440."""
+
+    http_status = 404
+    error_code = 40440
+
+
+class TopicChangeConflictError(ReplicationError):
+    """A topic's znode kept changing (other alters, partitions added) while this change was being
+    written; nothing of this change was written. 409 / 40940, retriable."""
+
+    http_status = 409
+    error_code = 40940
+    retriable = True

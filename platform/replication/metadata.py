@@ -12,7 +12,9 @@ ZooKeeper layout (under the chroot of ``zookeeper.connect``)::
     /lakelog/consumers/{group}                     {"generation": n}: bumped on each rebalance
     /lakelog/consumers/{group}/members/{member}    ephemeral: a live group member
 
-Every znode holds UTF-8 JSON. Partition state is updated with znode-version checks.
+Every znode holds UTF-8 JSON. Partition state and topic znodes are updated with znode-version checks
+(a topic's configs change with ``lakelog topics alter``, its partition list grows with
+``--partitions``; every broker watches the topic znodes, :mod:`lakelog.replication.topic_changes`).
 """
 
 from __future__ import annotations
@@ -23,18 +25,21 @@ import re
 import time
 import uuid
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from lakelog.config import TopicConfig
+from lakelog.errors import ConfigError
 from lakelog.replication.errors import (
     BrokerIdInUseError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    TopicChangeConflictError,
     TopicExistsError,
+    UnknownTopicConfigError,
     UnknownTopicError,
 )
 
@@ -51,6 +56,12 @@ CONSUMERS_PATH = f"{ROOT}/consumers"
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
+#: compare-and-set attempts of a topic znode change before TopicChangeConflictError
+_TOPIC_CAS_ATTEMPTS = 20
+
+#: ``source`` of a topic config entry (Kafka's ``ConfigEntry.ConfigSource``): set on the topic, or the default.
+DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
+DEFAULT_CONFIG = "DEFAULT_CONFIG"
 
 
 def validate_topic_name(name: str) -> None:
@@ -115,12 +126,18 @@ class PartitionState:
 
 @dataclass(frozen=True)
 class TopicMetadata:
-    """A topic as stored in ZooKeeper: id, replica assignment per partition, configs (Kafka names)."""
+    """A topic as stored in ZooKeeper: id, replica assignment per partition, configs (Kafka names).
+
+    ``configs`` holds only the explicitly set configs (Kafka's DYNAMIC_TOPIC_CONFIG ones); :attr:`config`
+    fills in the defaults. ``version`` is the topic znode's version (-1 when unknown): a change of
+    configs or partitions bumps it, so a newer read can be told from an older one.
+    """
 
     name: str
     topic_id: str
     replicas: dict[int, list[int]]
     configs: dict[str, str]
+    version: int = field(default=-1, compare=False)
 
     @property
     def partitions_count(self) -> int:
@@ -134,6 +151,99 @@ class TopicMetadata:
     def config(self) -> TopicConfig:
         """The validated :class:`TopicConfig` (defaults filled in)."""
         return TopicConfig.parse(self.configs)
+
+    def to_json(self) -> dict:
+        """The topic znode's JSON: ``{"topic_id", "partitions": {"0": [1, 2]}, "config": {...}}``."""
+        return {"topic_id": self.topic_id, "partitions": {str(p): r for p, r in sorted(self.replicas.items())},
+                "config": dict(self.configs)}
+
+    @classmethod
+    def from_json(cls, name: str, data: bytes, version: int = -1) -> "TopicMetadata":
+        """Parse the topic znode's JSON (``version`` = its znode version)."""
+        d = _load(data)
+        return cls(name=name, topic_id=d["topic_id"],
+                   replicas={int(p): list(r) for p, r in d["partitions"].items()},
+                   configs=dict(d.get("config", {})), version=version)
+
+    def config_entries(self) -> list["TopicConfigEntry"]:
+        """Every topic config with its effective value, sorted by name (``kafka-configs --describe --all``).
+
+        An explicitly set config has source DYNAMIC_TOPIC_CONFIG and, as synonyms, its own entry and the
+        default's; any other has source DEFAULT_CONFIG. Raises :class:`ConfigError` when the stored
+        configs do not validate.
+        """
+        effective = self.config.to_kafka()
+        defaults = TopicConfig().to_kafka()
+        out = []
+        for name in sorted(effective):
+            default = TopicConfigSynonym(name, defaults[name], DEFAULT_CONFIG)
+            if name in self.configs:
+                out.append(TopicConfigEntry(name, effective[name], False, DYNAMIC_TOPIC_CONFIG,
+                                            [TopicConfigSynonym(name, effective[name], DYNAMIC_TOPIC_CONFIG), default]))
+            else:
+                out.append(TopicConfigEntry(name, effective[name], True, DEFAULT_CONFIG, [default]))
+        return out
+
+    def config_entry(self, name: str) -> "TopicConfigEntry":
+        """One config of :meth:`config_entries`.
+
+        Raises:
+            UnknownTopicConfigError: ``name`` is not a topic config.
+        """
+        for entry in self.config_entries():
+            if entry.name == name:
+                return entry
+        raise UnknownTopicConfigError(f"Config '{name}' of topic '{self.name}' not found: it is not a topic config "
+                                      f"(known: {', '.join(_known_configs())}).")
+
+
+@dataclass(frozen=True)
+class TopicConfigSynonym:
+    """Where a config value may come from, in precedence order (Kafka's ``ConfigEntry.ConfigSynonym``)."""
+
+    name: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TopicConfigEntry:
+    """One topic config as ``kafka-configs --describe`` shows it: its effective value, whether that is the
+    default, and its source (:data:`DYNAMIC_TOPIC_CONFIG` or :data:`DEFAULT_CONFIG`)."""
+
+    name: str
+    value: str
+    is_default: bool
+    source: str
+    synonyms: list[TopicConfigSynonym]
+
+
+def _known_configs() -> list[str]:
+    return sorted(TopicConfig().to_kafka())
+
+
+def altered_configs(current: dict[str, str], *, set: dict[str, str] | None = None,
+                    delete: list[str] | None = None) -> dict[str, str]:
+    """The explicit configs after ``set`` and ``delete`` (Kafka's incremental alter: SET and DELETE).
+
+    The merged result is validated with :meth:`TopicConfig.parse`; the values kept are the normalised
+    ones (``cleanup.policy=delete, compact`` -> ``compact,delete``). A deleted config goes back to its
+    default; deleting one that is not set changes nothing.
+
+    Raises:
+        ConfigError: naming the key: an unknown key (to set or delete), a key both set and deleted, a
+            value that does not validate.
+    """
+    set, delete = dict(set or {}), list(delete or [])
+    known = _known_configs()
+    for key in delete:
+        if key not in known:
+            raise ConfigError(f"Invalid configuration: unknown config '{key}' (known: {', '.join(known)})")
+        if key in set:
+            raise ConfigError(f"Invalid configuration: config '{key}' is both set and deleted in one request.")
+    merged = {k: v for k, v in {**current, **set}.items() if k not in delete}
+    normalised = TopicConfig.parse(merged).to_kafka()
+    return {k: normalised[k] for k in sorted(merged)}
 
 
 def assign_replicas(broker_ids: list[int], partitions: int, replication_factor: int, *,
@@ -232,14 +342,14 @@ class ClusterMetadata:
     def topic(self, name: str) -> TopicMetadata:
         """One topic's metadata. Raises :class:`UnknownTopicError`."""
         try:
-            data = _load(self.zk.get(f"{TOPICS_PATH}/{name}")[0])
+            data, stat = self.zk.get(self.topic_path(name))
         except NoNodeError:
             raise UnknownTopicError(name) from None
-        return TopicMetadata(
-            name=name, topic_id=data["topic_id"],
-            replicas={int(p): list(r) for p, r in data["partitions"].items()},
-            configs=dict(data.get("config", {})),
-        )
+        return TopicMetadata.from_json(name, data, stat.version)
+
+    def topic_path(self, name: str) -> str:
+        """The topic's znode."""
+        return f"{TOPICS_PATH}/{name}"
 
     def create_topic(self, name: str, *, partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None, leader_epoch: int = 0) -> TopicMetadata:
@@ -262,11 +372,10 @@ class ClusterMetadata:
             raise InvalidReplicationFactorError("No live brokers to place replicas on.")
         replicas = assign_replicas(brokers, partitions, replication_factor,
                                    start_index=zlib.crc32(name.encode()) % len(brokers))
-        meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, replicas=replicas, configs=explicit)
+        meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, replicas=replicas, configs=explicit, version=0)
         path = f"{TOPICS_PATH}/{name}"
         tx = self.zk.transaction()
-        tx.create(path, _dump({"topic_id": meta.topic_id, "partitions": {str(p): r for p, r in replicas.items()},
-                              "config": explicit}))
+        tx.create(path, _dump(meta.to_json()))
         tx.create(f"{path}/partitions")
         for p, r in replicas.items():
             tx.create(f"{path}/partitions/{p}")
@@ -302,6 +411,107 @@ class ClusterMetadata:
             self.zk.delete(f"{DELETE_TOPICS_PATH}/{name}")
         except NoNodeError:
             pass
+
+    def alter_topic_configs(self, name: str, *, set: dict[str, str] | None = None,
+                            delete: list[str] | None = None, validate_only: bool = False) -> TopicMetadata:
+        """Set and delete configs of an existing topic (``kafka-configs --alter``, Kafka's
+        IncrementalAlterConfigs with SET and DELETE).
+
+        Steps: 1. read the topic znode and its version; 2. compute and validate the merged configs
+        (:func:`altered_configs`); 3. write them back if the znode is still at that version, else start
+        again from 1 (a concurrent change of configs or partitions is never lost). Every broker's watch
+        on the topic znode applies the new configs to its open logs (:mod:`lakelog.replication.topic_changes`).
+
+        Args:
+            name: the topic.
+            set: configs to set, Kafka names and string values (``{"retention.ms": "86400000"}``).
+            delete: configs to delete; each goes back to its default.
+            validate_only: check the change, write nothing (REST Proxy's ``validate_only``).
+
+        Returns:
+            The topic as written (or as it would be, with ``validate_only``).
+
+        Raises:
+            UnknownTopicError; lakelog.errors.ConfigError naming the key (nothing written);
+            TopicChangeConflictError: the znode kept changing under us (retriable).
+        """
+        for _ in range(_TOPIC_CAS_ATTEMPTS):
+            meta = self.topic(name)
+            configs = altered_configs(meta.configs, set=set, delete=delete)
+            new = replace(meta, configs=configs)
+            if validate_only or configs == meta.configs:
+                return new
+            try:
+                stat = self.zk.set(self.topic_path(name), _dump(new.to_json()), version=meta.version)
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                raise UnknownTopicError(name) from None
+            return replace(new, version=stat.version)
+        raise TopicChangeConflictError(f"Topic '{name}' kept changing while its configs were altered; retry.")
+
+    def add_partitions(self, name: str, *, partitions_count: int, validate_only: bool = False) -> TopicMetadata:
+        """Grow a topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``, Kafka's
+        CreatePartitions). Partitions are never removed.
+
+        The new partitions' replicas are assigned as :meth:`create_topic` assigns them
+        (:func:`assign_replicas` over the live brokers, the existing replication factor), continuing
+        the topic's pattern: the start index is the position of partition 0's first replica among the
+        live brokers, as Kafka's ``AdminZkClient.addPartitions``. In one ZooKeeper transaction the
+        topic znode gets the longer partition list (version-checked; a concurrent change starts the
+        step again) and each new partition its state znode: the first replica leads at leader epoch 0
+        with the full replica list as ISR (as topic creation writes them; every replica starts empty).
+        The brokers' watches open the new partitions' logs and take up their roles.
+
+        Raises:
+            UnknownTopicError; InvalidPartitionsError: ``partitions_count`` not above the current count
+            (Kafka's message) or above the limit; InvalidReplicationFactorError: fewer live brokers than
+            the replication factor; TopicChangeConflictError (retriable).
+        """
+        for _ in range(_TOPIC_CAS_ATTEMPTS):
+            meta = self.topic(name)
+            current = meta.partitions_count
+            if partitions_count < current:
+                raise InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than "
+                                             f"the requested {partitions_count}.")
+            if partitions_count == current:
+                raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+            if partitions_count > MAX_PARTITIONS:
+                raise InvalidPartitionsError(f"Number of partitions must be between 1 and {MAX_PARTITIONS}, "
+                                             f"got {partitions_count}.")
+            added = self._assign_new_partitions(meta, partitions_count)
+            new = replace(meta, replicas={**meta.replicas, **added})
+            if validate_only:
+                return new
+            path = self.topic_path(name)
+            tx = self.zk.transaction()
+            tx.set_data(path, _dump(new.to_json()), version=meta.version)
+            if not self.zk.exists(f"{path}/partitions"):
+                tx.create(f"{path}/partitions")
+            for p, r in sorted(added.items()):
+                tx.create(f"{path}/partitions/{p}")
+                tx.create(f"{path}/partitions/{p}/state", _dump(PartitionState(leader=r[0], leader_epoch=0,
+                                                                               isr=list(r)).to_json()))
+            results = tx.commit()
+            failed = [r for r in results if isinstance(r, Exception)]
+            if not failed:
+                return replace(new, version=meta.version + 1)
+            if any(isinstance(r, (BadVersionError, NodeExistsError)) for r in failed):
+                continue  # the topic changed (or another alter added these partitions): decide again
+            if any(isinstance(r, NoNodeError) for r in failed):
+                raise UnknownTopicError(name)
+            raise failed[0]
+        raise TopicChangeConflictError(f"Topic '{name}' kept changing while partitions were added; retry.")
+
+    def _assign_new_partitions(self, meta: TopicMetadata, partitions_count: int) -> dict[int, list[int]]:
+        """Replicas of partitions ``meta.partitions_count .. partitions_count - 1``."""
+        brokers = sorted(self.brokers())
+        if not brokers:
+            raise InvalidReplicationFactorError("No live brokers to place replicas on.")
+        first = meta.replicas.get(0, [None])[0]
+        start = brokers.index(first) if first in brokers else zlib.crc32(meta.name.encode()) % len(brokers)
+        full = assign_replicas(brokers, partitions_count, meta.replication_factor, start_index=start)
+        return {p: full[p] for p in range(meta.partitions_count, partitions_count)}
 
     def state_path(self, topic: str, partition: int) -> str:
         """The partition's state znode."""
