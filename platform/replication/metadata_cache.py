@@ -1,7 +1,9 @@
 """The broker's cache of cluster metadata: topics, live brokers and their URLs, fed by ZooKeeper watches.
 
 Kafka's ``MetadataCache``: every broker answers metadata requests for the whole cluster from memory.
-Topics are reloaded when the children of ``/lakelog/topics`` change (and on a miss); live brokers when
+Topics are reloaded when the children of ``/lakelog/topics`` change (and on a miss); one topic is
+replaced when its znode's data changes (configs altered, partitions added: :meth:`MetadataCache.update_topic`,
+fed by :mod:`lakelog.replication.topic_changes`), never by an older read of it; live brokers when
 the children of ``/lakelog/brokers/ids`` change (reads numbered, so a slow older read never overwrites a
 newer one). ZooKeeper reads run in worker threads; the cache is read on the event loop.
 """
@@ -67,8 +69,30 @@ class MetadataCache:
                     topics[name] = await asyncio.to_thread(self.metadata.topic, name)
                 except UnknownTopicError:
                     continue
+            for name, meta in topics.items():  # a change applied while we read stays
+                cached = self._topics.get(name)
+                if cached is not None and cached.topic_id == meta.topic_id and cached.version > meta.version:
+                    topics[name] = cached
             self._topics = topics
             return dict(topics)
+
+    def update_topic(self, meta: TopicMetadata) -> bool:
+        """Serve ``meta`` (a topic znode's newer data) from now on; returns False, changing nothing, when
+        the cache holds the same or a newer version of that topic. A topic not cached (or re-created
+        with a new id) is taken as it is."""
+        cached = self._topics.get(meta.name)
+        if cached is not None and cached.topic_id == meta.topic_id and cached.version >= meta.version:
+            return False
+        self._topics = {**self._topics, meta.name: meta}
+        return True
+
+    async def reload_topic(self, name: str) -> TopicMetadata:
+        """Re-read one topic from ZooKeeper into the cache (kept if the cache already has a newer one).
+
+        Raises :class:`UnknownTopicError`."""
+        meta = await asyncio.to_thread(self.metadata.topic, name)
+        self.update_topic(meta)
+        return self.topic(name)
 
     def topics(self) -> dict[str, TopicMetadata]:
         """The cached topic metadata by name."""

@@ -2,7 +2,9 @@
 
 Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelog.replication.partition`):
 
-- every partition state znode of a partition this broker replicates is watched; a state naming this
+- every partition state znode of a partition this broker replicates is watched
+  (:mod:`~lakelog.replication.topic_changes` sets the watches, also those of topic configs and partitions
+  added on a running cluster, and applies topic changes to the open logs); a state naming this
   broker as leader makes it leader (:meth:`ReplicaManager._become_leader`), any other makes it follower
   (a :class:`~lakelog.replication.follower.ReplicaFetcher` pulls from the leader);
 - the leader learns each follower's LEO from its fetch offset, moves the high watermark, and writes ISR
@@ -19,7 +21,6 @@ The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fe
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 
 import pyarrow as pa
@@ -30,13 +31,14 @@ from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
-from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 from lakelog.replication.follower import ReplicaFetcher
 from lakelog.replication.isr import IsrManager
 from lakelog.replication.leader_client import LeaderClient
-from lakelog.replication.metadata import TOPICS_PATH, ClusterMetadata, PartitionState, TopicMetadata
+from lakelog.replication.metadata import ClusterMetadata, PartitionState, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition, ReplicaRole, now_ms
+from lakelog.replication.topic_changes import TopicChanges
 
 log = logging.getLogger(__name__)
 
@@ -66,31 +68,25 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.leader_client = leader_client
         self._partitions: dict[PartitionKey, Partition] = {}
-        self._watched: dict[PartitionKey, str] = {}  # partition -> topic id whose state is watched
         self._open_lock = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self.session_lost = False
         self.isr = IsrManager(settings, metadata=metadata, cache=cache)
-        self._topics_refresh: concurrent.futures.Future | None = None
+        #: the topic and partition state watches, and topic changes (configs, partitions added)
+        self.topic_changes = TopicChanges(self)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Watch the topics (the first call loads them and takes up every partition's role) and start
         the ISR expiry loop."""
-        self._loop = asyncio.get_running_loop()
-        # the watch calls back once while it is set up: that call's refresh is the initial topic read
-        await asyncio.to_thread(self.zk.ChildrenWatch, TOPICS_PATH, self._on_topics_changed)
-        if self._topics_refresh is not None:
-            await asyncio.wrap_future(self._topics_refresh)
-        else:
-            await self.refresh_topics()
+        await self.topic_changes.start()
         self.isr.start(self.partitions)
 
     async def stop(self) -> None:
         """Stop fetchers, append queued requests, flush the segment tails to Delta, close every log."""
         self._stopping = True
+        self.topic_changes.stop()
         self.isr.stop()
         parts = list(self._partitions.values())
         for part in parts:
@@ -107,28 +103,16 @@ class ReplicaManager:
         """The partition replicas open on this broker."""
         return list(self._partitions.values())
 
-    def _on_topics_changed(self, children: list[str]) -> None:
-        # kazoo's thread: hop to the event loop.
-        if self._loop is not None and not self._stopping:
-            self._topics_refresh = asyncio.run_coroutine_threadsafe(self.refresh_topics(), self._loop)
-
     async def refresh_topics(self) -> None:
-        """Reload topic metadata; drop the logs of deleted (or re-created) topics; watch the state of
-        every partition this broker replicates."""
+        """Reload topic metadata; drop the logs of deleted (or re-created) topics; watch every topic's
+        znode and the state of every partition this broker replicates (:meth:`TopicChanges.watch`)."""
         async with self._open_lock:
             topics = await self.cache.reload_topics()
             for key, part in list(self._partitions.items()):
                 meta = topics.get(part.topic)
                 if meta is None or meta.topic_id != part.topic_id:
                     await self._drop_partition(key, delete_data=True)
-            for key, topic_id in list(self._watched.items()):
-                meta = topics.get(key[0])
-                if meta is None or meta.topic_id != topic_id:
-                    del self._watched[key]
-        for meta in topics.values():
-            for p, replicas in meta.replicas.items():
-                if self.broker_id in replicas:
-                    self._watch_partition(meta.name, p, meta.topic_id)
+        self.topic_changes.watch(topics)
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
         """Metadata of ``name``, re-read (and reconciled) if the cache does not have it yet.
@@ -137,24 +121,6 @@ class ReplicaManager:
         if self.cache.cached_topic(name) is None:
             await self.refresh_topics()
         return self.cache.topic(name)
-
-    def _watch_partition(self, topic: str, partition: int, topic_id: str) -> None:
-        """DataWatch the partition's state znode; each change is applied on the event loop."""
-        key = (topic, partition)
-        if self._watched.get(key) == topic_id or self._stopping:
-            return
-        self._watched[key] = topic_id
-
-        def on_state(data, stat, event=None):
-            if self._stopping or self._watched.get(key) != topic_id:
-                return False
-            if data is None or self._loop is None:
-                return None
-            state = PartitionState.from_json(data, stat.version)
-            asyncio.run_coroutine_threadsafe(self.apply_state(topic, partition, topic_id, state), self._loop)
-            return None
-
-        self.zk.DataWatch(self.metadata.state_path(topic, partition), on_state)
 
     # -- ZooKeeper session ----------------------------------------------------------------------
 
@@ -184,6 +150,8 @@ class ReplicaManager:
             # a replica here: its watched state names the leader, no ZooKeeper read needed
             raise await self._not_leader(topic, partition, part.state)
         meta = await self.topic_fresh(topic)
+        if partition not in meta.replicas:  # partitions added that the topic's watch has not delivered yet
+            meta = await self.cache.reload_topic(topic)
         self.cache.check_partition(meta, partition)
         state = await self.cache.partition_state(topic, partition)
         if state.leader == self.broker_id and self.broker_id in meta.replicas[partition] and not self.session_lost:
@@ -218,6 +186,7 @@ class ReplicaManager:
             replicas = list(meta.replicas[partition])
             plog = await asyncio.to_thread(self.log_manager.open_log, topic=meta.name, partition=partition,
                                            topic_id=meta.topic_id, config=meta.config, replicated=len(replicas) > 1)
+            await self.topic_changes.catch_up_config(plog, meta)  # a config altered while it opened
             part = Partition(meta.name, partition, meta.topic_id, self.broker_id, plog, replicas=replicas)
             part.committer = GroupCommitter(plog, linger_ms=self.settings.linger_ms,
                                             batch_size=self.settings.batch_size,
@@ -253,7 +222,12 @@ class ReplicaManager:
             meta = await self.topic_fresh(topic)
             if meta.topic_id != topic_id:
                 return
-        if self.broker_id not in meta.replicas.get(partition, []):
+        if partition not in meta.replicas:  # added: the topic's new data may not be cached yet
+            try:
+                meta = await self.cache.reload_topic(topic)
+            except UnknownTopicError:
+                return
+        if meta.topic_id != topic_id or self.broker_id not in meta.replicas.get(partition, []):
             return
         part = await self._open_partition(meta, partition)
         async with part.lock:
