@@ -202,6 +202,66 @@ class TopicList(BaseModel):
     data: list[TopicData]
 
 
+class ConfigSynonym(BaseModel):
+    """Where a config value may come from, in precedence order (REST Proxy ``ConfigSynonymData``)."""
+
+    name: str
+    value: Optional[str] = None
+    source: str = Field(examples=["DYNAMIC_TOPIC_CONFIG"])
+
+
+class TopicConfigData(BaseModel):
+    """One topic config with its effective value (REST Proxy v3 ``TopicConfigData``)."""
+
+    kind: str = "KafkaTopicConfig"
+    metadata: ResourceMetadata
+    cluster_id: str
+    topic_name: str
+    name: str = Field(examples=["retention.ms"])
+    value: Optional[str] = Field(None, examples=["86400000"])
+    is_default: bool = Field(description="True when the topic does not set it (the default applies).")
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    source: str = Field(description="DYNAMIC_TOPIC_CONFIG (set on the topic) or DEFAULT_CONFIG.")
+    synonyms: list[ConfigSynonym] = Field(default_factory=list)
+
+
+class TopicConfigList(BaseModel):
+    """Every config of a topic (REST Proxy v3 ``TopicConfigDataList``)."""
+
+    kind: str = "KafkaTopicConfigList"
+    metadata: dict
+    data: list[TopicConfigData]
+
+
+class AlterConfigEntry(BaseModel):
+    """One change of a batch alter: SET ``name`` to ``value``, or DELETE it (back to its default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(examples=["retention.ms"])
+    value: Optional[str] = Field(None, description="The new value (SET).", examples=["86400000"])
+    operation: Literal["SET", "DELETE"] = Field("SET", description="SET (default) or DELETE.")
+
+
+class AlterConfigBatchRequest(BaseModel):
+    """REST Proxy v3 ``POST .../configs:alter`` (Kafka's IncrementalAlterConfigs); all or nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: list[AlterConfigEntry]
+    validate_only: bool = Field(False, description="Check the changes and write nothing.")
+
+
+class UpdatePartitionCountRequest(BaseModel):
+    """REST Proxy v3 ``PATCH /v3/clusters/{c}/topics/{t}``: the topic's new partition count (only more)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partitions_count: int = Field(ge=1, le=INT32_MAX, json_schema_extra={"format": "int32"},
+                                  description="The new total number of partitions; must exceed the current one.")
+
+
 class V3ProduceData(BaseModel):
     type: str = Field("BINARY", description="BINARY (base64 `data`), JSON or STRING")
     data: Any = None

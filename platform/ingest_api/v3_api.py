@@ -1,4 +1,5 @@
-"""REST Proxy v3: the cluster, topic admin (list, create, describe, delete) and single-record produce."""
+"""REST Proxy v3: the cluster, topic admin (list, create, describe, delete, add partitions), topic configs
+(list, get, batch alter) and single-record produce."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ from fastapi.responses import Response
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
-from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS
+from lakelog.errors import ConfigError
+from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, error_responses
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
-from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.metadata import TopicConfigEntry, TopicMetadata
 
 router = APIRouter(tags=["v3"])
+
+#: the answers of routes that change a topic: ERRORS plus 409 (40940, the topic kept changing; retriable)
+CHANGE_ERRORS = {**ERRORS, **error_responses(409)}
 
 
 def _base_url(request: Request) -> str:
@@ -35,6 +40,16 @@ def _topic_data(request: Request, broker, meta: TopicMetadata) -> models.TopicDa
         partitions_count=meta.partitions_count, partitions=models.Related(related=f"{url}/partitions"),
         configs=models.Related(related=f"{url}/configs"),
         configs_list=[models.ConfigEntry(name=k, value=v) for k, v in sorted(meta.configs.items())])
+
+
+def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) -> models.TopicConfigData:
+    url = f"{_base_url(request)}/v3/clusters/{broker.cluster_id}/topics/{topic}/configs/{entry.name}"
+    return models.TopicConfigData(
+        metadata=models.ResourceMetadata(
+            self=url, resource_name=f"crn:///kafka={broker.cluster_id}/topic={topic}/config={entry.name}"),
+        cluster_id=broker.cluster_id, topic_name=topic, name=entry.name, value=entry.value,
+        is_default=entry.is_default, source=entry.source,
+        synonyms=[models.ConfigSynonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms])
 
 
 @router.get("/v3/clusters", response_model=models.ClusterList, responses=ZOOKEEPER_ERRORS, summary="The cluster")
@@ -79,6 +94,56 @@ async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker:
 async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
     _check_cluster(broker, cluster_id)
     await broker.delete_topic(topic)
+    return Response(status_code=204)
+
+
+@router.patch("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=CHANGE_ERRORS,
+              summary="Add partitions to a topic (never fewer)")
+async def update_partition_count(cluster_id: str, topic: TopicName, body: models.UpdatePartitionCountRequest,
+                                 request: Request, broker: BrokerDep) -> models.TopicData:
+    """Grow the topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``). A count
+    not above the current one is refused with 400 / 40005 (Kafka's INVALID_PARTITIONS). Records with
+    keys may map to other partitions from now on (murmur2 over the new count)."""
+    _check_cluster(broker, cluster_id)
+    meta = await broker.replica_manager.topic_changes.add_partitions(topic, partitions_count=body.partitions_count)
+    return _topic_data(request, broker, meta)
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs", response_model=models.TopicConfigList,
+            responses=ERRORS, summary="Every config of a topic with its effective value")
+async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request,
+                             broker: BrokerDep) -> models.TopicConfigList:
+    _check_cluster(broker, cluster_id)
+    meta = await broker.topic_fresh(topic)
+    return models.TopicConfigList(
+        metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics/{topic}/configs", "next": None},
+        data=[_config_data(request, broker, topic, e) for e in meta.config_entries()])
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}", response_model=models.TopicConfigData,
+            responses=ERRORS, summary="One config of a topic")
+async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request: Request,
+                           broker: BrokerDep) -> models.TopicConfigData:
+    """404 / 40440 when ``name`` is not a topic config."""
+    _check_cluster(broker, cluster_id)
+    meta = await broker.topic_fresh(topic)
+    return _config_data(request, broker, topic, meta.config_entry(name))
+
+
+@router.post("/v3/clusters/{cluster_id}/topics/{topic}/configs:alter", status_code=204, responses=CHANGE_ERRORS,
+             summary="Set and delete topic configs (all or nothing)", response_class=Response)
+async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.AlterConfigBatchRequest,
+                              broker: BrokerDep) -> Response:
+    """SET and DELETE configs in one change (``kafka-configs --alter --add-config/--delete-config``);
+    running brokers apply it to the topic's open logs without a restart. An unknown key or an invalid
+    value is refused with 400 / 40003 naming the key, and nothing is written."""
+    _check_cluster(broker, cluster_id)
+    names = [e.name for e in body.data]
+    if dup := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"Invalid configuration: config '{dup[0]}' appears more than once in one request.")
+    await broker.replica_manager.topic_changes.alter_configs(
+        topic, set={e.name: e.value for e in body.data if e.operation == "SET"},
+        delete=[e.name for e in body.data if e.operation == "DELETE"], validate_only=body.validate_only)
     return Response(status_code=204)
 
 

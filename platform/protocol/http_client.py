@@ -115,6 +115,55 @@ class LakelogClient:
     def describe_topic(self, name: str) -> dict:
         return self._request("GET", f"/topics/{name}").json()
 
+    def topic_configs(self, topic: str) -> dict[str, dict]:
+        """Every config of ``topic`` with its effective value (``GET /v3/clusters/{c}/topics/{t}/configs``).
+
+        Returns:
+            ``{name: entry}``; each entry is REST Proxy's ``KafkaTopicConfig`` (``value`` a string,
+            ``is_default``, ``source``: ``DYNAMIC_TOPIC_CONFIG`` when set on the topic, else
+            ``DEFAULT_CONFIG``, ``synonyms``, ...).
+
+        Raises:
+            GatewayError (UnknownTopicError 40401).
+        """
+        data = self._request("GET", f"/v3/clusters/{self.cluster_id}/topics/{topic}/configs").json()["data"]
+        return {entry["name"]: entry for entry in data}
+
+    def alter_topic_configs(self, topic: str, *, set: dict[str, str] | None = None,
+                            delete: Sequence[str] | None = None, validate_only: bool = False) -> None:
+        """Set and delete configs of ``topic`` in one all-or-nothing change (``kafka-configs --alter
+        --add-config k=v --delete-config k``; ``POST .../configs:alter``). Running brokers apply it without
+        a restart; a deleted config goes back to its default.
+
+        Args:
+            topic: the topic.
+            set: Kafka-named configs and their new values (``{"retention.ms": "86400000"}``).
+            delete: configs to delete.
+            validate_only: check the change, write nothing.
+
+        Raises:
+            GatewayError: UnknownTopicError (40401); ConfigError (40003) naming an unknown key or an
+            invalid value, nothing written.
+        """
+        body = {"data": [{"name": k, "value": v, "operation": "SET"} for k, v in (set or {}).items()]
+                + [{"name": k, "operation": "DELETE"} for k in (delete or [])], "validate_only": validate_only}
+        self._request("POST", f"/v3/clusters/{self.cluster_id}/topics/{topic}/configs:alter", json=body)
+
+    def add_partitions(self, topic: str, *, partitions_count: int) -> dict:
+        """Grow ``topic`` to ``partitions_count`` partitions in total (``kafka-topics --alter --partitions``;
+        ``PATCH /v3/clusters/{c}/topics/{t}``). The new partitions get leaders and take records at once;
+        keyed records may map to other partitions from then on (murmur2 over the new count).
+
+        Returns:
+            The topic, REST Proxy's ``KafkaTopic`` (``partitions_count``, ``replication_factor``, ...).
+
+        Raises:
+            GatewayError: InvalidPartitionsError (40005) when ``partitions_count`` is not above the
+            current count; UnknownTopicError (40401); InvalidReplicationFactorError (40006).
+        """
+        return self._request("PATCH", f"/v3/clusters/{self.cluster_id}/topics/{topic}",
+                             json={"partitions_count": partitions_count}).json()
+
     def partition_offsets(self, topic: str, partition: int) -> dict:
         return self._request("GET", f"/topics/{topic}/partitions/{partition}/offsets").json()
 
