@@ -1,4 +1,4 @@
-"""``lakelog topics``: create, list, describe and delete topics through a gateway."""
+"""``lakelog topics``: create, list, describe, alter and delete topics through a gateway."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client, parse_configs
+from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client, parse_configs
 
-topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
 
 
 @topics_app.command("create")
@@ -52,6 +52,33 @@ def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
                       str(p.get("log_start_offset")), str(p.get("lake_end_offset")), str(p.get("log_end_offset")),
                       str(p.get("high_watermark")))
     console.print(table)
+
+
+@topics_app.command("alter")
+def topics_alter(
+    topic: str,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Set a topic config key=value (repeatable).")] = None,
+    delete_config: Annotated[Optional[list[str]], typer.Option(
+        "--delete-config", help="Delete a topic config, back to its default (repeatable).")] = None,
+    partitions: Annotated[Optional[int], typer.Option(
+        help="The new number of partitions; only more than now (keyed records may move partitions).")] = None,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Change a topic on the running cluster: set and delete configs (as kafka-configs --alter) in one
+    all-or-nothing change, add partitions (as kafka-topics --alter --partitions). Brokers apply it
+    without a restart."""
+    configs = parse_configs(config)
+    deleted = [k.strip() for k in delete_config or []]
+    if not configs and not deleted and partitions is None:
+        fail("nothing to alter: give --config key=value, --delete-config key or --partitions N")
+    with gateway_client(bootstrap_server) as client:
+        if configs or deleted:
+            client.alter_topic_configs(topic, set=configs, delete=deleted)
+            changes = [f"{k}={v}" for k, v in configs.items()] + [f"-{k}" for k in deleted]
+            console.print(f"Altered configs of topic {topic}: {', '.join(changes)}.")
+        if partitions is not None:
+            data = client.add_partitions(topic, partitions_count=partitions)
+            console.print(f"Topic {topic} has {data['partitions_count']} partitions now.")
 
 
 @topics_app.command("delete")

@@ -41,3 +41,28 @@ def test_cli_errors_are_clear(broker, topic_name):
     assert "Topic 'no-such-topic' not found" in missing.stderr.decode()
     bad = lakelog("topics", "create", topic_name, "--config", "retention.mss=1", *b, check=False)
     assert bad.returncode == 1 and "unknown config 'retention.mss'" in bad.stderr.decode()
+
+
+def test_topics_alter_configs_and_partitions(broker, topic_name):
+    b = ["--bootstrap-server", broker.url]
+    lakelog("topics", "create", topic_name, "--partitions", "2", "--config", "retention.ms=3600000",
+            "--config", "segment.ms=60000", *b)
+    out = lakelog("topics", "alter", topic_name, "--config", "max.message.bytes=2000", "--config",
+                  "cleanup.policy=compact,delete", "--delete-config", "retention.ms", "--partitions", "4", *b)
+    text = out.stdout.decode()
+    assert f"Altered configs of topic {topic_name}" in text and f"Topic {topic_name} has 4 partitions now" in text
+
+    described = lakelog("topics", "describe", topic_name, *b).stdout.decode()
+    assert "PartitionCount: 4" in described
+    assert "max.message.bytes=2000" in described and "cleanup.policy=compact,delete" in described
+    assert "retention.ms=604800000" in described and "segment.ms=60000" in described  # deleted: the default
+
+    bad = lakelog("topics", "alter", topic_name, "--config", "retention.mss=1", "--config", "segment.ms=1", *b,
+                  check=False)
+    assert bad.returncode == 1 and "unknown config 'retention.mss'" in bad.stderr.decode()
+    fewer = lakelog("topics", "alter", topic_name, "--partitions", "3", *b, check=False)
+    assert fewer.returncode == 1
+    assert "Topic currently has 4 partitions, which is higher than the requested 3." in fewer.stderr.decode()
+    nothing = lakelog("topics", "alter", topic_name, *b, check=False)
+    assert nothing.returncode == 1 and "nothing to alter" in nothing.stderr.decode()
+    assert "segment.ms=60000" in lakelog("topics", "describe", topic_name, *b).stdout.decode()  # unchanged
