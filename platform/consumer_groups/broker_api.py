@@ -26,12 +26,26 @@ from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 
 
+class ReplicaLog(Protocol):
+    """The part of a replica's partition log consumers look at (``PartitionLog``)."""
+
+    @property
+    def high_watermark(self) -> int:
+        """First offset not yet replicated to the ISR: consumers see offsets below it."""
+        ...
+
+
 class LocalReplica(Protocol):
     """A partition replica this broker holds open (``Broker.local_partition``)."""
 
     @property
     def role(self) -> str:
         """``"leader"`` or ``"follower"``."""
+        ...
+
+    @property
+    def log(self) -> ReplicaLog:
+        """The replica's partition log."""
         ...
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:

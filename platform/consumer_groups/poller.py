@@ -11,7 +11,10 @@ Kafka consumer semantics kept:
 - ``max.partition.fetch.bytes`` (1 MiB) per partition within the request's ``max_bytes``, at least
   one record per partition;
 - ``fetch.min.bytes``: the poll returns once the keys and values read add up to it, or at its timeout;
-- an out-of-range position is reset by ``auto.offset.reset``;
+- an out-of-range position is reset by ``auto.offset.reset`` (a position below the log start offset
+  after retention, or past the high watermark);
+- offsets have gaps where compaction removed records: a position inside one reads the next records,
+  positions move to the last offset returned + 1, and past a gap that reaches the high watermark;
 - partitions whose leader moved, has no live leader or whose topic was deleted are skipped for the
   round (logged) as a Kafka consumer's poll does, other errors end the request;
 - partitions are rotated between requests, so a busy partition cannot starve the others;
@@ -174,18 +177,35 @@ class RecordPoller:
                     raise res
                 log.warning("reading %s-%d for %s/%s: %s", tp[0], tp[1], inst.group, inst.name, res)
                 continue
-            if res is None or res.num_rows == 0 or tp not in inst.owned or inst.positions.get(tp) != start:
+            if res is None or tp not in inst.owned or inst.positions.get(tp) != start:
                 continue
-            out.append(PartitionRecords(tp[0], tp[1], res))
+            if isinstance(res, int):  # no record from the position up to this offset: a gap (compaction)
+                inst.positions[tp] = res
+                continue
+            if res.num_rows:
+                out.append(PartitionRecords(tp[0], tp[1], res))
         return out
 
-    async def _read(self, inst: ConsumerInstance, tp: TopicPartition, offset: int, max_bytes: int) -> pa.Table | None:
+    async def _read(self, inst: ConsumerInstance, tp: TopicPartition, offset: int,
+                    max_bytes: int) -> pa.Table | int | None:
         """Records of ``tp`` from ``offset``: from the local log when this broker leads the partition,
-        else from the leader the ``NotLeaderError`` names. None after an out-of-range reset."""
+        else from the leader the ``NotLeaderError`` names. None after an out-of-range reset.
+
+        A fetch from inside a gap (compaction keeps the latest record per key; offsets never change)
+        returns the records after it. When a local read finds no record at all between ``offset`` and
+        the high watermark it saw (the gap reaches the end of the log, e.g. removed tombstones), the
+        answer is that high watermark, the position to go on from: as a Kafka consumer's position moves
+        past batches without records for it, and a poll does not keep re-reading the gap until its
+        timeout (the high watermark already lies past the position, so waiting for it returns at once).
+        """
         try:
             try:
-                table, _ = await self.broker.fetch(tp[0], tp[1], offset, max_bytes=max_bytes, max_wait_ms=0,
-                                                   columns=FETCH_COLUMNS)
+                local = self.broker.local_partition(*tp)
+                hw = local.log.high_watermark if local is not None and local.role == "leader" else None
+                table, part = await self.broker.fetch(tp[0], tp[1], offset, max_bytes=max_bytes, max_wait_ms=0,
+                                                      columns=FETCH_COLUMNS)
+                if table.num_rows == 0 and hw is not None and hw > offset and part is local:
+                    return hw  # the read (of a view taken after `hw` was seen) found nothing below it
                 return table
             except NotLeaderError as e:
                 if not e.leader_url:
