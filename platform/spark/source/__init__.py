@@ -44,7 +44,10 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
 - ``minPartitions``, ``maxRecordsPerPartition``: split large offset ranges into several Spark tasks;
 - ``failOnDataLoss`` (default true): fail, naming the missing offsets, when offsets the query needs
   are no longer in the log (retention removed them, the log was truncated, a topic was deleted);
-  false: log a warning and go on with what is there;
+  false: log a warning and go on with what is there. Gaps between offsets of a compacted topic
+  (``cleanup.policy=compact`` keeps the latest record per key, offsets never change) are no data
+  loss: ranges are offset ranges and a task returns the records its range still holds, as Spark's
+  Kafka source does on compacted topics;
 - ``includeHeaders`` (default false);
 - ``lakelog.read.tail`` (lakelog's; default true for ``readStream``, false for ``read``): true,
   "latest" is the HW as with Kafka's source, and what a task needs past the lake end offset is fetched
