@@ -14,7 +14,7 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
    in a worker thread: appends go on meanwhile); a failed commit is logged and retried next round;
 3. merge the oldest small data files when the table holds too many
    (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due;
-4. every ``log.retention.check.interval.ms`` (and in the first round): the log's maintenance
+4. every ``log.retention.check.interval.ms`` (the first time one interval after the open): the log's maintenance
    (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table properties,
    retention, VACUUM), in a worker thread.
 
@@ -60,7 +60,8 @@ class LakeFlusher:
                  maintenance_interval_ms: int = 300_000) -> None:
         self.log = log
         self.maintenance_interval_s = maintenance_interval_ms / 1000.0
-        self._next_maintenance = 0.0
+        # the first round one interval after the open, as Kafka's retention task
+        self._next_maintenance = time.monotonic() + self.maintenance_interval_s
         self._interval_ms = interval_ms
         self._commit_bytes = commit_bytes
         self._segment_files_max = segment_files_max

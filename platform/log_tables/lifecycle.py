@@ -48,7 +48,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.cleaner import CleanResult, clean, cleaned_offset, needs_cleaning
 from lakelog.log_tables.data_files import DataFile
 from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY
+from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY
 
 if TYPE_CHECKING:
     from lakelog.log_tables.log_state import LogState
@@ -59,8 +59,6 @@ log = logging.getLogger(__name__)
 __all__ = ["LOG_START_OFFSET_KEY", "LogLifecycle", "MaintenanceResult", "retention_start_offset",
            "table_properties"]
 
-#: commitInfo key holding the log start offset a retention commit moved to.
-LOG_START_OFFSET_KEY = "lakelog.log_start_offset"
 
 
 def retention_start_offset(files: Sequence[DataFile], *, log_start_offset: int, upper_offset: int,

@@ -167,7 +167,7 @@ class LogWriter:
                 # 2. one Delta append recording the new lake end offset
                 try:
                     commit_append(self.table, batch, compression_type=self.config.compression_type,
-                                  lake_end_offset=start + batch.num_rows)
+                                  lake_end_offset=start + batch.num_rows, log_start_offset=view.log_start_offset)
                     end, files = start + batch.num_rows, file_snapshot(self.table, self.uri, self._fs, self._root)
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
@@ -283,7 +283,7 @@ class LogWriter:
         if self.segments is None:
             version = self._commit(f"{what} to {self.name}", lambda: commit_append(
                 self.table, batch, compression_type=self.config.compression_type,
-                lake_end_offset=base + batch.num_rows))
+                lake_end_offset=base + batch.num_rows, log_start_offset=self.state.log_start_offset))
             self.state.appended(base, batch, starts, segments=None)
             return version
         try:  # a failed write is cut back by the segment log: the state has not moved

@@ -41,7 +41,7 @@ from lakelog.log_tables.errors import LogTableError
 from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, groups_of_files, read_file_range,
                                             scan_offsets, target_schema)
 from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import recorded_lake_end_offset
+from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
 
 #: Default number of rows per yielded record batch.
 DEFAULT_BATCH_ROWS = 64 * 1024
@@ -77,13 +77,20 @@ class DataLossError(LogTableError):
 
 
 def log_start_offset(table: "str | DeltaTable", *, storage_options: dict[str, str] | None = None) -> int | None:
-    """The first offset the table holds now: min of ``min.offset`` over its files; None if it holds none.
+    """The log start offset of the table: the first offset its files hold (min of ``min.offset``; files
+    without statistics are read), or the log start offset its commits record when that is lower (the log
+    cleaner removed the first records of a compacted topic: a gap, not lost records); None if it holds
+    no record and records none.
 
     This is how the broker defines the log start offset (retention moves it up by removing the oldest
-    files). Files without statistics are read to find their first offset.
+    files, and records it).
     """
     dt = open_table(table, storage_options=storage_options)
-    return FileSnapshot.of_table(dt, storage_options=storage_options).first_offset
+    first = FileSnapshot.of_table(dt, storage_options=storage_options).first_offset
+    recorded = recorded_log_start_offset(dt)
+    if recorded is not None and (first is None or recorded < first):
+        return recorded  # the cleaner emptied the head of a compacted log: a gap, not lost records
+    return first
 
 
 def data_loss(table: "str | DeltaTable", start: int, end: int, *,

@@ -4,7 +4,9 @@ or a crash alike, and after a truncation).
 - lake end offset = max(``max.offset`` file statistic over the table's files) + 1, or the lake end
   offset recorded in the newest commit that has one if that is larger (a log emptied by retention keeps
   its offsets);
-- log start offset = min(``min.offset``), or the lake end offset of an empty table;
+- log start offset = the newest one recorded in the table's commits (every flush records it, so a head
+  the log cleaner emptied is not taken for retention), else min(``min.offset``), or the lake end offset
+  of an empty table;
 - the segment tail from the lake end offset on (:meth:`SegmentLog.recover
   <lakelog.log_tables.segments.SegmentLog.recover>`: torn last batch dropped); log end offset (LEO) =
   the end of its last frame, or the lake end offset;
@@ -28,7 +30,7 @@ import pyarrow as pa
 from lakelog.log_tables.data_files import FileSnapshot, data_files
 from lakelog.log_tables.leader_epochs import LeaderEpochCache, epoch_starts
 from lakelog.log_tables.segments import SegmentLog, SegmentView
-from lakelog.log_tables.table_writes import recorded_lake_end_offset
+from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
 
 __all__ = ["RecoveredLog", "file_snapshot", "recover"]
 
@@ -87,6 +89,9 @@ def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
     """
     files, lake_end = lake_state(table, uri, fs, root)
     first = files.first_offset
+    recorded = recorded_log_start_offset(table)
+    if recorded is not None and 0 <= recorded <= lake_end:  # a head the cleaner emptied keeps its start
+        first = recorded
     epochs = LeaderEpochCache.from_files(files)
     if segments is None:
         return RecoveredLog(files, lake_end if first is None else first, lake_end, lake_end, epochs)

@@ -18,13 +18,16 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties, write_delt
 
 from lakelog.log_tables.schema import LOG_SCHEMA
 
-__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "PARQUET_CODECS", "commit_append", "commit_rewrite",
+__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "recorded_log_start_offset", "PARQUET_CODECS", "commit_append", "commit_rewrite",
            "commit_truncation", "open_log_table", "recorded_lake_end_offset"]
 
 #: commitInfo key holding the table's end offset (lake end offset) after the commit.
 LAKE_END_OFFSET_KEY = "lakelog.lake_end_offset"
 #: the same, as tables written before the two-tier log recorded it.
 LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
+#: commitInfo key holding the log start offset (retention, and every flush since: a compacted head is no
+#: data loss, the log start offset stays where retention put it).
+LOG_START_OFFSET_KEY = "lakelog.log_start_offset"
 
 #: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
 PARQUET_CODECS = {
@@ -60,7 +63,8 @@ def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tupl
     )
 
 
-def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, lake_end_offset: int) -> int:
+def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, lake_end_offset: int,
+                  log_start_offset: int | None = None) -> int:
     """Append ``batch`` (log schema, offsets assigned) as one Delta commit; return the new table version.
 
     Args:
@@ -68,6 +72,8 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
         batch: the rows, one data file.
         compression_type: the topic's ``compression.type`` (a key of :data:`PARQUET_CODECS`).
         lake_end_offset: the table's end offset after the batch (recorded in commitInfo).
+        log_start_offset: the log start offset, recorded too (:data:`LOG_START_OFFSET_KEY`), so a log
+            whose first records were compacted away keeps its start after a restart. None = not recorded.
 
     Raises:
         Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
@@ -75,7 +81,8 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
     write_deltalake(
         table, batch, mode="append",
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type]),
-        commit_properties=CommitProperties(custom_metadata={LAKE_END_OFFSET_KEY: str(lake_end_offset)}),
+        commit_properties=CommitProperties(custom_metadata={LAKE_END_OFFSET_KEY: str(lake_end_offset), **(
+            {} if log_start_offset is None else {LOG_START_OFFSET_KEY: str(log_start_offset)})}),
     )
     return table.version()
 
@@ -145,3 +152,19 @@ def recorded_lake_end_offset(table: DeltaTable) -> int:
             if value is not None:
                 return int(value)
     return 0
+
+
+def recorded_log_start_offset(table: DeltaTable) -> int | None:
+    """The newest log start offset recorded in the table's commits (:data:`LOG_START_OFFSET_KEY`), or None
+    when no commit the Delta log still holds has one, or when a ``DELETE`` by another writer (one that
+    records none) came after it: then the first offset of the files is the start."""
+    if table.version() <= 0:
+        return None
+    for limit in (1, 32, None):
+        for commit in table.history(limit):
+            value = commit.get(LOG_START_OFFSET_KEY)
+            if value is not None:
+                return int(value)
+            if commit.get("operation") == "DELETE":
+                return None
+    return None

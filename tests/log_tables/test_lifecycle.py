@@ -19,6 +19,7 @@ from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.lifecycle import retention_start_offset, table_properties
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.log_tables.reader import data_loss, log_start_offset
 
 HOUR_MS = 3_600_000
 NOW_MS = 1_800_000_000_000
@@ -258,4 +259,7 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key_and_reads_skip_the_ga
     assert log.lifecycle.run().cleaned is None                                    # clean: nothing to do
     log.close()
     reopened = open_log(tmp_path, cleanup_policy="compact")
-    assert reopened.log_start_offset == 150 and reopened.log_end_offset == 201
+    # the cleaner emptied the head: a gap, not retention; the log still starts at 0
+    assert reopened.log_start_offset == 0 and reopened.log_end_offset == 201
+    assert reopened.read(0, max_bytes=1 << 20)["offset"].to_pylist()[0] == 150
+    assert log_start_offset(reopened.table_uri) == 0 and data_loss(reopened.table_uri, 0, 201) is None
