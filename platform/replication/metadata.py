@@ -56,6 +56,10 @@ CONSUMERS_PATH = f"{ROOT}/consumers"
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
+#: Partitions one add_partitions call may add: its ZooKeeper transaction (the topic znode and two znodes
+#: per new partition, 249-character topic names included) must stay below ZooKeeper's 1 MB request
+#: limit (``jute.maxbuffer``), past which the server drops the connection instead of answering.
+MAX_PARTITIONS_ADDED = 1000
 #: compare-and-set attempts of a topic znode change before TopicChangeConflictError
 _TOPIC_CAS_ATTEMPTS = 20
 
@@ -465,7 +469,8 @@ class ClusterMetadata:
 
         Raises:
             UnknownTopicError; InvalidPartitionsError: ``partitions_count`` not above the current count
-            (Kafka's message) or above the limit; InvalidReplicationFactorError: fewer live brokers than
+            (Kafka's message), above :data:`MAX_PARTITIONS`, or more than :data:`MAX_PARTITIONS_ADDED` new
+            ones (ask in steps); InvalidReplicationFactorError: fewer live brokers than
             the replication factor; TopicChangeConflictError (retriable).
         """
         for _ in range(_TOPIC_CAS_ATTEMPTS):
@@ -479,6 +484,11 @@ class ClusterMetadata:
             if partitions_count > MAX_PARTITIONS:
                 raise InvalidPartitionsError(f"Number of partitions must be between 1 and {MAX_PARTITIONS}, "
                                              f"got {partitions_count}.")
+            if partitions_count - current > MAX_PARTITIONS_ADDED:
+                raise InvalidPartitionsError(
+                    f"At most {MAX_PARTITIONS_ADDED} partitions can be added at a time (one ZooKeeper transaction); "
+                    f"topic '{name}' has {current}, so ask for at most {current + MAX_PARTITIONS_ADDED} and "
+                    f"grow it in steps.")
             added = self._assign_new_partitions(meta, partitions_count)
             new = replace(meta, replicas={**meta.replicas, **added})
             if validate_only:

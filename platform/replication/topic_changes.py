@@ -205,17 +205,17 @@ class TopicChanges:
 
         Call before the log is registered as open: the loop ends with no await after its last check,
         so a change applied later finds the log among the open ones."""
+        applied = meta.configs
         while True:
             latest = self.cache.cached_topic(meta.name)
-            if latest is None or latest.topic_id != meta.topic_id:
+            if latest is None or latest.topic_id != meta.topic_id or latest.configs == applied:
                 return
             try:
                 config = latest.config
             except LakelogError:
                 return
-            if plog.config == config:
-                return
             await asyncio.to_thread(plog.update_config, config)
+            applied = latest.configs
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -236,25 +236,18 @@ class TopicChanges:
         return meta
 
     async def add_partitions(self, name: str, *, partitions_count: int, validate_only: bool = False) -> TopicMetadata:
-        """Grow a topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``); the new
-        partitions this broker leads are opened before it returns. See
+        """Grow a topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``) and serve
+        the new count here at once. Every new partition has its leader and ISR in ZooKeeper when this
+        returns; the brokers' state watches open the logs (a produce that comes first opens its
+        partition's log itself). See
         :meth:`ClusterMetadata.add_partitions <lakelog.replication.metadata.ClusterMetadata.add_partitions>`.
 
         Raises:
             UnknownTopicError, InvalidPartitionsError (not more than now), InvalidReplicationFactorError,
             TopicChangeConflictError, ZooKeeper errors.
         """
-        before = self.cache.cached_topic(name)
         meta = await asyncio.to_thread(self.metadata.add_partitions, name, partitions_count=partitions_count,
                                        validate_only=validate_only)
-        if validate_only:
-            return meta
-        await self.apply(meta)
-        old = set(before.replicas) if before is not None and before.topic_id == meta.topic_id else set()
-        for p, replicas in sorted(meta.replicas.items()):
-            if p not in old and replicas[0] == self.broker_id:
-                try:
-                    await self.rm.leader_partition(name, p)
-                except LakelogError as e:  # the state moved on meanwhile: the watch takes it up
-                    log.info("%s-%d: not led here after adding it: %s", name, p, e)
+        if not validate_only:
+            await self.apply(meta)
         return meta

@@ -123,9 +123,18 @@ def test_partitions_are_never_fewer(meta, topic_name):
         meta.add_partitions(topic_name, partitions_count=3)
     with pytest.raises(InvalidPartitionsError, match="between 1 and 10000"):
         meta.add_partitions(topic_name, partitions_count=10_001)
+    with pytest.raises(InvalidPartitionsError, match="At most 1000 partitions can be added at a time"):
+        meta.add_partitions(topic_name, partitions_count=1004)  # more would exceed one ZooKeeper request
     assert meta.topic(topic_name).partitions_count == 3
     assert meta.add_partitions(topic_name, partitions_count=4, validate_only=True).partitions_count == 4
     assert meta.topic(topic_name).partitions_count == 3
+
+
+def test_the_most_partitions_added_at_once_fit_one_zookeeper_request(meta):
+    name = "t" * 249  # the longest topic name: the longest znode paths
+    meta.create_topic(name, partitions=1, replication_factor=3)
+    assert meta.add_partitions(name, partitions_count=1001).partitions_count == 1001
+    assert meta.partition_state(name, 1000).isr == meta.topic(name).replicas[1000]
 
 
 def test_add_partitions_needs_enough_live_brokers(zk, meta, topic_name):
