@@ -193,7 +193,8 @@ class ReplicaManager:
                                             on_append=lambda info: self._after_leader_append(part),
                                             leader_epoch=part.append_epoch,
                                             segment_files_max=self.log_manager.segment_files_max)
-            part.flusher = LakeFlusher(plog, segment_files_max=self.log_manager.segment_files_max)
+            part.flusher = LakeFlusher(plog, segment_files_max=self.log_manager.segment_files_max,
+                                       maintenance_interval_ms=self.settings.log_retention_check_interval_ms)
             self._partitions[key] = part
             return part
 
