@@ -334,9 +334,11 @@ class LogLifecycle:
             if writer.closed:
                 return 0
             table = writer.table
-            if not table.vacuum(dry_run=True):
+            # full: the directory is listed, so a removed file whose tombstone a checkpoint already dropped
+            # (it expired before this round) is deleted too, not left behind
+            if not table.vacuum(dry_run=True, full=True):
                 return 0
-            deleted = table.vacuum(dry_run=False, commit_properties=CommitProperties(custom_metadata={
+            deleted = table.vacuum(dry_run=False, full=True, commit_properties=CommitProperties(custom_metadata={
                 LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), "lakelog.operation": "vacuum"}))
             table.update_incremental()
         if deleted:
