@@ -21,7 +21,8 @@ compacted topic. The broker checks retention, cleaning and VACUUM every ``--chec
 
 Each minute: records/s (both topics), ack p99 of the retained topic's requests, bytes on disk per
 partition (everything under the partition's directory: Delta files live and removed, the segment tail,
-``_delta_log``), live Delta data files, ``_delta_log`` files, and the compacted table's live records.
+``_delta_log``), live Delta data files, ``_delta_log`` files, and the compacted table's live records just
+after a cleaning (the fewest of the minute's 5 s samples: between cleanings new records pile up).
 Targets (issue 12) are printed beside the figures: disk per partition never above 2x retention.bytes,
 the last minute's throughput >= 0.9x the first's, the compacted table <= 2x the keys after each cleaning.
 ``bench/`` never asserts.
@@ -140,7 +141,7 @@ def main() -> int:
                       f"compacted topic over {args.keys:,} keys, lake.vacuum.retention.ms {args.vacuum_ms}, "
                       f"log.retention.check.interval.ms {args.check_ms}")
         console.print(f"{'min':>4} {'retained rec/s':>15} {'ack p99 ms':>11} {'disk MiB p0/p1/p2':>22} "
-                      f"{'Delta files':>12} {'_delta_log':>11} {'compacted rec/s':>16} {'compacted live':>15}")
+                      f"{'Delta files':>12} {'_delta_log':>11} {'compacted rec/s':>16} {'compacted live (min of 5 s samples)':>37}")
         start = time.monotonic()
         minute = 0
         peak_disk = 0
@@ -148,9 +149,11 @@ def main() -> int:
             while minute < args.minutes:
                 # sample the disk every 5 s within the minute (the peak is what the target bounds)
                 end = start + 60 * (minute + 1)
+                live_samples: list[int] = []
                 while time.monotonic() < end:
                     time.sleep(min(5.0, max(0.0, end - time.monotonic())))
                     peak_disk = max([peak_disk] + [dir_bytes(log_dirs / f"retained-{p}") for p in range(3)])
+                    live_samples.append(table_stats(log_dirs / "compacted-0")[2])
                 minute += 1
                 taken = [t.take() for t in retained]
                 n = sum(r for r, _ in taken)
@@ -158,7 +161,7 @@ def main() -> int:
                 cn, _ = compacted.take()
                 disks = [dir_bytes(log_dirs / f"retained-{p}") for p in range(3)]
                 stats = [table_stats(log_dirs / f"retained-{p}") for p in range(3)]
-                _, _, live = table_stats(log_dirs / "compacted-0")
+                live = min(live_samples) if live_samples else table_stats(log_dirs / "compacted-0")[2]
                 row = {"minute": minute, "rate": n / 60.0, "p99": float(np.percentile(lat, 99)) if lat else float("nan"),
                        "disks": disks, "files": [s[0] for s in stats], "delta_log": [s[1] for s in stats],
                        "compacted_rate": cn / 60.0, "compacted_live": live}
@@ -166,7 +169,7 @@ def main() -> int:
                 console.print(f"{minute:>4} {row['rate']:>15,.0f} {row['p99']:>11.1f} "
                               f"{'/'.join(f'{d / 2**20:.0f}' for d in disks):>22} "
                               f"{'/'.join(map(str, row['files'])):>12} {'/'.join(map(str, row['delta_log'])):>11} "
-                              f"{row['compacted_rate']:>16,.0f} {live:>15,}")
+                              f"{row['compacted_rate']:>16,.0f} {live:>37,}")
         finally:
             stop.set()
             for t in [*retained, compacted]:
@@ -184,7 +187,8 @@ def main() -> int:
                           f"{'met' if peak_disk <= 2 * retention_bytes else 'MISSED'})")
             console.print(f"  last minute / first minute throughput: {last['rate']:,.0f} / {first['rate']:,.0f} = "
                           f"{ratio:.2f} (target >= 0.9: {'met' if ratio >= 0.9 else 'MISSED'})")
-            console.print(f"  compacted table, most live records at a minute mark: {worst_live:,} = "
+            console.print(f"  compacted table, live records just after cleanings (the fewest of each minute's "
+                          f"5 s samples), worst minute: {worst_live:,} = "
                           f"{worst_live / args.keys:.2f}x the keys (target <= 2x after each cleaning: "
                           f"{'met' if worst_live <= 2 * args.keys else 'MISSED'})")
     return run.return_code
