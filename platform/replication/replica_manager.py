@@ -219,11 +219,9 @@ class ReplicaManager:
         if self._stopping:
             return
         meta = self.cache.cached_topic(topic)
-        if meta is None or meta.topic_id != topic_id:
-            meta = await self.topic_fresh(topic)
-            if meta.topic_id != topic_id:
-                return
-        if partition not in meta.replicas:  # added: the topic's new data may not be cached yet
+        if meta is None or meta.topic_id != topic_id or partition not in meta.replicas:
+            # new, re-created, deleted or grown since the cache read it: one ZooKeeper read of this topic
+            # (the topic list's watch reconciles the rest), never a reload of every topic per partition
             try:
                 meta = await self.cache.reload_topic(topic)
             except UnknownTopicError:
