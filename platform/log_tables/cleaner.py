@@ -69,7 +69,7 @@ from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import RecordWithoutKeyError
 from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, commit_rewrite
+from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, OPERATION_KEY, commit_rewrite, newest_commits
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +138,20 @@ def cleaned_offset(table: DeltaTable) -> int:
     """The cleaned offset recorded by the newest cleaning commit (:data:`CLEANED_OFFSET_KEY`), or 0.
 
     Like Kafka's ``maybeTruncateCheckpoint``, a truncation committed after that cleaning
-    (``"lakelog.operation": "truncate"``) lowers it to the truncation offset. Looks at the newest commit,
-    then the newest 32, then the whole history the Delta log still holds; once the log's cleanup has
+    (``"lakelog.operation": "truncate"``) lowers it to the truncation offset. Walks the history the Delta
+    log still holds, newest first (:func:`~lakelog.log_tables.table_writes.newest_commits`); once the log's cleanup has
     removed the cleaning commit the answer is 0, which is safe (the next cleaning reads the whole range,
     tombstones stay one cleaning longer) -- the caller keeps the value in memory between cleanings.
     """
-    if table.version() <= 0:
-        return 0
-    for limit in (1, 32, None):
-        truncated_to: int | None = None
-        for commit in table.history(limit):
-            value = commit.get(CLEANED_OFFSET_KEY)
-            if value is not None:
-                found = int(value)
-                return found if truncated_to is None else min(found, truncated_to)
-            if commit.get("lakelog.operation") == "truncate" and commit.get(LAKE_END_OFFSET_KEY) is not None:
-                at = int(commit[LAKE_END_OFFSET_KEY])
-                truncated_to = at if truncated_to is None else min(truncated_to, at)
+    truncated_to: int | None = None
+    for commit in newest_commits(table):
+        value = commit.get(CLEANED_OFFSET_KEY)
+        if value is not None:
+            found = int(value)
+            return found if truncated_to is None else min(found, truncated_to)
+        if commit.get(OPERATION_KEY) == "truncate" and commit.get(LAKE_END_OFFSET_KEY) is not None:
+            at = int(commit[LAKE_END_OFFSET_KEY])
+            truncated_to = at if truncated_to is None else min(truncated_to, at)
     return 0
 
 
@@ -391,7 +388,7 @@ def clean(table: DeltaTable, snapshot: FileSnapshot, *, config: TopicConfig, cle
     changed = np.flatnonzero(kept_counts < counts)
     records_before, records_after = int(counts.sum()), int(kept_counts.sum())
     first, last = cleanable[0].min_offset, end - 1
-    metadata = {CLEANED_OFFSET_KEY: str(new_cleaned_offset), "lakelog.operation": "clean"}
+    metadata = {CLEANED_OFFSET_KEY: str(new_cleaned_offset), OPERATION_KEY: "clean"}
 
     if len(changed) == 0:
         # nothing to drop: an empty replaceWhere (no file matches) records the cleaned offset only

@@ -46,9 +46,9 @@ from deltalake import CommitProperties, write_deltalake
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.cleaner import CleanResult, clean, cleaned_offset, needs_cleaning
-from lakelog.log_tables.data_files import DataFile
+from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY
+from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
 
 if TYPE_CHECKING:
     from lakelog.log_tables.log_state import LogState
@@ -139,8 +139,6 @@ class LogLifecycle:
     def __init__(self, writer: "LogWriter", state: "LogState") -> None:
         self._writer = writer
         self._state = state
-        #: the log cleaner's checkpoint: offsets below it were cleaned (None = not read yet)
-        self._cleaned_offset: int | None = None
 
     def run(self, *, now_ms: int | None = None) -> MaintenanceResult:
         """One maintenance round (steps in the module docstring). A failed step is logged and the round
@@ -151,28 +149,24 @@ class LogLifecycle:
         """
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         config = self._writer.config
-        removed = vacuumed = 0
         # 1. Delta table properties follow the topic config
         self._step("setting the table properties of", self.sync_table_properties)
         # 2. retention: whole files below the new log start offset go
-        if config.deletes:
-            removed = self._step("applying retention to", lambda: self.apply_retention(now_ms=now_ms)) or 0
+        removed = config.deletes and self._step("applying retention to", lambda: self.apply_retention(now_ms=now_ms))
         # 3. the log cleaner: the latest record per key once the dirty ratio asks for it
-        cleaned = None
-        if config.compacts:
-            cleaned = self._step("cleaning", lambda: self.clean(now_ms=now_ms))
+        cleaned = self._step("cleaning", lambda: self.clean(now_ms=now_ms)) if config.compacts else None
         # 4. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
-        vacuumed = self._step("vacuuming", self.vacuum) or 0
-        return MaintenanceResult(self._state.log_start_offset, removed, vacuumed, cleaned)
+        vacuumed = self._step("vacuuming", self.vacuum)
+        return MaintenanceResult(self._state.log_start_offset, removed or 0, vacuumed or 0, cleaned)
 
     def clean(self, *, now_ms: int, force: bool = False) -> "CleanResult | None":
         """Run the log cleaner when the table needs it (:func:`~lakelog.log_tables.cleaner.needs_cleaning`),
         or always with ``force`` (tombstones past ``delete.retention.ms``): one Delta commit keeping the
         latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`).
 
-        The cleaned offset (Kafka's cleaner checkpoint) is kept in memory; after a restart it is read
-        back from the table's history, or 0 once the Delta log no longer holds the cleaning commit (the
-        next cleaning then covers the whole range once).
+        The cleaned offset (Kafka's cleaner checkpoint) is kept in the log's state; after a restart or a
+        truncation it is read back from the table's history (lowered by a later truncation), or 0 once the
+        Delta log no longer holds the cleaning commit (the next cleaning then covers the whole range once).
 
         Returns:
             What the cleaning did, or None when there was nothing to clean.
@@ -186,26 +180,18 @@ class LogLifecycle:
                 return None
             files = writer.load_index()
             lake_end = state.lake_end_offset
-            if self._cleaned_offset is None:
-                self._cleaned_offset = cleaned_offset(writer.table)
-            self._cleaned_offset = min(self._cleaned_offset, lake_end)  # a truncation cut the table
-            if not force and not needs_cleaning(files.files, config=writer.config, cleaned_offset=self._cleaned_offset,
+            if state.cleaned_offset is None:
+                state.cleaned_offset = cleaned_offset(writer.table)
+            if not force and not needs_cleaning(files.files, config=writer.config, cleaned_offset=state.cleaned_offset,
                                                 lake_end_offset=lake_end, now_ms=now_ms):
                 return None
-            result = None
-
-            def run() -> int:
-                nonlocal result
-                result = clean(writer.table, files, config=writer.config, cleaned_offset=self._cleaned_offset,
-                               lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force)
-                return writer.table.version()
-
-            writer.commit(f"Cleaning {writer.name}", run)
+            result = writer.commit(f"Cleaning {writer.name}", lambda: clean(
+                writer.table, files, config=writer.config, cleaned_offset=state.cleaned_offset,
+                lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force))
             if result is None:
                 return None
-            self._cleaned_offset = result.new_cleaned_offset
             with writer.lock:
-                state.rewritten(writer.load_index())
+                state.cleaned(result.new_cleaned_offset, writer.load_index())
         log.info("cleaned %s offsets %d..%d: %d -> %d records", writer.name, result.first, result.last,
                  result.records_before, result.records_after)
         return result
@@ -227,18 +213,20 @@ class LogLifecycle:
         Raises:
             CommitFailedError: the Delta commit failed (the state was re-read; the next round retries).
         """
-        config, state = self._writer.config, self._state
-        with self._writer.lake_lock:
-            self._writer.load_index()  # appends without a tail do not update the index
-        view = state.view()
-        start = retention_start_offset(
-            view.files.files, log_start_offset=view.log_start_offset,
-            upper_offset=min(view.high_watermark, view.lake_end_offset),
-            retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
-            tail_bytes=view.segments.nbytes, now_ms=now_ms)
-        if start <= view.log_start_offset:
+        config, writer = self._writer.config, self._writer
+        if config.retention_ms < 0 and config.retention_bytes < 0:
             return 0
-        return self.advance_log_start_offset(start, reason="retention")
+        with writer.lake_lock:
+            if writer.closed:
+                return 0
+            files = writer.load_index()  # appends without a tail do not update the index
+            view = self._state.view()
+            start = retention_start_offset(
+                files.files, log_start_offset=view.log_start_offset,
+                upper_offset=min(view.high_watermark, view.lake_end_offset),
+                retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
+                tail_bytes=view.segments.nbytes, now_ms=now_ms)
+            return self._advance(start, files, reason="retention")
 
     def advance_log_start_offset(self, offset: int, *, reason: str) -> int:
         """Move the log start offset up to ``offset`` (never back; at most the high watermark) and remove
@@ -260,26 +248,29 @@ class LogLifecycle:
         Raises:
             CommitFailedError: the Delta commit failed (the state was re-read from the table).
         """
-        writer, state = self._writer, self._state
+        writer = self._writer
         with writer.lake_lock:
-            if writer.closed:
+            if writer.closed or offset <= self._state.log_start_offset:
                 return 0
-            view = state.view()
-            new_start = min(max(offset, view.log_start_offset), view.high_watermark)
-            if new_start <= view.log_start_offset:
-                return 0
+            return self._advance(offset, writer.load_index(), reason=reason)
+
+    def _advance(self, offset: int, files: FileSnapshot, *, reason: str) -> int:
+        """:meth:`advance_log_start_offset` with ``lake_lock`` held and ``files`` the table's files now."""
+        writer, state = self._writer, self._state
+        view = state.view()
+        new_start = min(max(offset, view.log_start_offset), view.high_watermark)
+        if new_start <= view.log_start_offset:
+            return 0
+        gone = [f for f in files.files if f.has_offset_stats and f.max_offset < new_start]
+        if gone:
+            # every record of these files is below the new start: a DELETE up to their last offset removes
+            # them whole (the files are disjoint, so no other file is touched) and writes nothing
+            last = max(f.max_offset for f in gone)
+            writer.commit(f"Removing {len(gone)} files below offset {new_start} of {writer.name}",
+                          lambda: self._delete(f"offset <= {last}", new_start, view.lake_end_offset, reason))
             files = writer.load_index()
-            gone = [f for f in files.files if f.has_offset_stats and f.max_offset < new_start]
-            if gone:
-                kept = [f for f in files.files if f not in gone]
-                boundary = min((f.min_offset for f in kept if f.has_offset_stats), default=None)
-                predicate = f"offset < {boundary if boundary is not None else gone[-1].max_offset + 1}"
-                lake_end = view.lake_end_offset
-                writer.commit(f"Removing {len(gone)} files below offset {new_start} of {writer.name}",
-                              lambda: self._delete(predicate, new_start, lake_end, reason))
-                files = writer.load_index()
-            with writer.lock:
-                state.start_advanced(new_start, files)
+        with writer.lock:
+            state.start_advanced(new_start, files)
         log.info("log start offset of %s moved to %d (%s): %d data files removed", writer.name, new_start,
                  reason, len(gone))
         return len(gone)
@@ -288,7 +279,7 @@ class LogLifecycle:
         table = self._writer.table
         table.delete(predicate, commit_properties=CommitProperties(custom_metadata={
             LAKE_END_OFFSET_KEY: str(lake_end_offset), LOG_START_OFFSET_KEY: str(log_start_offset),
-            "lakelog.operation": reason}))
+            OPERATION_KEY: reason}))
         return table.version()
 
     def reset_to(self, offset: int) -> None:
@@ -308,7 +299,6 @@ class LogLifecycle:
             if writer.segments is not None:
                 writer.segments.delete_all()
             writer.recover()
-            self._cleaned_offset = None
             with state.lock:
                 state.high_watermark = max(state.high_watermark, state.log_end_offset)
         log.info("%s starts over at offset %d", writer.name, offset)
@@ -317,7 +307,7 @@ class LogLifecycle:
         table = self._writer.table
         write_deltalake(table, LOG_SCHEMA.empty_table(), mode="overwrite", commit_properties=CommitProperties(
             custom_metadata={LAKE_END_OFFSET_KEY: str(offset), LOG_START_OFFSET_KEY: str(offset),
-                             "lakelog.operation": "reset"}))
+                             OPERATION_KEY: "reset"}))
         return table.version()
 
     def vacuum(self) -> int:
@@ -336,11 +326,10 @@ class LogLifecycle:
             table = writer.table
             # full: the directory is listed, so a removed file whose tombstone a checkpoint already dropped
             # (it expired before this round) is deleted too, not left behind
-            if not table.vacuum(dry_run=True, full=True):
-                return 0
             deleted = table.vacuum(dry_run=False, full=True, commit_properties=CommitProperties(custom_metadata={
-                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), "lakelog.operation": "vacuum"}))
-            table.update_incremental()
+                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), OPERATION_KEY: "vacuum"}))
+            if deleted:  # VACUUM committed (it does not when nothing was deleted)
+                table.update_incremental()
         if deleted:
             log.info("vacuum of %s deleted %d files", writer.name, len(deleted))
         return len(deleted)
@@ -358,5 +347,5 @@ class LogLifecycle:
             if all(current.get(k) == v for k, v in wanted.items()):
                 return False
             table.alter.set_table_properties(wanted, commit_properties=CommitProperties(custom_metadata={
-                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), "lakelog.operation": "set-properties"}))
+                LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), OPERATION_KEY: "set-properties"}))
             return True

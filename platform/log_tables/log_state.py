@@ -44,6 +44,10 @@ class LogState:
         self.lake_end_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
+        #: the log cleaner's checkpoint (Kafka's cleaner-offset-checkpoint): offsets below it were cleaned;
+        #: None until the cleaner reads it from the table, and again after every re-read of the table (a
+        #: truncation: the table's history lowers it, :func:`~lakelog.log_tables.cleaner.cleaned_offset`)
+        self.cleaned_offset: int | None = None
         self.epochs = LeaderEpochCache()
         self._hw_listeners: list[Callable[[], None]] = []
 
@@ -54,6 +58,7 @@ class LogState:
             self.files, self.commits_since_index = recovered.files, 0
             self.log_start_offset, self.log_end_offset = recovered.log_start_offset, recovered.log_end_offset
             self.lake_end_offset = recovered.lake_end_offset
+            self.cleaned_offset = None
             if recovered.segments is not None:
                 self.segments = recovered.segments
             self.cache.clear()
@@ -102,10 +107,12 @@ class LogState:
             self.files, self.commits_since_index = files, 0
             self.epochs.truncate_from_start(self.log_start_offset)
 
-    def rewritten(self, files: FileSnapshot) -> None:
-        """The log cleaner replaced records of the table (``files``: its files now): the tail cache, which
-        may hold records it dropped, starts empty again (reads fall through to segments and files)."""
+    def cleaned(self, cleaned_offset: int, files: FileSnapshot) -> None:
+        """The log cleaner replaced records of the table below ``cleaned_offset`` (``files``: its files
+        now): the tail cache, which may hold records it dropped, starts empty again (reads fall through
+        to segments and files)."""
         with self.lock:
+            self.cleaned_offset = cleaned_offset
             self.files, self.commits_since_index = files, 0
             self.cache.clear()
 

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -49,6 +50,8 @@ from lakelog.log_tables.table_writes import commit_append, commit_truncation
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendInfo", "LogWriter"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ class LogWriter:
         if n == 0:
             raise ValueError("append needs at least one record")
         with self._append_locks():
-            self._check_open()
+            self.check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
@@ -141,7 +144,7 @@ class LogWriter:
         batch = batch.select(LOG_SCHEMA.names).cast(LOG_SCHEMA).combine_chunks()
         offsets = batch["offset"].to_numpy()
         with self._append_locks():
-            self._check_open()
+            self.check_open()
             # 1. the batch must continue the log exactly
             base = self.state.log_end_offset
             check_continues(offsets, base, topic=self.topic, partition=self.partition)
@@ -222,7 +225,7 @@ class LogWriter:
     def truncate_to(self, offset: int) -> bool:
         """:meth:`PartitionLog.truncate_to <lakelog.log_tables.partition_log.PartitionLog.truncate_to>`."""
         with self.lake_lock, self.lock:
-            self._check_open()
+            self.check_open()
             # 1. nothing above the point
             old_leo, lso = self.state.log_end_offset, self.state.log_start_offset
             if offset >= old_leo:
@@ -234,7 +237,7 @@ class LogWriter:
             if self.segments is not None and offset >= self.state.lake_end_offset:
                 self.segments.truncate_to(offset)
             else:
-                self._commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
+                self.commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
                 if self.segments is not None:
                     self.segments.delete_all()
             # 3. in-memory state from the table and the tail
@@ -272,16 +275,13 @@ class LogWriter:
 
     def check_open(self) -> None:
         """Raise :class:`LogClosedError` when the log was closed."""
-        self._check_open()
-
-    def _check_open(self) -> None:
         if self.closed:
             raise LogClosedError(f"The log of {self.name} is closed")
 
     def _append(self, what: str, base: int, batch: pa.Table, starts: list[tuple[int, int]]) -> int | None:
         """Write ``batch`` (one chunk) to the segment tail, or commit it to Delta without one; move the state."""
         if self.segments is None:
-            version = self._commit(f"{what} to {self.name}", lambda: commit_append(
+            version = self.commit(f"{what} to {self.name}", lambda: commit_append(
                 self.table, batch, compression_type=self.config.compression_type,
                 lake_end_offset=base + batch.num_rows, log_start_offset=self.state.log_start_offset))
             self.state.appended(base, batch, starts, segments=None)
@@ -296,13 +296,10 @@ class LogWriter:
         self.state.appended(base, batch, starts, segments=self.segments.view)
         return None
 
-    def commit(self, what: str, write: Callable[[], int]) -> int:
-        """Run one Delta commit (the caller holds ``lake_lock``); on failure re-read the table (ambiguous
-        outcome) and raise :class:`CommitFailedError` (retriable) saying ``what`` failed."""
-        return self._commit(what, write)
-
-    def _commit(self, what: str, write: Callable[[], int]) -> int:
-        """Run one Delta commit; on failure re-read the table (ambiguous outcome) and raise CommitFailedError."""
+    def commit(self, what: str, write: Callable[[], T]) -> T:
+        """Run one Delta commit, ``write()``, and return what it returns (the caller holds ``lake_lock``); on
+        failure re-read the table (ambiguous outcome) and raise :class:`CommitFailedError` (retriable)
+        saying ``what`` failed."""
         try:
             return write()
         except Exception as e:

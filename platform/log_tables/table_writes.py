@@ -11,6 +11,7 @@ holds the table's write lock and treats a failure as ambiguous (re-reads the tab
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,8 +19,9 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties, write_delt
 
 from lakelog.log_tables.schema import LOG_SCHEMA
 
-__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "recorded_log_start_offset", "PARQUET_CODECS", "commit_append", "commit_rewrite",
-           "commit_truncation", "open_log_table", "recorded_lake_end_offset"]
+__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY", "PARQUET_CODECS",
+           "commit_append", "commit_rewrite", "commit_truncation", "newest_commits", "open_log_table",
+           "recorded_lake_end_offset", "recorded_log_start_offset"]
 
 #: commitInfo key holding the table's end offset (lake end offset) after the commit.
 LAKE_END_OFFSET_KEY = "lakelog.lake_end_offset"
@@ -28,6 +30,8 @@ LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
 #: commitInfo key holding the log start offset (retention, and every flush since: a compacted head is no
 #: data loss, the log start offset stays where retention put it).
 LOG_START_OFFSET_KEY = "lakelog.log_start_offset"
+#: commitInfo key naming what a lakelog commit did (``truncate``, ``compact``, ``clean``, ``retention``, ...).
+OPERATION_KEY = "lakelog.operation"
 
 #: Kafka ``compression.type`` -> Parquet codec. ``producer`` keeps Parquet's usual default, snappy.
 PARQUET_CODECS = {
@@ -99,7 +103,7 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
     write_deltalake(
         table, LOG_SCHEMA.empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
         commit_properties=CommitProperties(custom_metadata={
-            LAKE_END_OFFSET_KEY: str(offset), "lakelog.operation": "truncate"}),
+            LAKE_END_OFFSET_KEY: str(offset), OPERATION_KEY: "truncate"}),
     )
     return table.version()
 
@@ -132,25 +136,39 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type],
                                            max_row_group_size=row_group_rows),
         commit_properties=CommitProperties(custom_metadata={
-            LAKE_END_OFFSET_KEY: str(lake_end_offset), "lakelog.operation": "compact", **(extra_metadata or {})}),
+            LAKE_END_OFFSET_KEY: str(lake_end_offset), OPERATION_KEY: "compact", **(extra_metadata or {})}),
     )
     return table.version()
+
+
+def newest_commits(table: DeltaTable) -> Iterator[dict]:
+    """The commitInfo of the table's commits, newest first, each once.
+
+    Read in growing windows (the newest commit, then 32, then all the Delta log still holds): the value
+    looked for is usually in the newest commit, so the whole history is rarely read.
+    """
+    if table.version() <= 0:
+        return
+    seen = 0
+    for limit in (1, 32, None):
+        commits = table.history(limit)
+        yield from commits[seen:]
+        if limit is None or len(commits) < limit:
+            return
+        seen = len(commits)
 
 
 def recorded_lake_end_offset(table: DeltaTable) -> int:
     """The newest lake end offset recorded in the table's commits (:data:`LAKE_END_OFFSET_KEY`, or
     :data:`LOG_END_OFFSET_KEY` of older commits), or 0.
 
-    Usually the newest commit is an append and carries it; maintenance commits (VACUUM, OPTIMIZE) do
-    not, so older commits are looked at in growing windows.
+    Usually the newest commit is an append and carries it; maintenance commits (OPTIMIZE by Spark) may
+    not, so older commits are looked at too (:func:`newest_commits`).
     """
-    if table.version() <= 0:
-        return 0
-    for limit in (1, 32, None):
-        for commit in table.history(limit):
-            value = commit.get(LAKE_END_OFFSET_KEY, commit.get(LOG_END_OFFSET_KEY))
-            if value is not None:
-                return int(value)
+    for commit in newest_commits(table):
+        value = commit.get(LAKE_END_OFFSET_KEY, commit.get(LOG_END_OFFSET_KEY))
+        if value is not None:
+            return int(value)
     return 0
 
 
@@ -158,13 +176,10 @@ def recorded_log_start_offset(table: DeltaTable) -> int | None:
     """The newest log start offset recorded in the table's commits (:data:`LOG_START_OFFSET_KEY`), or None
     when no commit the Delta log still holds has one, or when a ``DELETE`` by another writer (one that
     records none) came after it: then the first offset of the files is the start."""
-    if table.version() <= 0:
-        return None
-    for limit in (1, 32, None):
-        for commit in table.history(limit):
-            value = commit.get(LOG_START_OFFSET_KEY)
-            if value is not None:
-                return int(value)
-            if commit.get("operation") == "DELETE":
-                return None
+    for commit in newest_commits(table):
+        value = commit.get(LOG_START_OFFSET_KEY)
+        if value is not None:
+            return int(value)
+        if commit.get("operation") == "DELETE":
+            return None
     return None

@@ -270,3 +270,21 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key_and_reads_skip_the_ga
     assert reopened.log_start_offset == 0 and reopened.log_end_offset == 201
     assert reopened.read(0, max_bytes=1 << 20)["offset"].to_pylist()[0] == 150
     assert log_start_offset(reopened.table_uri) == 0 and data_loss(reopened.table_uri, 0, 201) is None
+
+
+def test_a_truncation_lowers_the_cleaned_offset_so_new_tombstones_survive_one_cleaning(tmp_path):
+    log = open_log(tmp_path, cleanup_policy="compact", lake_commit_interval_ms=0, delete_retention_ms=0)
+    old = int(time.time() * 1000) - 60_000
+    for version in range(3):                                     # offsets 0..29, one file each
+        log.append(keyed(list(range(10)), version=version, timestamp_ms=old))
+    log.advance_high_watermark(log.log_end_offset)
+    assert log.lifecycle.clean(now_ms=old + 120_000, force=True).new_cleaned_offset == 30
+    assert log.truncate_to(25)                                   # drops 25..29 (an unclean election)
+    log.append(keyed([1, 2], version=7, timestamp_ms=old, tombstone=True))   # offsets 25, 26
+    log.advance_high_watermark(log.log_end_offset)
+    log.lifecycle.clean(now_ms=old + 120_000, force=True)
+    rows = log.read(0, max_bytes=1 << 20)
+    tombstones = [r["offset"] for r in rows.to_pylist() if r["value"] is None]
+    assert tombstones == [25, 26]          # not yet below a cleaned offset: kept for one cleaning
+    log.lifecycle.clean(now_ms=old + 120_000, force=True)
+    assert [r for r in log.read(0, max_bytes=1 << 20).to_pylist() if r["value"] is None] == []
