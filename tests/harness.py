@@ -15,9 +15,14 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
 from kazoo.client import KazooClient
 
 from lakelog.broker_process import BrokerProcess
+from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
 from lakelog.processes import process_alive, process_cmdline
 from lakelog.protocol import media_types
 
@@ -100,3 +105,22 @@ def wait_gone(pids: list[int], timeout_s: float = 15.0, what: str = "processes")
 
 
 __all__ = ["BrokerProcess", "child_pids", "new_chroot", "pids_mentioning", "read_partition", "wait_for", "wait_gone"]
+
+
+def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:
+    """What the log cleaner does to the offsets ``[first, last]`` of a partition table: one replaceWhere
+    commit keeping the latest record per key (or the offsets ``keep``), offsets unchanged. Returns the
+    offsets kept. The table's writer must be stopped (one writer per table)."""
+    dt = DeltaTable(uri)
+    rows = dt.to_pyarrow_table(filters=[("offset", ">=", first), ("offset", "<=", last)]).sort_by("offset")
+    if keep is None:
+        keep = sorted(rows.group_by("key").aggregate([("offset", "max")])["offset_max"].to_pylist())
+    kept = rows.filter(pc.is_in(rows["offset"], pa.array(keep, pa.int64()))).cast(LOG_SCHEMA)
+    commit_rewrite(dt, kept, first=first, last=last, compression_type="producer",
+                   lake_end_offset=recorded_lake_end_offset(dt), target_file_size=1 << 20, row_group_rows=4)
+    return keep
+
+
+def table_offsets(uri: str) -> list[int]:
+    """Every offset the partition table at ``uri`` holds, ascending (read from its files)."""
+    return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())

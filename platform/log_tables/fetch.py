@@ -39,6 +39,8 @@ class ReadView:
         cache: the tail cache.
         files: the file index of the Delta table (it may miss the newest commits).
         segments: the segment tail's frames (from the lake end offset on).
+        index_complete: True when ``files`` lists every commit up to the lake end offset (then files
+            ending before it end in a gap, and no re-listing finds more).
     """
 
     log_start_offset: int
@@ -48,6 +50,7 @@ class ReadView:
     cache: CacheView
     files: FileSnapshot
     segments: SegmentView
+    index_complete: bool = False
 
 
 def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes: int, end_offset: int | None,
@@ -119,9 +122,9 @@ def read_range(view: ReadView, start: int, upper: int, *, max_bytes: int,
     """The pieces of the records ``start <= offset < upper``, in offset order, about ``max_bytes`` at most.
 
     Args:
-        view: the log's state. Its file index may miss the table's newest commits: when it ends short
-            of the lake end offset (or ``upper``) with budget left, ``reload_index()`` is called once for
-            a fresh one.
+        view: the log's state. Its file index may miss the table's newest commits (unless
+            ``view.index_complete``): when it ends short of the lake end offset (or ``upper``) with budget
+            left, ``reload_index()`` is called once for a fresh one.
         start: first offset (not below the log start offset; below ``upper``).
         upper: exclusive end offset.
         max_bytes: soft limit on the Arrow bytes of the answer; at least one record is returned.
@@ -145,7 +148,8 @@ def read_range(view: ReadView, start: int, upper: int, *, max_bytes: int,
         files_end = min(memory_start, view.lake_end_offset)
         if offset < files_end:
             try:
-                offset, budget = _read_files(view.files, offset, files_end, budget, columns, pieces, reload_index)
+                offset, budget = _read_files(view.files, offset, files_end, budget, columns, pieces,
+                                             None if view.index_complete else reload_index)
             except FetchDataLoss as e:
                 raise FetchDataLoss(e.loss, pieces) from None
         if budget > 0 and view.lake_end_offset <= offset < memory_start:
@@ -156,7 +160,7 @@ def read_range(view: ReadView, start: int, upper: int, *, max_bytes: int,
 
 
 def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns: Sequence[str] | None,
-                out: list[pa.Table], reload_index: Callable[[], FileSnapshot]) -> tuple[int, int]:
+                out: list[pa.Table], reload_index: Callable[[], FileSnapshot] | None) -> tuple[int, int]:
     """Append to ``out`` the records ``offset <= o < end`` from the data files, up to about ``budget``
     Arrow bytes (at least one record); return ``(next offset, budget left)``.
 
@@ -183,7 +187,7 @@ def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns
         if offset >= end:
             break
         files_end = files.end_offset
-        if attempt == 0 and (files_end is None or files_end < end):
+        if attempt == 0 and reload_index is not None and (files_end is None or files_end < end):
             files = reload_index()  # the index may miss commits since it was listed: look again
             continue
         offset = end  # the files hold no record in [offset, end): a gap

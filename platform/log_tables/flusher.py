@@ -111,7 +111,8 @@ class LakeFlusher:
             except Exception:
                 log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition)
             # 3. merge small files, fsync when flush.ms is due
-            await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+            if self.log.tiered:  # a log without a tail is compacted after its appends (group commit, follower)
+                await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
             if self.log.fsyncs:
                 await asyncio.to_thread(self.log.sync_if_due)
             # 4. retention and VACUUM when log.retention.check.interval.ms is due

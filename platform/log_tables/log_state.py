@@ -126,7 +126,7 @@ class LogState:
         """A consistent picture for a read."""
         with self.lock:
             return ReadView(self.log_start_offset, self.lake_end_offset, self.log_end_offset, self.high_watermark,
-                            self.cache.view(), self.files, self.segments)
+                            self.cache.view(), self.files, self.segments, self.commits_since_index == 0)
 
     def advance_high_watermark(self, offset: int) -> bool:
         """Move the high watermark up to ``offset``, capped at the log end offset; listeners run after a move."""

@@ -40,6 +40,7 @@ from lakelog.log_tables.data_files import DataFile, FileSnapshot, data_files, op
 from lakelog.log_tables.errors import LogTableError
 from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, groups_of_files, read_file_range,
                                             scan_offsets, target_schema)
+from lakelog.log_tables.recovery import log_start_offset_of
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
 
@@ -77,20 +78,21 @@ class DataLossError(LogTableError):
 
 
 def log_start_offset(table: "str | DeltaTable", *, storage_options: dict[str, str] | None = None) -> int | None:
-    """The log start offset of the table: the first offset its files hold (min of ``min.offset``; files
-    without statistics are read), or the log start offset its commits record when that is lower (the log
-    cleaner removed the first records of a compacted topic: a gap, not lost records); None if it holds
-    no record and records none.
+    """The log start offset of the table, as the broker recovers it
+    (:func:`~lakelog.log_tables.recovery.log_start_offset_of`: the one its commits record -- below the
+    first file when the log cleaner emptied the head of a compacted topic, a gap and not lost records --
+    else the first offset its files hold); None if it holds no record and records none.
 
     This is how the broker defines the log start offset (retention moves it up by removing the oldest
     files, and records it).
     """
     dt = open_table(table, storage_options=storage_options)
-    first = FileSnapshot.of_table(dt, storage_options=storage_options).first_offset
+    snapshot = FileSnapshot.of_table(dt, storage_options=storage_options)
     recorded = recorded_log_start_offset(dt)
-    if recorded is not None and (first is None or recorded < first):
-        return recorded  # the cleaner emptied the head of a compacted log: a gap, not lost records
-    return first
+    if snapshot.first_offset is None and recorded is None:
+        return None
+    return log_start_offset_of(snapshot.first_offset, recorded,
+                               max(snapshot.end_offset or 0, recorded_lake_end_offset(dt)))
 
 
 def data_loss(table: "str | DeltaTable", start: int, end: int, *,

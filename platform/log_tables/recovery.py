@@ -32,7 +32,7 @@ from lakelog.log_tables.leader_epochs import LeaderEpochCache, epoch_starts
 from lakelog.log_tables.segments import SegmentLog, SegmentView
 from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
 
-__all__ = ["RecoveredLog", "file_snapshot", "recover"]
+__all__ = ["RecoveredLog", "file_snapshot", "log_start_offset_of", "recover"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,16 @@ def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -
     return FileSnapshot(uri, tuple(data_files(table)), fs, root)
 
 
+def log_start_offset_of(first_offset: int | None, recorded: int | None, lake_end_offset: int) -> int:
+    """A table's log start offset: the one its commits record (:func:`recorded_log_start_offset
+    <lakelog.log_tables.table_writes.recorded_log_start_offset>`; it may lie inside a file, or before the
+    first file when the log cleaner emptied the head), else the first offset its files hold
+    (``first_offset``), else ``lake_end_offset`` (a table without records)."""
+    if recorded is not None and 0 <= recorded <= lake_end_offset:
+        return recorded
+    return lake_end_offset if first_offset is None else first_offset
+
+
 def lake_state(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> tuple[FileSnapshot, int]:
     """Move ``table`` to its newest version: ``(its files, its lake end offset)``.
 
@@ -88,16 +98,13 @@ def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
         deltalake.exceptions.DeltaError, OSError: the table or the segments are unreadable.
     """
     files, lake_end = lake_state(table, uri, fs, root)
-    first = files.first_offset
-    recorded = recorded_log_start_offset(table)
-    if recorded is not None and 0 <= recorded <= lake_end:  # a head the cleaner emptied keeps its start
-        first = recorded
+    log_start = log_start_offset_of(files.first_offset, recorded_log_start_offset(table), lake_end)
     epochs = LeaderEpochCache.from_files(files)
     if segments is None:
-        return RecoveredLog(files, lake_end if first is None else first, lake_end, lake_end, epochs)
+        return RecoveredLog(files, log_start, lake_end, lake_end, epochs)
     tail = segments.recover(lake_end)
     for base, batch in tail.batches:
         for epoch, start in epoch_starts(batch.column("offset").to_numpy(), batch.column("leader_epoch").to_numpy()):
             epochs.assign(epoch, start)  # epochs the table already has are kept as they are
-    return RecoveredLog(files, lake_end if first is None else first, lake_end, tail.log_end_offset, epochs,
+    return RecoveredLog(files, log_start, lake_end, tail.log_end_offset, epochs,
                         tail.view, tuple(tail.batches))

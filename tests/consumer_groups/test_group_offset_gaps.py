@@ -17,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakelog.broker import Broker
@@ -26,9 +25,9 @@ from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
-from lakelog.log_tables.schema import LOG_SCHEMA, table_dir_name
-from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
+from lakelog.log_tables.schema import table_dir_name
 from lakelog.replication.zookeeper_server import free_port
+from tests.harness import compact_range, table_offsets
 
 #: records are in the Delta table as soon as they are acknowledged
 CONFIGS = {"lake.commit.interval.ms": "0"}
@@ -42,20 +41,8 @@ def records(start: int, n: int) -> pa.Table:
         "headers": [None] * n, "timestamp": [None] * n}, schema=PRODUCE_SCHEMA)
 
 
-def compact(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:
-    """The log cleaner's rewrite of ``[first, last]``: the latest record per key (or ``keep``) stays."""
-    dt = DeltaTable(uri)
-    rows = dt.to_pyarrow_table(filters=[("offset", ">=", first), ("offset", "<=", last)]).sort_by("offset")
-    if keep is None:
-        keep = sorted(rows.group_by("key").aggregate([("offset", "max")])["offset_max"].to_pylist())
-    kept = rows.filter(pc.is_in(rows["offset"], pa.array(keep, pa.int64()))).cast(LOG_SCHEMA)
-    commit_rewrite(dt, kept, first=first, last=last, compression_type="producer",
-                   lake_end_offset=recorded_lake_end_offset(dt), target_file_size=1 << 20, row_group_rows=4)
-    return keep
 
 
-def table_offsets(uri: str) -> list[int]:
-    return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())
 
 
 class Cluster:
@@ -122,7 +109,7 @@ def test_a_consumer_reads_across_compaction_gaps_and_commits_past_them(zk_connec
         for start in range(0, 60, 10):
             await c.broker.produce(t, 0, records(start, 10))
         kept: list[int] = []
-        await c.restart(lambda: kept.extend(compact(c.table(t), 10, 39)))
+        await c.restart(lambda: kept.extend(compact_range(c.table(t), 10, 39)))
         remaining = list(range(10)) + kept + list(range(40, 60))
         assert table_offsets(c.table(t)) == remaining and len(kept) < 10
 
@@ -163,7 +150,7 @@ def test_a_gap_up_to_the_high_watermark_moves_the_position_to_it(zk_connect, tmp
         await c.broker.produce(t, 0, records(0, 10))
         await c.broker.produce(t, 0, records(10, 10))
         # the newest records are gone (e.g. tombstones the cleaner removed): offsets 14..19 are a gap
-        await c.restart(lambda: compact(c.table(t), 10, 19, keep=[11, 13]))
+        await c.restart(lambda: compact_range(c.table(t), 10, 19, keep=[11, 13]))
         assert (await c.broker.partition_offsets(t, 0))[2] == 20
 
         inst = await c.consumer(t)
@@ -209,7 +196,7 @@ def test_offsets_below_the_log_start_offset_are_reset_by_auto_offset_reset(zk_co
         kept: list[int] = []
 
         def retention_and_compaction() -> None:
-            kept.extend(compact(c.table(t), 30, 39))
+            kept.extend(compact_range(c.table(t), 30, 39))
             DeltaTable(c.table(t)).delete("offset < 20")  # retention at a file boundary
 
         await c.restart(retention_and_compaction)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
@@ -22,9 +21,9 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.reader import DataLossError, data_loss, offset_for_timestamp, read_offset_range
-from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import commit_rewrite, commit_truncation, recorded_lake_end_offset
+from lakelog.log_tables.table_writes import commit_truncation
 from lakelog.log_tables.tail_cache import CacheView
+from tests.harness import compact_range, table_offsets
 
 #: every append is a Delta commit (no segment tail)
 SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
@@ -59,21 +58,8 @@ def fill(log: PartitionLog, sizes: list[int]) -> None:
     log.advance_high_watermark(log.log_end_offset)
 
 
-def compact(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:
-    """What the log cleaner does to ``[first, last]``: one replaceWhere commit keeping the latest record
-    per key (or the offsets ``keep``). Returns the offsets kept."""
-    dt = DeltaTable(uri)
-    rows = dt.to_pyarrow_table(filters=[("offset", ">=", first), ("offset", "<=", last)]).sort_by("offset")
-    if keep is None:
-        keep = sorted(rows.group_by("key").aggregate([("offset", "max")])["offset_max"].to_pylist())
-    kept = rows.filter(pc.is_in(rows["offset"], pa.array(keep, pa.int64()))).cast(LOG_SCHEMA)
-    commit_rewrite(dt, kept, first=first, last=last, compression_type="producer",
-                   lake_end_offset=recorded_lake_end_offset(dt), target_file_size=1 << 20, row_group_rows=4)
-    return keep
 
 
-def table_offsets(uri: str) -> list[int]:
-    return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())
 
 
 def fail(loss):
@@ -106,7 +92,7 @@ def gapped(tmp_path):
     log = open_log(tmp_path)
     fill(log, [10] * 6)
     log.close()
-    kept = compact(log.table_uri, 10, 39)
+    kept = compact_range(log.table_uri, 10, 39)
     assert 3 <= len(kept) <= 5 and kept[-1] == 39  # the latest record of a range is always kept
     remaining = list(range(10)) + kept + list(range(40, 60))
     assert table_offsets(log.table_uri) == remaining
@@ -153,7 +139,7 @@ def test_a_gap_at_the_end_of_the_table_leads_into_the_segment_tail(tmp_path):
         pass
     assert log.lake_end_offset == 30
     log.close()
-    compact(log.table_uri, 10, 29, keep=[12, 15])  # e.g. tombstones removed: offsets 16..29 are gone
+    compact_range(log.table_uri, 10, 29, keep=[12, 15])  # e.g. tombstones removed: offsets 16..29 are gone
     log = open_log(tmp_path, config=TIERED)
     assert (log.log_start_offset, log.lake_end_offset, log.log_end_offset) == (0, 30, 30)
     fill(log, [5, 5])  # offsets 30..39 in the segment tail
@@ -176,12 +162,16 @@ def test_a_gap_at_the_end_of_the_table_leads_into_the_tail_cache(tmp_path):
     log = open_log(tmp_path)
     fill(log, [10, 10])
     log.close()
-    compact(log.table_uri, 10, 19, keep=[11, 13])
+    compact_range(log.table_uri, 10, 19, keep=[11, 13])
     log = open_log(tmp_path, cache=1 << 20)
     assert (log.log_start_offset, log.log_end_offset) == (0, 20)
+    listings = []
+    load_index = log._writer.load_index
+    log._writer.load_index = lambda: listings.append(1) or load_index()
     # nothing after the gap yet: an empty answer, no error (the next fetch waits for records)
     assert log.read(14, max_bytes=1 << 30).num_rows == 0
     assert log.read(19, max_bytes=1).num_rows == 0
+    assert listings == []  # the index lists every commit: the gap is real, no fetch re-lists the table
     fill(log, [4])  # 20..23, in the table and the cache
     assert log.read(14, max_bytes=1 << 30)["offset"].to_pylist() == [20, 21, 22, 23]
     assert log.read(14, max_bytes=1)["offset"].to_pylist() == [20]
@@ -219,7 +209,7 @@ def test_a_fetch_below_the_log_start_offset_names_it(tmp_path):
     log = open_log(tmp_path)
     fill(log, [10] * 5)
     log.close()
-    kept = compact(log.table_uri, 30, 39)
+    kept = compact_range(log.table_uri, 30, 39)
     DeltaTable(log.table_uri).delete("offset < 20")  # retention at a file boundary
     remaining = list(range(20, 30)) + kept + list(range(40, 50))
     log = open_log(tmp_path)
@@ -245,7 +235,7 @@ def test_retention_of_every_file_leaves_the_offsets(tmp_path):
     log = open_log(tmp_path)
     fill(log, [10, 10])
     log.close()
-    compact(log.table_uri, 0, 19, keep=[4, 17])
+    compact_range(log.table_uri, 0, 19, keep=[4, 17])
     DeltaTable(log.table_uri).delete("offset < 20")
     log = open_log(tmp_path)
     assert (log.log_start_offset, log.log_end_offset) == (20, 20)
@@ -261,7 +251,7 @@ def test_a_vacuum_of_compacted_files_under_a_reader_is_no_data_loss(tmp_path):
     log = open_log(tmp_path)
     fill(log, [10] * 6)
     before = DeltaTable(log.table_uri)  # a reader's snapshot: lists the files compaction replaces
-    kept = compact(log.table_uri, 10, 39)
+    kept = compact_range(log.table_uri, 10, 39)
     DeltaTable(log.table_uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     remaining = list(range(10)) + kept + list(range(40, 60))
     # the broker's file index lists the vanished files too: both move to the newest snapshot
@@ -274,7 +264,7 @@ def test_a_compacted_end_of_the_table_is_no_truncation_but_a_truncation_is(tmp_p
     log = open_log(tmp_path)
     fill(log, [10, 10, 10])
     log.close()
-    compact(log.table_uri, 20, 29, keep=[21, 24])  # the table's files now end at 24
+    compact_range(log.table_uri, 20, 29, keep=[21, 24])  # the table's files now end at 24
     assert spark_offsets(log.table_uri, 0, 30) == list(range(20)) + [21, 24]
     assert spark_offsets(log.table_uri, 25, 30) == []
     assert data_loss(log.table_uri, 0, 30) is None

@@ -14,18 +14,16 @@ import random
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark import source
 from lakelog.spark.source import (OffsetRangePartition, SourceOptions, TailFetch, kafka_schema, read_partition,
                                   resolve_starting_offsets)
 from lakelog.spark.source.tail import tail_offset_for_timestamp
 from lakelog.spark.sql import partition_logs_from_gateway, register_topic_view, topic_dataframe
+from tests.harness import compact_range
 
 T0 = (int(time.time()) - 3600) * 1000  # CreateTime of record i is T0 + 1000 * i
 #: the tests remove old records themselves: the broker's retention stays out of it
@@ -44,16 +42,6 @@ def produce(client, topic: str, start: int, n: int) -> None:
     }))
 
 
-def compact(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:
-    """The log cleaner's rewrite of ``[first, last]``: the latest record per key (or ``keep``) stays."""
-    dt = DeltaTable(uri)
-    rows = dt.to_pyarrow_table(filters=[("offset", ">=", first), ("offset", "<=", last)]).sort_by("offset")
-    if keep is None:
-        keep = sorted(rows.group_by("key").aggregate([("offset", "max")])["offset_max"].to_pylist())
-    kept = rows.filter(pc.is_in(rows["offset"], pa.array(keep, pa.int64()))).cast(LOG_SCHEMA)
-    commit_rewrite(dt, kept, first=first, last=last, compression_type="producer",
-                   lake_end_offset=recorded_lake_end_offset(dt), target_file_size=1 << 20, row_group_rows=4)
-    return keep
 
 
 def gapped_topic(broker, client, create_topic, t: str) -> tuple[str, list[int]]:
@@ -64,7 +52,7 @@ def gapped_topic(broker, client, create_topic, t: str) -> tuple[str, list[int]]:
         produce(client, t, start, 10)
     uri = client.topic_logs(t)[0]["table_uri"]
     broker.stop()
-    kept = compact(uri, 20, 39) + compact(uri, 50, 59, keep=[51, 54])
+    kept = compact_range(uri, 20, 39) + compact_range(uri, 50, 59, keep=[51, 54])
     broker.start()
     remaining = list(range(20)) + kept[:-2] + list(range(40, 50)) + [51, 54]
     assert sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist()) == remaining
@@ -211,7 +199,7 @@ def test_fail_on_data_loss_after_retention_of_a_compacted_topic(lakelog_spark, b
         produce(client, t, start, 10)
     uri = client.topic_logs(t)[0]["table_uri"]
     broker.stop()
-    kept = compact(uri, 40, 49, keep=[40, 43, 47])  # the first record stays: the log starts at 40
+    kept = compact_range(uri, 40, 49, keep=[40, 43, 47])  # the first record stays: the log starts at 40
     DeltaTable(uri).delete("offset < 40")
     broker.start()
     assert client.partition_offsets(t, 0) == {"beginning_offset": 40, "end_offset": 60}
