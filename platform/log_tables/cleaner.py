@@ -68,7 +68,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import RecordWithoutKeyError
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, OPERATION_KEY, commit_rewrite, newest_commits
 
 log = logging.getLogger(__name__)
@@ -274,16 +274,10 @@ def kept_rows(rows: pa.Table, *, now_ms: int, delete_retention_ms: int, cleaned_
     Returns:
         The kept rows with the columns of ``rows``, sorted by offset.
     """
-    mask, _ = kept_mask(rows["offset"], rows["key"], pc.is_null(rows["value"]), _timestamps_us(rows["timestamp"]),
+    mask, _ = kept_mask(rows["offset"], rows["key"], pc.is_null(rows["value"]), timestamps_us(rows["timestamp"]),
                         now_ms=now_ms, delete_retention_ms=delete_retention_ms, cleaned_offset=cleaned_offset)
     kept = rows.filter(pa.array(mask))
     return kept.take(pc.sort_indices(kept["offset"]))
-
-
-def _timestamps_us(col: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
-    if pa.types.is_timestamp(col.type):
-        col = pc.cast(col, pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    return col
 
 
 def _decision_columns(snapshot: FileSnapshot, f: DataFile) -> tuple[pa.Table, pa.ChunkedArray]:
@@ -294,7 +288,7 @@ def _decision_columns(snapshot: FileSnapshot, f: DataFile) -> tuple[pa.Table, pa
     """
     pf = pq.ParquetFile(snapshot.path(f), filesystem=snapshot.fs)
     cols = pf.read(columns=["offset", "key", "timestamp"])
-    cols = cols.set_column(2, "timestamp", _timestamps_us(cols["timestamp"]))
+    cols = cols.set_column(2, "timestamp", timestamps_us(cols["timestamp"]))
     value_index = pf.schema_arrow.get_field_index("value")
     nulls: list[pa.Array] = []
     for i in range(pf.num_row_groups):
@@ -363,7 +357,7 @@ def clean(table: DeltaTable, snapshot: FileSnapshot, *, config: TopicConfig, cle
     if any(not f.has_offset_stats for f in files):
         log.warning("not cleaning %s: a data file has no offset statistics", name)
         return None
-    if any(a.max_offset >= b.min_offset for a, b in zip(files, files[1:])):
+    if not snapshot.disjoint:
         log.warning("not cleaning %s: data files with overlapping offsets", name)
         return None
     end = cleanable_end_offset(files, lake_end_offset=lake_end_offset, now_ms=now_ms,

@@ -22,6 +22,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from lakelog.log_tables.schema import timestamps_us
+
 __all__ = ["DataFile", "FileSnapshot", "data_files", "file_path", "filesystem", "open_table"]
 
 
@@ -101,9 +103,7 @@ def data_files(table: DeltaTable) -> list[DataFile]:
         if name not in names:
             return [None] * actions.num_rows
         col = actions[name]
-        if pa.types.is_timestamp(col.type):
-            col = pc.cast(pc.cast(col, pa.timestamp("us", tz="UTC")), pa.int64())
-        return col.to_pylist()
+        return timestamps_us(col).to_pylist()
 
     files = [
         DataFile(path=unquote(path), min_offset=lo, max_offset=hi, max_timestamp_us=_us(thi), num_records=n,
@@ -177,6 +177,12 @@ class FileSnapshot:
     def path(self, f: DataFile) -> str:
         """Where to open ``f`` in :attr:`fs`."""
         return file_path(self.root, f.path)
+
+    @property
+    def disjoint(self) -> bool:
+        """True when every file has offset statistics and no two files' offset ranges overlap (a healthy
+        table: reads find a file by binary search, the log cleaner may rewrite ranges)."""
+        return self._disjoint_mins is not None
 
     @cached_property
     def _disjoint_mins(self) -> list[int] | None:

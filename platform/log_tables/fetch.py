@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.offset_scan import DataLoss, scan_offsets, target_schema
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
 from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import CacheView
 
@@ -214,9 +214,6 @@ def tail_offset_for_timestamp(read: Callable[..., pa.Table], timestamp_ms: int, 
     return first_offset_at_or_after(pages(), timestamp_ms)
 
 
-_UNITS_PER_MS = {"ms": 1, "us": 1000, "ns": 1_000_000}
-
-
 def first_offset_at_or_after(pages: Iterable[pa.Table], timestamp_ms: int) -> int | None:
     """The ``offset`` of the first row of ``pages`` whose ``timestamp`` is at or after ``timestamp_ms``.
 
@@ -229,9 +226,7 @@ def first_offset_at_or_after(pages: Iterable[pa.Table], timestamp_ms: int) -> in
         The offset, or None when no row is that recent (Kafka's ListOffsets by time then answers the end).
     """
     for page in pages:
-        timestamps = page["timestamp"]
-        target = timestamp_ms * _UNITS_PER_MS[timestamps.type.unit]
-        first = pc.index(pc.greater_equal(pc.cast(timestamps, pa.int64()), target), True).as_py()
+        first = pc.index(pc.greater_equal(timestamps_us(page["timestamp"]), timestamp_ms * 1000), True).as_py()
         if first >= 0:
             return page["offset"][first].as_py()
     return None

@@ -41,7 +41,7 @@ from lakelog.log_tables.errors import LogTableError
 from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, groups_of_files, read_file_range,
                                             scan_offsets, target_schema)
 from lakelog.log_tables.recovery import log_start_offset_of
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
 from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
 
 #: Default number of rows per yielded record batch.
@@ -218,8 +218,7 @@ def offset_for_timestamp(table: "str | DeltaTable", timestamp_ms: int, *, start:
             continue
         for f in group:
             for table in read_file_range(snapshot, f, start, upper, ["offset", "timestamp"]):
-                ts = pc.cast(pc.cast(table["timestamp"], pa.timestamp("us", tz="UTC")), pa.int64())
-                hits = table["offset"].filter(pc.greater_equal(ts, target_us))
+                hits = table["offset"].filter(pc.greater_equal(timestamps_us(table["timestamp"]), target_us))
                 if len(hits):
                     lo = pc.min(hits).as_py()
                     best = lo if best is None else min(best, lo)

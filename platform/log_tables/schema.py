@@ -14,6 +14,7 @@ below is what the broker writes with delta-rs; delta-spark reads the same table 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -39,3 +40,11 @@ FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
 def table_dir_name(topic: str, partition: int) -> str:
     """Directory name of a partition's table under a log dir: ``{topic}-{partition}`` (Kafka's)."""
     return f"{topic}-{partition}"
+
+
+def timestamps_us(column: "pa.Array | pa.ChunkedArray") -> "pa.Array | pa.ChunkedArray":
+    """A ``timestamp`` column as int64 microseconds since the epoch, whatever its unit (s, ms, us, ns;
+    the log stores us, the Arrow fetch answers ms); an integer column is taken as microseconds already."""
+    if pa.types.is_timestamp(column.type):
+        return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+    return column
