@@ -39,15 +39,16 @@ def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition", interv
         time.sleep(interval_s)
 
 
-def read_partition(http: httpx.Client | str, topic: str, partition: int) -> list[dict]:
-    """Every record of a partition (JSON records, binary key/value in base64), paging from offset 0.
+def read_partition(http: httpx.Client | str, topic: str, partition: int, *, start_offset: int = 0) -> list[dict]:
+    """Every record of a partition (JSON records, binary key/value in base64), paging from
+    ``start_offset`` (default 0; the log start offset once retention moved it).
 
     ``http`` is a client whose base URL is the broker, or the broker's URL.
     """
     if isinstance(http, str):
         with httpx.Client(base_url=http, timeout=30) as client:
-            return read_partition(client, topic, partition)
-    out, offset = [], 0
+            return read_partition(client, topic, partition, start_offset=start_offset)
+    out, offset = [], start_offset
     while True:
         resp = http.get(f"/topics/{topic}/partitions/{partition}/records",
                         params={"offset": offset, "max_wait_ms": 0, "max_bytes": 64 * 1024 * 1024},

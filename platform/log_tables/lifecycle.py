@@ -192,8 +192,6 @@ class LogLifecycle:
                 return None
             with writer.lock:
                 state.cleaned(result.new_cleaned_offset, writer.load_index())
-        log.info("cleaned %s offsets %d..%d: %d -> %d records", writer.name, result.first, result.last,
-                 result.records_before, result.records_after)
         return result
 
     def _step(self, what: str, step):

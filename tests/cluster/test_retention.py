@@ -16,7 +16,9 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.client import LakelogClient
-from tests.cluster.test_replication import FAST, Zk, create_topic, produce, wait_full_isr
+from tests.cluster.test_replication import FAST, create_topic, produce, wait_full_isr
+from tests.cluster.test_replication import zk  # noqa: F401  (the fixture)
+from tests.harness import read_partition
 from tests.harness import wait_for as wait_until
 
 pytestmark = pytest.mark.cluster
@@ -24,13 +26,6 @@ pytestmark = pytest.mark.cluster
 LIFECYCLE = {**FAST, "LAKELOG_LOG_RETENTION_CHECK_INTERVAL_MS": "300"}
 CONFIGS = {"retention.ms": "1500", "lake.commit.interval.ms": "200", "lake.vacuum.retention.ms": "0",
            "min.insync.replicas": "2"}
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def table_offsets(log_dir: Path, topic: str) -> list[int] | None:
@@ -70,14 +65,7 @@ def test_every_replica_applies_retention_and_vacuums(broker_factory, zk, topic_n
     resp = httpx.get(f"{leader}/topics/{topic_name}/partitions/0/records", params={"offset": 0, "max_wait_ms": 0})
     assert resp.json()["error_code"] == 42202, resp.text
     assert "100" in resp.json()["message"]
-    assert [r["offset"] for r in read_partition_from(leader, topic_name, 100)] == list(range(100, 120))
-
-
-def read_partition_from(url: str, topic: str, offset: int) -> list[dict]:
-    resp = httpx.get(f"{url}/topics/{topic}/partitions/0/records", params={"offset": offset, "max_wait_ms": 0},
-                     headers={"Accept": "application/vnd.kafka.binary.v2+json"}, timeout=10)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
+    assert [r["offset"] for r in read_partition(leader, topic_name, 0, start_offset=100)] == list(range(100, 120))
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factory, zk, topic_name):
