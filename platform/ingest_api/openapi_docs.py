@@ -26,12 +26,13 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "malformed or wrongly shaped body (40001); topic admin errors (40002 exists, 40003 bad config, "
          "40004 bad name, 40005-40007).",
     404: "Not found: topic (40401), partition (40402), consumer instance (40403), cluster (40404), "
-         "no live leader (40406), group (40407), or no such route.",
+         "no live leader (40406), group (40407), topic config (40440), or no such route.",
     405: "Method not allowed; the `Allow` header lists the methods of the path.",
     406: "Not acceptable: the `Accept` header asks for a format this route or instance does not answer.",
     408: "Request timeout: the request's headers or body did not arrive in time "
          "(request.header.timeout.ms, request.body.timeout.ms); the connection is closed.",
-    409: "Conflict: consumer instance state (40901-40905), producer state (40911-40913).",
+    409: "Conflict: consumer instance state (40901-40905), producer state (40911-40913), the topic kept "
+         "changing during a topic change (40940, retriable).",
     413: "Body larger than socket.request.max.bytes (41301).",
     415: "Unsupported Content-Type (41501).",
     421: "Misdirected: this broker does not lead the partition (42101, the leader's URL in the message).",
