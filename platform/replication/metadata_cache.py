@@ -26,6 +26,13 @@ from lakelog.replication.metadata import (
 log = logging.getLogger(__name__)
 
 
+def supersedes(new: TopicMetadata, old: TopicMetadata | None) -> bool:
+    """Whether ``new`` should replace ``old`` in the cache: the one rule of topic versions. True unless
+    ``old`` is the same topic (same topic id) at the same or a newer znode version; another topic id
+    (the topic re-created) or nothing cached is always replaced."""
+    return old is None or old.topic_id != new.topic_id or new.version > old.version
+
+
 class MetadataCache:
     """Topics and live brokers as last read from ZooKeeper.
 
@@ -71,7 +78,7 @@ class MetadataCache:
                     continue
             for name, meta in topics.items():  # a change applied while we read stays
                 cached = self._topics.get(name)
-                if cached is not None and cached.topic_id == meta.topic_id and cached.version > meta.version:
+                if cached is not None and not supersedes(meta, cached):
                     topics[name] = cached
             self._topics = topics
             return dict(topics)
@@ -80,8 +87,7 @@ class MetadataCache:
         """Serve ``meta`` (a topic znode's newer data) from now on; returns False, changing nothing, when
         the cache holds the same or a newer version of that topic. A topic not cached (or re-created
         with a new id) is taken as it is."""
-        cached = self._topics.get(meta.name)
-        if cached is not None and cached.topic_id == meta.topic_id and cached.version >= meta.version:
+        if not supersedes(meta, self._topics.get(meta.name)):
             return False
         self._topics = {**self._topics, meta.name: meta}
         return True
