@@ -13,6 +13,7 @@ import signal
 import uuid
 
 import pytest
+from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
@@ -32,6 +33,16 @@ def zookeeper(tmp_path_factory):
 def zk_connect(zookeeper) -> str:
     """``host:port/chroot`` with a fresh chroot for this test."""
     return new_chroot(zookeeper.connect_string)
+
+
+@pytest.fixture
+def zk(zk_connect) -> KazooClient:
+    """A started kazoo client on this test's chroot; stopped and closed at its end."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture

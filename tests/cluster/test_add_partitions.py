@@ -7,33 +7,15 @@ from __future__ import annotations
 import base64
 
 import httpx
-import orjson
 import pytest
 from deltalake import DeltaTable
 
 from lakelog.client import LakelogClient
-from lakelog.protocol import media_types
 from lakelog.protocol.partitioner import murmur2, to_positive
+from tests.cluster.test_replication import FAST, partition_info, produce
 from tests.harness import read_partition, wait_for
 
 pytestmark = pytest.mark.cluster
-
-FAST = {
-    "LAKELOG_ZOOKEEPER_SESSION_TIMEOUT_MS": "4000",
-    "LAKELOG_REPLICA_LAG_TIME_MAX_MS": "3000",
-    "LAKELOG_REPLICA_FETCH_WAIT_MAX_MS": "200",
-    "LAKELOG_REQUEST_TIMEOUT_MS": "8000",
-}
-
-
-def _b64(x: bytes | None) -> str | None:
-    return None if x is None else base64.b64encode(x).decode()
-
-
-def _produce(url: str, path: str, records: list[tuple[bytes | None, bytes]]) -> httpx.Response:
-    body = orjson.dumps({"records": [{"key": _b64(k), "value": _b64(v)} for k, v in records]})
-    return httpx.post(f"{url}{path}", params={"acks": "all"}, content=body,
-                      headers={"Content-Type": media_types.BINARY_V2}, timeout=30)
 
 
 def _partitions(url: str, topic: str) -> list[dict]:
@@ -72,19 +54,19 @@ def test_added_partitions_get_leaders_and_take_records(cluster, topic_name):
     for p in (3, 4, 5):
         leader = parts[p]["leader"]
         for i in set(urls) - {leader}:
-            resp = _produce(urls[i], f"/topics/{topic_name}/partitions/{p}", [(None, b"p%d" % p)])
+            resp = produce(urls[i], topic_name, p, [b"p%d" % p], timeout=30)
             assert resp.status_code == 421 and resp.json()["leader_url"] == urls[leader], resp.text
-        resp = _produce(urls[leader], f"/topics/{topic_name}/partitions/{p}", [(None, b"p%d" % p)])
+        resp = produce(urls[leader], topic_name, p, [b"p%d" % p], timeout=30)
         assert resp.status_code == 200 and resp.json()["offsets"][0] == {
             "partition": p, "offset": 0, "error_code": None, "error": None}, resp.text
         for url in urls.values():  # the high watermark every broker reports moved: all replicas have it
-            wait_for(lambda: _partitions(url, topic_name)[p]["high_watermark"] == 1, 15, f"HW of {p}")
+            wait_for(lambda: partition_info(url, topic_name, p)["high_watermark"] == 1, 15, f"HW of {p}")
         assert [base64.b64decode(r["value"]) for r in read_partition(urls[leader], topic_name, p)] == [b"p%d" % p]
 
     # keyed records follow murmur2 over the new count on every broker
     keys = [k for k in (b"key-%d" % i for i in range(200)) if to_positive(murmur2(k)) % 6 >= 3][:6]
     for i, url in urls.items():
-        resp = _produce(url, f"/topics/{topic_name}", [(k, b"keyed via %d" % i) for k in keys])
+        resp = produce(url, topic_name, None, [b"keyed via %d" % i for _ in keys], keys=keys, timeout=30)
         assert resp.status_code == 200, resp.text
         assert [o["partition"] for o in resp.json()["offsets"]] == [to_positive(murmur2(k)) % 6 for k in keys]
     for p in (3, 4, 5):
@@ -102,7 +84,7 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
             wait_for(lambda: _fully_replicated(url, topic_name, 1), 30, "the partition in sync")
         client.produce_binary(topic_name, [(None, b"v%d" % i) for i in range(5)], partition=0)
         for url in urls.values():  # every replica has the records, all in its segment tail
-            wait_for(lambda: _partitions(url, topic_name)[0]["high_watermark"] == 5, 30, "HW 5")
+            wait_for(lambda: partition_info(url, topic_name, 0)["high_watermark"] == 5, 30, "HW 5")
 
         client.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0", "max.message.bytes": "1000"})
 
@@ -115,7 +97,7 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
     for b in urls:  # leader and followers commit their tails to Delta: their open logs took the config
         wait_for(lambda: rows(b) == 5, 30, f"broker {b}'s replica committed to Delta")
     for i, url in urls.items():  # every broker refuses what the new max.message.bytes refuses
-        resp = wait_for(lambda: (r := _produce(url, f"/topics/{topic_name}", [(None, b"x" * 2000)]))
+        resp = wait_for(lambda: (r := produce(url, topic_name, None, [b"x" * 2000], timeout=30))
                         .status_code == 422 and r, 15, f"broker {i} to refuse 2000 bytes")
         assert resp.json()["error_code"] == 42201
         with LakelogClient(url) as client:

@@ -86,12 +86,14 @@ def b64(x: bytes) -> str:
     return base64.b64encode(x).decode()
 
 
-def produce(url: str, topic: str, p: int, values: list[bytes], *, acks: str = "all", keys=None,
+def produce(url: str, topic: str, p: int | None, values: list[bytes], *, acks: str = "all", keys=None,
             timeout: float = 20) -> httpx.Response:
+    """Produce binary records to partition ``p`` (None: to the topic, the broker partitions them)."""
     keys = keys or [None] * len(values)
     body = orjson.dumps({"records": [{"key": None if k is None else b64(k), "value": b64(v)}
                                      for k, v in zip(keys, values)]})
-    return httpx.post(f"{url}/topics/{topic}/partitions/{p}", params={"acks": acks}, content=body,
+    path = f"/topics/{topic}" if p is None else f"/topics/{topic}/partitions/{p}"
+    return httpx.post(f"{url}{path}", params={"acks": acks}, content=body,
                       headers={"Content-Type": media_types.BINARY_V2}, timeout=timeout)
 
 

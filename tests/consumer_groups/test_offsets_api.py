@@ -8,19 +8,9 @@ import time
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from lakelog.client import GatewayError
 from lakelog.replication.metadata import CONSUMERS_PATH, ClusterMetadata
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def _group() -> str:

@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
 from lakelog.errors import ConfigError
 from lakelog.replication.errors import InvalidPartitionsError, InvalidReplicationFactorError, UnknownTopicError
-from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata, assign_replicas
+from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from tests.harness import wait_for
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture
@@ -96,16 +86,18 @@ def test_a_concurrent_change_is_retried_not_lost(zk, meta, topic_name):
     assert meta.topic(topic_name).version == 2  # two writes: the racer's, then ours on its version
 
 
-def test_add_partitions_assigns_replicas_and_creates_their_states(meta, topic_name):
+def test_add_partitions_assigns_replicas_and_creates_their_states(meta):
+    topic_name = "orders"  # a fixed name: creation starts its assignment at broker crc32(name) % 3 = 2
     created = meta.create_topic(topic_name, partitions=3, replication_factor=2, configs={"retention.ms": "3600000"})
+    assert created.replicas == {0: [2, 0], 1: [0, 1], 2: [1, 2]}
     grown = meta.add_partitions(topic_name, partitions_count=7)
     stored = meta.topic(topic_name)
     assert stored == grown and stored.partitions_count == 7 and stored.version == created.version + 1
     assert {p: stored.replicas[p] for p in range(3)} == created.replicas  # old partitions untouched
     assert stored.configs == created.configs and stored.topic_id == created.topic_id
-    # Kafka's pattern continued: the assignment of 7 partitions from partition 0's first replica
-    start = sorted(meta.brokers()).index(created.replicas[0][0])
-    assert stored.replicas == assign_replicas([0, 1, 2], 7, 2, start_index=start)
+    # Kafka's pattern continued from partition 0's first replica (broker 2): leaders go on round the
+    # brokers, and after every 3 partitions the followers shift by one more
+    assert stored.replicas == {0: [2, 0], 1: [0, 1], 2: [1, 2], 3: [2, 1], 4: [0, 2], 5: [1, 0], 6: [2, 0]}
     for p in range(3, 7):
         replicas = stored.replicas[p]
         assert len(set(replicas)) == 2
