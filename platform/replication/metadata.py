@@ -495,9 +495,7 @@ class ClusterMetadata:
                 return new
             path = self.topic_path(name)
             tx = self.zk.transaction()
-            tx.set_data(path, _dump(new.to_json()), version=meta.version)
-            if not self.zk.exists(f"{path}/partitions"):
-                tx.create(f"{path}/partitions")
+            tx.set_data(path, _dump(new.to_json()), version=meta.version)  # create_topic made .../partitions
             for p, r in sorted(added.items()):
                 tx.create(f"{path}/partitions/{p}")
                 tx.create(f"{path}/partitions/{p}/state", _dump(PartitionState(leader=r[0], leader_epoch=0,
