@@ -22,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 
 import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
 
-from lakelog.config import BrokerSettings, TopicConfig
+from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
@@ -39,6 +40,7 @@ from lakelog.replication.partition import Partition
 from lakelog.replication.partition_views import partition_offsets
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.replication.topic_configs import ConfigChange
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ class Broker:
         self.broker_id = settings.broker_id
         self.zk = zk or KazooClient(hosts=settings.zookeeper_connect,
                                     timeout=settings.zookeeper_session_timeout_ms / 1000.0)
-        self.metadata = metadata or ClusterMetadata(self.zk)
+        self.metadata = metadata or ClusterMetadata(self.zk, topic_defaults=settings.topic_config_defaults())
         self.cache = cache or MetadataCache(self.metadata)
         self.controller = controller or Controller(
             self.zk, self.broker_id, metadata=self.metadata,
@@ -184,21 +186,14 @@ class Broker:
         """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads.
 
         ``partitions`` defaults to ``num.partitions``, ``replication_factor`` to
-        ``default.replication.factor``; ``max.message.bytes``, ``retention.ms`` and ``retention.bytes`` default to the broker's
-        ``message.max.bytes``, ``log.retention.ms`` and ``log.retention.bytes``.
+        ``default.replication.factor``. Only ``configs`` are stored on the topic; ``max.message.bytes``,
+        ``retention.ms`` and ``retention.bytes`` it does not set follow the broker's ``message.max.bytes``,
+        ``log.retention.ms`` and ``log.retention.bytes`` (``ClusterMetadata.topic_defaults``), as in Kafka.
 
         Raises:
             the errors of :meth:`ClusterMetadata.create_topic` (InvalidReplicationFactorError when the
             replication factor exceeds the live brokers).
         """
-        configs = dict(configs or {})
-        defaults = TopicConfig()
-        for key, broker_value, topic_default in (
-                ("max.message.bytes", self.settings.message_max_bytes, defaults.max_message_bytes),
-                ("retention.ms", self.settings.log_retention_ms, defaults.retention_ms),
-                ("retention.bytes", self.settings.log_retention_bytes, defaults.retention_bytes)):
-            if broker_value != topic_default:
-                configs.setdefault(key, str(broker_value))
         meta = await asyncio.to_thread(
             self.metadata.create_topic, name,
             partitions=partitions or self.settings.num_partitions,
@@ -214,6 +209,18 @@ class Broker:
         """Delete a topic and drop its local logs. Raises :class:`UnknownTopicError`."""
         await asyncio.to_thread(self.metadata.delete_topic, name)
         await self.replica_manager.refresh_topics()
+
+    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+                                  validate_only: bool = False) -> TopicMetadata:
+        """Set and delete topic configs, all or nothing (``(name, "SET", value)``, ``(name, "DELETE", None)``);
+        see :meth:`TopicChanges.alter_configs <lakelog.replication.topic_changes.TopicChanges.alter_configs>`."""
+        return await self.replica_manager.topic_changes.alter_configs(name, changes, validate_only=validate_only)
+
+    async def add_partitions(self, name: str, *, partitions_count: int, validate_only: bool = False) -> TopicMetadata:
+        """Grow a topic to ``partitions_count`` partitions; see
+        :meth:`TopicChanges.add_partitions <lakelog.replication.topic_changes.TopicChanges.add_partitions>`."""
+        return await self.replica_manager.topic_changes.add_partitions(name, partitions_count=partitions_count,
+                                                                       validate_only=validate_only)
 
     # -- the surface the gateway and consumer groups use (delegations) ----------------------------
 

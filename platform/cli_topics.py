@@ -59,7 +59,8 @@ def topics_alter(
     topic: str,
     config: Annotated[Optional[list[str]], typer.Option("--config", help="Set a topic config key=value (repeatable).")] = None,
     delete_config: Annotated[Optional[list[str]], typer.Option(
-        "--delete-config", help="Delete a topic config, back to its default (repeatable).")] = None,
+        "--delete-config", help="Delete a topic config, back to its default: the broker's setting where it "
+                                "has one (log.retention.ms for retention.ms), else the built-in one (repeatable).")] = None,
     partitions: Annotated[Optional[int], typer.Option(
         help="The new number of partitions; only more than now (keyed records may move partitions).")] = None,
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,

@@ -58,6 +58,13 @@ def _dotted_to_field(values: dict[str, Any]) -> dict[str, Any]:
 
 INT64_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE, the default of its "never" configs
 
+#: Topic configs whose default a broker setting gives (Kafka's synonyms): topic key -> broker key.
+TOPIC_CONFIG_BROKER_SYNONYMS: dict[str, str] = {
+    "max.message.bytes": "message.max.bytes",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+}
+
 
 class BrokerSettings(BaseSettings):
     """Settings of one broker process (Kafka's ``server.properties`` counterpart).
@@ -76,13 +83,13 @@ class BrokerSettings(BaseSettings):
     zookeeper_session_timeout_ms: int = Field(18000, gt=0, description="zookeeper.session.timeout.ms. Default: 18000.")
     linger_ms: float = Field(0.0, ge=0, description="How long a partition's group commit waits for more produce requests after the first one (requests that arrive during an append share the next one anyway). Default: 0.")
     batch_size: int = Field(16 * 1024 * 1024, gt=0, description="Bytes after which a group commit is written without waiting for linger.ms. Default: 16 MiB.")
-    message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: default max.message.bytes of new topics. Default: 1048588 (Kafka's).")
+    message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: max.message.bytes of topics that set none. Default: 1048588 (Kafka's).")
     socket_request_max_bytes: int = Field(104857600, gt=0, description="socket.request.max.bytes: largest HTTP body accepted. Default: 100 MiB (Kafka's).")
     queued_max_request_bytes: int = Field(512 * 1024 * 1024, ge=-1, description="queued.max.request.bytes: bytes of produce request bodies in flight on this broker (read, decoded, being appended) above which a new produce answers 429 with Retry-After; one request is always admitted when none is in flight; -1 = unbounded (Kafka's default). Default: 512 MiB.")
     log_tail_cache_max_bytes: int = Field(32 * 1024 * 1024, ge=0, description="Bytes of the newest records per partition kept in memory for tail fetches. Default: 32 MiB.")
     log_segment_files_max: int = Field(64, ge=2, description="Data files per partition table after which the broker merges the oldest small ones into one (each delta-rs commit costs time per file). Default: 64.")
-    log_retention_ms: int = Field(604800000, ge=-1, description="log.retention.ms: retention.ms of new topics that set none; -1 = keep forever. Default: 604800000 (7 days, Kafka's).")
-    log_retention_bytes: int = Field(-1, ge=-1, description="log.retention.bytes: retention.bytes (per partition) of new topics that set none; -1 = no limit. Default: -1.")
+    log_retention_ms: int = Field(604800000, ge=-1, description="log.retention.ms: retention.ms of topics that set none; -1 = keep forever. Default: 604800000 (7 days, Kafka's).")
+    log_retention_bytes: int = Field(-1, ge=-1, description="log.retention.bytes: retention.bytes (per partition) of topics that set none; -1 = no limit. Default: -1.")
     log_retention_check_interval_ms: int = Field(300000, gt=0, description="log.retention.check.interval.ms: how often each partition log checks retention, compaction (log.cleaner) and VACUUM. Default: 300000 (Kafka's).")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
@@ -124,6 +131,17 @@ class BrokerSettings(BaseSettings):
         except ValidationError as e:
             raise ConfigError(_explain(e)) from e
         return cls.model_construct(**layered.model_dump())
+
+    def topic_config_defaults(self) -> dict[str, str]:
+        """The broker's defaults of topic configs (Kafka's STATIC_BROKER_CONFIG synonyms), Kafka-named:
+        ``max.message.bytes`` from ``message.max.bytes``, ``retention.ms`` from ``log.retention.ms``,
+        ``retention.bytes`` from ``log.retention.bytes``; only those that differ from
+        :class:`TopicConfig`'s own defaults. A topic config not set on the topic takes this value
+        (``TopicConfig.parse(configs, defaults=...)``), also after it is deleted from the topic."""
+        own = TopicConfig().to_kafka()
+        values = {topic_key: str(getattr(self, broker_key.replace(".", "_")))
+                  for topic_key, broker_key in TOPIC_CONFIG_BROKER_SYNONYMS.items()}
+        return {k: v for k, v in values.items() if v != own[k]}
 
     @property
     def advertised_url(self) -> str:

@@ -60,6 +60,12 @@ def test_topics_alter_configs_and_partitions(broker, topic_name):
     bad = lakelog("topics", "alter", topic_name, "--config", "retention.mss=1", "--config", "segment.ms=1", *b,
                   check=False)
     assert bad.returncode == 1 and "unknown config 'retention.mss'" in bad.stderr.decode()
+    both = lakelog("topics", "alter", topic_name, "--config", "segment.ms=1", "--delete-config", "segment.ms", *b,
+                   check=False)
+    assert both.returncode == 1 and "config 'segment.ms' is both set and deleted" in both.stderr.decode()
+    twice = lakelog("topics", "alter", topic_name, "--delete-config", "segment.ms", "--delete-config", "segment.ms",
+                    *b, check=False)
+    assert twice.returncode == 1 and "config 'segment.ms' appears more than once" in twice.stderr.decode()
     fewer = lakelog("topics", "alter", topic_name, "--partitions", "3", *b, check=False)
     assert fewer.returncode == 1
     assert "Topic currently has 4 partitions, which is higher than the requested 3." in fewer.stderr.decode()

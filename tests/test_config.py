@@ -142,6 +142,15 @@ def test_broker_defaults():
     assert s.advertised_url == "http://127.0.0.1:8082"
 
 
+def test_broker_topic_config_defaults_are_those_that_differ_from_the_topics_own():
+    assert BrokerSettings.load().topic_config_defaults() == {}  # Kafka's values on both sides
+    s = BrokerSettings.load(log_retention_ms=3600000, message_max_bytes=2000, log_retention_bytes=-1)
+    assert s.topic_config_defaults() == {"retention.ms": "3600000", "max.message.bytes": "2000"}
+    config = TopicConfig.parse({"max.message.bytes": "100"}, defaults=s.topic_config_defaults())
+    assert (config.retention_ms, config.max_message_bytes, config.retention_bytes) == (3600000, 100, -1)
+    assert BrokerSettings.load(log_retention_bytes=10**9).topic_config_defaults() == {"retention.bytes": "1000000000"}
+
+
 def test_read_properties_parses_java_properties(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text("# comment\n! also a comment\n\nbroker.id=3\n  log.dirs = /data/logs  \nzookeeper.connect: zk:2181/lakelog\n"

@@ -9,6 +9,7 @@ in a broker process) on ``app.state.broker`` and the consumer manager on
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.replication.topic_configs import ConfigChange
 
 
 @runtime_checkable
@@ -46,6 +48,10 @@ class GatewayBroker(Protocol):
     async def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
                            configs: dict[str, str] | None = None) -> TopicMetadata: ...
     async def delete_topic(self, name: str) -> None: ...
+    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+                                  validate_only: bool = False) -> TopicMetadata: ...
+    async def add_partitions(self, name: str, *, partitions_count: int,
+                             validate_only: bool = False) -> TopicMetadata: ...
 
 
 def get_broker(request: Request) -> GatewayBroker:

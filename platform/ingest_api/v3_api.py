@@ -12,10 +12,10 @@ from fastapi.responses import Response
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
-from lakelog.errors import ConfigError
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, error_responses
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
-from lakelog.replication.metadata import TopicConfigEntry, TopicMetadata
+from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.topic_configs import TopicConfigEntry
 
 router = APIRouter(tags=["v3"])
 
@@ -105,7 +105,7 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
     not above the current one is refused with 400 / 40005 (Kafka's INVALID_PARTITIONS). Records with
     keys may map to other partitions from now on (murmur2 over the new count)."""
     _check_cluster(broker, cluster_id)
-    meta = await broker.replica_manager.topic_changes.add_partitions(topic, partitions_count=body.partitions_count)
+    meta = await broker.add_partitions(topic, partitions_count=body.partitions_count)
     return _topic_data(request, broker, meta)
 
 
@@ -136,14 +136,10 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
                               broker: BrokerDep) -> Response:
     """SET and DELETE configs in one change (``kafka-configs --alter --add-config/--delete-config``);
     running brokers apply it to the topic's open logs without a restart. An unknown key or an invalid
-    value is refused with 400 / 40003 naming the key, and nothing is written."""
+    value is refused with 400 / 40003 naming the key (so is a key named twice), and nothing is written."""
     _check_cluster(broker, cluster_id)
-    names = [e.name for e in body.data]
-    if dup := sorted({n for n in names if names.count(n) > 1}):
-        raise ConfigError(f"Invalid configuration: config '{dup[0]}' appears more than once in one request.")
-    await broker.replica_manager.topic_changes.alter_configs(
-        topic, set={e.name: e.value for e in body.data if e.operation == "SET"},
-        delete=[e.name for e in body.data if e.operation == "DELETE"], validate_only=body.validate_only)
+    await broker.alter_topic_configs(topic, [(e.name, e.operation, e.value) for e in body.data],
+                                     validate_only=body.validate_only)
     return Response(status_code=204)
 
 

@@ -120,8 +120,9 @@ class LakelogClient:
 
         Returns:
             ``{name: entry}``; each entry is REST Proxy's ``KafkaTopicConfig`` (``value`` a string,
-            ``is_default``, ``source``: ``DYNAMIC_TOPIC_CONFIG`` when set on the topic, else
-            ``DEFAULT_CONFIG``, ``synonyms``, ...).
+            ``is_default``, ``source``: ``DYNAMIC_TOPIC_CONFIG`` when set on the topic,
+            ``STATIC_BROKER_CONFIG`` when the broker's settings give it (``log.retention.ms``, ...), else
+            ``DEFAULT_CONFIG``; ``synonyms``, ...).
 
         Raises:
             GatewayError (UnknownTopicError 40401).
@@ -133,7 +134,8 @@ class LakelogClient:
                             delete: Sequence[str] | None = None, validate_only: bool = False) -> None:
         """Set and delete configs of ``topic`` in one all-or-nothing change (``kafka-configs --alter
         --add-config k=v --delete-config k``; ``POST .../configs:alter``). Running brokers apply it without
-        a restart; a deleted config goes back to its default.
+        a restart; a deleted config goes back to its default (the broker's setting, as ``log.retention.ms``
+        for ``retention.ms``, where it has one).
 
         Args:
             topic: the topic.
@@ -142,8 +144,8 @@ class LakelogClient:
             validate_only: check the change, write nothing.
 
         Raises:
-            GatewayError: UnknownTopicError (40401); ConfigError (40003) naming an unknown key or an
-            invalid value, nothing written.
+            GatewayError: UnknownTopicError (40401); ConfigError (40003) naming an unknown key, an
+            invalid value or a key both set and deleted, nothing written.
         """
         body = {"data": [{"name": k, "value": v, "operation": "SET"} for k, v in (set or {}).items()]
                 + [{"name": k, "operation": "DELETE"} for k in (delete or [])], "validate_only": validate_only}

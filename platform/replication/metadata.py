@@ -25,13 +25,13 @@ import re
 import time
 import uuid
 import zlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from lakelog.config import TopicConfig
-from lakelog.errors import ConfigError
 from lakelog.replication.errors import (
     BrokerIdInUseError,
     InvalidPartitionsError,
@@ -41,6 +41,15 @@ from lakelog.replication.errors import (
     TopicExistsError,
     UnknownTopicConfigError,
     UnknownTopicError,
+)
+from lakelog.replication.topic_configs import (
+    ConfigChange,
+    TopicConfigEntry,
+    altered_configs,
+    config_changes,
+    config_entries,
+    explicit_configs,
+    known_configs,
 )
 
 ROOT = "/lakelog"
@@ -62,11 +71,6 @@ MAX_PARTITIONS = 10_000
 MAX_PARTITIONS_ADDED = 1000
 #: compare-and-set attempts of a topic znode change before TopicChangeConflictError
 _TOPIC_CAS_ATTEMPTS = 20
-
-#: ``source`` of a topic config entry (Kafka's ``ConfigEntry.ConfigSource``): set on the topic, or the default.
-DYNAMIC_TOPIC_CONFIG = "DYNAMIC_TOPIC_CONFIG"
-DEFAULT_CONFIG = "DEFAULT_CONFIG"
-
 
 def validate_topic_name(name: str) -> None:
     """Refuse names Kafka refuses: empty, ``.``/``..``, longer than 249, chars outside ``[a-zA-Z0-9._-]``.
@@ -132,9 +136,11 @@ class PartitionState:
 class TopicMetadata:
     """A topic as stored in ZooKeeper: id, replica assignment per partition, configs (Kafka names).
 
-    ``configs`` holds only the explicitly set configs (Kafka's DYNAMIC_TOPIC_CONFIG ones); :attr:`config`
-    fills in the defaults. ``version`` is the topic znode's version (-1 when unknown): a change of
-    configs or partitions bumps it, so a newer read can be told from an older one.
+    ``configs`` holds only the explicitly set configs (Kafka's DYNAMIC_TOPIC_CONFIG ones, what the
+    topic znode stores); :attr:`config` fills in the rest from ``defaults`` (the broker's topic config
+    defaults, :meth:`BrokerSettings.topic_config_defaults <lakelog.config.BrokerSettings.topic_config_defaults>`,
+    not stored) and then :class:`TopicConfig`'s own. ``version`` is the topic znode's version (-1 when
+    unknown): a change of configs or partitions bumps it, so a newer read can be told from an older one.
     """
 
     name: str
@@ -142,6 +148,7 @@ class TopicMetadata:
     replicas: dict[int, list[int]]
     configs: dict[str, str]
     version: int = field(default=-1, compare=False)
+    defaults: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def partitions_count(self) -> int:
@@ -153,8 +160,8 @@ class TopicMetadata:
 
     @property
     def config(self) -> TopicConfig:
-        """The validated :class:`TopicConfig` (defaults filled in)."""
-        return TopicConfig.parse(self.configs)
+        """The validated :class:`TopicConfig`: ``configs`` over the broker's ``defaults`` over the built-in ones."""
+        return TopicConfig.parse(self.configs, defaults=self.defaults)
 
     def to_json(self) -> dict:
         """The topic znode's JSON: ``{"topic_id", "partitions": {"0": [1, 2]}, "config": {...}}``."""
@@ -162,33 +169,23 @@ class TopicMetadata:
                 "config": dict(self.configs)}
 
     @classmethod
-    def from_json(cls, name: str, data: bytes, version: int = -1) -> "TopicMetadata":
-        """Parse the topic znode's JSON (``version`` = its znode version)."""
+    def from_json(cls, name: str, data: bytes, version: int = -1, *,
+                  defaults: dict[str, str] | None = None) -> "TopicMetadata":
+        """Parse the topic znode's JSON (``version`` = its znode version; ``defaults`` = the broker's
+        topic config defaults)."""
         d = _load(data)
         return cls(name=name, topic_id=d["topic_id"],
                    replicas={int(p): list(r) for p, r in d["partitions"].items()},
-                   configs=dict(d.get("config", {})), version=version)
+                   configs=dict(d.get("config", {})), version=version, defaults=dict(defaults or {}))
 
-    def config_entries(self) -> list["TopicConfigEntry"]:
-        """Every topic config with its effective value, sorted by name (``kafka-configs --describe --all``).
+    def config_entries(self) -> list[TopicConfigEntry]:
+        """Every topic config with its effective value and source (DYNAMIC_TOPIC_CONFIG,
+        STATIC_BROKER_CONFIG from ``defaults``, DEFAULT_CONFIG), sorted by name (``kafka-configs
+        --describe --all``); see :func:`~lakelog.replication.topic_configs.config_entries`. Raises
+        :class:`ConfigError` when the stored configs do not validate."""
+        return config_entries(self.configs, defaults=self.defaults)
 
-        An explicitly set config has source DYNAMIC_TOPIC_CONFIG and, as synonyms, its own entry and the
-        default's; any other has source DEFAULT_CONFIG. Raises :class:`ConfigError` when the stored
-        configs do not validate.
-        """
-        effective = self.config.to_kafka()
-        defaults = TopicConfig().to_kafka()
-        out = []
-        for name in sorted(effective):
-            default = TopicConfigSynonym(name, defaults[name], DEFAULT_CONFIG)
-            if name in self.configs:
-                out.append(TopicConfigEntry(name, effective[name], False, DYNAMIC_TOPIC_CONFIG,
-                                            [TopicConfigSynonym(name, effective[name], DYNAMIC_TOPIC_CONFIG), default]))
-            else:
-                out.append(TopicConfigEntry(name, effective[name], True, DEFAULT_CONFIG, [default]))
-        return out
-
-    def config_entry(self, name: str) -> "TopicConfigEntry":
+    def config_entry(self, name: str) -> TopicConfigEntry:
         """One config of :meth:`config_entries`.
 
         Raises:
@@ -198,56 +195,7 @@ class TopicMetadata:
             if entry.name == name:
                 return entry
         raise UnknownTopicConfigError(f"Config '{name}' of topic '{self.name}' not found: it is not a topic config "
-                                      f"(known: {', '.join(_known_configs())}).")
-
-
-@dataclass(frozen=True)
-class TopicConfigSynonym:
-    """Where a config value may come from, in precedence order (Kafka's ``ConfigEntry.ConfigSynonym``)."""
-
-    name: str
-    value: str
-    source: str
-
-
-@dataclass(frozen=True)
-class TopicConfigEntry:
-    """One topic config as ``kafka-configs --describe`` shows it: its effective value, whether that is the
-    default, and its source (:data:`DYNAMIC_TOPIC_CONFIG` or :data:`DEFAULT_CONFIG`)."""
-
-    name: str
-    value: str
-    is_default: bool
-    source: str
-    synonyms: list[TopicConfigSynonym]
-
-
-def _known_configs() -> list[str]:
-    return sorted(TopicConfig().to_kafka())
-
-
-def altered_configs(current: dict[str, str], *, set: dict[str, str] | None = None,
-                    delete: list[str] | None = None) -> dict[str, str]:
-    """The explicit configs after ``set`` and ``delete`` (Kafka's incremental alter: SET and DELETE).
-
-    The merged result is validated with :meth:`TopicConfig.parse`; the values kept are the normalised
-    ones (``cleanup.policy=delete, compact`` -> ``compact,delete``). A deleted config goes back to its
-    default; deleting one that is not set changes nothing.
-
-    Raises:
-        ConfigError: naming the key: an unknown key (to set or delete), a key both set and deleted, a
-            value that does not validate.
-    """
-    set, delete = dict(set or {}), list(delete or [])
-    known = _known_configs()
-    for key in delete:
-        if key not in known:
-            raise ConfigError(f"Invalid configuration: unknown config '{key}' (known: {', '.join(known)})")
-        if key in set:
-            raise ConfigError(f"Invalid configuration: config '{key}' is both set and deleted in one request.")
-    merged = {k: v for k, v in {**current, **set}.items() if k not in delete}
-    normalised = TopicConfig.parse(merged).to_kafka()
-    return {k: normalised[k] for k in sorted(merged)}
+                                      f"(known: {', '.join(known_configs())}).")
 
 
 def assign_replicas(broker_ids: list[int], partitions: int, replication_factor: int, *,
@@ -286,10 +234,15 @@ class ClusterMetadata:
 
     Args:
         zk: a connected :class:`kazoo.client.KazooClient` (its chroot, if any, already applied).
+        topic_defaults: the broker's topic config defaults
+            (:meth:`BrokerSettings.topic_config_defaults <lakelog.config.BrokerSettings.topic_config_defaults>`):
+            every :class:`TopicMetadata` read or written here carries them, so a config a topic does not
+            set takes the broker's value; they are never written to a topic znode. Default: none.
     """
 
-    def __init__(self, zk: KazooClient) -> None:
+    def __init__(self, zk: KazooClient, *, topic_defaults: dict[str, str] | None = None) -> None:
         self.zk = zk
+        self.topic_defaults = dict(topic_defaults or {})
 
     def ensure_paths(self) -> None:
         """Create the fixed parent znodes if missing (idempotent)."""
@@ -349,7 +302,11 @@ class ClusterMetadata:
             data, stat = self.zk.get(self.topic_path(name))
         except NoNodeError:
             raise UnknownTopicError(name) from None
-        return TopicMetadata.from_json(name, data, stat.version)
+        return self.topic_from_json(name, data, stat.version)
+
+    def topic_from_json(self, name: str, data: bytes, version: int = -1) -> TopicMetadata:
+        """Parse a topic znode's data (read by a watch, say), with this broker's topic config defaults."""
+        return TopicMetadata.from_json(name, data, version, defaults=self.topic_defaults)
 
     def topic_path(self, name: str) -> str:
         """The topic's znode."""
@@ -360,7 +317,8 @@ class ClusterMetadata:
         """Create a topic: its znode and one state znode per partition, in one ZooKeeper transaction.
 
         The first replica of each partition is its preferred leader and starts as leader; the ISR is
-        the full replica list.
+        the full replica list. Only ``configs`` are stored (validated over the broker's topic defaults,
+        which stay out of the znode: a config the topic does not set follows the broker's setting).
 
         Raises:
             InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError,
@@ -369,14 +327,14 @@ class ClusterMetadata:
         validate_topic_name(name)
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"Number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}.")
-        config = TopicConfig.parse(configs or {})
-        explicit = {k: v for k, v in config.to_kafka().items() if k in (configs or {})}
+        explicit = explicit_configs(configs or {}, defaults=self.topic_defaults)
         brokers = list(self.brokers())
         if not brokers:
             raise InvalidReplicationFactorError("No live brokers to place replicas on.")
         replicas = assign_replicas(brokers, partitions, replication_factor,
                                    start_index=zlib.crc32(name.encode()) % len(brokers))
-        meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, replicas=replicas, configs=explicit, version=0)
+        meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, replicas=replicas, configs=explicit, version=0,
+                             defaults=self.topic_defaults)
         path = f"{TOPICS_PATH}/{name}"
         tx = self.zk.transaction()
         tx.create(path, _dump(meta.to_json()))
@@ -416,20 +374,22 @@ class ClusterMetadata:
         except NoNodeError:
             pass
 
-    def alter_topic_configs(self, name: str, *, set: dict[str, str] | None = None,
-                            delete: list[str] | None = None, validate_only: bool = False) -> TopicMetadata:
+    def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange] = (), *,
+                            set: dict[str, str] | None = None, delete: list[str] | None = None,
+                            validate_only: bool = False) -> TopicMetadata:
         """Set and delete configs of an existing topic (``kafka-configs --alter``, Kafka's
         IncrementalAlterConfigs with SET and DELETE).
 
         Steps: 1. read the topic znode and its version; 2. compute and validate the merged configs
-        (:func:`altered_configs`); 3. write them back if the znode is still at that version, else start
+        (:func:`altered_configs`: a key named twice is refused); 3. write them back if the znode is still at that version, else start
         again from 1 (a concurrent change of configs or partitions is never lost). Every broker's watch
         on the topic znode applies the new configs to its open logs (:mod:`lakelog.replication.topic_changes`).
 
         Args:
             name: the topic.
-            set: configs to set, Kafka names and string values (``{"retention.ms": "86400000"}``).
-            delete: configs to delete; each goes back to its default.
+            changes: ``(name, "SET", value)`` and ``(name, "DELETE", None)`` (REST Proxy's batch alter).
+            set: more configs to set, Kafka names and string values (``{"retention.ms": "86400000"}``).
+            delete: more configs to delete; each goes back to its default (the broker's, if it has one).
             validate_only: check the change, write nothing (REST Proxy's ``validate_only``).
 
         Returns:
@@ -439,9 +399,10 @@ class ClusterMetadata:
             UnknownTopicError; lakelog.errors.ConfigError naming the key (nothing written);
             TopicChangeConflictError: the znode kept changing under us (retriable).
         """
+        changes = [*changes, *config_changes(set=set, delete=delete)]
         for _ in range(_TOPIC_CAS_ATTEMPTS):
             meta = self.topic(name)
-            configs = altered_configs(meta.configs, set=set, delete=delete)
+            configs = altered_configs(meta.configs, changes, defaults=self.topic_defaults)
             new = replace(meta, configs=configs)
             if validate_only or configs == meta.configs:
                 return new

@@ -27,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.replication.metadata import TOPICS_PATH, PartitionState, TopicMetadata
+from lakelog.replication.topic_configs import ConfigChange
 
 if TYPE_CHECKING:
     from lakelog.replication.replica_manager import ReplicaManager
@@ -120,7 +121,7 @@ class TopicChanges:
             if data is None or self._loop is None:
                 return None  # deleted: the topic list's watch drops it
             try:
-                meta = TopicMetadata.from_json(name, data, stat.version)
+                meta = self.metadata.topic_from_json(name, data, stat.version)
             except (ValueError, KeyError) as e:
                 log.warning("topic %s: unreadable topic znode: %s", name, e)
                 return None
@@ -219,17 +220,18 @@ class TopicChanges:
 
     # -- admin ----------------------------------------------------------------------------------
 
-    async def alter_configs(self, name: str, *, set: dict[str, str] | None = None, delete: list[str] | None = None,
+    async def alter_configs(self, name: str, changes: Iterable[ConfigChange], *,
                             validate_only: bool = False) -> TopicMetadata:
-        """Set and delete topic configs cluster-wide (``kafka-configs --alter``) and apply them here at
-        once; the other brokers apply them from their watch. See
+        """Set and delete topic configs cluster-wide (``kafka-configs --alter``; ``changes`` are
+        ``(name, "SET", value)`` and ``(name, "DELETE", None)``) and apply them here at once; the other
+        brokers apply them from their watch. See
         :meth:`ClusterMetadata.alter_topic_configs <lakelog.replication.metadata.ClusterMetadata.alter_topic_configs>`.
 
         Raises:
-            UnknownTopicError, lakelog.errors.ConfigError (naming the key; nothing written),
-            TopicChangeConflictError, ZooKeeper errors.
+            UnknownTopicError, lakelog.errors.ConfigError (naming the key, also one named twice; nothing
+            written), TopicChangeConflictError, ZooKeeper errors.
         """
-        meta = await asyncio.to_thread(self.metadata.alter_topic_configs, name, set=set, delete=delete,
+        meta = await asyncio.to_thread(self.metadata.alter_topic_configs, name, list(changes),
                                        validate_only=validate_only)
         if not validate_only:
             await self.apply(meta)

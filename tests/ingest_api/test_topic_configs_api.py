@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 
+import httpx
 import pytest
 
+from lakelog.client import LakelogClient
 from lakelog.config import TopicConfig
 from lakelog.protocol.partitioner import murmur2, to_positive
 from tests.harness import read_partition
@@ -136,3 +138,36 @@ def test_patch_never_makes_fewer_partitions(http, api, topic):
     assert http.patch(f"/v3/clusters/{api.cluster_id}/topics/no-such-topic",
                       json={"partitions_count": 3}).json()["error_code"] == 40401
     assert http.get(url).json()["partitions_count"] == 2
+
+
+def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_factory, topic_name):
+    """As Kafka: the broker's ``log.retention.ms`` and ``message.max.bytes`` are the defaults of every
+    topic that sets no ``retention.ms`` / ``max.message.bytes`` (source STATIC_BROKER_CONFIG, not a
+    default), also after the topic's own value is deleted; they are not stored on the topic."""
+    broker = broker_factory(extra_env={"LAKELOG_LOG_RETENTION_MS": "3600000", "LAKELOG_MESSAGE_MAX_BYTES": "1500"})
+    big = {"records": [{"value": base64.b64encode(b"x" * 2000).decode()}]}
+    with LakelogClient(broker.url) as client, httpx.Client(base_url=broker.url, timeout=30) as http:
+        client.create_topic(topic_name, configs={"retention.ms": "1000"})
+        v3 = http.get(f"/v3/clusters/{client.cluster_id}/topics/{topic_name}").json()
+        assert v3["configs_list"] == [{"name": "retention.ms", "value": "1000"}]  # nothing of the broker's
+        assert client.topic_configs(topic_name)["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+
+        client.alter_topic_configs(topic_name, delete=["retention.ms"])
+        retention = client.topic_configs(topic_name)["retention.ms"]
+        assert (retention["value"], retention["is_default"], retention["source"]) == (
+            "3600000", False, "STATIC_BROKER_CONFIG")
+        assert retention["synonyms"] == [
+            {"name": "log.retention.ms", "value": "3600000", "source": "STATIC_BROKER_CONFIG"},
+            {"name": "retention.ms", "value": "604800000", "source": "DEFAULT_CONFIG"}]
+        assert client.describe_topic(topic_name)["configs"]["retention.ms"] == "3600000"  # not 7 days
+
+        size = client.topic_configs(topic_name)["max.message.bytes"]
+        assert (size["value"], size["is_default"], size["source"]) == ("1500", False, "STATIC_BROKER_CONFIG")
+        produce = f"/topics/{topic_name}/partitions/0"
+        headers = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
+        resp = http.post(produce, headers=headers, json=big)
+        assert resp.status_code == 422 and resp.json()["error_code"] == 42201, resp.text  # message.max.bytes
+        client.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
+        assert http.post(produce, headers=headers, json=big).status_code == 200
+        client.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
+        assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42201

@@ -10,17 +10,23 @@ from lakelog.client import LakelogClient
 from lakelog.errors import ConfigError
 from lakelog.replication.errors import InvalidPartitionsError, InvalidReplicationFactorError, UnknownTopicError
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
+from lakelog.replication.topic_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, altered_configs
 from tests.harness import wait_for
+
+
+def _cluster(zk, **kwargs) -> ClusterMetadata:
+    """Cluster metadata with three registered (fake) brokers 0, 1, 2."""
+    m = ClusterMetadata(zk, **kwargs)
+    m.ensure_paths()
+    for b in range(3):
+        m.register_broker(BrokerInfo(b, "127.0.0.1", 9000 + b))
+    return m
 
 
 @pytest.fixture
 def meta(zk) -> ClusterMetadata:
     """Cluster metadata with three registered (fake) brokers 0, 1, 2."""
-    m = ClusterMetadata(zk)
-    m.ensure_paths()
-    for b in range(3):
-        m.register_broker(BrokerInfo(b, "127.0.0.1", 9000 + b))
-    return m
+    return _cluster(zk)
 
 
 def test_alter_sets_and_deletes_configs_with_a_version_check(meta, topic_name):
@@ -135,6 +141,55 @@ def test_add_partitions_needs_enough_live_brokers(zk, meta, topic_name):
     with pytest.raises(InvalidReplicationFactorError):
         meta.add_partitions(topic_name, partitions_count=2)
     assert meta.topic(topic_name).partitions_count == 1
+
+
+def test_broker_defaults_are_not_stored_and_a_deleted_config_falls_back_to_them(zk, topic_name):
+    """As Kafka: ``log.retention.ms`` (say) of the broker is the default of every topic that sets no
+    ``retention.ms``, also after it is deleted; only what the user set is stored on the topic."""
+    m = _cluster(zk, topic_defaults={"retention.ms": "3600000", "max.message.bytes": "5000"})
+    created = m.create_topic(topic_name, partitions=1, replication_factor=1, configs={"retention.ms": "1000"})
+    assert created.configs == {"retention.ms": "1000"}
+    assert TopicMetadata.from_json(topic_name, zk.get(m.topic_path(topic_name))[0]).configs == {"retention.ms": "1000"}
+    stored = m.topic(topic_name)
+    assert stored.config.retention_ms == 1000 and stored.config.max_message_bytes == 5000
+
+    altered = m.alter_topic_configs(topic_name, delete=["retention.ms"])
+    assert altered.configs == {} and altered.config.retention_ms == 3600000  # the broker's, not 7 days
+    stored = m.topic(topic_name)
+    assert stored.configs == {} and stored.config.retention_ms == 3600000
+    assert ClusterMetadata(zk).topic(topic_name).config.retention_ms == 604800000  # a broker without the setting
+
+    retention = stored.config_entry("retention.ms")
+    assert (retention.value, retention.is_default, retention.source) == ("3600000", False, STATIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+        ("log.retention.ms", "3600000", STATIC_BROKER_CONFIG), ("retention.ms", "604800000", DEFAULT_CONFIG)]
+    m.alter_topic_configs(topic_name, set={"max.message.bytes": "2000"})
+    size = m.topic(topic_name).config_entry("max.message.bytes")
+    assert (size.value, size.is_default, size.source) == ("2000", False, DYNAMIC_TOPIC_CONFIG)
+    assert [(s.name, s.value, s.source) for s in size.synonyms] == [
+        ("max.message.bytes", "2000", DYNAMIC_TOPIC_CONFIG), ("message.max.bytes", "5000", STATIC_BROKER_CONFIG),
+        ("max.message.bytes", "1048588", DEFAULT_CONFIG)]
+    segment = m.topic(topic_name).config_entry("segment.ms")
+    assert (segment.is_default, segment.source) == (True, DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ([("segment.ms", "SET", "1000"), ("segment.ms", "SET", "2000")], "'segment.ms' appears more than once"),
+    ([("segment.ms", "DELETE", None), ("segment.ms", "DELETE", None)], "'segment.ms' appears more than once"),
+    ([("retention.ms", "DELETE", None), ("retention.ms", "SET", "1")], "'retention.ms' is both set and deleted"),
+    ([("retention.ms", "SET", None)], "'retention.ms' is set without a value"),
+    ([("retention.ms", "APPEND", "1")], "'retention.ms': unknown operation 'APPEND'"),
+])
+def test_each_key_is_changed_once_per_alter(meta, topic_name, changes, message):
+    """The metadata layer refuses what every caller (REST, CLI, client) could send; nothing is written."""
+    with pytest.raises(ConfigError, match=message):
+        altered_configs({}, changes)
+    meta.create_topic(topic_name, partitions=1, replication_factor=1, configs={"retention.ms": "3600000"})
+    with pytest.raises(ConfigError, match=message):
+        meta.alter_topic_configs(topic_name, changes)
+    assert meta.topic(topic_name).configs == {"retention.ms": "3600000"} and meta.topic(topic_name).version == 0
+    changed = meta.alter_topic_configs(topic_name, [("segment.ms", "SET", "1000"), ("retention.ms", "DELETE", None)])
+    assert changed.configs == {"segment.ms": "1000"} == meta.topic(topic_name).configs
 
 
 # -- a running broker ------------------------------------------------------------------------------
