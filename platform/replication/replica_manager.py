@@ -112,7 +112,7 @@ class ReplicaManager:
                     if (meta := topics.get(part.topic)) is None or meta.topic_id != part.topic_id]
             # all at once: a topic of thousands of partitions is dropped in seconds, not one log at a time
             await asyncio.gather(*(self._drop_partition(key, delete_data=True) for key in gone))
-        self.topic_changes.watch(topics)
+        await self.topic_changes.watch(topics)
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
         """Metadata of ``name``, re-read (and reconciled) if the cache does not have it yet.

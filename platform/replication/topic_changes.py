@@ -7,7 +7,9 @@ here every broker watches for itself:
 
 - the children of ``/lakelog/topics`` (a topic created or deleted): :meth:`ReplicaManager.refresh_topics
   <lakelog.replication.replica_manager.ReplicaManager.refresh_topics>` reloads the topics and drops the
-  logs of deleted ones, then :meth:`TopicChanges.watch` sets the watches below;
+  logs of deleted ones, then :meth:`TopicChanges.watch` sets the watches below (kazoo's ``DataWatch``
+  reads the znode when it is set: that blocking read runs in a worker thread, never on the event loop;
+  a watch ends when its znode is deleted, and a re-created topic gets new ones);
 - the data of each topic znode (a DataWatch per topic and topic id): configs altered or partitions
   added (:meth:`TopicChanges.apply`). The metadata cache serves the new topic (produce validation reads
   ``max.message.bytes`` from it, producers' murmur2 partitioning its partition count); every open log
@@ -27,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Hashable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.partition_log import PartitionLog
@@ -62,9 +64,6 @@ class TopicChanges:
         self._watched_topics: dict[str, str] = {}  # topic -> topic id whose znode data is watched
         self._watched_states: dict[tuple[str, int], str] = {}  # partition -> topic id whose state is watched
         self._config_lock = asyncio.Lock()
-        #: called on the event loop with the topic's new metadata when a topic got more partitions
-        #: (e.g. for consumer groups to rebalance, as Kafka's consumers do on a partition count change)
-        self.partitions_added_listeners: list[Callable[[TopicMetadata], None]] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -92,11 +91,12 @@ class TopicChanges:
 
     # -- watches --------------------------------------------------------------------------------
 
-    def watch(self, topics: dict[str, TopicMetadata]) -> None:
+    async def watch(self, topics: dict[str, TopicMetadata]) -> None:
         """Watch the znode data of every topic in ``topics`` and the state of every partition of them
         this broker replicates; forget the watches of topics no longer there (or re-created).
 
-        Called on the event loop after each reload of the topic list."""
+        Called on the event loop after each reload of the topic list; the watches are set in worker
+        threads."""
         for name, topic_id in list(self._watched_topics.items()):
             meta = topics.get(name)
             if meta is None or meta.topic_id != topic_id:
@@ -105,55 +105,92 @@ class TopicChanges:
             meta = topics.get(key[0])
             if meta is None or meta.topic_id != topic_id:
                 del self._watched_states[key]
+        setters = []
         for meta in topics.values():
-            self._watch_topic(meta.name, meta.topic_id)
-            self._watch_partitions(meta)
+            setters += self._topic_watch(meta.name, meta.topic_id)
+            setters += self._partition_watches(meta)
+        await self._set_watches(setters)
 
-    def _watch_topic(self, name: str, topic_id: str) -> None:
-        """DataWatch the topic znode; each change is applied on the event loop (:meth:`apply`)."""
-        if self._watched_topics.get(name) == topic_id or self._stopping:
-            return
-        self._watched_topics[name] = topic_id
+    def _topic_watch(self, name: str, topic_id: str) -> list[Callable[[], Any]]:
+        """The topic znode's data watch: each change is applied on the event loop (:meth:`apply`)."""
 
-        def on_data(data, stat, event=None):
-            if self._stopping or self._watched_topics.get(name) != topic_id:
-                return False
-            if data is None or self._loop is None:
-                return None  # deleted: the topic list's watch drops it
+        def on_change(data: bytes, stat) -> Coroutine | bool | None:
             try:
                 meta = self.metadata.topic_from_json(name, data, stat.version)
             except (ValueError, KeyError) as e:
                 log.warning("topic %s: unreadable topic znode: %s", name, e)
-                return None
+                return None  # keep watching: the next change may be readable
             if meta.topic_id != topic_id:
                 return False  # re-created: the topic list's watch sets a new watch
-            asyncio.run_coroutine_threadsafe(self.apply(meta), self._loop)
-            return None
+            return self.apply(meta)
 
-        self.zk.DataWatch(self.metadata.topic_path(name), on_data)
+        return self._data_watch(self._watched_topics, name, topic_id, self.metadata.topic_path(name), on_change)
 
-    def _watch_partitions(self, meta: TopicMetadata) -> None:
+    def _partition_watches(self, meta: TopicMetadata) -> list[Callable[[], Any]]:
+        """The state watches of the topic's partitions this broker replicates and does not watch yet: each
+        state change is applied on the event loop (:meth:`ReplicaManager.apply_state`)."""
+        setters = []
         for p, replicas in sorted(meta.replicas.items()):
             if self.broker_id in replicas:
-                self._watch_state(meta.name, p, meta.topic_id)
+                setters += self._data_watch(
+                    self._watched_states, (meta.name, p), meta.topic_id, self.metadata.state_path(meta.name, p),
+                    lambda data, stat, p=p: self.rm.apply_state(meta.name, p, meta.topic_id,
+                                                                PartitionState.from_json(data, stat.version)))
+        return setters
 
-    def _watch_state(self, topic: str, partition: int, topic_id: str) -> None:
-        """DataWatch the partition's state znode; each change is applied on the event loop."""
-        key = (topic, partition)
-        if self._watched_states.get(key) == topic_id or self._stopping:
-            return
-        self._watched_states[key] = topic_id
+    def _data_watch(self, registry: dict[Any, str], key: Hashable, topic_id: str, path: str,
+                    on_change: Callable[[bytes, Any], Coroutine | bool | None]) -> list[Callable[[], Any]]:
+        """Register ``key`` -> ``topic_id`` in ``registry`` and return the setter of a kazoo DataWatch on
+        ``path`` (none when ``key`` is already watched for that topic id, or when stopping); run the
+        setter in a worker thread (:meth:`_set_watches`: the DataWatch reads the znode at once).
 
-        def on_state(data, stat, event=None):
-            if self._stopping or self._watched_states.get(key) != topic_id:
+        The watch calls ``on_change(data, stat)`` in kazoo's thread for the znode's data now and after
+        each change; a coroutine it returns runs on the event loop, False ends the watch. The watch also
+        ends when stopping, when ``registry`` no longer names this topic id for ``key`` (forgotten, or
+        re-created), and when the znode is deleted (the topic is; a re-created topic gets a new watch
+        from the topic list's)."""
+        if self._stopping or registry.get(key) == topic_id:
+            return []
+        registry[key] = topic_id
+
+        def on_data(data, stat, event=None):
+            if self._stopping or registry.get(key) != topic_id:
                 return False
-            if data is None or self._loop is None:
+            if data is None:
+                return False  # deleted
+            if self._loop is None:
                 return None
-            state = PartitionState.from_json(data, stat.version)
-            asyncio.run_coroutine_threadsafe(self.rm.apply_state(topic, partition, topic_id, state), self._loop)
+            result = on_change(data, stat)
+            if result is False:
+                return False
+            if asyncio.iscoroutine(result):
+                asyncio.run_coroutine_threadsafe(result, self._loop)
             return None
 
-        self.zk.DataWatch(self.metadata.state_path(topic, partition), on_state)
+        def set_watch() -> None:
+            try:
+                self.zk.DataWatch(path, on_data)
+            except Exception:
+                # not watched after all: the next reload of the topic list tries again
+                if self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._forget, registry, key, topic_id)
+                raise
+
+        return [set_watch]
+
+    @staticmethod
+    def _forget(registry: dict[Any, str], key: Hashable, topic_id: str) -> None:
+        if registry.get(key) == topic_id:
+            del registry[key]
+
+    async def _set_watches(self, setters: list[Callable[[], Any]]) -> None:
+        """Run the DataWatch setters in worker threads (each reads its znode, a blocking ZooKeeper call),
+        concurrently. A failure is logged; the others are set."""
+        results = await asyncio.gather(*(asyncio.to_thread(setter) for setter in setters), return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            log.warning("%d of %d ZooKeeper watches could not be set (retried at the next topic reload): %s",
+                        len(failed), len(setters), failed[0])
 
     # -- applying a change ----------------------------------------------------------------------
 
@@ -168,24 +205,19 @@ class TopicChanges:
             await self.rm.refresh_topics()
             return
         self.cache.update_topic(meta)
-        latest = self.cache.cached_topic(meta.name)
-        if latest is None or latest.topic_id != meta.topic_id:
-            return
+        latest = self.cache.topic(meta.name)  # meta, or a newer version of the same topic
         await self._apply_config(latest)
-        self._watch_partitions(latest)
+        await self._set_watches(self._partition_watches(latest))
         if latest.partitions_count > cached.partitions_count:
             log.info("topic %s has %d partitions now (was %d)", latest.name, latest.partitions_count,
                      cached.partitions_count)
-            for listener in list(self.partitions_added_listeners):
-                try:
-                    listener(latest)
-                except Exception:
-                    log.exception("a listener of topic %s's new partitions failed", latest.name)
 
     async def _apply_config(self, meta: TopicMetadata) -> None:
         """``PartitionLog.update_config`` on every open log of the topic whose config differs."""
         async with self._config_lock:  # one change at a time: the newest config is applied last
-            latest = self.cache.cached_topic(meta.name) or meta
+            latest = self.cache.cached_topic(meta.name)
+            if latest is None or latest.topic_id != meta.topic_id:
+                return  # deleted or re-created: another topic's config never reaches these logs
             try:
                 config = latest.config
             except LakelogError as e:  # stored configs that do not validate: keep the logs as they are

@@ -3,6 +3,10 @@ ZooKeeper chroot per test), and a running broker taking a config change without 
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import types
+
 import httpx
 import pytest
 
@@ -10,6 +14,7 @@ from lakelog.client import LakelogClient
 from lakelog.errors import ConfigError
 from lakelog.replication.errors import InvalidPartitionsError, InvalidReplicationFactorError, UnknownTopicError
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
+from lakelog.replication.topic_changes import TopicChanges
 from lakelog.replication.topic_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, altered_configs
 from tests.harness import wait_for
 
@@ -190,6 +195,58 @@ def test_each_key_is_changed_once_per_alter(meta, topic_name, changes, message):
     assert meta.topic(topic_name).configs == {"retention.ms": "3600000"} and meta.topic(topic_name).version == 0
     changed = meta.alter_topic_configs(topic_name, [("segment.ms", "SET", "1000"), ("retention.ms", "DELETE", None)])
     assert changed.configs == {"segment.ms": "1000"} == meta.topic(topic_name).configs
+
+
+def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk, meta, topic_name):
+    """kazoo's DataWatch reads its znode when it is set: never on the event loop. A deleted topic's
+    watch ends (its session listener is removed), and a re-created topic gets a watch of its own."""
+    created = meta.create_topic(topic_name, partitions=1, replication_factor=1)
+    applied: list[tuple[str, dict]] = []
+
+    class Recording(TopicChanges):
+        async def apply(self, m: TopicMetadata) -> None:
+            applied.append((m.topic_id, m.configs))
+
+    reads: list[int] = []
+    zk_get = zk.get
+
+    def get(*args, **kwargs):
+        reads.append(threading.get_ident())
+        return zk_get(*args, **kwargs)
+
+    zk.get = get  # type: ignore[method-assign]
+    listeners = len(zk.state_listeners)
+
+    async def wait(predicate, what: str) -> None:
+        for _ in range(200):
+            if predicate():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def main() -> None:
+        changes = Recording(types.SimpleNamespace(zk=zk, metadata=meta, cache=None, broker_id=7))
+        changes._loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        await changes.watch({topic_name: created})  # broker 7 replicates nothing: the topic znode only
+        assert reads and loop_thread not in reads
+        await wait(lambda: applied == [(created.topic_id, {})], "the first call")
+        assert len(zk.state_listeners) == listeners + 1
+        await changes.watch({topic_name: created})  # watched already: no second watch
+        assert len(zk.state_listeners) == listeners + 1
+
+        meta.alter_topic_configs(topic_name, set={"retention.ms": "1000"})
+        await wait(lambda: applied[-1] == (created.topic_id, {"retention.ms": "1000"}), "the change")
+        meta.delete_topic(topic_name)
+        await wait(lambda: len(zk.state_listeners) == listeners, "the watch to end")
+        again = meta.create_topic(topic_name, partitions=1, replication_factor=1)
+        await asyncio.sleep(0.3)
+        assert all(topic_id == created.topic_id for topic_id, _ in applied)  # the old watch is gone
+        await changes.watch({topic_name: again})
+        await wait(lambda: applied[-1] == (again.topic_id, {}), "the new topic's watch")
+        changes.stop()
+
+    asyncio.run(main())
 
 
 # -- a running broker ------------------------------------------------------------------------------
