@@ -36,7 +36,7 @@ def zk_connect(zookeeper) -> str:
 
 
 @pytest.fixture
-def zk(zk_connect) -> KazooClient:
+def zk_client(zk_connect) -> KazooClient:
     """A started kazoo client on this test's chroot; stopped and closed at its end."""
     client = KazooClient(hosts=zk_connect)
     client.start(timeout=15)

@@ -33,7 +33,7 @@ def test_commit_get_and_lag(client, topic_name):
     assert lag["total_lag"] == 8
 
 
-def test_replay_is_a_no_op_and_stale_generation_is_refused(client, topic_name, zk):
+def test_replay_is_a_no_op_and_stale_generation_is_refused(client, topic_name, zk_client):
     client.create_topic(topic_name, partitions=1)
     group = _group()
     one = [{"topic": topic_name, "partition": 0, "offset": 1}]
@@ -41,9 +41,9 @@ def test_replay_is_a_no_op_and_stale_generation_is_refused(client, topic_name, z
     again = [{"topic": topic_name, "partition": 0, "offset": 5}]
     assert not client.commit_offsets(group, again, transaction_app_id=f"{group}/q", transaction_version=7)["committed"]
     assert client.committed_offsets(group)[0]["offset"] == 1
-    generation = ClusterMetadata(zk).bump_group_generation(group)
+    generation = ClusterMetadata(zk_client).bump_group_generation(group)
     assert client.commit_offsets(group, one, generation_id=generation)["committed"]
-    ClusterMetadata(zk).bump_group_generation(group)
+    ClusterMetadata(zk_client).bump_group_generation(group)
     with pytest.raises(GatewayError) as e:
         client.commit_offsets(group, again, generation_id=generation)
     assert e.value.error_code == 40904 and e.value.http_status == 409
@@ -60,7 +60,7 @@ def test_commit_to_a_missing_partition_is_refused(client, topic_name):
     assert e.value.error_code == 40401
 
 
-def test_reset_offsets(client, topic_name, zk, broker):
+def test_reset_offsets(client, topic_name, zk_client, broker):
     client.create_topic(topic_name, partitions=1)
     client.produce_binary(topic_name, [(None, b"early")] * 5, partition=0)
     time.sleep(0.05)
@@ -81,7 +81,7 @@ def test_reset_offsets(client, topic_name, zk, broker):
     assert client.committed_offsets(group)[0]["offset"] == 5
 
     # a group with an active member cannot be reset
-    zk.create(f"{CONSUMERS_PATH}/{group}/members/m-1", ephemeral=True, makepath=True)
+    zk_client.create(f"{CONSUMERS_PATH}/{group}/members/m-1", ephemeral=True, makepath=True)
     with pytest.raises(GatewayError) as e:
         client.reset_offsets(group, to="earliest")
     assert e.value.error_code == 40905 and "m-1" in str(e.value)

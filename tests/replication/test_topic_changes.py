@@ -19,9 +19,9 @@ from lakelog.replication.topic_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONF
 from tests.harness import wait_for
 
 
-def _cluster(zk, **kwargs) -> ClusterMetadata:
+def _cluster(zk_client, **kwargs) -> ClusterMetadata:
     """Cluster metadata with three registered (fake) brokers 0, 1, 2."""
-    m = ClusterMetadata(zk, **kwargs)
+    m = ClusterMetadata(zk_client, **kwargs)
     m.ensure_paths()
     for b in range(3):
         m.register_broker(BrokerInfo(b, "127.0.0.1", 9000 + b))
@@ -29,9 +29,9 @@ def _cluster(zk, **kwargs) -> ClusterMetadata:
 
 
 @pytest.fixture
-def meta(zk) -> ClusterMetadata:
+def meta(zk_client) -> ClusterMetadata:
     """Cluster metadata with three registered (fake) brokers 0, 1, 2."""
-    return _cluster(zk)
+    return _cluster(zk_client)
 
 
 def test_alter_sets_and_deletes_configs_with_a_version_check(meta, topic_name):
@@ -79,9 +79,9 @@ def test_validate_only_writes_nothing_and_unknown_topics_are_refused(meta, topic
         meta.add_partitions("no-such-topic", partitions_count=3)
 
 
-def test_a_concurrent_change_is_retried_not_lost(zk, meta, topic_name):
+def test_a_concurrent_change_is_retried_not_lost(zk_client, meta, topic_name):
     meta.create_topic(topic_name, partitions=1, replication_factor=1)
-    other = ClusterMetadata(zk)
+    other = ClusterMetadata(zk_client)
     raced = []
 
     class Racing(ClusterMetadata):
@@ -91,7 +91,7 @@ def test_a_concurrent_change_is_retried_not_lost(zk, meta, topic_name):
                 raced.append(other.alter_topic_configs(name, set={"retention.ms": "5000"}))
             return read
 
-    result = Racing(zk).alter_topic_configs(topic_name, set={"max.message.bytes": "4096"})
+    result = Racing(zk_client).alter_topic_configs(topic_name, set={"max.message.bytes": "4096"})
     assert result.configs == {"max.message.bytes": "4096", "retention.ms": "5000"}
     assert meta.topic(topic_name).configs == result.configs
     assert meta.topic(topic_name).version == 2  # two writes: the racer's, then ours on its version
@@ -140,21 +140,21 @@ def test_the_most_partitions_added_at_once_fit_one_zookeeper_request(meta):
     assert meta.partition_state(name, 1000).isr == meta.topic(name).replicas[1000]
 
 
-def test_add_partitions_needs_enough_live_brokers(zk, meta, topic_name):
+def test_add_partitions_needs_enough_live_brokers(zk_client, meta, topic_name):
     meta.create_topic(topic_name, partitions=1, replication_factor=3)
-    zk.delete("/lakelog/brokers/ids/2")  # broker 2 is gone
+    zk_client.delete("/lakelog/brokers/ids/2")  # broker 2 is gone
     with pytest.raises(InvalidReplicationFactorError):
         meta.add_partitions(topic_name, partitions_count=2)
     assert meta.topic(topic_name).partitions_count == 1
 
 
-def test_broker_defaults_are_not_stored_and_a_deleted_config_falls_back_to_them(zk, topic_name):
+def test_broker_defaults_are_not_stored_and_a_deleted_config_falls_back_to_them(zk_client, topic_name):
     """As Kafka: ``log.retention.ms`` (say) of the broker is the default of every topic that sets no
     ``retention.ms``, also after it is deleted; only what the user set is stored on the topic."""
-    m = _cluster(zk, topic_defaults={"retention.ms": "3600000", "max.message.bytes": "5000"})
+    m = _cluster(zk_client, topic_defaults={"retention.ms": "3600000", "max.message.bytes": "5000"})
     created = m.create_topic(topic_name, partitions=1, replication_factor=1, configs={"retention.ms": "1000"})
     assert created.configs == {"retention.ms": "1000"}
-    assert TopicMetadata.from_json(topic_name, zk.get(m.topic_path(topic_name))[0]).configs == {"retention.ms": "1000"}
+    assert TopicMetadata.from_json(topic_name, zk_client.get(m.topic_path(topic_name))[0]).configs == {"retention.ms": "1000"}
     stored = m.topic(topic_name)
     assert stored.config.retention_ms == 1000 and stored.config.max_message_bytes == 5000
 
@@ -162,7 +162,7 @@ def test_broker_defaults_are_not_stored_and_a_deleted_config_falls_back_to_them(
     assert altered.configs == {} and altered.config.retention_ms == 3600000  # the broker's, not 7 days
     stored = m.topic(topic_name)
     assert stored.configs == {} and stored.config.retention_ms == 3600000
-    assert ClusterMetadata(zk).topic(topic_name).config.retention_ms == 604800000  # a broker without the setting
+    assert ClusterMetadata(zk_client).topic(topic_name).config.retention_ms == 604800000  # a broker without the setting
 
     retention = stored.config_entry("retention.ms")
     assert (retention.value, retention.is_default, retention.source) == ("3600000", False, STATIC_BROKER_CONFIG)
@@ -197,7 +197,7 @@ def test_each_key_is_changed_once_per_alter(meta, topic_name, changes, message):
     assert changed.configs == {"segment.ms": "1000"} == meta.topic(topic_name).configs
 
 
-def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk, meta, topic_name):
+def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk_client, meta, topic_name):
     """kazoo's DataWatch reads its znode when it is set: never on the event loop. A deleted topic's
     watch ends (its session listener is removed), and a re-created topic gets a watch of its own."""
     created = meta.create_topic(topic_name, partitions=1, replication_factor=1)
@@ -208,14 +208,14 @@ def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk, met
             applied.append((m.topic_id, m.configs))
 
     reads: list[int] = []
-    zk_get = zk.get
+    zk_get = zk_client.get
 
     def get(*args, **kwargs):
         reads.append(threading.get_ident())
         return zk_get(*args, **kwargs)
 
-    zk.get = get  # type: ignore[method-assign]
-    listeners = len(zk.state_listeners)
+    zk_client.get = get  # type: ignore[method-assign]
+    listeners = len(zk_client.state_listeners)
 
     async def wait(predicate, what: str) -> None:
         for _ in range(200):
@@ -225,20 +225,20 @@ def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk, met
         raise AssertionError(f"timed out waiting for {what}")
 
     async def main() -> None:
-        changes = Recording(types.SimpleNamespace(zk=zk, metadata=meta, cache=None, broker_id=7))
+        changes = Recording(types.SimpleNamespace(zk=zk_client, metadata=meta, cache=None, broker_id=7))
         changes._loop = asyncio.get_running_loop()
         loop_thread = threading.get_ident()
         await changes.watch({topic_name: created})  # broker 7 replicates nothing: the topic znode only
         assert reads and loop_thread not in reads
         await wait(lambda: applied == [(created.topic_id, {})], "the first call")
-        assert len(zk.state_listeners) == listeners + 1
+        assert len(zk_client.state_listeners) == listeners + 1
         await changes.watch({topic_name: created})  # watched already: no second watch
-        assert len(zk.state_listeners) == listeners + 1
+        assert len(zk_client.state_listeners) == listeners + 1
 
         meta.alter_topic_configs(topic_name, set={"retention.ms": "1000"})
         await wait(lambda: applied[-1] == (created.topic_id, {"retention.ms": "1000"}), "the change")
         meta.delete_topic(topic_name)
-        await wait(lambda: len(zk.state_listeners) == listeners, "the watch to end")
+        await wait(lambda: len(zk_client.state_listeners) == listeners, "the watch to end")
         again = meta.create_topic(topic_name, partitions=1, replication_factor=1)
         await asyncio.sleep(0.3)
         assert all(topic_id == created.topic_id for topic_id, _ in applied)  # the old watch is gone
