@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import uuid
 from pathlib import Path
 
 from lakelog.config import TopicConfig
@@ -25,6 +26,10 @@ log = logging.getLogger(__name__)
 
 #: The file inside a partition table that names the topic id the table belongs to.
 TOPIC_ID_FILE = "_lakelog_topic_id"
+#: Suffix of a deleted log's directory until a background task has removed it (Kafka renames a deleted
+#: log to ``{topic}-{partition}.{id}-delete`` and removes it later): deleting a topic of thousands of
+#: partitions answers after the renames, not after every file is gone.
+DELETED_DIR_SUFFIX = ".deleted"
 
 
 class LogManager:
@@ -41,10 +46,13 @@ class LogManager:
         self.log_dirs = Path(log_dirs).resolve()
         self.tail_cache_max_bytes = tail_cache_max_bytes
         self.segment_files_max = segment_files_max
+        self._deletions: set[asyncio.Task] = set()
 
     def ensure_dirs(self) -> None:
-        """Create ``log.dirs`` if missing."""
+        """Create ``log.dirs`` if missing; remove the directories of deleted logs a previous run left."""
         self.log_dirs.mkdir(parents=True, exist_ok=True)
+        for leftover in self.log_dirs.glob("*" + DELETED_DIR_SUFFIX):
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def table_uri(self, topic: str, partition: int) -> str:
         """Where this broker keeps the partition's Delta table."""
@@ -70,10 +78,17 @@ class LogManager:
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:
-        """Close a log and, with ``delete_data``, delete its table from disk."""
+        """Close a log and, with ``delete_data``, delete its table from disk: the directory is renamed
+        (:data:`DELETED_DIR_SUFFIX`) at once, so a re-created topic starts empty, and removed by a
+        background task (or at the next start)."""
         plog.close()
-        if delete_data:
-            await asyncio.to_thread(shutil.rmtree, plog.table_uri, True)
+        if not delete_data:
+            return
+        doomed = await asyncio.to_thread(_rename_for_deletion, Path(plog.table_uri))
+        if doomed is not None:
+            task = asyncio.get_running_loop().create_task(asyncio.to_thread(shutil.rmtree, doomed, True))
+            self._deletions.add(task)
+            task.add_done_callback(self._deletions.discard)
 
     async def compact_after_append(self, plog: PartitionLog) -> None:
         """After a follower's append: a log without a segment tail made a Delta commit, so run
@@ -81,3 +96,13 @@ class LogManager:
         compacted by its flusher after the flusher's commits."""
         if not plog.tiered:
             await compact_if_needed(plog, segment_files_max=self.segment_files_max)
+
+
+def _rename_for_deletion(table_dir: Path) -> Path | None:
+    """Rename a deleted log's directory out of the way; None when there is none."""
+    doomed = table_dir.with_name(f"{table_dir.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+    try:
+        table_dir.rename(doomed)
+    except FileNotFoundError:
+        return None
+    return doomed

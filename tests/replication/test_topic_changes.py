@@ -268,3 +268,15 @@ def test_a_running_broker_applies_a_config_change_to_its_open_logs(broker, topic
         client.produce_binary(topic_name, [(b"k", b"after")], partition=0)  # a Delta commit per append now
         assert _partition(broker.url, topic_name)["lake_end_offset"] == 6
         assert client.topic_configs(topic_name)["lake.commit.interval.ms"]["value"] == "0"
+
+
+def test_delete_tree_removes_a_subtree_in_batches(zk_client, monkeypatch):
+    from lakelog.replication import metadata as metadata_module
+
+    monkeypatch.setattr(metadata_module, "DELETE_TREE_BATCH", 3)  # several transactions
+    for p in range(5):
+        zk_client.ensure_path(f"/tree/partitions/{p}/state")
+    zk_client.ensure_path("/keep")
+    metadata_module.delete_tree(zk_client, "/tree")
+    assert zk_client.exists("/tree") is None and zk_client.exists("/keep") is not None
+    metadata_module.delete_tree(zk_client, "/tree")  # nothing there: no error
