@@ -21,6 +21,7 @@ The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fe
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 import logging
 
 import pyarrow as pa
@@ -68,7 +69,12 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.leader_client = leader_client
         self._partitions: dict[PartitionKey, Partition] = {}
-        self._open_lock = asyncio.Lock()
+        # one open (or drop) of a partition's log at a time; one log opening at a time (its Delta I/O must
+        # not fill the shared worker threads); one reconciliation of the topic list at a time, which never
+        # waits for the opens of other partitions (a topic is deleted while thousands of logs still queue)
+        self._open_locks: defaultdict[PartitionKey, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._opening = asyncio.Lock()
+        self._refresh_lock = asyncio.Lock()
         self._stopping = False
         self.session_lost = False
         self.isr = IsrManager(settings, metadata=metadata, cache=cache)
@@ -106,12 +112,12 @@ class ReplicaManager:
     async def refresh_topics(self) -> None:
         """Reload topic metadata; drop the logs of deleted (or re-created) topics; watch every topic's
         znode and the state of every partition this broker replicates (:meth:`TopicChanges.watch`)."""
-        async with self._open_lock:
+        async with self._refresh_lock:
             topics = await self.cache.reload_topics()
             gone = [key for key, part in self._partitions.items()
                     if (meta := topics.get(part.topic)) is None or meta.topic_id != part.topic_id]
             # all at once: a topic of thousands of partitions is dropped in seconds, not one log at a time
-            await asyncio.gather(*(self._drop_partition(key, delete_data=True) for key in gone))
+            await asyncio.gather(*(self._drop_deleted(key) for key in gone))
         await self.topic_changes.watch(topics)
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
@@ -174,19 +180,32 @@ class ReplicaManager:
                               f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)
 
     async def _open_partition(self, meta: TopicMetadata, partition: int) -> Partition:
-        """The local replica, opening (or creating) its log and committer on first use."""
+        """The local replica, opening (or creating) its log and committer on first use.
+
+        Raises:
+            UnknownTopicError: the topic was deleted (or re-created) while the log opened.
+        """
         key = (meta.name, partition)
         part = self._partitions.get(key)
         if part is not None:
             return part
-        async with self._open_lock:
+        async with self._open_locks[key]:
             part = self._partitions.get(key)
             if part is not None:
                 return part
             replicas = list(meta.replicas[partition])
-            plog = await asyncio.to_thread(self.log_manager.open_log, topic=meta.name, partition=partition,
-                                           topic_id=meta.topic_id, config=meta.config, replicated=len(replicas) > 1)
+            async with self._opening:
+                self._check_current(meta)  # deleted while this open queued: nothing to open
+                plog = await asyncio.to_thread(self.log_manager.open_log, topic=meta.name, partition=partition,
+                                               topic_id=meta.topic_id, config=meta.config,
+                                               replicated=len(replicas) > 1)
             await self.topic_changes.catch_up_config(plog, meta)  # a config altered while it opened
+            try:
+                self._check_current(meta)
+            except UnknownTopicError:  # deleted while it opened: no partition of it
+                await self.log_manager.drop_log(plog, delete_data=True)
+                raise
+            # from here on no await: the topic list's reconciliation sees the partition or saw the topic gone
             part = Partition(meta.name, partition, meta.topic_id, self.broker_id, plog, replicas=replicas)
             part.committer = GroupCommitter(plog, linger_ms=self.settings.linger_ms,
                                             batch_size=self.settings.batch_size,
@@ -198,19 +217,25 @@ class ReplicaManager:
             self._partitions[key] = part
             return part
 
-    async def _drop_partition(self, key: PartitionKey, *, delete_data: bool) -> None:
-        part = self._partitions.pop(key, None)
-        if part is None:
-            return
-        part.role = ReplicaRole.NONE
-        if part.fetcher is not None:
-            await part.fetcher.stop()
-        if part.committer is not None:
+    def _check_current(self, meta: TopicMetadata) -> None:
+        """Raise :class:`UnknownTopicError` when the cache no longer has the topic ``meta`` describes."""
+        current = self.cache.cached_topic(meta.name)
+        if current is None or current.topic_id != meta.topic_id:
+            raise UnknownTopicError(meta.name)
+
+    async def _drop_deleted(self, key: PartitionKey) -> None:
+        """Drop the replica of a deleted (or re-created) topic and its data, under its open lock."""
+        async with self._open_locks[key]:
+            part = self._partitions.pop(key, None)
+            if part is None:
+                return
+            part.role = ReplicaRole.NONE
+            if part.fetcher is not None:
+                await part.fetcher.stop()
             await part.committer.close()
-        if part.flusher is not None:
-            await part.flusher.close(flush=not delete_data)
-        await self.log_manager.drop_log(part.log, delete_data=delete_data)
-        part.notify_all()
+            await part.flusher.close(flush=False)
+            await self.log_manager.drop_log(part.log, delete_data=True)
+            part.notify_all()
 
     # -- roles ----------------------------------------------------------------------------------
 
@@ -228,7 +253,10 @@ class ReplicaManager:
                 return
         if meta.topic_id != topic_id or self.broker_id not in meta.replicas.get(partition, []):
             return
-        part = await self._open_partition(meta, partition)
+        try:
+            part = await self._open_partition(meta, partition)
+        except UnknownTopicError:
+            return  # deleted while its log opened
         async with part.lock:
             if self._stopping or self.session_lost:
                 return
