@@ -31,6 +31,7 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.replication.acks import Acks
+from lakelog.replication.committer_lease import LeaseWatch
 from lakelog.replication.controller import Controller, controlled_shutdown
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.leader_client import LeaderClient
@@ -79,6 +80,7 @@ class Broker:
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
         self.produce_router = ProduceRouter(self.replica_manager, self.leader_client)
+        self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.cluster_id = ""
         self.offset_store: OffsetStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,6 +101,7 @@ class Broker:
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
+        await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
@@ -117,6 +120,7 @@ class Broker:
         await self.controlled_shutdown()
         self._stopping = True
         self.cache.stop()
+        self.lease_watch.stop()
         await self.replica_manager.stop()
         try:
             await asyncio.to_thread(self.controller.stop)

@@ -18,6 +18,12 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
    (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table properties,
    retention, VACUUM), in a worker thread.
 
+While an outside committer (a Spark maintenance job) holds the table's committer lease
+(:mod:`~lakelog.log_tables.committer_leases`) steps 2 to 4 commit nothing: the writer refuses its own
+flushes and merges (:meth:`LogWriter.lake_commits_allowed
+<lakelog.log_tables.log_writer.LogWriter.lake_commits_allowed>`) and maintenance waits; records stay in
+the segment tail, acknowledged and readable, and go to Delta at the first round after the lease.
+
 :meth:`LakeFlusher.close` flushes what is below the high watermark before it stops, so a clean
 shutdown leaves the Delta table up to date.
 """
@@ -121,8 +127,8 @@ class LakeFlusher:
     async def maintain_if_due(self) -> None:
         """Run the log's maintenance round when ``maintenance_interval_ms`` passed since the last one.
         Never raises (a failure is logged; the next round tries again); cancellation is passed on."""
-        if time.monotonic() < self._next_maintenance:
-            return
+        if time.monotonic() < self._next_maintenance or self.log.lake_commits_held:
+            return  # under an outside committer's lease: the first round after it
         self._next_maintenance = time.monotonic() + self.maintenance_interval_s
         try:
             await asyncio.to_thread(self.log.lifecycle.run)

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from lakelog.config import TopicConfig
+from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.compaction import compact_if_needed
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import table_dir_name
@@ -46,6 +47,9 @@ class LogManager:
         self.log_dirs = Path(log_dirs).resolve()
         self.tail_cache_max_bytes = tail_cache_max_bytes
         self.segment_files_max = segment_files_max
+        #: partitions whose table an outside committer (a Spark maintenance job) holds the lease of; every
+        #: log opened here makes no commit of its own but appends meanwhile (a ZooKeeper watch fills it)
+        self.leased_tables = LeasedTables()
         self._deletions: set[asyncio.Task] = set()
 
     def ensure_dirs(self) -> None:
@@ -75,6 +79,7 @@ class LogManager:
                                  initial_high_watermark=0 if replicated else None)
         if not id_file.exists():
             id_file.write_text(topic_id)
+        plog.honour_leases(self.leased_tables)
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:

@@ -36,6 +36,7 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
+from lakelog.log_tables.committer_leases import PartitionLease
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import CommitFailedError, LogClosedError
 from lakelog.log_tables.fetch import read_range
@@ -97,6 +98,7 @@ class LogWriter:
         self.lake_lock = threading.Lock()
         self.lock = threading.Lock()
         self.closed = False
+        self.lease = PartitionLease(topic, partition)  # a Spark job's: no flush, merge, maintenance under it
 
     @property
     def name(self) -> str:
@@ -158,7 +160,7 @@ class LogWriter:
         if self.segments is None:
             return 0
         with self.lake_lock:
-            if self.closed:
+            if self.closed or not self.lake_commits_allowed():
                 return 0
             # 1. the records from the lake end offset up to the high watermark, from cache and segments
             view = self.state.view()
@@ -249,7 +251,7 @@ class LogWriter:
     def compact_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
         """:meth:`PartitionLog.compact_head <lakelog.log_tables.partition_log.PartitionLog.compact_head>`."""
         with self.lake_lock:
-            if self.closed:
+            if self.closed or not self.lake_commits_allowed():
                 return 0
             try:
                 merged = compaction.compact_oldest_run(
@@ -273,6 +275,31 @@ class LogWriter:
         stack.enter_context(self.lock)
         return stack
 
+    def lake_commits_allowed(self) -> bool:
+        """False while an outside committer holds the lease (:mod:`~lakelog.log_tables.committer_leases`);
+        the first call after one re-reads the table it changed. The caller holds ``lake_lock``."""
+        if self.lease.held():
+            return False
+        if self.lease.taken_since_last_look():
+            self._reread_table()
+        return True
+
+    def _before_delta_append(self) -> None:
+        """An append without a tail never waits for a lease: under one it is planned on the newest version
+        (delta-rs refuses an append planned before a rewrite), after one on the re-read table."""
+        if self.lease.held():
+            self.table.update_incremental()
+        elif self.lease.taken_since_last_look():
+            self._reread_table()
+
+    def _reread_table(self) -> None:  # the cleaned offset and the tail cache start over, as after a cleaning
+        self.table.update_incremental()
+        files = file_snapshot(self.table, self.uri, self._fs, self._root)
+        with self.state.lock:
+            self.state.cleaned_offset, self.state.files, self.state.commits_since_index = None, files, 0
+            self.state.cache.clear()
+        log.info("%s: re-read the table after an outside committer's lease (v%d)", self.name, self.table.version())
+
     def check_open(self) -> None:
         """Raise :class:`LogClosedError` when the log was closed."""
         if self.closed:
@@ -281,6 +308,7 @@ class LogWriter:
     def _append(self, what: str, base: int, batch: pa.Table, starts: list[tuple[int, int]]) -> int | None:
         """Write ``batch`` (one chunk) to the segment tail, or commit it to Delta without one; move the state."""
         if self.segments is None:
+            self._before_delta_append()
             version = self.commit(f"{what} to {self.name}", lambda: commit_append(
                 self.table, batch, compression_type=self.config.compression_type,
                 lake_end_offset=base + batch.num_rows, log_start_offset=self.state.log_start_offset))

@@ -48,6 +48,7 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
+from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import read_log, tail_offset_for_timestamp
@@ -164,11 +165,9 @@ class PartitionLog:
         return self._state.high_watermark
 
     def advance_high_watermark(self, offset: int) -> bool:
-        """Move the high watermark up to ``offset`` (capped at the log end offset; never backwards).
-
-        Returns True if it moved. The replica manager calls this once the ISR has the records
-        (right after the append when the ISR is this replica alone). Listeners run after the move.
-        """
+        """Move the high watermark up to ``offset`` (capped at the log end offset; never backwards); True if
+        it moved. Called once the ISR has the records (at once when the ISR is this replica alone);
+        listeners run after the move."""
         return self._state.advance_high_watermark(offset)
 
     def add_high_watermark_listener(self, listener: Callable[["PartitionLog"], None]) -> None:
@@ -189,11 +188,8 @@ class PartitionLog:
             return self._state.epochs.latest
 
     def fence(self, leader_epoch: int) -> None:
-        """Refuse, from now on, appends stamped with an epoch older than ``leader_epoch``.
-
-        Called when the replica learns of a new leader epoch (it became leader or follower), so a
-        commit queued under an older epoch can not land afterwards.
-        """
+        """Refuse, from now on, appends stamped with an epoch older than ``leader_epoch`` (called when the
+        replica learns of a new leader epoch, so a commit queued under an older one can not land)."""
         with self._state.lock:
             self._state.epochs.fence(leader_epoch)
 
@@ -255,12 +251,9 @@ class PartitionLog:
         return self._writer.flush(max_bytes=self.config.lake_commit_bytes if max_bytes is None else max_bytes)
 
     def update_config(self, config: TopicConfig) -> None:
-        """Take a changed topic configuration (``lakelog topics alter``) without reopening the log.
-
-        Segment, flush, timestamp, compression, retention and cleaner configs apply from the next append
-        or flush. ``lake.commit.interval.ms`` set to 0 commits the whole tail to Delta first (blocking);
-        set above 0 on a log without a tail starts one. Blocking: call from a worker thread.
-        """
+        """Take a changed topic configuration (``lakelog topics alter``) without reopening the log: it
+        applies from the next append or flush. ``lake.commit.interval.ms`` set to 0 commits the whole tail
+        to Delta first; set above 0 on a log without a tail starts one. Blocking: call from a worker thread."""
         self.config = config
         self._writer.update_config(config, make_segments=lambda: _segment_log(self.table_uri, config))
 
@@ -302,9 +295,8 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> bool:
         """Remove every record at or above ``offset``; the log end offset becomes ``offset`` (KIP-101).
 
-        One Delta commit (replaceWhere ``offset >= X`` with no rows) recording the new log end offset,
-        so recovery after a crash gives the same one; then the file index, tail cache and leader epoch
-        cache are re-read from the table and the high watermark drops to at most ``offset``.
+        The segment tail is cut; below the lake end offset one Delta commit (replaceWhere ``offset >= X``
+        with no rows) records the new end. The state is re-read and the HW drops to at most ``offset``.
 
         Args:
             offset: the new log end offset; not below the log start offset.
@@ -380,6 +372,14 @@ class PartitionLog:
                                          max_run_bytes=max_run_bytes)
 
     # -- lifecycle ------------------------------------------------------------------------------
+
+    def honour_leases(self, leases: LeasedTables) -> None:
+        """Make no Delta commit of this replica's own but appends while an outside committer holds the
+        table's lease in ``leases`` (:mod:`~lakelog.log_tables.committer_leases`); re-read the table after."""
+        self._writer.lease.leases = leases
+
+    lake_commits_held = property(lambda self: self._writer.lease.held(),
+                                 doc="True while an outside committer holds the table's lease (the flusher waits).")
 
     def close(self) -> None:
         """Close the log: later appends raise :class:`LogClosedError`. Reads still work."""

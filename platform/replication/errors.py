@@ -187,3 +187,13 @@ class TopicChangeConflictError(ReplicationError):
     http_status = 409
     error_code = 40940
     retriable = True
+
+
+class CommitterLeaseHeldError(ReplicationError):
+    """Another outside committer (a maintenance job) held the partition table's committer lease
+    (``/lakelog/leases/{topic}-{partition}``) for the whole wait. The message names the holder. 409 / 40914,
+    retriable: run the job again once the other one is done."""
+
+    http_status = 409
+    error_code = 40914
+    retriable = True

@@ -1,0 +1,87 @@
+"""Which partition tables an outside committer holds the committer lease of (the broker's view).
+
+A partition's Delta table has one committer at a time (DESIGN.md, "Storage"). The broker is the usual
+one: its flusher appends the segment tail, merges small files, applies retention, cleans and vacuums.
+A Spark maintenance job (``lakelog job optimize|vacuum|compact``, :mod:`lakelog.spark.maintenance`) that
+commits to a table first takes the partition's *committer lease* in ZooKeeper
+(``/lakelog/leases/{topic}-{partition}``, :mod:`lakelog.replication.committer_lease`). The broker
+watches those leases and keeps the set here; while a partition is in it, the partition's log makes no
+commit of its own except the appends of a log without a segment tail (produce never waits for a
+job, and a blind append never conflicts with a rewrite in Delta's conflict checking): the flusher
+leaves records in the segment tail (they stay acknowledged and readable), no small-file merge,
+retention, cleaning or VACUUM runs. The first commit after the lease is gone re-reads the table, which
+the job changed (:meth:`LogWriter.lake_commits_allowed
+<lakelog.log_tables.log_writer.LogWriter.lake_commits_allowed>`).
+
+This module holds no ZooKeeper code (``log_tables`` is below ``replication``): the watch calls
+:meth:`LeasedTables.replace` with what ZooKeeper shows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+__all__ = ["LeasedTables", "PartitionLease"]
+
+
+class LeasedTables:
+    """The set of ``(topic, partition)`` whose table an outside committer holds the lease of. Thread-safe.
+
+    :meth:`holds` is a set lookup (the flusher asks once per round, the writer before each commit of its
+    own); :meth:`replace` is called from the ZooKeeper watch thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: frozenset[tuple[str, int]] = frozenset()
+        self._taken: dict[tuple[str, int], int] = {}
+
+    def holds(self, topic: str, partition: int) -> bool:
+        """True while an outside committer holds the lease of ``topic``-``partition``'s table."""
+        return (topic, partition) in self._held
+
+    def times_taken(self, topic: str, partition: int) -> int:
+        """How often a lease of the partition was seen taken since the broker started: a log that finds it
+        changed since its last commit re-reads its table (even when it made no commit during the lease)."""
+        return self._taken.get((topic, partition), 0)
+
+    def replace(self, held: Iterable[tuple[str, int]]) -> None:
+        """The leases held now (the whole set, as the watch sees it)."""
+        new = frozenset(held)
+        with self._lock:
+            for key in new - self._held:
+                self._taken[key] = self._taken.get(key, 0) + 1
+            self._held = new
+
+    @property
+    def held(self) -> frozenset[tuple[str, int]]:
+        """The leased partitions now."""
+        return self._held
+
+
+class PartitionLease:
+    """One log's view of its partition's committer lease (the log's writer asks it before its own commits).
+
+    Args:
+        topic, partition: the log's partition.
+    """
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        #: the broker's leases; None = no outside committer is ever honoured (a log opened alone)
+        self.leases: LeasedTables | None = None
+        self._seen = 0
+
+    def held(self) -> bool:
+        """True while an outside committer holds the lease."""
+        return self.leases is not None and self.leases.holds(self.topic, self.partition)
+
+    def taken_since_last_look(self) -> bool:
+        """True once after each lease taken since the last call that answered True: the table may have
+        changed under the log, which re-reads it."""
+        taken = 0 if self.leases is None else self.leases.times_taken(self.topic, self.partition)
+        if taken == self._seen:
+            return False
+        self._seen = taken
+        return True
