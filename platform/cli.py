@@ -10,10 +10,11 @@
     lakelog produce orders --key-separator :   < lines.txt
     lakelog consume orders --from-beginning [--follow]
     lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
+    lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
 
 The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups`` and ``cli_records`` (produce, consume); this module is the typer
+start), ``cli_topics``, ``cli_groups``, ``cli_jobs`` and ``cli_records`` (produce, consume); this module is the typer
 app that gathers them, ``sql``, ``setup``, ``demo`` and the entry point :func:`main`.
 """
 
@@ -29,6 +30,7 @@ from rich.table import Table
 
 from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client
 from lakelog.cli_groups import groups_app
+from lakelog.cli_jobs import job_app
 from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli_records import consume, produce
 from lakelog.cli_topics import topics_app
@@ -40,6 +42,7 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(job_app, name="job")
 app.command("up")(up)
 app.command("produce")(produce)
 app.command("consume")(consume)

@@ -5,6 +5,7 @@ segment tail) and flushes them once the lease is gone."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -62,7 +63,6 @@ def test_a_waiting_holder_gets_the_lease_when_it_is_released(zk_connect):
         lease = CommitterLease(first, topic="t", partition=1, holder="a")
         lease.acquire(wait_s=5)
         waiter = CommitterLease(second, topic="t", partition=1, holder="b")
-        import threading
         threading.Timer(0.5, lease.release).start()
         began = time.monotonic()
         waiter.acquire(wait_s=10)
