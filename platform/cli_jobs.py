@@ -1,4 +1,4 @@
-"""``lakelog job optimize|vacuum``: Spark maintenance jobs on a topic's tables, under committer leases.
+"""``lakelog job optimize|vacuum|compact``: Spark maintenance jobs on a topic's tables, under committer leases.
 
 The same jobs run with ``spark-submit jobs/maintenance.py``; what they do is in :mod:`lakelog.spark.maintenance`.
 """
@@ -12,7 +12,7 @@ import typer
 
 from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail
 
-job_app = typer.Typer(help="Spark maintenance jobs on topic tables (OPTIMIZE, VACUUM), each under the partition's "
+job_app = typer.Typer(help="Spark maintenance jobs on topic tables (OPTIMIZE, VACUUM, log compaction), each under the partition's "
                            "committer lease, which the brokers honour.", no_args_is_help=True)
 
 
@@ -72,3 +72,17 @@ def job_vacuum(
     """Delete the files each partition table removed longer ago than its lake.vacuum.retention.ms."""
     _run("vacuum", bootstrap_server=bootstrap_server, zookeeper_connect=zookeeper_connect, topic=topic,
          partitions=partition, lease_wait_s=lease_wait_s)
+
+
+@job_app.command("compact")
+def job_compact(
+    topic: TopicOpt,
+    partition: PartitionOpt = None,
+    target_file_mib: Annotated[int, typer.Option(min=1, help="MiB per written file.")] = 64,
+    lease_wait_s: LeaseWaitOpt = 300.0,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+    zookeeper_connect: ZooKeeperOpt = DEFAULT_ZOOKEEPER,
+) -> None:
+    """Log compaction by Spark: keep the latest record per key of each partition (cleanup.policy=compact)."""
+    _run("compact", bootstrap_server=bootstrap_server, zookeeper_connect=zookeeper_connect, topic=topic,
+         partitions=partition, target_file_bytes=target_file_mib * 1024 * 1024, lease_wait_s=lease_wait_s)

@@ -10,6 +10,7 @@ holds the table's write lock and treats a failure as ambiguous (re-reads the tab
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,17 +146,32 @@ def newest_commits(table: DeltaTable) -> Iterator[dict]:
     """The commitInfo of the table's commits, newest first, each once.
 
     Read in growing windows (the newest commit, then 32, then all the Delta log still holds): the value
-    looked for is usually in the newest commit, so the whole history is rarely read.
+    looked for is usually in the newest commit, so the whole history is rarely read. Spark can record only
+    a ``userMetadata`` string in a commit: when it is a JSON object (lakelog's Spark maintenance jobs,
+    :mod:`lakelog.spark.maintenance`), its ``lakelog.*`` keys are merged in as if delta-rs had written them.
     """
     if table.version() <= 0:
         return
     seen = 0
     for limit in (1, 32, None):
         commits = table.history(limit)
-        yield from commits[seen:]
+        yield from map(_with_user_metadata, commits[seen:])
         if limit is None or len(commits) < limit:
             return
         seen = len(commits)
+
+
+def _with_user_metadata(commit: dict) -> dict:
+    text = commit.get("userMetadata")
+    if not isinstance(text, str) or not text.startswith("{"):
+        return commit
+    try:
+        extra = json.loads(text)
+    except ValueError:
+        return commit
+    if not isinstance(extra, dict):
+        return commit
+    return {**commit, **{k: str(v) for k, v in extra.items() if k.startswith("lakelog.") and k not in commit}}
 
 
 def recorded_lake_end_offset(table: DeltaTable) -> int:

@@ -1,13 +1,13 @@
-"""Maintenance of topic tables with Spark: OPTIMIZE and VACUUM, each under the partition's committer lease.
+"""Maintenance of topic tables with Spark: OPTIMIZE, VACUUM, log compaction, each under the committer lease.
 
-``lakelog job optimize|vacuum --topic T`` (and ``spark-submit jobs/maintenance.py ...``) run these on any
+``lakelog job optimize|vacuum|compact --topic T`` (and ``spark-submit jobs/maintenance.py ...``) run these on any
 Spark cluster that reaches the tables. Each partition's job (:func:`run_job`):
 
 1. asks a gateway for the partition's table (the leader's, ``GET /lakelog/v1/topics/{t}/logs``);
 2. takes the partition's committer lease in ZooKeeper (:class:`~lakelog.replication.committer_lease.CommitterLease`):
    the brokers make no commit of their own on the table meanwhile (records stay in their segment tails,
    acknowledged and readable), so the job's commits and the broker's never race;
-3. commits with delta-spark (:func:`optimize_table`, :func:`vacuum_table`); a commit that meets a
+3. commits with delta-spark (:func:`optimize_table`, :func:`vacuum_table`, :func:`compact_table`); a commit that meets a
    concurrent one (a broker commit in flight when the lease was taken) is planned again from the new
    table version, at most :data:`MAX_CONFLICT_RETRIES` times (Delta's advice for its concurrency
    exceptions);
@@ -66,10 +66,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_CONFLICT_RETRIES", "JobKind", "JobResult", "ZOrderColumn", "optimize_table", "plan_runs",
-           "run_job", "vacuum_table"]
+__all__ = ["MAX_CONFLICT_RETRIES", "JobKind", "JobResult", "ZOrderColumn", "compact_table", "optimize_table",
+           "plan_runs", "run_from_gateway", "run_job", "vacuum_table"]
 
-JobKind = Literal["optimize", "vacuum"]
+JobKind = Literal["optimize", "vacuum", "compact"]
 ZOrderColumn = Literal["key", "timestamp"]
 #: How often a job plans a commit again after it met a concurrent commit.
 MAX_CONFLICT_RETRIES = 5
@@ -216,6 +216,69 @@ def _retrying(commit: Callable[[], T], *, what: str) -> T:
     raise AssertionError("unreachable")
 
 
+def compact_table(spark: "SparkSession", table_uri: str, *, config: TopicConfig, now_ms: int | None = None,
+                  target_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:
+    """Kafka's log cleaning of one partition table, done by Spark; the caller holds the committer lease.
+
+    The broker's cleaner decides (:mod:`~lakelog.log_tables.cleaner`: the cleanable range ends at the first
+    file newer than ``min.compaction.lag.ms``; the cleaned offset comes from the table's history), Spark
+    does the work: the latest record of each key in the cleanable range is kept (records without a key
+    too), tombstones only once they lie below the previous cleaned offset and are older than
+    ``delete.retention.ms``; the range's files are replaced by the kept rows in offset order (one
+    ``replaceWhere``), recording the new cleaned offset in ``userMetadata`` (``lakelog.cleaned_offset``,
+    read back by the broker). Offsets never change. Unlike the broker, which rewrites only the files that
+    lose a record, it rewrites the whole cleanable range: Spark is for tables too large for the broker.
+
+    Args:
+        config: the topic's config (``cleanup.policy`` must compact).
+        now_ms: the time, ms since the epoch. Default: now.
+        target_file_bytes: bytes per written file (estimated from the input).
+
+    Returns:
+        Commits made (0 or 1).
+
+    Raises:
+        ValueError: the topic's ``cleanup.policy`` does not compact.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    from lakelog.log_tables.cleaner import CLEANED_OFFSET_KEY, cleanable_end_offset, cleaned_offset
+
+    if not config.compacts:
+        raise ValueError(f"compact needs cleanup.policy compact or compact,delete, not {config.cleanup_policy}")
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    def clean_once() -> int:
+        table = RsDeltaTable(table_uri)
+        snapshot = FileSnapshot.of_table(table)
+        if not snapshot.files or not snapshot.disjoint:
+            return 0
+        cleaned = cleaned_offset(table)
+        end = cleanable_end_offset(snapshot.files, lake_end_offset=snapshot.end_offset or 0, now_ms=now_ms,
+                                   min_compaction_lag_ms=config.min_compaction_lag_ms)
+        cleanable = [f for f in snapshot.files if f.max_offset < end]
+        if not cleanable:
+            return 0
+        first = cleanable[0].min_offset
+        predicate = f"offset >= {first} AND offset < {end}"
+        rows = spark.read.format("delta").load(table_uri).where(predicate)
+        latest = F.max("offset").over(Window.partitionBy("key"))
+        expired = (F.col("value").isNull() & (F.col("offset") < cleaned)
+                   & (F.col("timestamp") < F.timestamp_millis(F.lit(now_ms - config.delete_retention_ms))))
+        kept = (rows.withColumn("_latest", latest)
+                .where(F.col("key").isNull() | ((F.col("offset") == F.col("_latest")) & ~expired)).drop("_latest"))
+        files_out = max(1, math.ceil(sum(f.size_bytes for f in cleanable) / target_file_bytes))
+        (kept.repartitionByRange(files_out, "offset").sortWithinPartitions("offset")
+         .write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+         .option("userMetadata", json.dumps({OPERATION_KEY: "clean", CLEANED_OFFSET_KEY: max(cleaned, end)}))
+         .save(table_uri))
+        return 1
+
+    return _retrying(clean_once, what=f"cleaning {table_uri}")
+
+
 def vacuum_table(spark: "SparkSession", table_uri: str) -> int:
     """VACUUM one partition table with its own retention (``delta.deletedFileRetentionDuration``).
 
@@ -243,7 +306,7 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
     """Run a maintenance job over a topic's partitions, one at a time, each under its committer lease.
 
     Args:
-        kind: ``optimize`` or ``vacuum``.
+        kind: ``optimize``, ``vacuum`` or ``compact`` (:func:`compact_table`).
         spark: a SparkSession with Delta.
         client: a gateway client (the partitions' tables and the topic's config).
         zk: a started kazoo client on the cluster's ZooKeeper (``zookeeper.connect``, chroot included).
@@ -258,15 +321,19 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
         One :class:`JobResult` per partition, in partition order.
 
     Raises:
-        ValueError: an unknown partition, or ZORDER BY on a topic whose ``cleanup.policy`` compacts.
+        ValueError: an unknown partition, ZORDER BY on a topic whose ``cleanup.policy`` compacts, or
+            ``compact`` on one whose policy does not.
         lakelog.replication.errors.CommitterLeaseHeldError: another job held a lease all along.
         lakelog.replication.errors.UnknownTopicError: no such topic.
     """
-    if kind == "optimize" and zorder_by is not None:
-        policy = client.topic_configs(topic).get("cleanup.policy", {}).get("value", "delete")
-        if TopicConfig.parse({"cleanup.policy": policy}).compacts:
-            raise ValueError(f"ZORDER BY refused on {topic}: its cleanup.policy={policy} needs files with disjoint "
-                             "offset ranges, which ZORDER BY mixes; run optimize without --zorder-by")
+    config = TopicConfig.parse({name: entry["value"] for name, entry in client.topic_configs(topic).items()
+                                if entry.get("value") is not None})
+    if kind == "optimize" and zorder_by is not None and config.compacts:
+        raise ValueError(f"ZORDER BY refused on {topic}: its cleanup.policy={config.cleanup_policy} needs files with "
+                         "disjoint offset ranges, which ZORDER BY mixes; run optimize without --zorder-by")
+    if kind == "compact" and not config.compacts:
+        raise ValueError(f"compact refused on {topic}: its cleanup.policy is {config.cleanup_policy}; "
+                         "set cleanup.policy=compact (lakelog topics alter) first")
     infos = {p.partition: p for p in (PartitionLogInfo.model_validate(x) for x in client.topic_logs(topic))}
     chosen = sorted(infos) if partitions is None else list(partitions)
     unknown = [p for p in chosen if p not in infos]
@@ -282,6 +349,8 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
             commits, deleted = 0, 0
             if kind == "optimize":
                 commits = optimize_table(spark, uri, target_file_bytes=target_file_bytes, zorder_by=zorder_by)
+            elif kind == "compact":
+                commits = compact_table(spark, uri, config=config, target_file_bytes=target_file_bytes)
             else:
                 deleted = vacuum_table(spark, uri)
             after = RsDeltaTable(uri)

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
+from lakelog.log_tables.cleaner import cleaned_offset
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.spark.maintenance import plan_runs, run_job
 from tests.harness import read_partition, wait_for
@@ -145,3 +146,30 @@ def test_runs_are_neighbouring_small_files():
              f(61, 70, 10)]  # a gap before 61 ends a run
     runs = plan_runs(files, target_file_bytes=200)
     assert [[x.min_offset for x in run] for run in runs] == [[0, 10], [30, 40, 50]]
+
+
+def test_compact_keeps_the_latest_record_per_key_and_the_broker_reads_it(spark, broker, client, zk, topic_name):
+    client.create_topic(topic_name, partitions=1, configs={"cleanup.policy": "compact", "lake.commit.interval.ms": "0",
+                                                           "delete.retention.ms": "0"})
+    for version in range(5):  # keys k0..k9, five versions each: offsets 0..49
+        client.produce_json(topic_name, [{"key": f"k{k}", "value": {"v": version}} for k in range(10)], partition=0)
+    client.produce_json(topic_name, [{"key": "k0", "value": None}], partition=0)  # a tombstone at 50
+
+    (result,) = run_job("compact", spark=spark, client=client, zk=zk, topic=topic_name)
+    assert result.commits == 1
+    uri = client.topic_logs(topic_name)[0]["table_uri"]
+    table = DeltaTable(uri)
+    # k1..k9: their fifth versions at 41..49; k0: the tombstone at 50
+    assert sorted(table.to_pyarrow_table(columns=["offset"])["offset"].to_pylist()) == list(range(41, 51))
+    # the tombstone stays: it was not below the previous cleaned offset (it has not been through a cleaning)
+    assert cleaned_offset(table) == 51
+    # the broker re-reads the table after the lease: fetches skip the gaps, new records follow
+    client.produce_json(topic_name, [{"key": "k1", "value": {"v": 5}}], partition=0)
+    fetched = read_partition(broker.url, topic_name, 0)
+    assert [r["offset"] for r in fetched] == list(range(41, 52))
+    assert fetched[-2]["value"] is None
+
+    with pytest.raises(ValueError, match="compact refused"):
+        other = f"{topic_name}-plain"
+        client.create_topic(other, partitions=1)
+        run_job("compact", spark=spark, client=client, zk=zk, topic=other)
