@@ -74,11 +74,13 @@ class ConsumerManager:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the expiry task and the topic watch (pattern subscriptions, partition counts)."""
+        """Start the expiry task, the topic watch (pattern subscriptions) and the partition growth listener."""
         self._loop = asyncio.get_running_loop()
         self.rebalancer.start()
         self._expiry_task = asyncio.create_task(self._expire_loop(), name="consumer-instance-expiry")
         self.broker.zk.ChildrenWatch(TOPICS_PATH, self._on_topics_changed)
+        # partitions added to a topic: every group rebalances (its fingerprint has the partition counts)
+        self.broker.cache.add_growth_listener(lambda topic: None if self._stopping else self.rebalancer.kick_all())
 
     async def stop(self) -> None:
         """Close every instance (auto commit, leave its group), stop the background task."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from lakelog.replication.errors import UnknownPartitionError, UnknownTopicError
 from lakelog.replication.metadata import (
@@ -24,6 +25,11 @@ from lakelog.replication.metadata import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _grew(old: TopicMetadata | None, new: TopicMetadata) -> bool:
+    """True when ``new`` is the same topic as ``old`` with more partitions."""
+    return old is not None and old.topic_id == new.topic_id and new.partitions_count > old.partitions_count
 
 
 def supersedes(new: TopicMetadata, old: TopicMetadata | None) -> bool:
@@ -54,6 +60,7 @@ class MetadataCache:
         self._brokers_reads_started = 0
         self._brokers_read_applied = 0
         self._topics_lock = asyncio.Lock()
+        self._growth_listeners: list[Callable[[str], None]] = []
 
     async def watch_brokers(self) -> None:
         """Start the ChildrenWatch on the live brokers (its first call loads them)."""
@@ -80,17 +87,36 @@ class MetadataCache:
                 cached = self._topics.get(name)
                 if cached is not None and not supersedes(meta, cached):
                     topics[name] = cached
+            grown = [n for n, meta in topics.items() if _grew(self._topics.get(n), meta)]
             self._topics = topics
+            self._notify_growth(grown)
             return dict(topics)
 
     def update_topic(self, meta: TopicMetadata) -> bool:
         """Serve ``meta`` (a topic znode's newer data) from now on; returns False, changing nothing, when
         the cache holds the same or a newer version of that topic. A topic not cached (or re-created
         with a new id) is taken as it is."""
-        if not supersedes(meta, self._topics.get(meta.name)):
+        old = self._topics.get(meta.name)
+        if not supersedes(meta, old):
             return False
         self._topics = {**self._topics, meta.name: meta}
+        if _grew(old, meta):
+            self._notify_growth([meta.name])
         return True
+
+    def add_growth_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(topic)`` (in the caller's thread, usually the event loop) whenever the cache
+        takes a topic with more partitions than it had (``topics alter --partitions``): consumer groups
+        subscribed to it rebalance, as Kafka's consumers do when their metadata shows new partitions."""
+        self._growth_listeners.append(listener)
+
+    def _notify_growth(self, topics: list[str]) -> None:
+        for name in topics:
+            for listener in list(self._growth_listeners):
+                try:
+                    listener(name)
+                except Exception:  # noqa: BLE001 - one listener must not stop the cache
+                    log.exception("a partition growth listener failed for %s", name)
 
     async def reload_topic(self, name: str) -> TopicMetadata:
         """Re-read one topic from ZooKeeper into the cache (kept if the cache already has a newer one).

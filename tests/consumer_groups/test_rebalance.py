@@ -174,3 +174,28 @@ def test_two_groups_each_get_every_record(api, gw, topic_name, group):
         c.close()
     for g, log in logs.items():
         check_log(log, hw)  # each group received every record (publish-subscribe)
+
+
+def test_partitions_added_to_a_subscribed_topic_are_assigned(api, gw, topic_name, group):
+    """Kafka's consumers rebalance when their metadata shows a topic grew; so do lakelog's groups, and the
+    new partitions' records are consumed."""
+    api.create_topic(topic_name, partitions=1)
+    consumers = [api.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False)
+                 for i in range(2)]
+    for c in consumers:
+        c.subscribe([topic_name])
+
+    def assigned() -> set[tuple[str, int]]:
+        for c in consumers:
+            c.poll(timeout_ms=50)
+        return {tuple(tp) for c in consumers for tp in c.assignment()}
+
+    wait_for(lambda: assigned() == {(topic_name, 0)}, 20, "the first assignment")
+    api.add_partitions(topic_name, partitions_count=3)
+    wait_for(lambda: assigned() == {(topic_name, p) for p in range(3)}, 20, "the new partitions assigned")
+    api.produce_binary(topic_name, [(None, b"new")], partition=2)
+    seen: list[dict] = []
+    wait_for(lambda: seen.extend(r for c in consumers for r in c.poll(timeout_ms=100)) or
+             any(r["partition"] == 2 for r in seen), 20, "a record of partition 2 consumed")
+    for c in consumers:
+        c.close()
