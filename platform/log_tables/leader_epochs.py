@@ -25,8 +25,12 @@ __all__ = ["LeaderEpochCache", "epoch_starts"]
 def epoch_starts(offsets: np.ndarray, epochs: np.ndarray) -> list[tuple[int, int]]:
     """``[(epoch, first offset)]`` where the epoch changes along offset-ordered rows (vectorised).
 
+    An epoch starts at its first record present: where the log cleaner removed the first records of an
+    epoch (gaps), at the first one it kept, as :meth:`LeaderEpochCache.from_files` finds it in a cleaned
+    table, so a follower that replicated the gaps and its leader agree.
+
     Args:
-        offsets: int64 offsets, ascending.
+        offsets: int64 offsets, ascending (gaps allowed).
         epochs: the leader epoch of each row, same length.
     """
     if len(offsets) == 0:

@@ -73,14 +73,16 @@ class LogState:
             self.files, self.commits_since_index = files, 0
 
     def appended(self, base: int, batch: pa.Table, epoch_starts: list[tuple[int, int]], *,
-                 segments: SegmentView | None) -> None:
+                 segments: SegmentView | None, end_offset: int | None = None) -> None:
         """``batch`` (offsets from ``base``) was appended; ``epoch_starts``: its ``(epoch, first offset)`` s.
 
         ``segments``: the tail's frames with it (written to the segment tail), or None (committed to
-        the Delta table: the lake end offset moves with it).
+        the Delta table: the lake end offset moves with it). ``end_offset``: the log end offset after it
+        when the batch covers the offsets ``[base, end_offset)`` with gaps (a replicated range the leader
+        compacted, always committed to the Delta table); None = dense, ``base + batch.num_rows``.
         """
         with self.lock:
-            self.log_end_offset = base + batch.num_rows
+            self.log_end_offset = base + batch.num_rows if end_offset is None else end_offset
             self.cache.add(base, batch)
             if segments is None:
                 self.lake_end_offset = self.log_end_offset

@@ -43,7 +43,7 @@ from lakelog.log_tables.fetch import read_range
 from lakelog.log_tables.leader_epochs import epoch_starts
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.recovery import file_snapshot, lake_state, recover
-from lakelog.log_tables.records import check_continues, to_log_batch
+from lakelog.log_tables.records import check_replicated, dense_tail_start, fetched_range, has_gaps, to_log_batch
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.segments import SegmentLog
 from lakelog.log_tables.table_writes import commit_append, commit_truncation
@@ -139,21 +139,71 @@ class LogWriter:
             return AppendInfo(base, base + n - 1, n, now_ms, version)
 
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
-        """:meth:`PartitionLog.append_replicated <lakelog.log_tables.partition_log.PartitionLog.append_replicated>`."""
-        n = batch.num_rows
-        if n == 0:
-            raise ValueError("append_replicated needs at least one record")
+        """:meth:`PartitionLog.append_replicated <lakelog.log_tables.partition_log.PartitionLog.append_replicated>`.
+
+        ``batch`` may say which offset range it covers (:func:`~lakelog.log_tables.records.fetched_range`,
+        the leader's replica fetch answer): then it starts at the log end offset, its offsets are strictly
+        increasing, and the offsets of the range without a row are gaps the leader's log cleaner left; it
+        may even have no rows (the whole range was compacted away). The log end offset becomes the range's
+        end (Kafka's ``appendAsFollower``: a compacted batch keeps its offsets and its ``lastOffset``).
+        Without a range the batch must be dense from the log end offset.
+
+        A dense batch goes where every append goes (a frame of the segment tail, or a Delta commit without
+        one). A batch with gaps goes to the Delta table as it is, in one commit recording the range's end
+        as the lake end offset; only its dense last run (if it ends with a record) goes to the tail. So
+        the segment tail, its frames (``base + count``), the flusher's reads and recovery's check of
+        contiguous frames never see a gap: they stay as they are, and the Delta table, which holds the
+        leader's gaps already, holds the follower's. The table must end at the log end offset first, so
+        the tail is flushed before (beyond the follower's high watermark: gaps exist only in the leader's
+        table, which holds only records below its high watermark, so everything before a gap is
+        committed). Catching up on a compacted range thus costs a Delta commit per fetch answer, which
+        is replica.fetch.max.bytes of records, a fair file size; a follower that keeps up fetches the
+        leader's dense tail and appends to its own.
+
+        Returns:
+            :class:`AppendInfo`; for a range with gaps ``last_offset`` is the range's last offset (Kafka's
+            batch ``lastOffset``) and ``count`` the records it holds.
+        """
+        fetched = fetched_range(batch)
         batch = batch.select(LOG_SCHEMA.names).cast(LOG_SCHEMA).combine_chunks()
         offsets = batch["offset"].to_numpy()
-        with self._append_locks():
+        n = len(offsets)
+        if n == 0 and not has_gaps(offsets, fetched):
+            raise ValueError("append_replicated needs at least one record or a non-empty offset range")
+        epochs = epoch_starts(offsets, batch["leader_epoch"].to_numpy())
+        if not has_gaps(offsets, fetched):
+            with self._append_locks():
+                self.check_open()
+                # 1. the batch must continue the log exactly
+                base = self.state.log_end_offset
+                check_replicated(offsets, base, fetched, topic=self.topic, partition=self.partition)
+                # 2. one frame of the segment tail (or one Delta transaction); 3. LEO, tail cache, epochs
+                version = self._append(f"Writing {n} replicated records", base, batch, epochs)
+                return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
+        # a range with gaps: 1. the tail to the table first, so that the table ends at the log end offset
+        while self.segments is not None and self.flush(max_bytes=self.config.lake_commit_bytes,
+                                                       beyond_high_watermark=True):
+            pass
+        with self.lake_lock, self.lock:
             self.check_open()
-            # 1. the batch must continue the log exactly
             base = self.state.log_end_offset
-            check_continues(offsets, base, topic=self.topic, partition=self.partition)
-            # 2. one frame of the segment tail (or one Delta transaction); 3. LEO, tail cache, epochs
-            version = self._append(f"Writing {n} replicated records", base, batch,
-                                   epoch_starts(offsets, batch["leader_epoch"].to_numpy()))
-            return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
+            end = check_replicated(offsets, base, fetched, topic=self.topic, partition=self.partition)
+            if self.state.lake_end_offset != base:
+                raise CommitFailedError(f"The segment tail of {self.name} ({self.state.lake_end_offset}..{base - 1}) "
+                                        "must be in the Delta table before a replicated range with gaps; retry.")
+            # 2. the records up to the dense last run, gaps included, as one Delta commit
+            split = n if self.segments is None else dense_tail_start(offsets, end)
+            head, head_end = batch.slice(0, split), end if split == n else int(offsets[split])
+            version = self.commit(f"Writing {split} replicated records (offsets {base}..{head_end - 1}) to {self.name}",
+                                  lambda: commit_append(self.table, head, compression_type=self.config.compression_type,
+                                                        lake_end_offset=head_end,
+                                                        log_start_offset=self.state.log_start_offset))
+            self.state.appended(base, head, [s for s in epochs if s[1] < head_end], segments=None, end_offset=head_end)
+            # 3. the dense last run to the segment tail
+            if split < n:
+                self._append(f"Writing {n - split} replicated records", head_end, batch.slice(split),
+                             [s for s in epochs if s[1] >= head_end])
+            return AppendInfo(base, end - 1, n, int(time.time() * 1000), version)
 
     def flush(self, *, max_bytes: int, beyond_high_watermark: bool = False) -> int:
         """:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`."""
@@ -345,6 +395,10 @@ class LogWriter:
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
     """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
     chunk of the log schema; they must start at ``start`` and be contiguous.
+
+    The tail is dense: appends assign dense offsets, and a follower commits a replicated range with gaps
+    (the leader compacted it) straight to the Delta table (:meth:`LogWriter.append_replicated`), so
+    ``start + num_rows`` is the new lake end offset. A gap here would be a bug, not data: it is refused.
 
     The caller holds the lake lock, so no segment file is released or cut meanwhile.
     """

@@ -4,6 +4,10 @@ A produce batch is an Arrow table with the columns of :data:`PRODUCE_SCHEMA`; an
 what a client sends (they become nulls). Checks here run on whole columns (Arrow compute), so a
 rejected request is refused before anything is queued for a commit. :func:`to_log_batch` turns a
 produce batch into the rows a log appends (offsets, final timestamps, leader epoch).
+
+A follower's batches (the leader's replica fetch answers) keep the leader's offsets; where the leader's
+log cleaner compacted the range they have gaps, and the answer says which offset range it covers
+(:func:`with_fetched_range`, :func:`check_replicated`).
 """
 
 from __future__ import annotations
@@ -195,6 +199,9 @@ def check_log_batch(batch: pa.Table) -> None:
 def check_continues(offsets: np.ndarray, log_end_offset: int, *, topic: str, partition: int) -> None:
     """A replicated batch's ``offsets`` (int64, at least one) must be ``log_end_offset``, +1, +2, ...
 
+    The rule for a batch that does not say which offset range it covers (:func:`fetched_range` is None);
+    :func:`check_replicated` applies it.
+
     Raises:
         NonContiguousOffsetsError: they do not continue the log exactly.
     """
@@ -204,3 +211,112 @@ def check_continues(offsets: np.ndarray, log_end_offset: int, *, topic: str, par
         raise NonContiguousOffsetsError(
             f"Replicated batch for {topic}-{partition} holds offsets {int(offsets[0])}.."
             f"{int(offsets[-1])} ({n} records) but the log end offset is {log_end_offset}.")
+
+
+# -- replicated batches with offset gaps (a range the leader's log cleaner compacted) ----------------------
+
+#: Schema metadata of a replica fetch answer: the first offset of the range it covers (the fetch offset),
+#: as Kafka's ``RecordBatch.baseOffset``.
+BASE_OFFSET_KEY = b"lakelog.base_offset"
+#: Schema metadata of a replica fetch answer: one past the range it covers, as Kafka's
+#: ``RecordBatch.nextOffset()`` (``lastOffset + 1``): the follower's log end offset once it appended it.
+NEXT_OFFSET_KEY = b"lakelog.next_offset"
+
+
+def with_fetched_range(rows: pa.Table, base_offset: int, end_offset: int) -> pa.Table:
+    """The leader's replica fetch answer: ``rows`` read from ``base_offset`` (below ``end_offset``)
+    labelled with the offset range they cover (schema metadata :data:`BASE_OFFSET_KEY` and
+    :data:`NEXT_OFFSET_KEY`, which travel in the Arrow IPC stream as Kafka's batch header fields do).
+
+    The range is ``[base_offset, last row + 1)``, or ``[base_offset, end_offset)`` when there are no rows:
+    a read returns at least one record of its range when it holds any (KIP-74), so an empty answer says
+    the whole range was compacted away. Offsets of the range without a row are gaps the leader's log
+    cleaner left (its Delta table; its segment tail is dense). A gap at the end of an answer that was
+    cut by the byte limit shows in the next answer, which starts there.
+
+    Args:
+        rows: what :meth:`PartitionLog.read` returned for ``[base_offset, end_offset)`` (log schema).
+        base_offset: the fetch offset (the follower's log end offset).
+        end_offset: the exclusive end of the read (the leader's log end offset when it read).
+
+    Returns:
+        ``rows`` with the metadata (zero-copy), or ``rows`` as they are when the range is empty.
+    """
+    next_offset = rows["offset"][-1].as_py() + 1 if rows.num_rows else end_offset
+    if next_offset <= base_offset:
+        return rows
+    return rows.replace_schema_metadata({**(rows.schema.metadata or {}), BASE_OFFSET_KEY: str(base_offset).encode(),
+                                         NEXT_OFFSET_KEY: str(next_offset).encode()})
+
+
+def fetched_range(batch: pa.Table) -> tuple[int, int] | None:
+    """``(base offset, next offset)`` a replica fetch answer covers (:func:`with_fetched_range`), or None
+    when ``batch`` does not say (a batch that must be dense, :func:`check_continues`)."""
+    meta = batch.schema.metadata or {}
+    if BASE_OFFSET_KEY not in meta or NEXT_OFFSET_KEY not in meta:
+        return None
+    return int(meta[BASE_OFFSET_KEY]), int(meta[NEXT_OFFSET_KEY])
+
+
+def has_gaps(offsets: np.ndarray, fetched: tuple[int, int] | None) -> bool:
+    """True when a replicated batch (``offsets``: int64, strictly increasing) covering ``fetched``
+    (:func:`fetched_range`) has offsets without a record: before its first row, between rows or after its
+    last row; an empty batch covering a non-empty range is all gap. O(1): first, last and count only."""
+    if fetched is None:
+        return False
+    base, next_offset = fetched
+    n = len(offsets)
+    if n == 0:
+        return next_offset > base
+    first, last = int(offsets[0]), int(offsets[-1])
+    return first != base or last + 1 != next_offset or last - first + 1 != n
+
+
+def check_replicated(offsets: np.ndarray, log_end_offset: int, fetched: tuple[int, int] | None, *, topic: str,
+                     partition: int) -> int:
+    """Check that a replicated batch continues the log; return the log end offset after it.
+
+    A batch covering ``fetched = (base, next)`` (:func:`fetched_range`, what the leader's answer says)
+    must start at the log end offset (``base == log_end_offset``) and hold strictly increasing offsets in
+    ``[base, next)``; the offsets in between without a row are gaps (Kafka's follower takes compacted
+    batches as they are, ``UnifiedLog.appendAsFollower``: offsets kept, the log end offset becomes the
+    batch's ``lastOffset + 1``). A batch without a range must be dense from the log end offset
+    (:func:`check_continues`).
+
+    Args:
+        offsets: the batch's offsets (int64), possibly none when ``fetched`` is a non-empty range.
+        log_end_offset: the replica's log end offset.
+        fetched: the range, or None.
+
+    Returns:
+        The next offset: ``fetched``'s end, or ``log_end_offset + len(offsets)``.
+
+    Raises:
+        NonContiguousOffsetsError: the batch does not continue the log (the follower truncates and fetches
+            again), or its offsets are not strictly increasing inside its range.
+    """
+    n = len(offsets)
+    if fetched is None:
+        check_continues(offsets, log_end_offset, topic=topic, partition=partition)
+        return log_end_offset + n
+    base, next_offset = fetched
+    if base != log_end_offset or next_offset < base + n or (n and (
+            int(offsets[0]) < base or int(offsets[-1]) >= next_offset
+            or (n > 1 and not (np.diff(offsets) > 0).all()))):
+        held = f"offsets {int(offsets[0])}..{int(offsets[-1])}" if n else "no offsets"
+        raise NonContiguousOffsetsError(
+            f"Replicated batch for {topic}-{partition} covers offsets {base}..{next_offset - 1} and holds {held} "
+            f"({n} records, strictly increasing inside the range required) but the log end offset is "
+            f"{log_end_offset}.")
+    return next_offset
+
+
+def dense_tail_start(offsets: np.ndarray, next_offset: int) -> int:
+    """The row where the dense run ending a replicated batch begins: ``offsets[k:]`` is
+    ``offsets[k], +1, ..., next_offset - 1``. ``len(offsets)`` when the batch ends in a gap (or is
+    empty); 0 when it is dense throughout. Vectorised (one diff)."""
+    n = len(offsets)
+    if n == 0 or int(offsets[-1]) + 1 != next_offset:
+        return n
+    breaks = np.flatnonzero(np.diff(offsets) != 1)
+    return int(breaks[-1]) + 1 if len(breaks) else 0

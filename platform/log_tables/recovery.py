@@ -3,7 +3,8 @@ or a crash alike, and after a truncation).
 
 - lake end offset = max(``max.offset`` file statistic over the table's files) + 1, or the lake end
   offset recorded in the newest commit that has one if that is larger (a log emptied by retention keeps
-  its offsets);
+  its offsets; a follower's replicated range whose last offsets the leader's cleaner removed ends where
+  its commit says);
 - log start offset = the newest one recorded in the table's commits (every flush records it, so a head
   the log cleaner emptied is not taken for retention), else min(``min.offset``), or the lake end offset
   of an empty table;

@@ -324,6 +324,10 @@ class SegmentLog:
     def append(self, base_offset: int, batch: pa.RecordBatch) -> Frame:
         """Write ``batch`` (log schema, offsets from ``base_offset``, continuing the tail) as one frame.
 
+        The offsets are dense (a frame covers ``base_offset + count``): a follower's replicated range with
+        gaps goes to the Delta table instead (:meth:`LogWriter.append_replicated
+        <lakelog.log_tables.log_writer.LogWriter.append_replicated>`).
+
         Rolls first when ``segment.bytes`` or ``segment.ms`` says so; fsyncs after when
         ``flush.messages`` or ``flush.ms`` says so. Returns the frame (not yet in :attr:`view`:
         :meth:`published` adds it once the log's state moved).

@@ -27,7 +27,9 @@ class CacheView:
     Attributes:
         bases: first offset of each batch, ascending.
         chunks: the batches (log schema), in offset order: an appended batch holds the dense offsets
-            ``bases[i]`` .. ``bases[i] + rows - 1``; reads also handle batches with gaps.
+            ``bases[i]`` .. ``bases[i] + rows - 1``, except a follower's replicated range with gaps (the
+            leader compacted it; committed to the Delta table, not the segment tail): it covers ``bases[i]``
+            up to the next base with fewer rows, possibly none. Reads handle both (:func:`_rows_between`).
     """
 
     bases: tuple[int, ...] = ()
@@ -133,7 +135,8 @@ class TailCache:
         return self._bytes
 
     def add(self, base: int, batch: pa.Table) -> None:
-        """Add a just-appended batch starting at offset ``base`` (it continues the cached offsets).
+        """Add a just-appended batch covering the offsets from ``base`` (it continues the cached offsets;
+        a replicated batch with gaps may start later than ``base`` or hold no row).
 
         Evicts the oldest batches while over budget; the newest batch stays even if larger than it.
         """
