@@ -5,7 +5,11 @@ OffsetsForLeaderEpoch requests, KIP-101), over HTTP.
   full log rows (:data:`lakelog.log_tables.schema.LOG_SCHEMA`: offset, timestamp, key, value, headers,
   leader_epoch, producer fields) from ``offset`` up to the leader's log end offset, as an Arrow IPC
   stream; long-polls up to ``max_wait_ms`` when there are none. The fetch offset is the follower's log
-  end offset: the leader moves its high watermark and ISR from it. Headers:
+  end offset: the leader moves its high watermark and ISR from it. The stream's schema metadata
+  ``lakelog.base_offset`` / ``lakelog.next_offset`` says which offset range the answer covers (Kafka's
+  batch ``baseOffset`` / ``lastOffset + 1``): offsets in it without a row were compacted away by the
+  leader's log cleaner, and the follower's log end offset becomes ``next_offset``. A range compacted away
+  entirely is a stream without rows; an empty body means there is nothing to fetch. Headers:
   ``X-Lakelog-High-Watermark``, ``X-Lakelog-Log-End-Offset``, ``X-Lakelog-Log-Start-Offset`` (the follower
   moves its own log start offset up to it, as Kafka's fetch response ``log_start_offset``),
   ``X-Lakelog-Leader-Epoch``.
@@ -27,6 +31,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from lakelog.ingest_api.deps import BrokerDep
+from lakelog.log_tables.records import fetched_range
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.replication import replica_fetch as leader_side
@@ -48,7 +53,7 @@ async def replica_fetch(
 ) -> Response:
     table, part = await leader_side.replica_fetch(broker.replica_manager, topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
                                              offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
-    body = b"" if table.num_rows == 0 else (
+    body = b"" if table.num_rows == 0 and fetched_range(table) is None else (
         await asyncio.to_thread(arrow_ipc, table) if table.num_rows > 5000 else arrow_ipc(table))
     return Response(body, media_type=ARROW_STREAM, headers={
         "X-Lakelog-High-Watermark": str(part.log.high_watermark),

@@ -14,7 +14,11 @@ Kafka's ``ReplicaFetcherThread`` for one partition, over the leader's internal H
    ``X-Lakelog-High-Watermark``; the fetch offset itself tells the leader this replica's LEO;
 3. append the rows with their offsets (:meth:`PartitionLog.append_replicated`: a frame of the segment
    tail, written from the event loop when small; the replica's own flusher commits it to Delta) and
-   move the local high watermark to ``min(leader HW, LEO)``;
+   move the local high watermark to ``min(leader HW, LEO)``. Where the leader's log cleaner compacted
+   the range, the answer has offset gaps and says the range it covers (schema metadata,
+   :func:`~lakelog.log_tables.records.with_fetched_range`; an answer without rows covers a range that
+   was compacted away entirely): it is appended as it is, in a worker thread (a Delta commit), and the
+   log end offset becomes the range's end, as Kafka's follower takes compacted batches;
 4. repeat 2-3; an out-of-range answer (422 / 42202) or a batch that does not continue the log goes
    back to 1 after ``replica.fetch.backoff.ms``; other errors (leader unreachable, epoch mismatch
    while the new state propagates) wait ``replica.fetch.backoff.ms`` and retry.
@@ -30,6 +34,7 @@ from collections.abc import Awaitable, Callable
 
 from lakelog.log_tables.errors import NonContiguousOffsetsError, OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.log_tables.records import fetched_range, has_gaps
 from lakelog.replication.errors import LeaderNotAvailableError
 from lakelog.replication.leader_client import LeaderClient
 
@@ -153,11 +158,13 @@ class ReplicaFetcher:
                 return
             raise _TruncateAgain(str(e)) from None  # our log is ahead of the leader's
         leader_hw = answer.high_watermark
-        if answer.records is not None and answer.records.num_rows:
-            if self.log.append_is_quick(answer.records.nbytes):
-                self.log.append_replicated(answer.records)  # a small write to the segment tail
-            else:
-                await asyncio.to_thread(self.log.append_replicated, answer.records)
+        records = answer.records
+        gaps = records is not None and has_gaps(records["offset"].to_numpy(), fetched_range(records))
+        if records is not None and (records.num_rows or gaps):
+            if self.log.append_is_quick(records.nbytes) and not gaps:
+                self.log.append_replicated(records)  # a small write to the segment tail
+            else:  # large, or a range with gaps (a Delta commit)
+                await asyncio.to_thread(self.log.append_replicated, records)
         self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
         if answer.log_start_offset > self.log.log_start_offset:
             # the leader's retention moved its log start offset: ours follows (Kafka's follower fetch)

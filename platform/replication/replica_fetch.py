@@ -13,6 +13,7 @@ import asyncio
 import pyarrow as pa
 
 from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.records import with_fetched_range
 from lakelog.replication.partition import Partition
 from lakelog.replication.replica_manager import ReplicaManager
 
@@ -33,6 +34,11 @@ async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, repli
                         max_bytes: int, max_wait_ms: int) -> tuple[pa.Table, Partition]:
     """A follower's fetch: full log rows from ``offset`` up to the LEO (not the HW), long-polling.
 
+    The rows carry the offset range they cover (:func:`~lakelog.log_tables.records.with_fetched_range`:
+    ``[offset, last row + 1)``, or ``[offset, LEO)`` when the log holds no record there), so a follower
+    replicates the gaps the log cleaner left as they are (Kafka's compacted batches keep their
+    ``baseOffset`` and ``lastOffset``).
+
     Raises:
         the errors of :func:`replica_leader`; OffsetOutOfRangeError when ``offset`` is beyond the
         leader's LEO (the follower truncates) or below its log start offset (retention removed it: the
@@ -46,9 +52,11 @@ async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, repli
     rm.isr.record_follower_fetch(part, replica_id, offset)
     if offset >= part.log.log_end_offset and max_wait_ms > 0:
         await part.wait_for_log_end(offset, max_wait_ms / 1000.0)
-    table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes,
-                                    end_offset=part.log.log_end_offset)
-    return table, part
+    end = part.log.log_end_offset
+    table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, end_offset=end)
+    # the range the answer covers: offsets in it without a row were compacted away (an answer without
+    # rows below ``end`` says all of them were); the follower's log end offset becomes its end
+    return with_fetched_range(table, offset, end), part
 
 async def epoch_end_offset(rm: ReplicaManager, topic: str, partition: int, *, replica_id: int, leader_epoch: int,
                                    epoch: int) -> tuple[int, int]:

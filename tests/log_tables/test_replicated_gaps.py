@@ -10,6 +10,7 @@ offsets of the range without a row are gaps. A follower with a segment tail (``l
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pyarrow as pa
@@ -20,6 +21,8 @@ from lakelog.log_tables.errors import NonContiguousOffsetsError
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.records import fetched_range, has_gaps, with_fetched_range
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.replication.follower import ReplicaFetcher
+from lakelog.replication.leader_client import ReplicaFetchResult
 from tests.harness import compact_range, table_offsets
 
 SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
@@ -164,3 +167,48 @@ def test_a_batch_must_say_its_gaps_and_start_at_the_log_end_offset(tmp_path, com
         follower.append_replicated(got.slice(0, 0).replace_schema_metadata(None))
     assert follower.log_end_offset == 0
     assert table_offsets(follower.table_uri) == []
+
+
+class LeaderStub:
+    """The leader's side of the replica routes, answered from a local log as the gateway would."""
+
+    def __init__(self, leader: PartitionLog) -> None:
+        self.leader = leader
+        self.answers: list[tuple[int, int, int]] = []
+
+    async def replica_fetch(self, url, topic, partition, *, replica_id, leader_epoch, offset, max_bytes, max_wait_ms):
+        # a request: the event loop runs meanwhile (a long-poll when there is nothing to fetch)
+        await asyncio.sleep(0.01 if offset >= self.leader.log_end_offset else 0)
+        got = answer(self.leader, offset, max_bytes)
+        if got is not None:
+            self.answers.append((*fetched_range(got), got.num_rows))
+        return ReplicaFetchResult(got, self.leader.high_watermark, self.leader.log_end_offset,
+                                  self.leader.log_start_offset)
+
+    async def epoch_end_offset(self, url, topic, partition, *, replica_id, leader_epoch, epoch):
+        return self.leader.end_offset_for_epoch(epoch)
+
+
+@pytest.mark.parametrize("config", FOLLOWER_CONFIGS.values(), ids=FOLLOWER_CONFIGS.keys())
+def test_the_replica_fetcher_catches_up_on_a_compacted_leader(tmp_path, compacted_leader, config):
+    leader, offsets = compacted_leader
+    follower = open_log(tmp_path, "follower", config)
+    stub = LeaderStub(leader)
+
+    async def run() -> None:
+        async def url(_):
+            return "http://leader"
+        fetcher = ReplicaFetcher(follower, broker_id=1, leader_id=0, leader_epoch=2, resolve_leader_url=url,
+                                 leader_client=stub, fetch_max_bytes=200, fetch_wait_max_ms=0).start()
+        try:
+            for _ in range(200):
+                if follower.log_end_offset == 60 and follower.high_watermark == 60:
+                    return
+                await asyncio.sleep(0.02)
+        finally:
+            await fetcher.stop()
+
+    asyncio.run(run())
+    assert (follower.log_end_offset, follower.high_watermark) == (60, 60)
+    assert (53, 60, 0) in stub.answers
+    assert follower.read(0, max_bytes=1 << 30)["offset"].to_pylist() == offsets
