@@ -74,10 +74,13 @@ class FencedLeaderEpochError(LogTableError):
 
 
 class NonContiguousOffsetsError(LogTableError):
-    """A replicated batch does not start at the log end offset or its offsets are not dense.
+    """A replicated batch does not continue the log: it does not start at the log end offset, or its
+    offsets are not dense where the leader declared no range with gaps, or lie outside the declared range.
 
-    A follower appends the leader's records with the leader's offsets; the batch must continue the
-    log exactly (``offset[0] == log end offset``, each next offset one more).
+    A follower appends the leader's records with the leader's offsets; a batch without a declared range
+    continues the log exactly (``offset[0] == log end offset``, each next offset one more); one with a
+    range (a compacted part of the leader's log) starts at the log end offset and its offsets increase
+    within the range (:func:`~lakelog.log_tables.records.check_replicated`).
     """
 
     http_status = 409

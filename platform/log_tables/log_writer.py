@@ -61,7 +61,8 @@ class AppendInfo:
 
     Attributes:
         base_offset: offset of the batch's first record.
-        last_offset: offset of its last record (``base_offset + count - 1``).
+        last_offset: offset of its last record (``base_offset + count - 1``); for a replicated range with
+            gaps, the range's last offset (Kafka's batch ``lastOffset``).
         count: number of records.
         log_append_time_ms: broker time of the append, ms since the epoch.
         version: the Delta table version that holds the batch, or None when it went to the segment

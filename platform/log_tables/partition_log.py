@@ -272,20 +272,20 @@ class PartitionLog:
 
         A follower's path. Steps:
 
-        1. check the batch continues the log: ``offset[0]`` is the log end offset, offsets are dense;
-        2. write it to the segment tail (or commit it as one Delta transaction, recording the new end
-           offset in commitInfo);
+        1. check the batch continues the log: ``offset[0]`` is the log end offset, offsets are dense, or
+           increase within the range the leader's answer declares (a compacted range: gaps kept);
+        2. write it to the segment tail, or commit it to Delta (without a tail, and a range's gapped part);
         3. move the log end offset, the tail cache and the leader epoch cache.
 
         Args:
             batch: rows with the columns of :data:`LOG_SCHEMA` (as served by the leader's replica
-                fetch), in offset order, at least one.
+                fetch), in offset order; none only when it declares a range (compacted away entirely).
 
         Returns:
             :class:`AppendInfo` of the committed batch (``log_append_time_ms``: the follower's clock).
 
         Raises:
-            ValueError: no rows.
+            ValueError: no rows and no range.
             NonContiguousOffsetsError: the batch does not continue the log (the follower truncates
                 and fetches again).
             LogClosedError, CommitFailedError: as :meth:`append`.
