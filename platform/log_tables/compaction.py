@@ -8,10 +8,15 @@ module chooses the run and builds the merged rows.
 
 Size-tiered, so no byte is rewritten more than a few times: among the files older than the
 ``keep_newest`` newest, a run is a sequence of files with contiguous offsets, each smaller than half of
-``max_file_bytes`` (the target size), ending once the run holds ``max_file_bytes`` (or would exceed
-``max_run_bytes``). A run's leading file is left out while it is larger than the rest of the run
-together (an earlier merge's output is only rewritten once the run at least doubles it). The oldest run
-with two or more files is merged.
+``max_file_bytes`` (the target size), ending before the next file would take it over ``max_file_bytes``
+(or ``max_run_bytes``): a merge never builds a file larger than the target. A run's leading file is left
+out while it is larger than the rest of the run together (an earlier merge's output is only rewritten
+once the run at least doubles it). The oldest run with two or more files is merged.
+
+The data files are the log's segments for retention (:mod:`~lakelog.log_tables.lifecycle`): a file goes
+only whole, so the log holds up to ``retention.bytes`` plus its oldest file, and a removed file stays
+on disk until VACUUM. The target of a log's merges (:func:`merge_target_bytes`) is therefore at most
+``segment.bytes`` (Kafka's segment size) and, with ``retention.bytes``, an eighth of it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from lakelog.config import TopicConfig
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite
@@ -35,13 +41,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "choose_run", "compact_oldest_run",
-           "merged_rows", "rewrite", "small_files"]
+__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "RETENTION_BYTES_PER_FILE", "choose_run",
+           "compact_oldest_run", "merge_target_bytes", "merged_rows", "rewrite", "small_files"]
 
 #: Target size of a compacted file: files under half of it are merged.
 COMPACTION_TARGET_BYTES = 64 * 1024 * 1024
 #: Rows per Parquet row group in compacted files, so readers can skip row groups by offset statistics.
 COMPACTION_ROW_GROUP_ROWS = 64 * 1024
+#: A log with ``retention.bytes`` merges files of at most this share of it (1/8): retention removes whole
+#: files, so its oldest file is the slack above ``retention.bytes`` (Kafka: one segment), and a merge's
+#: inputs stay on disk until VACUUM (one more file's worth). With 50 MiB, files of at most 6.25 MiB.
+RETENTION_BYTES_PER_FILE = 8
+
+
+def merge_target_bytes(config: TopicConfig, *, default: int = COMPACTION_TARGET_BYTES) -> int:
+    """The largest file a merge (or a cleaning) of a log with ``config`` builds, in bytes.
+
+    ``default`` (:data:`COMPACTION_TARGET_BYTES`), at most ``segment.bytes`` (Kafka's segments never
+    grow past it: the unit retention deletes by) and, when ``cleanup.policy`` has ``delete`` and
+    ``retention.bytes`` is set, at most ``retention.bytes / RETENTION_BYTES_PER_FILE`` (Kafka's
+    ``UnifiedLog.deleteRetentionSizeBreachedSegments`` removes whole segments only, so a file larger than
+    ``retention.bytes`` would keep the log at twice that before it could go). At least 1.
+    """
+    target = min(default, config.segment_bytes)
+    if config.deletes and config.retention_bytes >= 0:
+        target = min(target, config.retention_bytes // RETENTION_BYTES_PER_FILE)
+    return max(1, target)
 
 
 def small_files(files: Sequence[DataFile], max_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:
@@ -56,8 +81,8 @@ def choose_run(files: Sequence[DataFile], *, keep_newest: int, max_file_bytes: i
     Args:
         files: the table's data files, in offset order (files without offset statistics are never taken).
         keep_newest: the newest files never taken.
-        max_file_bytes: the target size in bytes.
-        max_run_bytes: a run never grows beyond this many bytes.
+        max_file_bytes: the target size in bytes: a run never holds more (so neither does the merged file).
+        max_run_bytes: a run never grows beyond this many bytes either.
 
     Returns:
         Two or more files with contiguous offsets, or an empty list.
@@ -65,11 +90,11 @@ def choose_run(files: Sequence[DataFile], *, keep_newest: int, max_file_bytes: i
     indexed = [f for f in files if f.has_offset_stats]
     candidates = indexed[:-keep_newest] if keep_newest else indexed
     small = max_file_bytes // 2
+    limit = min(max_file_bytes, max_run_bytes)
     run: list[DataFile] = []
     size = 0
     for f in [*candidates, None]:
-        ends = (f is None or f.size_bytes >= small or size >= max_file_bytes
-                or size + f.size_bytes > max_run_bytes
+        ends = (f is None or f.size_bytes >= small or size + f.size_bytes > limit
                 or (run and f.min_offset != run[-1].max_offset + 1))
         if ends:
             # leave out leading files larger than the rest of the run together
@@ -138,7 +163,8 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
 
 async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | None) -> None:
     """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
-    files (each delta-rs commit costs time per file), keeping the newest quarter as they are.
+    files (each delta-rs commit costs time per file), keeping the newest quarter as they are; merged files
+    are at most :func:`merge_target_bytes` of the log's topic config.
 
     An optimisation: a failure is logged, never raised (the next append tries again); cancellation is
     passed on.
@@ -146,8 +172,10 @@ async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | No
     if segment_files_max is None:
         return
     try:
-        if plog.needs_compaction(max_files=segment_files_max):
-            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4))
+        target = merge_target_bytes(plog.config)
+        if plog.needs_compaction(max_files=segment_files_max, max_file_bytes=target):
+            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4),
+                                    max_file_bytes=target)
     except asyncio.CancelledError:
         raise
     except Exception:

@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING
 from deltalake import CommitProperties, write_deltalake
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.cleaner import CleanResult, clean, cleaned_offset, needs_cleaning
+from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES, CleanResult, clean, cleaned_offset, needs_cleaning
+from lakelog.log_tables.compaction import merge_target_bytes
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
@@ -162,7 +163,9 @@ class LogLifecycle:
     def clean(self, *, now_ms: int, force: bool = False) -> "CleanResult | None":
         """Run the log cleaner when the table needs it (:func:`~lakelog.log_tables.cleaner.needs_cleaning`),
         or always with ``force`` (tombstones past ``delete.retention.ms``): one Delta commit keeping the
-        latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`).
+        latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`), in files of
+        at most :func:`~lakelog.log_tables.compaction.merge_target_bytes` (so ``retention.bytes`` of a
+        ``compact,delete`` topic can remove them).
 
         The cleaned offset (Kafka's cleaner checkpoint) is kept in the log's state; after a restart or a
         truncation it is read back from the table's history (lowered by a later truncation), or 0 once the
@@ -185,9 +188,11 @@ class LogLifecycle:
             if not force and not needs_cleaning(files.files, config=writer.config, cleaned_offset=state.cleaned_offset,
                                                 lake_end_offset=lake_end, now_ms=now_ms):
                 return None
+            # cleaned files of a compact,delete topic stay small enough for retention.bytes to remove
+            target = merge_target_bytes(writer.config, default=CLEANED_FILE_TARGET_BYTES)
             result = writer.commit(f"Cleaning {writer.name}", lambda: clean(
                 writer.table, files, config=writer.config, cleaned_offset=state.cleaned_offset,
-                lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force))
+                lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force, target_file_size=target))
             if result is None:
                 return None
             with writer.lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from pathlib import Path
 
@@ -14,7 +15,9 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.data_files import DataFile
+from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES
+from lakelog.log_tables.compaction import COMPACTION_TARGET_BYTES, choose_run, compact_if_needed, merge_target_bytes
+from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.lifecycle import retention_start_offset, table_properties
@@ -159,6 +162,84 @@ def test_a_log_started_over_at_an_offset_recovers_there(tmp_path):
     log.close()
     reopened = open_log(tmp_path)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (500, 503)
+
+
+# -- file sizes under retention.bytes -------------------------------------------------------------------
+
+def noise(n: int, *, keys: range | None = None, value_bytes: int = 100, seed: int = 0) -> pa.Table:
+    """``n`` records of random (incompressible) values, so file sizes follow the records' bytes."""
+    rng = random.Random(seed)
+    columns = {"value": [rng.randbytes(value_bytes) for _ in range(n)],
+               "timestamp": pa.array([NOW_MS] * n, pa.int64())}
+    if keys is not None:
+        columns["key"] = [b"k%d" % k for k in keys]
+    return pa.table(columns)
+
+
+def live_sizes(log: PartitionLog) -> list[int]:
+    """Bytes of the table's live data files, in offset order."""
+    return [f.size_bytes for f in FileSnapshot.of_table(DeltaTable(log.table_uri)).files]
+
+
+def test_merge_target_is_a_fraction_of_retention_bytes_and_at_most_segment_bytes():
+    parse = TopicConfig.parse
+    assert merge_target_bytes(parse({})) == COMPACTION_TARGET_BYTES
+    assert merge_target_bytes(parse({"retention.bytes": str(50 << 20)})) == (50 << 20) // 8
+    assert merge_target_bytes(parse({"segment.bytes": str(1 << 20)})) == 1 << 20
+    assert merge_target_bytes(parse({"retention.bytes": "4"})) == 1
+    # retention.bytes counts only where cleanup.policy deletes
+    assert merge_target_bytes(parse({"cleanup.policy": "compact", "retention.bytes": "800"})) == COMPACTION_TARGET_BYTES
+    assert merge_target_bytes(parse({"cleanup.policy": "compact"}), default=CLEANED_FILE_TARGET_BYTES) \
+        == CLEANED_FILE_TARGET_BYTES
+    assert merge_target_bytes(parse({"cleanup.policy": "compact,delete", "retention.bytes": "800"}),
+                              default=CLEANED_FILE_TARGET_BYTES) == 100
+
+
+def test_a_merge_never_builds_a_file_larger_than_its_target():
+    files = [file(i * 10, i * 10 + 9, ts_ms=NOW_MS, size=400) for i in range(5)]
+    run = choose_run(files, keep_newest=0, max_file_bytes=1000)
+    assert [f.min_offset for f in run] == [0, 10]                # 800 bytes: a third file would make 1,200
+    assert choose_run(files, keep_newest=0, max_file_bytes=1000, max_run_bytes=500) == []
+
+
+def test_merged_files_stay_small_enough_for_retention_bytes_to_remove(tmp_path):
+    """The flusher's merges of a log with retention.bytes build files of at most an eighth of it, so
+    retention keeps the log between retention.bytes and retention.bytes plus one file (Kafka's
+    deleteRetentionSizeBreachedSegments). A merge into one large file (64 MiB before) could not be
+    removed until the log held that file plus retention.bytes."""
+    budget = 400_000
+    log = open_log(tmp_path, lake_commit_interval_ms=0, retention_bytes=budget)
+    for i in range(60):                                           # 60 files of about 14 KB
+        log.append(noise(100, seed=i))
+    log.advance_high_watermark(log.log_end_offset)
+    target = merge_target_bytes(log.config)
+    assert target == budget // 8
+    for _ in range(100):
+        if not log.needs_compaction(max_files=8, max_file_bytes=target):
+            break
+        asyncio.run(compact_if_needed(log, segment_files_max=8))
+    sizes = live_sizes(log)
+    assert len(sizes) < 30 and max(sizes) <= target            # merged, but none above the target
+    assert log.lifecycle.apply_retention(now_ms=NOW_MS) > 0
+    sizes = live_sizes(log)
+    assert sum(sizes) - sizes[0] < budget <= sum(sizes) <= budget + target
+    assert log.read(log.log_start_offset)["offset"][0].as_py() == log.log_start_offset
+
+
+def test_a_cleaning_of_a_compact_delete_topic_writes_files_retention_bytes_can_remove(tmp_path):
+    log = open_log(tmp_path, cleanup_policy="compact,delete", lake_commit_interval_ms=0, retention_ms=-1,
+                   retention_bytes=4_000_000)
+    for v in range(4):                                            # each version overwrites half the keys before
+        log.append(noise(8000, keys=range(v * 4000, v * 4000 + 8000), seed=v))
+    log.advance_high_watermark(log.log_end_offset)
+    result = log.lifecycle.clean(now_ms=NOW_MS + HOUR_MS, force=True)
+    assert result is not None and result.records_after == 20_000
+    target = merge_target_bytes(log.config, default=CLEANED_FILE_TARGET_BYTES)
+    assert target == 500_000
+    cleaned, newest = live_sizes(log)[:-1], live_sizes(log)[-1]   # the newest file loses nothing: kept
+    # 12,000 kept records, about 1.3 MB: in several files (before: one); delta-rs splits its output after
+    # whole write batches (1,024 rows, about 110 KB here), so a file may pass the target by that much
+    assert len(cleaned) >= 3 and max(cleaned) <= target * 5 // 4 and newest > target
 
 
 # -- VACUUM and the Delta log -----------------------------------------------------------------------
