@@ -370,6 +370,21 @@ class SegmentLog:
         self._segments.append(segment)
         return segment
 
+    def roll_at_next_append(self) -> None:
+        """Start a new file at the next append (the active one is closed now), whatever its size or age.
+
+        :meth:`release_below` calls it when a flush committed part of the active segment. Called by the
+        writer, under its lock, when a flush reads the tail (before its Delta commit), the segment it
+        reads ends where the flush does: once committed it lies wholly below the lake end offset and is
+        released by that same flush, instead of holding the records appended during the commit and
+        waiting for the next flush to be released (and the one after to be deleted). The tail on disk
+        is then about two flush intervals of records instead of three.
+        """
+        active = self._segments[-1] if self._segments else None
+        if active is not None and active.size:
+            self.close()
+            active.created_s = 0.0  # older than any segment.ms: the next append rolls
+
     def sync(self) -> None:
         """fsync the active segment (Kafka's log flush)."""
         if self._fd is not None:
@@ -403,10 +418,8 @@ class SegmentLog:
             else:
                 keep.append(seg)
         self._segments = keep
-        active = keep[-1] if keep else None
-        if active is not None and active.size and active.base_offset < lake_end_offset:
-            self.close()
-            active.created_s = 0.0  # the next append rolls to a new file
+        if keep and keep[-1].base_offset < lake_end_offset:
+            self.roll_at_next_append()
         return deleted
 
     def truncate_to(self, offset: int) -> None:

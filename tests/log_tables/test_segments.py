@@ -117,6 +117,26 @@ def test_release_keeps_files_one_round_then_deletes_them_and_rolls_the_active_on
     seg.close()
 
 
+def test_a_roll_at_the_flush_lets_that_flush_release_the_segment_it_read(tmp_path):
+    """The writer rolls when a flush reads the tail: the records appended during the Delta commit go to a
+    new file, so the flushed segment is released by the same flush (deleted at the next one)."""
+    seg = SegmentLog(tmp_path / "s")
+    write(seg, 0, [3, 3])
+    seg.roll_at_next_append()                # a flush reads offsets 0..5
+    write(seg, 6, [2])                        # appended during its commit: a new file
+    assert seg.release_below(6) == 0         # segment 0 lies wholly below: released by this flush
+    write(seg, 8, [2])
+    assert seg.release_below(6) == 1 and not (tmp_path / "s" / segment_name(0)).exists()
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [segment_name(6)]
+    assert offsets(seg.recover(6)) == [6, 7, 8, 9]
+    empty = SegmentLog(tmp_path / "e")
+    empty.roll_at_next_append()              # nothing written yet: nothing to roll
+    write(empty, 0, [1])
+    assert sorted(p.name for p in (tmp_path / "e").iterdir()) == [segment_name(0)]
+    seg.close()
+    empty.close()
+
+
 def test_truncation_inside_a_frame_keeps_the_rows_below_it(tmp_path):
     seg = SegmentLog(tmp_path / "s", segment_bytes=1)
     write(seg, 0, [3, 4, 2])  # segments 0, 3, 7
