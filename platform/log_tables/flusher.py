@@ -7,11 +7,15 @@ high watermark, so the table never holds a record a truncation could remove).
 
 Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
 
-1. wait ``lake.commit.interval.ms``, or less once ``lake.commit.bytes`` wait in the tail (the high
-   watermark listener wakes the task);
-2. commit the tail below the high watermark to Delta, one commit per ``lake.commit.bytes``
+1. wait until ``lake.commit.interval.ms`` after the previous round's start (rounds are paced from their
+   starts, so a long round does not stretch the interval), or less once ``lake.commit.bytes`` wait in
+   the tail (the high watermark listener wakes the task);
+2. commit the tail below the high watermark *as it was when the round began* to Delta, one commit per
+   ``lake.commit.bytes`` or the log's merge target, whichever is smaller
    (:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`,
-   in a worker thread: appends go on meanwhile); a failed commit is logged and retried next round;
+   in a worker thread: appends go on meanwhile); a failed commit is logged and retried next round.
+   The bound keeps a round finite under constant load: records produced during the round wait for the
+   next one, and steps 3 and 4 run every round;
 3. merge the oldest small data files when the table holds too many
    (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due;
 4. every ``log.retention.check.interval.ms`` (the first time one interval after the open): the log's maintenance
@@ -35,7 +39,7 @@ import logging
 import time
 
 from lakelog.errors import LakelogError
-from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.compaction import compact_if_needed, merge_target_bytes
 from lakelog.log_tables.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -49,8 +53,10 @@ class LakeFlusher:
     Args:
         log: the partition log.
         interval_ms: time between flushes. Default: the topic's ``lake.commit.interval.ms``.
-        commit_bytes: tail bytes that start a flush early, and the most one commit takes. Default:
-            the topic's ``lake.commit.bytes``.
+        commit_bytes: tail bytes that start a flush early, and the most one commit takes (also at most
+            the log's merge target, :func:`~lakelog.log_tables.compaction.merge_target_bytes`, so a
+            flushed file is never larger than a merge would build). Default: the topic's
+            ``lake.commit.bytes``.
         segment_files_max: data files after which the oldest small ones are merged; None = never.
             Default: 64.
         close_timeout_s: how long :meth:`close` flushes before it gives up (the rest stays in the
@@ -91,8 +97,13 @@ class LakeFlusher:
 
     @property
     def commit_bytes(self) -> int:
-        """Tail bytes that start a flush early, and the most one commit takes."""
+        """Tail bytes that start a flush early."""
         return self.log.config.lake_commit_bytes if self._commit_bytes is None else self._commit_bytes
+
+    @property
+    def file_bytes(self) -> int:
+        """The most tail bytes one commit takes: ``commit_bytes``, at most the log's merge target."""
+        return min(self.commit_bytes, merge_target_bytes(self.log.config))
 
     def _on_high_watermark(self, log: PartitionLog) -> None:
         """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""
@@ -100,16 +111,22 @@ class LakeFlusher:
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _run(self) -> None:
+        round_start = time.monotonic()
         while not self._closed:
-            # 1. wait for the interval, or lake.commit.bytes in the tail
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
-            except asyncio.TimeoutError:
-                pass
+            # 1. wait for the interval after the previous round's start, or lake.commit.bytes in the tail
+            wait_s = round_start + self.interval_s - time.monotonic()
+            if wait_s > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), wait_s)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(0)  # a round longer than the interval: let others run first
             self._wake.clear()
+            round_start = time.monotonic()
             if self._closed:
                 return
-            # 2. commit the tail below the high watermark
+            # 2. commit the tail below the high watermark of the round's start
             try:
                 await self.flush()
             except LakelogError as e:  # CommitFailedError, LogClosedError: the next round retries
@@ -138,7 +155,8 @@ class LakeFlusher:
             log.exception("maintenance of %s-%d failed", self.log.topic, self.log.partition)
 
     async def flush(self) -> int:
-        """Commit everything below the high watermark now (several commits of ``lake.commit.bytes``).
+        """Commit everything below the high watermark as it is now (several commits of at most
+        :attr:`file_bytes`). Records that reach the high watermark meanwhile are left for the next call.
 
         Returns:
             Records committed.
@@ -147,13 +165,15 @@ class LakeFlusher:
             CommitFailedError: a Delta commit failed (the records stay in the tail).
         """
         total = 0
-        while True:
-            n = await asyncio.to_thread(self.log.flush_to_lake, max_bytes=self.commit_bytes)
+        upper = self.log.high_watermark
+        while self.log.lake_end_offset < upper:
+            n = await asyncio.to_thread(self.log.flush_to_lake, max_bytes=self.file_bytes)
             if n == 0:
                 return total
             total += n
             self.flushes += 1
             self.records += n
+        return total
 
     async def close(self, *, flush: bool = True) -> None:
         """Stop; with ``flush``, commit what is below the high watermark first (up to ``close_timeout_s``).

@@ -18,6 +18,17 @@ Steps of a flush (:meth:`LogWriter.flush`, mirrored by comments in the code):
    ambiguous: the table's end is re-read and the error raised);
 3. move the lake end offset and the file index; the segments wholly below it are released (deleted
    at the next flush, a grace for readers of an older view) and the active one rolls.
+
+A follower's replicated batch (:meth:`LogWriter.append_replicated`) that is dense goes where every
+append goes (a frame of the segment tail, or a Delta commit without one). A batch with gaps goes to the
+Delta table as it is, in one commit recording the range's end as the lake end offset; only its dense last
+run (if it ends with a record) goes to the tail. So the segment tail, its frames (``base + count``), the
+flusher's reads and recovery's check of contiguous frames never see a gap, and the Delta table, which
+holds the leader's gaps already, holds the follower's. The table must end at the log end offset first,
+so the tail is flushed before (beyond the follower's high watermark: gaps exist only in the leader's
+table, which holds only records below its high watermark, so everything before a gap is committed).
+Catching up on a compacted range thus costs a Delta commit per fetch answer (replica.fetch.max.bytes of
+records, a fair file size); a follower that keeps up fetches the leader's dense tail and appends to its own.
 """
 
 from __future__ import annotations
@@ -149,17 +160,7 @@ class LogWriter:
         end (Kafka's ``appendAsFollower``: a compacted batch keeps its offsets and its ``lastOffset``).
         Without a range the batch must be dense from the log end offset.
 
-        A dense batch goes where every append goes (a frame of the segment tail, or a Delta commit without
-        one). A batch with gaps goes to the Delta table as it is, in one commit recording the range's end
-        as the lake end offset; only its dense last run (if it ends with a record) goes to the tail. So
-        the segment tail, its frames (``base + count``), the flusher's reads and recovery's check of
-        contiguous frames never see a gap: they stay as they are, and the Delta table, which holds the
-        leader's gaps already, holds the follower's. The table must end at the log end offset first, so
-        the tail is flushed before (beyond the follower's high watermark: gaps exist only in the leader's
-        table, which holds only records below its high watermark, so everything before a gap is
-        committed). Catching up on a compacted range thus costs a Delta commit per fetch answer, which
-        is replica.fetch.max.bytes of records, a fair file size; a follower that keeps up fetches the
-        leader's dense tail and appends to its own.
+        Where a batch with gaps goes: see the module docstring.
 
         Returns:
             :class:`AppendInfo`; for a range with gaps ``last_offset`` is the range's last offset (Kafka's
@@ -214,9 +215,13 @@ class LogWriter:
             if self.closed or not self.lake_commits_allowed():
                 return 0
             # 1. the records from the lake end offset up to the high watermark, from cache and segments
-            view = self.state.view()
-            start = view.lake_end_offset
-            upper = view.log_end_offset if beyond_high_watermark else min(view.high_watermark, view.log_end_offset)
+            #    (reading up to the log end: roll the active segment, so this flush releases it)
+            with self.lock:
+                view = self.state.view()
+                start, leo = view.lake_end_offset, view.log_end_offset
+                upper = leo if beyond_high_watermark else min(view.high_watermark, leo)
+                if upper == leo > start:
+                    self.segments.roll_at_next_append()
             batch = _read_tail(self.state, start, upper, max_bytes) if upper > start else None
             end, failure = start, None
             if batch is not None:
