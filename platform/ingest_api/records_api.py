@@ -32,6 +32,16 @@ from lakelog.protocol.errors import (
     UnsupportedMediaTypeError,
 )
 from lakelog.protocol.media_types import ARROW_STREAM, BINARY_V2, JSON_V2, V2
+from lakelog.protocol.producer_headers import (
+    MAX_PRODUCER_EPOCH,
+    MAX_PRODUCER_ID,
+    MAX_SEQUENCE,
+    PRODUCER_EPOCH_HEADER,
+    PRODUCER_ID_HEADER,
+    SEQUENCE_HEADER,
+    ProducerBatch,
+    producer_batch_from_headers,
+)
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
@@ -48,7 +58,20 @@ BrokerDep = Annotated[GatewayBroker, Depends(_loop_broker)]
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
 #: answers are application/vnd.kafka.v2+json, so the body is referenced, not filed under that type).
-_PRODUCE_ERRORS = error_responses(400, 404, 406, 408, 413, 415, 421, 422, 429, 500, 503, 504, by_reference=True)
+_PRODUCE_ERRORS = error_responses(400, 404, 406, 408, 409, 413, 415, 421, 422, 429, 500, 503, 504,
+                                  by_reference=True)
+
+#: The idempotent producer's headers (:mod:`lakelog.protocol.producer_headers`), on every produce route.
+PRODUCER_HEADER_PARAMETERS = [
+    {"name": name, "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": high},
+     "description": text} for name, high, text in (
+        (PRODUCER_ID_HEADER, MAX_PRODUCER_ID, "Idempotent produce: the producer id from "
+                                              "POST /v3/clusters/{cluster_id}/producers (all three headers or none)."),
+        (PRODUCER_EPOCH_HEADER, MAX_PRODUCER_EPOCH, "Idempotent produce: the producer epoch (an older one is "
+                                                    "fenced: 409 / 40915)."),
+        (SEQUENCE_HEADER, MAX_SEQUENCE, "Idempotent produce: the producer's number for this request, 0, 1, 2, ...; "
+                                        "a retry repeats it and is answered with the original offsets, "
+                                        "nothing written twice."))]
 
 _PRODUCE_BODY = {
     "requestBody": {
@@ -57,7 +80,8 @@ _PRODUCE_BODY = {
             BINARY_V2: {"schema": {"$ref": "#/components/schemas/BinaryProduceRequest"}},
             JSON_V2: {"schema": {"$ref": "#/components/schemas/JsonProduceRequest"}},
         },
-    }
+    },
+    "parameters": PRODUCER_HEADER_PARAMETERS,
 }
 _ARROW_BODY = {
     "requestBody": {
@@ -68,7 +92,8 @@ _ARROW_BODY = {
                                                      "optional headers, timestamp (ms)."}},
             **_PRODUCE_BODY["requestBody"]["content"],
         },
-    }
+    },
+    "parameters": PRODUCER_HEADER_PARAMETERS,
 }
 _FETCH_RESPONSES = {
     200: {
@@ -178,6 +203,7 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
         raise UnsupportedMediaTypeError(
             f"Arrow produce goes to one partition: POST /topics/{topic}/partitions/{{p}}/records.")
     acks = parse_acks(request.query_params.get("acks", request.headers.get(ACKS_HEADER)))
+    producer = producer_batch_from_headers(request.headers)
     budget = in_flight(request, broker.settings.queued_max_request_bytes)
     try:
         body = await read_body(request, limit=broker.settings.socket_request_max_bytes, budget=budget)
@@ -188,7 +214,7 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
     size, holder = len(body), [body]
     del body  # the body is freed once decoded, while its bytes stay counted until the append is done
     try:
-        return await _produce_body(broker, topic, partition, fmt, holder, acks)
+        return await _produce_body(broker, topic, partition, fmt, holder, acks, producer)
     finally:
         budget.give(size)
 
@@ -197,7 +223,8 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
 _DECODE_IN_THREAD_MIN_BYTES = 1 << 20
 
 
-async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks) -> Response:
+async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks,
+                        producer: ProducerBatch | None) -> Response:
     meta = await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
     body = holder.pop()
     if len(body) < _DECODE_IN_THREAD_MIN_BYTES:
@@ -207,11 +234,13 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
     del body
     if fmt == "arrow":
         assert partition is not None
-        base = await broker.produce_router.produce_arrow(meta, partition, batch, partitions=parts, acks=acks)
+        base = await broker.produce_router.produce_arrow(meta, partition, batch, partitions=parts, acks=acks,
+                                                         producer=producer)
         return kafka_json({"partition": partition, "base_offset": base,
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
-    result = await broker.produce_router.produce(meta, batch, partitions=parts, partition=partition, acks=acks)
+    result = await broker.produce_router.produce(meta, batch, partitions=parts, partition=partition, acks=acks,
+                                                 producer=producer)
     if len(result.offsets) > codecs.ANSWER_PIECE_RECORDS and not result.errors:
         length, pieces = codecs.produce_response_pieces(result)  # ~60 bytes a record: sent in pieces
         return StreamingResponse(pieces, media_type=V2, headers={"Content-Length": str(length)})

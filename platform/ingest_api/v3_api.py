@@ -13,7 +13,9 @@ from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, error_responses
+from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
+from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
 
@@ -144,14 +146,17 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
 
 
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
-             responses=ERRORS, summary="Produce one record (REST Proxy v3)")
-async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest,
+             responses=CHANGE_ERRORS, summary="Produce one record (REST Proxy v3)",
+             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS})
+async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
                   broker: BrokerDep) -> models.V3ProduceResponse:
+    """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
     _check_cluster(broker, cluster_id)
+    producer = producer_batch_from_headers(request.headers)
     meta = await broker.topic_fresh(topic)
     batch = codecs.decode_v3_record(body)
     parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
-    result = await broker.produce_router.produce(meta, batch, partitions=parts)
+    result = await broker.produce_router.produce(meta, batch, partitions=parts, producer=producer)
     if result.errors:
         raise next(iter(result.errors.values()))
     return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,

@@ -27,12 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.compaction import compact_if_needed
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
+from lakelog.protocol.producer_headers import ProducerBatch
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 class _Pending:
     records: pa.Table
     future: asyncio.Future
+    producer: ProducerBatch | None = None
 
 
 class GroupCommitter:
@@ -79,8 +82,11 @@ class GroupCommitter:
         self.commits = 0
         self.records = 0
 
-    async def append(self, records: pa.Table) -> int:
+    async def append(self, records: pa.Table, *, producer: ProducerBatch | None = None) -> int:
         """Queue ``records`` (a normalised produce batch) and wait for their commit.
+
+        ``producer``: an idempotent request's producer id, epoch and sequence, stored on each of its
+        records (the log's producer columns). Default: None (nulls).
 
         Returns:
             The offset of the first record; the others follow densely.
@@ -92,7 +98,7 @@ class GroupCommitter:
         if self._closed:
             raise self._closed_error()
         future = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(records, future))
+        self._queue.append(_Pending(records, future, producer))
         self._queued_bytes += records.nbytes
         self._wakeup.set()
         if self._queued_bytes >= self.batch_size:
@@ -142,12 +148,14 @@ class GroupCommitter:
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
         batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
+        producers = _producer_columns(taken)
         # 3. one append = offsets + one frame of the tail (or one Delta transaction)
         started = time.perf_counter()
         if self.log.append_is_quick(batch.nbytes):
-            info = self.log.append(batch, leader_epoch=self._leader_epoch())
+            info = self.log.append(batch, leader_epoch=self._leader_epoch(), producer_columns=producers)
         else:
-            info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch())
+            info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch(),
+                                           producer_columns=producers)
         self.commits += 1
         self.records += info.count
         if log.isEnabledFor(logging.DEBUG):
@@ -194,6 +202,21 @@ class GroupCommitter:
         finally:
             queued, self._queue, self._queued_bytes = self._queue, [], 0
             _fail(queued, self._closed_error())
+
+
+def _producer_columns(taken: list[_Pending]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """The producer columns of the requests ``taken`` (one value a request, repeated for its records;
+    null for a request without a producer), or None when none has one."""
+    if all(p.producer is None for p in taken):
+        return None
+    counts = np.array([p.records.num_rows for p in taken])
+    mask = np.repeat(np.array([p.producer is None for p in taken]), counts)
+
+    def column(values: list[int], dtype: type, arrow_type: pa.DataType) -> pa.Array:
+        return pa.array(np.repeat(np.array(values, dtype=dtype), counts), type=arrow_type, mask=mask)
+    return (column([p.producer.producer_id if p.producer else 0 for p in taken], np.int64, pa.int64()),
+            column([p.producer.producer_epoch if p.producer else 0 for p in taken], np.int16, pa.int16()),
+            column([p.producer.sequence if p.producer else 0 for p in taken], np.int32, pa.int32()))
 
 
 def _fail(pending: list[_Pending], error: BaseException) -> None:

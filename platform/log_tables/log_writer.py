@@ -78,6 +78,7 @@ class AppendInfo:
         log_append_time_ms: broker time of the append, ms since the epoch.
         version: the Delta table version that holds the batch, or None when it went to the segment
             tail (the flusher commits it later).
+        records: the rows appended (:data:`LOG_SCHEMA`; a leader's append), for the producer state.
     """
 
     base_offset: int
@@ -85,6 +86,7 @@ class AppendInfo:
     count: int
     log_append_time_ms: int
     version: int | None
+    records: pa.Table | None = None
 
 
 class LogWriter:
@@ -134,7 +136,8 @@ class LogWriter:
             if self.segments is not None:
                 self.segments.close()
 
-    def append(self, records: pa.Table, *, leader_epoch: int, now_ms: int | None) -> AppendInfo:
+    def append(self, records: pa.Table, *, leader_epoch: int, now_ms: int | None,
+               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None) -> AppendInfo:
         """:meth:`PartitionLog.append <lakelog.log_tables.partition_log.PartitionLog.append>`."""
         n = records.num_rows
         if n == 0:
@@ -145,10 +148,11 @@ class LogWriter:
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
             batch = to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
-                                 timestamp_type=self.config.message_timestamp_type).combine_chunks()
+                                 timestamp_type=self.config.message_timestamp_type,
+                                 producer_columns=producer_columns).combine_chunks()
             # One group commit = one frame of the segment tail (or one Delta transaction without a tail).
             version = self._append(f"Writing {n} records", base, batch, [(leader_epoch, base)])
-            return AppendInfo(base, base + n - 1, n, now_ms, version)
+            return AppendInfo(base, base + n - 1, n, now_ms, version, batch)
 
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
         """:meth:`PartitionLog.append_replicated <lakelog.log_tables.partition_log.PartitionLog.append_replicated>`.

@@ -73,12 +73,11 @@ class PartitionLog:
     """The log of one partition replica, stored as the Delta table at ``table_uri``.
 
     Args:
-        topic: topic name.
-        partition: partition number.
+        topic, partition: which partition.
         table_uri: local path or object-store URI of the table (``{log.dirs}/{topic}-{partition}``).
         config: the topic's configuration (``max.message.bytes``, ``message.timestamp.type``,
-            ``compression.type``, ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms``,
-            ``lake.commit.interval.ms`` (0 = no segment tail) and ``lake.commit.bytes`` are honoured here).
+            ``compression.type``, ``segment.*``, ``flush.*``, ``lake.commit.interval.ms`` (0 = no tail) and
+            ``lake.commit.bytes`` are honoured here).
         table: the open table.
         tail_cache_max_bytes: bytes of the newest records kept in memory. Default: 32 MiB.
         initial_high_watermark: the high watermark after opening (capped at the log end offset).
@@ -86,8 +85,7 @@ class PartitionLog:
             A replicated partition passes 0 and lets the ISR move it; it starts at the lake end offset
             at least when the log has a tail (the flusher only commits records below the HW).
 
-    Use :meth:`open`, which creates the table when it does not exist yet and recovers the offsets
-    (:mod:`~lakelog.log_tables.recovery`).
+    Use :meth:`open`: it creates the table if needed and recovers the offsets (:mod:`~lakelog.log_tables.recovery`).
     """
 
     def __init__(self, *, topic: str, partition: int, table_uri: str, config: TopicConfig,
@@ -206,7 +204,8 @@ class PartitionLog:
 
     # -- writes (:class:`~lakelog.log_tables.log_writer.LogWriter`) ------------------------------
 
-    def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None) -> AppendInfo:
+    def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None,
+               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None) -> AppendInfo:
         """Assign offsets to ``records`` and write them to the segment tail as one frame (without a tail:
         commit them as one Delta transaction). Returns once written (no fsync unless ``flush.messages``
         / ``flush.ms`` ask for it).
@@ -216,10 +215,11 @@ class PartitionLog:
                 any of ``key``, ``value``, ``headers``, ``timestamp`` (ms; null = broker time).
                 At least one row.
             leader_epoch: epoch of the leader appending (stored per record).
-            now_ms: broker time to use (tests); default the wall clock.
+            now_ms: broker time to use (tests); default the wall clock. producer_columns: see
+                :func:`~lakelog.log_tables.records.to_log_batch`. Default: nulls.
 
         Returns:
-            :class:`AppendInfo` of the committed batch.
+            :class:`AppendInfo` of the committed batch (with its rows).
 
         Raises:
             ValueError: no rows, or a column that is not a produce column.
@@ -228,7 +228,8 @@ class PartitionLog:
             CommitFailedError: the write or Delta commit failed; the log re-read its state, nothing is
                 acknowledged (retriable).
         """
-        return self._writer.append(records, leader_epoch=leader_epoch, now_ms=now_ms)
+        return self._writer.append(records, leader_epoch=leader_epoch, now_ms=now_ms,
+                                   producer_columns=producer_columns)
 
     def flush_to_lake(self, *, max_bytes: int | None = None) -> int:
         """Commit the segment tail from the lake end offset up to the high watermark to the Delta table.

@@ -137,7 +137,8 @@ def check_record_sizes(batch: pa.Table, *, max_message_bytes: int, topic: str) -
 
 
 def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_ms: int,
-                 timestamp_type: str = "CreateTime") -> pa.Table:
+                 timestamp_type: str = "CreateTime",
+                 producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None) -> pa.Table:
     """A produce batch as log rows (:data:`~lakelog.log_tables.schema.LOG_SCHEMA`), offsets from ``base_offset``.
 
     Args:
@@ -147,6 +148,8 @@ def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_
         now_ms: broker time, ms since the epoch: the timestamp of records without one (CreateTime)
             or of every record (``timestamp_type`` LogAppendTime).
         timestamp_type: the topic's ``message.timestamp.type``.
+        producer_columns: ``producer_id`` (int64), ``producer_epoch`` (int16), ``sequence`` (int32), one
+            value a record (null where a request was not idempotent). Default: all null.
 
     Raises:
         ValueError: as :func:`normalize_produce_batch`.
@@ -167,9 +170,7 @@ def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_
         records["value"],
         records["headers"],
         pa.array(np.full(n, leader_epoch, dtype=np.int32)),
-        pa.nulls(n, pa.int64()),
-        pa.nulls(n, pa.int16()),
-        pa.nulls(n, pa.int32()),
+        *(producer_columns or (pa.nulls(n, pa.int64()), pa.nulls(n, pa.int16()), pa.nulls(n, pa.int32()))),
     ], schema=LOG_SCHEMA)
     check_log_batch(batch)
     return batch

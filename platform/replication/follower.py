@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from lakelog.log_tables.errors import NonContiguousOffsetsError, OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.records import fetched_range, has_gaps
+from lakelog.producers.producer_state import ProducerStateManager
 from lakelog.replication.errors import LeaderNotAvailableError
 from lakelog.replication.leader_client import LeaderClient
 
@@ -59,12 +60,15 @@ class ReplicaFetcher:
         fetch_max_bytes: soft limit on a fetch's bytes (``replica.fetch.max.bytes``).
         fetch_backoff_ms: pause after a failed request (``replica.fetch.backoff.ms``).
         on_append: called after each append (the broker wakes waiters, compacts).
+        producer_state: the replica's producer state: each appended batch is folded in, a truncation
+            rebuilds it. Default: None.
     """
 
     def __init__(self, log: PartitionLog, *, broker_id: int, leader_id: int, leader_epoch: int,
                  resolve_leader_url: Callable[[int], Awaitable[str | None]], leader_client: LeaderClient,
                  fetch_wait_max_ms: int = 500, fetch_max_bytes: int = 16 * 1024 * 1024,
-                 fetch_backoff_ms: int = 100, on_append: Callable[[], Awaitable[None]] | None = None) -> None:
+                 fetch_backoff_ms: int = 100, on_append: Callable[[], Awaitable[None]] | None = None,
+                 producer_state: ProducerStateManager | None = None) -> None:
         self.log = log
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -75,6 +79,7 @@ class ReplicaFetcher:
         self.fetch_max_bytes = fetch_max_bytes
         self.backoff_s = fetch_backoff_ms / 1000.0
         self._on_append = on_append
+        self.producer_state = producer_state
         self._task: asyncio.Task | None = None
 
     def start(self) -> "ReplicaFetcher":
@@ -146,6 +151,8 @@ class ReplicaFetcher:
                      self.log.topic, self.log.partition, target, leader_epoch_found, leader_end,
                      self.leader_id, self.log.log_end_offset)
             await asyncio.to_thread(self.log.truncate_to, target)
+            if self.producer_state is not None:
+                await asyncio.to_thread(self.producer_state.truncated, self.log)
 
     async def _fetch_once(self, url: str) -> None:
         offset = self.log.log_end_offset
@@ -165,6 +172,8 @@ class ReplicaFetcher:
                 self.log.append_replicated(records)  # a small write to the segment tail
             else:  # large, or a range with gaps (a Delta commit)
                 await asyncio.to_thread(self.log.append_replicated, records)
+            if self.producer_state is not None:
+                self.producer_state.update(records, end_offset=self.log.log_end_offset)
         self.log.advance_high_watermark(min(leader_hw, self.log.log_end_offset))
         if answer.log_start_offset > self.log.log_start_offset:
             # the leader's retention moved its log start offset: ours follows (Kafka's follower fetch)
@@ -183,5 +192,7 @@ class ReplicaFetcher:
         log.info("%s-%d: our log ends at %d, below the leader's log start offset %d: starting over there",
                  self.log.topic, self.log.partition, self.log.log_end_offset, leader_start)
         await asyncio.to_thread(self.log.lifecycle.reset_to, leader_start)
+        if self.producer_state is not None:
+            await asyncio.to_thread(self.producer_state.truncated, self.log)
         return True
 

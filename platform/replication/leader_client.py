@@ -31,6 +31,7 @@ import lakelog.log_tables.errors  # noqa: F401  (registers the log's errors for 
 from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import error_from_response
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError
 
@@ -87,15 +88,18 @@ class LeaderClient:
         return resp
 
     async def produce(self, leader_url: str, topic: str, partition: int, records: pa.Table, *,
-                      acks: Acks) -> int:
-        """Append ``records`` on the leader; return the base offset (-1 with ``acks="0"``).
+                      acks: Acks, producer: ProducerBatch | None = None) -> int:
+        """Append ``records`` on the leader; return the base offset (-1 with ``acks="0"``). An idempotent
+        request's ``producer`` goes along as its headers (the leader deduplicates).
 
         Raises: LeaderNotAvailableError, or what the leader answered (NotLeaderError, ...).
         """
+        headers = {"Content-Type": media_types.ARROW_STREAM}
+        if producer is not None:
+            headers.update(producer.headers())
         resp = await self._call(
             "POST", f"{leader_url}/topics/{topic}/partitions/{partition}/records", what=f"{topic}-{partition}",
-            params={"acks": acks}, content=arrow_ipc(records),
-            headers={"Content-Type": media_types.ARROW_STREAM},
+            params={"acks": acks}, content=arrow_ipc(records), headers=headers,
             timeout=self.request_timeout_ms / 1000.0 + 5)
         return int(resp.json()["base_offset"])
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.log_tables.errors import FencedLeaderEpochError
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.producers.producer_state import ProducerStateManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import (
     NotEnoughReplicasAfterAppendError,
@@ -91,6 +92,7 @@ class Partition:
         state: the last partition state applied from ZooKeeper (leader, epoch, ISR, znode version).
         progress: follower id -> :class:`ReplicaProgress` (leader only).
         fetcher: the replica fetcher while following.
+        producer_state: the idempotent producers' state of the replica (leader and follower alike).
         epoch_start_offset: the LEO when this broker became leader for the current epoch.
         lock: serialises role changes and ISR writes (event loop).
     """
@@ -108,6 +110,7 @@ class Partition:
     state: PartitionState | None = None
     progress: dict[int, ReplicaProgress] = field(default_factory=dict)
     fetcher: "ReplicaFetcher | None" = None
+    producer_state: ProducerStateManager | None = None
     epoch_start_offset: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     isr_update_running: bool = False

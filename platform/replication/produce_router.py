@@ -5,10 +5,13 @@ Steps of :meth:`ProduceRouter.produce` (mirrored by comments in the code):
 1. validate the whole request before anything is queued (partitions named by records exist, every
    record fits ``max.message.bytes``, timestamps are -1 or within what the log holds): nothing partial is ever written for a bad request;
 2. choose partitions as Kafka's producer does: the record's partition, else murmur2 of the key (the
-   Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records;
+   Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records
+   (for an idempotent request one its producer id and sequence choose, so a retry, on any broker, sends
+   every record where the original did);
 3. append each partition's share: through the local replica manager, or, for a topic-level produce that
    reaches a broker not leading the partition, forwarded to the leader (REST Proxy produces to every
-   leader); the group committer batches shares of concurrent requests;
+   leader, and the producer headers go along); the group committer batches shares of concurrent
+   requests; an idempotent request's share is appended once per partition (:mod:`lakelog.producers.idempotence`);
 4. one offset per record, in request order; a partition whose share failed reports its error on each of
    its records (the request fails as a whole only when every share failed).
 """
@@ -27,6 +30,7 @@ from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
 from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
 from lakelog.protocol.partitioner import partitions_for_keys
+from lakelog.protocol.producer_headers import InvalidProducerHeadersError, ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import NotLeaderError
 from lakelog.replication.leader_client import LeaderClient
@@ -63,7 +67,8 @@ class ProduceRouter:
         self._sticky = itertools.count()
 
     async def produce(self, meta: TopicMetadata, batch: pa.Table, *, partitions: pa.Array | None = None,
-                      partition: int | None = None, acks: Acks = "all") -> ProduceResult:
+                      partition: int | None = None, acks: Acks = "all",
+                      producer: ProducerBatch | None = None) -> ProduceResult:
         """Append a produce batch (``PRODUCE_SCHEMA``) to the topic ``meta`` describes.
 
         Args:
@@ -71,15 +76,17 @@ class ProduceRouter:
             partitions: int32, the partition each record named (nulls: none), or None.
             partition: the partition of a partition-level request (every record goes there; not forwarded).
             acks: see :mod:`lakelog.replication.acks`.
+            producer: an idempotent request's producer id, epoch and sequence (not with acks 0).
 
         Raises:
             UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError,
-            InvalidTimestampError, RecordWithoutKeyError (a compacted topic; nothing written); the share's
-            error when every share failed.
+            InvalidTimestampError, RecordWithoutKeyError (a compacted topic; nothing written),
+            InvalidProducerHeadersError (acks 0); the share's error when every share failed.
         """
         topic = meta.name
         n = batch.num_rows
         # 1. validate the whole request before anything is queued
+        check_acks_for_producer(acks, producer)
         if partition is not None:
             self.replica_manager.cache.check_partition(meta, partition)
         elif partitions is not None and partitions.null_count < len(partitions):
@@ -100,14 +107,16 @@ class ProduceRouter:
             hashed = partitions_for_keys(batch["key"], meta.partitions_count)
             parts = hashed if partitions is None else pc.coalesce(partitions, hashed)
             if parts.null_count:
-                parts = pc.fill_null(parts, next(self._sticky) % meta.partitions_count)
+                sticky = next(self._sticky) if producer is None else producer.producer_id + producer.sequence
+                parts = pc.fill_null(parts, sticky % meta.partitions_count)
             groups = [(int(p), pc.equal(parts, p)) for p in pc.unique(parts).to_pylist()]
         else:
             groups = [(partition, None)]
         # 3. append each partition's share (forwarded to its leader for a topic-level request)
         shares = [(p, batch if mask is None else batch.filter(mask), mask) for p, mask in groups]
         append = self.replica_manager.produce if partition is not None else self._append_or_forward
-        results = await asyncio.gather(*(append(topic, p, share, acks=acks) for p, share, _ in shares),
+        results = await asyncio.gather(*(append(topic, p, share, acks=acks, producer=producer)
+                                         for p, share, _ in shares),
                                        return_exceptions=True)
         errors = {p: r for (p, _, _), r in zip(shares, results) if isinstance(r, BaseException)}
         if errors and len(errors) == len(results):
@@ -122,16 +131,19 @@ class ProduceRouter:
         return ProduceResult(part_of, offsets, errors)
 
     async def produce_arrow(self, meta: TopicMetadata, partition: int, batch: pa.Table, *,
-                            partitions: pa.Array | None, acks: Acks = "all") -> int:
+                            partitions: pa.Array | None, acks: Acks = "all",
+                            producer: ProducerBatch | None = None) -> int:
         """Append an Arrow IPC produce to one partition of the topic ``meta`` describes; return its base
         offset (-1 with ``acks=0``).
 
         Raises:
             UnknownTopicError, UnknownPartitionError; InvalidPartitionInRecordError when the body's
             ``partition`` column names another partition; MalformedBodyError for an empty body;
-            RecordTooLargeError; the errors of :meth:`ReplicaManager.produce`.
+            RecordTooLargeError; InvalidProducerHeadersError (acks 0 with ``producer``); the errors of
+            :meth:`ReplicaManager.produce`.
         """
         topic = meta.name
+        check_acks_for_producer(acks, producer)
         self.replica_manager.cache.check_partition(meta, partition)
         if partitions is not None and pc.any(pc.not_equal(partitions, partition)).as_py():
             raise InvalidPartitionInRecordError(
@@ -142,13 +154,28 @@ class ProduceRouter:
         check_timestamps(batch["timestamp"])
         if meta.config.compacts:
             check_keys_for_compaction(batch, topic=topic, partition=partition)
-        return await self.replica_manager.produce(topic, partition, batch, acks=acks)
+        return await self.replica_manager.produce(topic, partition, batch, acks=acks, producer=producer)
 
-    async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks) -> int:
+    async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks,
+                                 producer: ProducerBatch | None) -> int:
         """Append a topic-level produce's share here, or send it to the partition's leader."""
         try:
-            return await self.replica_manager.produce(topic, partition, records, acks=acks)
+            return await self.replica_manager.produce(topic, partition, records, acks=acks, producer=producer)
         except NotLeaderError as e:
             if not e.leader_url:
                 raise
-            return await self.leader_client.produce(e.leader_url, topic, partition, records, acks=acks)
+            return await self.leader_client.produce(e.leader_url, topic, partition, records, acks=acks,
+                                                    producer=producer)
+
+
+def check_acks_for_producer(acks: Acks, producer: ProducerBatch | None) -> None:
+    """Refuse an idempotent request with ``acks=0``: its outcome is never known, so it cannot be retried
+    safely (Kafka's producer refuses ``enable.idempotence`` unless ``acks=all``; the broker takes 1 too).
+
+    Raises:
+        InvalidProducerHeadersError.
+    """
+    if producer is not None and acks == "0":
+        raise InvalidProducerHeadersError(
+            "An idempotent produce request (with X-Lakelog-Producer-Id) needs acks=1 or acks=all, not acks=0. "
+            "Nothing was written.")

@@ -30,7 +30,11 @@ from kazoo.client import KazooClient
 from lakelog.config import BrokerSettings
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
+from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.log_manager import LogManager
+from lakelog.producers.idempotence import ProducerStates
+from lakelog.producers.producer_state import ProducerStateManager
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 from lakelog.replication.follower import ReplicaFetcher
@@ -78,6 +82,11 @@ class ReplicaManager:
         self._stopping = False
         self.session_lost = False
         self.isr = IsrManager(settings, metadata=metadata, cache=cache)
+        #: every replica's producer state (idempotent produce); the broker sets ``is_allocated``
+        self.producer_states = ProducerStates(
+            producer_id_expiration_ms=settings.producer_id_expiration_ms,
+            expiration_check_interval_ms=settings.producer_id_expiration_check_interval_ms,
+            snapshot_interval_ms=settings.producer_snapshot_interval_ms)
         #: the topic and partition state watches, and topic changes (configs, partitions added)
         self.topic_changes = TopicChanges(self)
 
@@ -88,6 +97,7 @@ class ReplicaManager:
         the ISR expiry loop."""
         await self.topic_changes.start()
         self.isr.start(self.partitions)
+        self.producer_states.start(lambda: (p.producer_state for p in self.partitions()))
 
     async def stop(self) -> None:
         """Stop fetchers, append queued requests, flush the segment tails to Delta, close every log."""
@@ -100,6 +110,7 @@ class ReplicaManager:
                 await part.fetcher.stop()
             if part.committer is not None:
                 await part.committer.close()
+        await self.producer_states.close(part.producer_state for part in parts)
         await asyncio.gather(*(part.flusher.close() for part in parts if part.flusher is not None))
         for part in parts:
             part.log.close()
@@ -154,7 +165,7 @@ class ReplicaManager:
             return part
         if part is not None and part.state is not None and part.state.leader != self.broker_id and not self.session_lost:
             # a replica here: its watched state names the leader, no ZooKeeper read needed
-            raise await self._not_leader(topic, partition, part.state)
+            raise await _not_leader(self, topic, partition, part.state)
         meta = await self.topic_fresh(topic)
         if partition not in meta.replicas:  # partitions added that the topic's watch has not delivered yet
             meta = await self.cache.reload_topic(topic)
@@ -166,18 +177,7 @@ class ReplicaManager:
             part = self._partitions.get((topic, partition))
             if part is not None and part.is_leader:
                 return part
-        raise await self._not_leader(topic, partition, state)
-
-    async def _not_leader(self, topic: str, partition: int, state: PartitionState) -> Exception:
-        if state.leader == self.broker_id:
-            return LeaderNotAvailableError(f"Broker {self.broker_id} is becoming the leader of {topic}-{partition}; "
-                                           "retry.")
-        url = await self.cache.broker_url(state.leader) if state.leader >= 0 else None
-        if url is None:
-            return LeaderNotAvailableError(
-                f"Partition {topic}-{partition} has no live leader (leader {state.leader}, ISR {state.isr}).")
-        return NotLeaderError(f"Broker {self.broker_id} is not the leader of {topic}-{partition}; "
-                              f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)
+        raise await _not_leader(self, topic, partition, state)
 
     async def _open_partition(self, meta: TopicMetadata, partition: int) -> Partition:
         """The local replica, opening (or creating) its log and committer on first use.
@@ -200,21 +200,15 @@ class ReplicaManager:
                                                topic_id=meta.topic_id, config=meta.config,
                                                replicated=len(replicas) > 1)
             await self.topic_changes.catch_up_config(plog, meta)  # a config altered while it opened
+            producer_state = await asyncio.to_thread(self.producer_states.open, plog)
             try:
                 self._check_current(meta)
             except UnknownTopicError:  # deleted while it opened: no partition of it
                 await self.log_manager.drop_log(plog, delete_data=True)
                 raise
             # from here on no await: the topic list's reconciliation sees the partition or saw the topic gone
-            part = Partition(meta.name, partition, meta.topic_id, self.broker_id, plog, replicas=replicas)
-            part.committer = GroupCommitter(plog, linger_ms=self.settings.linger_ms,
-                                            batch_size=self.settings.batch_size,
-                                            on_append=lambda info: self._after_leader_append(part),
-                                            leader_epoch=part.append_epoch,
-                                            segment_files_max=self.log_manager.segment_files_max)
-            part.flusher = LakeFlusher(plog, segment_files_max=self.log_manager.segment_files_max,
-                                       maintenance_interval_ms=self.settings.log_retention_check_interval_ms)
-            self._partitions[key] = part
+            part = self._partitions[key] = _new_partition(self, meta, partition, plog, replicas=replicas,
+                                                          producer_state=producer_state)
             return part
 
     def _check_current(self, meta: TopicMetadata) -> None:
@@ -303,7 +297,7 @@ class ReplicaManager:
             fetch_wait_max_ms=self.settings.replica_fetch_wait_max_ms,
             fetch_max_bytes=self.settings.replica_fetch_max_bytes,
             fetch_backoff_ms=self.settings.replica_fetch_backoff_ms,
-            on_append=lambda: self._after_follower_append(part)).start()
+            producer_state=part.producer_state, on_append=lambda: self._after_follower_append(part)).start()
         log.info("broker %d follows broker %d for %s at leader epoch %d", self.broker_id, state.leader,
                  part.name, state.leader_epoch)
 
@@ -311,8 +305,10 @@ class ReplicaManager:
         part.notify_high_watermark()
         await self.log_manager.compact_after_append(part.log)
 
-    def _after_leader_append(self, part: Partition) -> None:
-        """A group commit landed on the leader: wake the followers' fetches, maybe move the HW."""
+    def _after_leader_append(self, part: Partition, info: AppendInfo) -> None:
+        """A group commit landed on the leader: its producers into the state, wake the followers'
+        fetches, maybe move the HW."""
+        part.producer_state.update(info.records, end_offset=info.last_offset + 1)
         part.notify_log_end_offset()
         part.maybe_advance_high_watermark()
 
@@ -323,18 +319,20 @@ class ReplicaManager:
 
     # -- produce and fetch ----------------------------------------------------------------------
 
-    async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all") -> int:
+    async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all",
+                      producer: ProducerBatch | None = None) -> int:
         """Append a normalised, already validated produce batch; return the offset of its first record.
 
         ``acks`` (Kafka's producer ``acks``, :mod:`lakelog.replication.acks`): ``"0"`` queues the batch and
         answers -1 at once; ``"1"`` answers once the leader committed it; ``"all"`` is refused before
         writing when the ISR is smaller than ``min.insync.replicas`` and answered once the HW passed the
-        batch, within ``request.timeout.ms``.
+        batch, within ``request.timeout.ms``. With ``producer`` (not with acks 0) the batch is appended
+        once (:mod:`lakelog.producers.idempotence`): a retry answers the original's base offset.
 
         Raises:
             NotLeaderError, LeaderNotAvailableError, NotEnoughReplicasError (nothing written),
             NotEnoughReplicasAfterAppendError, RequestTimedOutError, CommitFailedError,
-            FencedLeaderEpochError.
+            FencedLeaderEpochError; InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError.
         """
         part = await self.leader_partition(topic, partition)
         part.check_min_insync_replicas(acks)
@@ -343,11 +341,15 @@ class ReplicaManager:
             task = asyncio.get_running_loop().create_task(part.committer.append(records))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
             return -1
-        epoch = part.leader_epoch
-        base = await part.committer.append(records)
+        epoch, committer = part.leader_epoch, part.committer
+        if producer is None:
+            base, count = await committer.append(records), records.num_rows
+        else:
+            base, count = await self.producer_states.append(
+                part.producer_state, producer, records.num_rows,
+                append=lambda: committer.append(records, producer=producer))
         if acks == "all":
-            await part.wait_for_commit(epoch, base + records.num_rows,
-                                       request_timeout_ms=self.settings.request_timeout_ms)
+            await part.wait_for_commit(epoch, base + count, request_timeout_ms=self.settings.request_timeout_ms)
         return base
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
@@ -364,3 +366,30 @@ class ReplicaManager:
             await part.wait_for_records(offset, max_wait_ms / 1000.0)
             table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
         return table, part
+
+
+def _new_partition(manager: ReplicaManager, meta: TopicMetadata, partition: int, plog: PartitionLog, *,
+                   replicas: list[int], producer_state: ProducerStateManager) -> Partition:
+    """A replica of ``meta``'s ``partition`` around its open log: committer, flusher, producer state."""
+    settings, segment_files_max = manager.settings, manager.log_manager.segment_files_max
+    part = Partition(meta.name, partition, meta.topic_id, manager.broker_id, plog, replicas=replicas,
+                     producer_state=producer_state)
+    part.committer = GroupCommitter(plog, linger_ms=settings.linger_ms, batch_size=settings.batch_size,
+                                    on_append=lambda info: manager._after_leader_append(part, info),
+                                    leader_epoch=part.append_epoch, segment_files_max=segment_files_max)
+    part.flusher = LakeFlusher(plog, segment_files_max=segment_files_max,
+                               maintenance_interval_ms=settings.log_retention_check_interval_ms)
+    return part
+
+
+async def _not_leader(manager: ReplicaManager, topic: str, partition: int, state: PartitionState) -> Exception:
+    """The error for a produce or fetch of a partition ``manager``'s broker does not lead (by ``state``)."""
+    broker_id = manager.broker_id
+    if state.leader == broker_id:
+        return LeaderNotAvailableError(f"Broker {broker_id} is becoming the leader of {topic}-{partition}; retry.")
+    url = await manager.cache.broker_url(state.leader) if state.leader >= 0 else None
+    if url is None:
+        return LeaderNotAvailableError(
+            f"Partition {topic}-{partition} has no live leader (leader {state.leader}, ISR {state.isr}).")
+    return NotLeaderError(f"Broker {broker_id} is not the leader of {topic}-{partition}; "
+                          f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)

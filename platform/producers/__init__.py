@@ -1,0 +1,1 @@
+"""Producers: producer ids, per-partition producer state (idempotence), later the transaction coordinator."""

@@ -1,0 +1,168 @@
+"""Idempotent appends on a partition leader, and the upkeep of every replica's producer state.
+
+Steps of :meth:`ProducerStates.append` (mirrored by comments in the code), for a produce request that
+carries a producer id, epoch and sequence (:mod:`lakelog.protocol.producer_headers`):
+
+1. the same request still being appended (a retry that overtook its original, or came to the same
+   leader while the original waits in the group commit): wait for the original's offsets, or its error;
+2. the request already appended (:meth:`ProducerStateManager.check
+   <lakelog.producers.producer_state.ProducerStateManager.check>`): its original offsets, nothing
+   written; a fenced epoch, a sequence too old or an expired producer is refused;
+3. a producer id the partition has never seen: refused unless the cluster handed it out;
+4. append it with its producer columns (the group commit folds the batch into the state before it
+   answers, so a retry arriving after this point finds it in step 2).
+
+The caller then waits for ``acks`` as for any append (until the high watermark passes the original's
+records): a retry answered from step 1 or 2 is acknowledged only once the original is.
+
+Upkeep (:meth:`ProducerStates.run`): every ``producer.snapshot.interval.ms`` each replica's state is
+snapshotted beside its log, every ``producer.id.expiration.check.interval.ms`` expired producers are
+forgotten; :meth:`ProducerStates.close` snapshots at a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+
+from lakelog.producers.errors import UnknownProducerIdError
+from lakelog.producers.producer_state import SNAPSHOT_DIR, ProducerStateManager, ReadableLog
+from lakelog.protocol.producer_headers import ProducerBatch
+
+log = logging.getLogger(__name__)
+
+
+class ProducerStates:
+    """The producer state of every replica on a broker: creation and loading, idempotent appends, upkeep.
+
+    Args:
+        producer_id_expiration_ms: ``producer.id.expiration.ms``. Default: 86400000.
+        expiration_check_interval_ms: ``producer.id.expiration.check.interval.ms``. Default: 600000.
+        snapshot_interval_ms: ``producer.snapshot.interval.ms``. Default: 60000.
+        is_allocated: blocking ``producer_id -> bool``: did the cluster hand the id out
+            (:meth:`ProducerIdManager.is_allocated <lakelog.producers.producer_ids.ProducerIdManager.is_allocated>`)?
+            Default: None (every id is taken as handed out).
+    """
+
+    def __init__(self, *, producer_id_expiration_ms: int = 86_400_000, expiration_check_interval_ms: int = 600_000,
+                 snapshot_interval_ms: int = 60_000, is_allocated: Callable[[int], bool] | None = None) -> None:
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.expiration_check_interval_s = expiration_check_interval_ms / 1000.0
+        self.snapshot_interval_s = snapshot_interval_ms / 1000.0
+        self.is_allocated = is_allocated
+        self._task: asyncio.Task | None = None
+
+    # -- replicas -------------------------------------------------------------------------------
+
+    def open(self, plog: ReadableLog) -> ProducerStateManager:
+        """A replica's producer state, loaded from its snapshot and log (blocking: call in a worker
+        thread). A table on an object store keeps no snapshots."""
+        snapshots = None if "://" in plog.table_uri else Path(plog.table_uri) / SNAPSHOT_DIR
+        state = ProducerStateManager(topic=plog.topic, partition=plog.partition, snapshot_dir=snapshots,
+                                     producer_id_expiration_ms=self.producer_id_expiration_ms)
+        started = time.perf_counter()
+        read = state.load(plog)
+        if state.entries or read:
+            log.info("%s-%d: producer state of %d producers loaded (snapshot at %d, %d records read) in %.0f ms",
+                     plog.topic, plog.partition, len(state.entries), state.snapshot_offset, read,
+                     (time.perf_counter() - started) * 1000)
+        return state
+
+    # -- idempotent appends ---------------------------------------------------------------------
+
+    async def append(self, state: ProducerStateManager, producer: ProducerBatch, count: int, *,
+                     append: Callable[[], Awaitable[int]]) -> tuple[int, int]:
+        """Append an idempotent request's share once (steps in the module docstring).
+
+        Args:
+            state: the leader's producer state of the partition.
+            producer: the request's producer id, epoch and sequence.
+            count: records of the share.
+            append: appends the share with its producer columns; returns its base offset.
+
+        Returns:
+            ``(base_offset, count)`` of the original append (this one's when it is new).
+
+        Raises:
+            InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError (nothing written);
+            the original append's error for a retry that waited for it; ``append``'s errors.
+        """
+        in_flight, key = state.in_flight, (producer.producer_id, producer.sequence)
+        id_checked = self.is_allocated is None
+        while True:
+            # 1. the same request being appended: its outcome
+            original = in_flight.get(key)
+            if original is not None:
+                return await asyncio.shield(original)
+            # 2. appended already: its offsets (or refused: fenced, too old, expired)
+            found = state.check(producer, now_ms=int(time.time() * 1000))
+            if found is not None:
+                return found.base_offset, found.count
+            # 3. a producer id new to the partition: one the cluster handed out (then 1 and 2 again: the
+            #    request may have been sent again meanwhile)
+            if id_checked or producer.producer_id in state.entries:
+                break
+            if not await asyncio.to_thread(self.is_allocated, producer.producer_id):
+                raise UnknownProducerIdError(
+                    f"Producer id {producer.producer_id} was never handed out by this cluster. Get one from "
+                    "POST /v3/clusters/{cluster_id}/producers; nothing was written.")
+            id_checked = True
+        # 4. append with the producer columns; the group commit updates the state before answering
+        future = asyncio.get_running_loop().create_future()
+        in_flight[key] = future
+        try:
+            base = await append()
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: a retry that never came is not an error
+            raise
+        else:
+            future.set_result((base, count))
+            return base, count
+        finally:
+            del in_flight[key]
+
+    # -- upkeep ---------------------------------------------------------------------------------
+
+    def start(self, states: Callable[[], Iterable[ProducerStateManager]]) -> None:
+        """Start the upkeep task over the states ``states()`` returns (inside the event loop)."""
+        self._task = asyncio.get_running_loop().create_task(self.run(states), name="producer-states")
+
+    async def run(self, states: Callable[[], Iterable[ProducerStateManager]]) -> None:
+        """Snapshot every state each ``snapshot_interval_ms``; remove expired producers each
+        ``expiration_check_interval_ms``. Runs until cancelled; a failure is logged and retried."""
+        next_expiry = time.monotonic() + self.expiration_check_interval_s
+        while True:
+            await asyncio.sleep(self.snapshot_interval_s)
+            expire = time.monotonic() >= next_expiry
+            if expire:
+                next_expiry = time.monotonic() + self.expiration_check_interval_s
+            for state in list(states()):
+                try:
+                    if expire:
+                        state.remove_expired(now_ms=int(time.time() * 1000))
+                    body = state.snapshot()
+                    if body is not None:
+                        await asyncio.to_thread(state.write_snapshot, body)
+                except Exception:
+                    log.exception("producer state upkeep of %s-%d failed", state.topic, state.partition)
+
+    async def close(self, states: Iterable[ProducerStateManager]) -> None:
+        """Stop the upkeep and snapshot every state (a clean shutdown: the next start reads no log)."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+        for state in list(states):
+            try:
+                body = state.snapshot()
+                if body is not None:
+                    await asyncio.to_thread(state.write_snapshot, body)
+            except Exception:
+                log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)

@@ -1,0 +1,84 @@
+"""The idempotent producer's request headers: the wire vocabulary shared by the gateway and its clients.
+
+An idempotent produce request (any produce route: v2 binary/JSON to a topic or a partition, Arrow, v3
+records) carries three headers, Kafka's record batch fields ``producerId``, ``producerEpoch`` and
+``baseSequence`` (KIP-98):
+
+- ``X-Lakelog-Producer-Id``: the id ``POST /v3/clusters/{cluster_id}/producers`` handed out (int64 >= 0);
+- ``X-Lakelog-Producer-Epoch``: its epoch (0 to 32767);
+- ``X-Lakelog-Sequence``: the producer's number for the request, 0, 1, 2, ... (0 to 2**31 - 1); a retry
+  of a request repeats its number, whatever broker it goes to.
+
+A request has all three or none (none: produced as before, REST Proxy's behaviour).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lakelog.protocol.errors import RequestError
+
+PRODUCER_ID_HEADER = "X-Lakelog-Producer-Id"
+PRODUCER_EPOCH_HEADER = "X-Lakelog-Producer-Epoch"
+SEQUENCE_HEADER = "X-Lakelog-Sequence"
+
+#: Kafka's field widths: producer id int64, producer epoch int16, sequence int32.
+MAX_PRODUCER_ID = 2**63 - 1
+MAX_PRODUCER_EPOCH = 2**15 - 1
+MAX_SEQUENCE = 2**31 - 1
+
+
+class InvalidProducerHeadersError(RequestError):
+    """The idempotent producer headers are incomplete, not integers or out of range, or come with
+    ``acks=0`` (Kafka's producer refuses ``enable.idempotence`` without acknowledgements). 400 / 40009."""
+
+    http_status = 400
+    error_code = 40009
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """Who sent a produce request and its number: the values stored in the log's producer columns.
+
+    Attributes:
+        producer_id: int64 >= 0. producer_epoch: 0 to 32767. sequence: the request's number, 0 to 2**31 - 1.
+    """
+
+    producer_id: int
+    producer_epoch: int
+    sequence: int
+
+    def headers(self) -> dict[str, str]:
+        """The three request headers that carry this batch."""
+        return {PRODUCER_ID_HEADER: str(self.producer_id), PRODUCER_EPOCH_HEADER: str(self.producer_epoch),
+                SEQUENCE_HEADER: str(self.sequence)}
+
+
+def producer_batch_from_headers(headers: Mapping[str, str]) -> ProducerBatch | None:
+    """The :class:`ProducerBatch` of a request's headers (case-insensitive names), or None without them.
+
+    Raises:
+        InvalidProducerHeadersError: one or two of the three headers, a value that is not a decimal
+            integer, or one out of its range.
+    """
+    names = (PRODUCER_ID_HEADER, PRODUCER_EPOCH_HEADER, SEQUENCE_HEADER)
+    raw = [headers.get(n, headers.get(n.lower())) for n in names]
+    if all(v is None for v in raw):
+        return None
+    missing = [n for n, v in zip(names, raw) if v is None]
+    if missing:
+        raise InvalidProducerHeadersError(
+            f"An idempotent produce request needs all of {', '.join(names)}; {', '.join(missing)} missing. "
+            f"Send all three (from POST /v3/clusters/{{cluster_id}}/producers) or none.")
+    values = []
+    for name, value, high in zip(names, raw, (MAX_PRODUCER_ID, MAX_PRODUCER_EPOCH, MAX_SEQUENCE)):
+        try:
+            v = int(value.strip())
+        except ValueError:
+            v = -1
+        if not 0 <= v <= high:
+            raise InvalidProducerHeadersError(
+                f"Header {name}: {value!r} is not an integer from 0 to {high}.")
+        values.append(v)
+    return ProducerBatch(*values)

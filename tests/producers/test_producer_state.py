@@ -1,0 +1,180 @@
+"""Per-partition producer state on real partition logs: duplicates, fencing, sequences too old, expiry,
+the producer columns in the log, snapshots and the rebuild after a restart and a truncation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lakelog.config import TopicConfig
+from lakelog.log_tables.group_commit import GroupCommitter
+from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.producers.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
+from lakelog.producers.idempotence import ProducerStates
+from lakelog.producers.producer_state import NUM_BATCHES_TO_RETAIN, SNAPSHOT_DIR, ProducerStateManager
+from lakelog.protocol.producer_headers import ProducerBatch
+
+
+def open_log(path, **configs) -> PartitionLog:
+    config = TopicConfig.parse({k.replace("_", "."): str(v) for k, v in configs.items()})
+    return PartitionLog.open(topic="t", partition=0, table_uri=path / "t-0", config=config)
+
+
+def values(n: int) -> pa.Table:
+    return pa.table({"value": [b"v%d" % i for i in range(n)]})
+
+
+async def produce(states: ProducerStates, state: ProducerStateManager, committer: GroupCommitter,
+                  producer: ProducerBatch, n: int) -> tuple[int, int]:
+    records = values(n)
+    return await states.append(state, producer, n, append=lambda: committer.append(records, producer=producer))
+
+
+def leader(plog: PartitionLog, states: ProducerStates) -> tuple[ProducerStateManager, GroupCommitter]:
+    """A leader's state and committer wired as the replica manager wires them."""
+    state = states.open(plog)
+
+    def on_append(info):
+        state.update(info.records, end_offset=info.last_offset + 1)
+        plog.advance_high_watermark(plog.log_end_offset)
+    return state, GroupCommitter(plog, on_append=on_append)
+
+
+def test_a_retry_is_answered_with_the_original_offsets_and_writes_nothing(tmp_path):
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        p = ProducerBatch(7, 0, 0)
+        assert await produce(states, state, committer, ProducerBatch(9, 0, 0), 2) == (0, 2)
+        assert await produce(states, state, committer, p, 3) == (2, 3)
+        assert await produce(states, state, committer, p, 3) == (2, 3)  # the retry
+        assert plog.log_end_offset == 5
+        # concurrent: the original and its retry in flight together append once
+        q = ProducerBatch(7, 0, 1)
+        results = await asyncio.gather(produce(states, state, committer, q, 4), produce(states, state, committer, q, 4))
+        assert results == [(5, 4), (5, 4)] and plog.log_end_offset == 9
+        rows = plog.read(0, end_offset=9, columns=["offset", "producer_id", "producer_epoch", "sequence"])
+        assert rows["producer_id"].to_pylist() == [9, 9, 7, 7, 7, 7, 7, 7, 7]
+        assert rows["sequence"].to_pylist() == [0, 0, 0, 0, 0, 1, 1, 1, 1]
+        assert rows["producer_epoch"].to_pylist() == [0] * 9
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+def test_fenced_epochs_sequences_too_old_and_expired_producers_are_refused(tmp_path):
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates(producer_id_expiration_ms=60_000)
+        state, committer = leader(plog, states)
+        for seq in range(NUM_BATCHES_TO_RETAIN + 2):
+            await produce(states, state, committer, ProducerBatch(1, 3, seq * 2), 1)  # every other number
+        end = plog.log_end_offset
+        with pytest.raises(InvalidProducerEpochError):
+            await produce(states, state, committer, ProducerBatch(1, 2, 99), 1)
+        with pytest.raises(OutOfOrderSequenceError):
+            await produce(states, state, committer, ProducerBatch(1, 3, 0), 1)  # forgotten
+        # a number never sent at or above the oldest remembered one is new; one remembered is a duplicate
+        assert await produce(states, state, committer, ProducerBatch(1, 3, 5), 1) == (end, 1)
+        assert await produce(states, state, committer, ProducerBatch(1, 3, 6), 1) == (3, 1)
+        # a newer epoch starts over
+        assert await produce(states, state, committer, ProducerBatch(1, 4, 0), 1) == (end + 1, 1)
+        state.entries[1].last_append_ms -= 61_000
+        with pytest.raises(UnknownProducerIdError):
+            await produce(states, state, committer, ProducerBatch(1, 4, 1), 1)
+        assert plog.log_end_offset == end + 2
+        assert state.remove_expired(now_ms=state.entries[1].last_append_ms + 61_000) == 1
+        assert await produce(states, state, committer, ProducerBatch(1, 4, 1), 1) == (end + 2, 1)
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+def test_a_producer_id_never_handed_out_is_refused(tmp_path):
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates(is_allocated=lambda pid: pid < 1000)
+        state, committer = leader(plog, states)
+        with pytest.raises(UnknownProducerIdError):
+            await produce(states, state, committer, ProducerBatch(5000, 0, 0), 1)
+        assert await produce(states, state, committer, ProducerBatch(999, 0, 0), 1) == (0, 1)
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_the_state_is_rebuilt_on_open_from_the_snapshot_and_the_log(tmp_path, snapshot):
+    async def main():
+        plog = open_log(tmp_path, lake_commit_interval_ms=3_600_000)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        await produce(states, state, committer, ProducerBatch(1, 0, 0), 2)
+        plog.flush_to_lake()  # the first request in Delta, the rest in the segment tail
+        if snapshot:
+            assert state.take_snapshot() is not None
+        await produce(states, state, committer, ProducerBatch(1, 0, 1), 3)
+        await produce(states, state, committer, ProducerBatch(2, 5, 0), 1)
+        await committer.close()
+        plog.close()
+
+        plog = open_log(tmp_path, lake_commit_interval_ms=3_600_000)
+        state, committer = leader(plog, states)
+        assert bool(list((tmp_path / "t-0" / SNAPSHOT_DIR).glob("*.snapshot"))) == snapshot
+        assert state.end_offset == 6
+        for producer, n, original in ((ProducerBatch(1, 0, 0), 2, (0, 2)), (ProducerBatch(1, 0, 1), 3, (2, 3)),
+                                      (ProducerBatch(2, 5, 0), 1, (5, 1))):
+            assert await produce(states, state, committer, producer, n) == original
+        assert plog.log_end_offset == 6
+        with pytest.raises(InvalidProducerEpochError):
+            await produce(states, state, committer, ProducerBatch(2, 4, 1), 1)
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+def test_a_truncation_forgets_the_requests_it_removed(tmp_path):
+    async def main():
+        plog = open_log(tmp_path, lake_commit_interval_ms=3_600_000)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        for seq in range(NUM_BATCHES_TO_RETAIN + 3):
+            await produce(states, state, committer, ProducerBatch(1, 0, seq), 1)
+        state.take_snapshot()  # at offset 8: removed by the truncation
+        await committer.close()
+        plog.truncate_to(5)
+        state.truncated(plog)
+        assert [b.sequence for b in state.entries[1].batches] == [0, 1, 2, 3, 4]  # 0 and 1 remembered again
+        assert state.end_offset == 5 and not list((tmp_path / "t-0" / SNAPSHOT_DIR).glob("*.snapshot"))
+        committer = GroupCommitter(plog, on_append=lambda info: state.update(info.records,
+                                                                             end_offset=info.last_offset + 1))
+        assert await produce(states, state, committer, ProducerBatch(1, 0, 0), 1) == (0, 1)
+        assert await produce(states, state, committer, ProducerBatch(1, 0, 5), 1) == (5, 1)  # appended again
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+def test_followers_fold_in_replicated_batches_and_the_delta_table_keeps_the_producer_columns(tmp_path):
+    async def main():
+        plog = open_log(tmp_path / "leader", lake_commit_interval_ms=0)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        await produce(states, state, committer, ProducerBatch(3, 1, 10), 4)
+        await produce(states, state, committer, ProducerBatch(3, 1, 11), 2)
+        await committer.close()
+        rows = plog.read(0, end_offset=6)
+        follower = ProducerStateManager(topic="t", partition=0, snapshot_dir=None)
+        follower.update(rows.slice(0, 3), end_offset=3)  # a request split over two fetches
+        follower.update(rows.slice(3), end_offset=6)
+        follower.update(rows.slice(3), end_offset=6)  # the same rows again change nothing
+        assert [(b.sequence, b.base_offset, b.count) for b in follower.entries[3].batches] == [(10, 0, 4), (11, 4, 2)]
+        table = DeltaTable(plog.table_uri).to_pyarrow_table(columns=["producer_id", "producer_epoch", "sequence"])
+        assert table.sort_by("sequence")["sequence"].to_pylist() == [10] * 4 + [11] * 2
+        assert set(table["producer_id"].to_pylist()) == {3} and set(table["producer_epoch"].to_pylist()) == {1}
+        plog.close()
+    asyncio.run(main())
