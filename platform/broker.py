@@ -9,7 +9,8 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.replication.leader_client.LeaderClient` (every broker-to-broker call);
 - the :class:`~lakelog.replication.replica_manager.ReplicaManager` (roles, produce, fetch, ISR);
 - the :class:`~lakelog.replication.produce_router.ProduceRouter` (partitioning, forwarding);
-- the :class:`~lakelog.consumer_groups.offset_store.OffsetStore` (``__consumer_offsets``).
+- the :class:`~lakelog.consumer_groups.offset_store.OffsetStore` (``__consumer_offsets``);
+- the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper).
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -30,6 +31,7 @@ from kazoo.client import KazooClient, KazooState
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
 from lakelog.log_tables.log_manager import LogManager
+from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
 from lakelog.replication.controller import Controller, controlled_shutdown
@@ -81,6 +83,7 @@ class Broker:
             leader_client=self.leader_client)
         self.produce_router = ProduceRouter(self.replica_manager, self.leader_client)
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
+        self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.cluster_id = ""
         self.offset_store: OffsetStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

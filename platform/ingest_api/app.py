@@ -8,6 +8,7 @@
 - :mod:`~lakelog.ingest_api.v3_api`: v3 clusters, topic admin, single-record produce;
 - :mod:`~lakelog.ingest_api.consumers_api`: v2 consumer instances;
 - :mod:`~lakelog.ingest_api.offsets_api`: committed offsets, lag, resets;
+- :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent producers (InitProducerId);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch.
 
 Routes reach the broker through typed dependencies (:mod:`~lakelog.ingest_api.deps`); errors are
@@ -25,6 +26,7 @@ from lakelog.ingest_api import (
     consumers_api,
     models,
     offsets_api,
+    producers_api,
     records_api,
     replica_api,
     topics_api,
@@ -56,7 +58,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     )
     app.state.broker = broker
     install_error_handlers(app)
-    for module in (topics_api, brokers_api, records_api, v3_api, offsets_api, consumers_api, replica_api):
+    for module in (topics_api, brokers_api, records_api, v3_api, producers_api, offsets_api, consumers_api,
+                   replica_api):
         app.include_router(module.router)
     _document_raw_body_models(app)
     return app

@@ -19,6 +19,7 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offset_store import OffsetStore
+from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
 from lakelog.replication.produce_router import ProduceRouter
@@ -74,3 +75,12 @@ BrokerDep = Annotated[GatewayBroker, Depends(get_broker)]
 OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
 ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
 OffsetStoreDep = Annotated[OffsetStore, Depends(get_offset_store)]
+
+
+def get_producer_ids(request: Request) -> ProducerIdManager:
+    """The broker's producer id manager (:mod:`lakelog.producers.producer_ids`; ``Broker.producer_ids``)."""
+    return request.app.state.broker.producer_ids
+
+
+#: The broker's :class:`~lakelog.producers.producer_ids.ProducerIdManager` (InitProducerId).
+ProducerIdsDep = Annotated[ProducerIdManager, Depends(get_producer_ids)]
