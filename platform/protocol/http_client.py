@@ -1,6 +1,9 @@
 """A small synchronous HTTP client of the gateway (httpx), used by the CLI, the demo, the Spark source
 (driver and executors), the benchmarks and tests; :mod:`lakelog.client` is its public name.
 
+Produce requests are idempotent by default (Kafka's ``enable.idempotence=true``): a producer id, a
+sequence per request and retries with the same sequence (:mod:`lakelog.protocol.idempotent_producer`).
+
 Errors the gateway answers come back as the server's own :class:`~lakelog.errors.LakelogError`
 subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response` when the class's module is
 imported in this process), always also a :class:`GatewayError` carrying the REST Proxy ``error_code``,
@@ -20,6 +23,7 @@ import pyarrow as pa
 from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import RemoteError, error_from_response
+from lakelog.protocol.idempotent_producer import IdempotentProducer
 
 
 #: What every method raises when the gateway answers an error: the server's own error class where the
@@ -40,17 +44,38 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
 
 
 class LakelogClient:
-    """Synchronous client of one or more gateways.
+    """Synchronous client of one or more gateways; an idempotent producer by default.
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
         timeout_s: per-request timeout in seconds. Default: 60.
+        enable_idempotence: Kafka's ``enable.idempotence``: every produce request carries a producer id
+            (asked of the gateway on the first produce) and the next sequence, and is retried with the same
+            sequence on retriable failures, so a retry writes nothing twice
+            (:mod:`lakelog.protocol.idempotent_producer`). False: no producer headers, one try per
+            bootstrap server on connection errors, as REST Proxy clients. Default: True.
+        delivery_timeout_ms: ``delivery.timeout.ms``: how long an idempotent produce request is retried,
+            from its first try. Default: 120000.
+        retry_backoff_ms: ``retry.backoff.ms``: the first wait between tries of a produce request; it
+            doubles on each retry. Default: 100.
+        retry_backoff_max_ms: ``retry.backoff.max.ms``: the longest wait between tries. Default: 1000.
+
+    Raises:
+        ValueError: no bootstrap server, or a retry setting out of range.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0) -> None:
+    def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0,
+                 enable_idempotence: bool = True, delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = 1000) -> None:
         self.urls = parse_bootstrap(bootstrap_servers)
         self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s)
+        self.timeout_s = timeout_s
         self._cluster_id: str | None = None
+        self._server = 0  # index in urls of the server idempotent produce requests go to
+        #: the producer id, sequences and retries of produce requests (None with enable_idempotence=False)
+        self.producer: IdempotentProducer | None = IdempotentProducer(
+            self, delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms) if enable_idempotence else None
 
     def close(self) -> None:
         self.http.close()
@@ -91,6 +116,22 @@ class LakelogClient:
             except httpx.TransportError:
                 return resp
         return resp
+
+    def send_once(self, method: str, path: str, *, timeout_s: float, **kwargs: Any) -> httpx.Response:
+        """One try of a request at the current server (an idempotent produce's; following a 421 to the
+        leader), with a timeout of at most ``timeout_s`` seconds; the answer whatever its status.
+
+        Raises:
+            httpx.TransportError: no answer (connection refused or dropped, timeout).
+        """
+        if timeout_s < self.timeout_s:
+            kwargs["timeout"] = timeout_s
+        resp = self.http.request(method, self.urls[self._server] + path, **kwargs)
+        return self._follow_leader(resp, method, path, **kwargs)
+
+    def next_server(self) -> None:
+        """Idempotent produce requests go to the next bootstrap server from now on."""
+        self._server = (self._server + 1) % len(self.urls)
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -173,17 +214,41 @@ class LakelogClient:
         return self._request("GET", f"/lakelog/v1/topics/{topic}/logs").json()
 
     # -- produce --------------------------------------------------------------------------------
+    # Each produce method sends one request; with enable_idempotence it carries the producer headers
+    # and is retried with the same sequence (see _produce). Errors: GatewayError (the server's class,
+    # e.g. UnknownTopicError 40401, OutOfOrderSequenceError 40916), ConnectionError.
+
+    def init_producer_id(self, *, transactional_id: str | None = None) -> dict:
+        """A new producer id (``POST /v3/clusters/{c}/producers``, Kafka's InitProducerId).
+
+        Returns:
+            ``{"producer_id": int (int64 >= 0), "producer_epoch": int (0)}``.
+
+        Raises:
+            GatewayError: TransactionsNotSupportedError (40010) with a ``transactional_id``;
+            ZooKeeperUnavailableError (50304, retriable). ConnectionError: no gateway reachable.
+        """
+        body = {} if transactional_id is None else {"transactional_id": transactional_id}
+        return self._request("POST", f"/v3/clusters/{self.cluster_id}/producers", json=body).json()
+
+    def _produce(self, path: str, body: bytes, content_type: str) -> httpx.Response:
+        """POST a produce body: idempotently (producer headers, retries with the same sequence) when
+        enabled, else once per bootstrap server on connection errors."""
+        headers = {"Content-Type": content_type}
+        if self.producer is None:
+            return self._request("POST", path, content=body, headers=headers)
+        return self.producer.send("POST", path, content=body, headers=headers)
 
     def produce_json(self, topic: str, records: Iterable[dict], *, partition: int | None = None) -> dict:
         """POST JSON-format records (``{"key": ..., "value": ...}``); returns the REST Proxy response."""
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
         body = orjson.dumps({"records": list(records)})
-        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
+        return self._produce(path, body, media_types.JSON_V2).json()
 
     def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None) -> dict:
         """POST an already encoded JSON-format body."""
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
-        return self._request("POST", path, content=body, headers={"Content-Type": media_types.JSON_V2}).json()
+        return self._produce(path, body, media_types.JSON_V2).json()
 
     def produce_binary(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], *,
                        partition: int | None = None) -> dict:
@@ -192,12 +257,13 @@ class LakelogClient:
             return None if x is None else base64.b64encode(x).decode()
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
         body = orjson.dumps({"records": [{"key": b64(k), "value": b64(v)} for k, v in records]})
-        return self._request("POST", path, content=body, headers={"Content-Type": media_types.BINARY_V2}).json()
+        return self._produce(path, body, media_types.BINARY_V2).json()
 
     def produce_arrow(self, topic: str, partition: int, table: pa.Table) -> dict:
-        """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition."""
-        return self._request("POST", f"/topics/{topic}/partitions/{partition}/records", content=arrow_ipc(table),
-                             headers={"Content-Type": media_types.ARROW_STREAM}).json()
+        """POST an Arrow table (``key``, ``value``, optional ``headers``, ``timestamp``) to one partition.
+        The body is encoded once: a retry sends the same bytes with the same sequence."""
+        return self._produce(f"/topics/{topic}/partitions/{partition}/records", arrow_ipc(table),
+                             media_types.ARROW_STREAM).json()
 
     # -- consumer group offsets -----------------------------------------------------------------
 
