@@ -7,15 +7,17 @@
     lakelog broker start --broker-id 0 --port 8082 --log-dirs data/logs --zookeeper-connect localhost:2181
     lakelog topics create orders --partitions 6 --config retention.ms=86400000
     lakelog topics list | describe orders | delete orders
-    lakelog produce orders --key-separator :   < lines.txt
+    lakelog produce orders --key-separator :   < lines.txt      # idempotent; --no-idempotence: plain
+    lakelog producers init                      # a producer id: {"producer_id": 1000, "producer_epoch": 0}
     lakelog consume orders --from-beginning [--follow]
     lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
     lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
 
 The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups``, ``cli_jobs`` and ``cli_records`` (produce, consume); this module is the typer
-app that gathers them, ``sql``, ``setup``, ``demo`` and the entry point :func:`main`.
+start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers`` and ``cli_records`` (produce,
+consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
+point :func:`main`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway
 from lakelog.cli_groups import groups_app
 from lakelog.cli_jobs import job_app
 from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
+from lakelog.cli_producers import producers_app
 from lakelog.cli_records import consume, produce
 from lakelog.cli_topics import topics_app
 
@@ -41,6 +44,7 @@ app.add_typer(zookeeper_app, name="zookeeper")
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(producers_app, name="producers")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.command("up")(up)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -10,7 +11,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, gateway_client
+from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, fail, gateway_client
+
+
+@contextlib.contextmanager
+def producer_client(bootstrap: str, *, enable_idempotence: bool):
+    """A :class:`LakelogClient` that produces idempotently or not; a gateway error or an unreachable
+    gateway ends the command with its message (as :func:`~lakelog.cli_common.gateway_client`)."""
+    from lakelog.client import GatewayError, LakelogClient
+
+    try:
+        with LakelogClient(bootstrap, enable_idempotence=enable_idempotence) as client:
+            yield client
+    except (GatewayError, ConnectionError) as e:
+        fail(str(e))
 
 
 def produce(
@@ -19,16 +33,21 @@ def produce(
     key_separator: Annotated[Optional[str], typer.Option(help="Split each line into key and value at the first separator.")] = None,
     partition: Annotated[Optional[int], typer.Option(help="Send every record to this partition.")] = None,
     batch_records: Annotated[int, typer.Option(help="Records per HTTP request.")] = 1000,
+    idempotence: Annotated[bool, typer.Option(
+        "--idempotence/--no-idempotence",
+        help="Idempotent produce (enable.idempotence): a producer id and a sequence per request, retries "
+             "with the same sequence write nothing twice. --no-idempotence: plain REST Proxy requests.")] = True,
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
 ) -> None:
-    """Produce each input line as a record (like kafka-console-producer); a progress bar for files."""
+    """Produce each input line as a record (like kafka-console-producer); a progress bar for files.
+    Idempotent by default: a request retried after a timeout or a leader change is written once."""
     from rich.progress import Progress
-
 
     stream = file.open("rb") if file else sys.stdin.buffer
     total = file.stat().st_size if file else None
     sent = 0
-    with gateway_client(bootstrap_server) as client, Progress(console=err_console, disable=file is None) as progress:
+    with producer_client(bootstrap_server, enable_idempotence=idempotence) as client, \
+            Progress(console=err_console, disable=file is None) as progress:
         task = progress.add_task(f"producing to {topic}", total=total)
         batch: list[tuple[bytes | None, bytes]] = []
 
