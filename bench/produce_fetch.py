@@ -4,7 +4,8 @@
 Usage::
 
     python bench/produce_fetch.py                 # ~2 minutes
-    python bench/produce_fetch.py --quick         # ~25 s smoke run
+    python bench/produce_fetch.py --quick         # ~30 s smoke run
+    python bench/produce_fetch.py --only idempotent --repeat 5   # idempotent vs plain JSON and Arrow rows, 5 pairs
     python bench/produce_fetch.py --sustain 60    # plus JSON and Arrow produce for 60 s each on one topic
     python bench/produce_fetch.py --records 500000 --threads 8 --seconds 5
     python bench/produce_fetch.py --py-spy /tmp/flames   # a py-spy flame graph of the broker per scenario
@@ -24,6 +25,14 @@ Scenarios, each with 100-byte and 1 KiB values (keys ~10 bytes, values random le
 - binary produce: ``application/vnd.kafka.binary.v2+json`` (base64), 1,000 records per request;
 - Arrow produce: ``application/vnd.apache.arrow.stream`` to ``/topics/{t}/partitions/{p}/records``,
   10,000 records per request;
+- JSON produce idempotent, Arrow produce idempotent: the same pre-built bodies to the same routes with
+  ``X-Lakelog-Producer-Id``, ``X-Lakelog-Producer-Epoch`` and ``X-Lakelog-Sequence``. Every client thread
+  is its own producer: it gets a producer id from ``POST /v3/clusters/{c}/producers`` before the clock
+  starts and numbers its requests 0, 1, 2, ... Each plain JSON and Arrow row runs ``--repeat`` times
+  (default 2; ``--quick`` 1) alternating with its idempotent row (plain, idempotent, idempotent, plain,
+  ...: a drift of the machine's load hits both alike), every run on a fresh topic; both rows show the
+  runs pooled, and the idempotent row its ratio to the plain one: the median of the pairs' ratios
+  (target >= 0.95x);
 - Arrow fetch (``Accept: application/vnd.apache.arrow.stream``, large ``max_bytes``) of what the Arrow
   produce wrote: first the newest records (the broker's in-memory tail cache), then, after a broker
   restart, from the log start (Parquet files of the Delta tables).
@@ -57,6 +66,7 @@ from rich.table import Table
 
 from _cluster import Broker, PySpy, bench_cluster, broker_env as parse_broker_env, make_console
 from _cluster import client_cpu as _client_cpu, machine_cpu as _machine_cpu
+from lakelog.protocol.producer_headers import ProducerBatch
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -71,6 +81,10 @@ TARGETS = {
     "json-produce": 100_000,
     "arrow-fetch": 1_000_000,
 }
+# Target of an idempotent row: its records/s over the plain row's (every value size).
+IDEMPOTENT_TARGET = 0.95
+# The rows that get an idempotent twin.
+IDEMPOTENT_FORMATS = ("json", "arrow")
 
 console = make_console()
 
@@ -143,10 +157,32 @@ class Result:
     note: str = ""
     tag: str = ""
     errors: list[str] = field(default_factory=list)
+    idempotent: bool = False
+    runs: int = 1  # runs pooled into this row (--repeat)
+    pair_rates: list[tuple[float, float]] = field(default_factory=list)  # idempotent row: (plain, idempotent) per pair
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def ratio(self) -> float | None:
+        """An idempotent row: the median over the pairs of its records/s over the plain run's."""
+        ratios = [i / p for p, i in self.pair_rates if p > 0]
+        return float(np.median(ratios)) if ratios else None
+
+
+def pooled(runs: list[Result]) -> Result:
+    """One row of several runs of a scenario: their records, bytes, seconds, CPU and commits summed."""
+    first = runs[0]
+    out = Result(first.name, first.kind, first.value_size, first.per_request, tag=first.tag,
+                 idempotent=first.idempotent, runs=len(runs))
+    for r in runs:
+        for name in ("records", "value_bytes", "wire_bytes", "requests", "seconds", "broker_cpu", "client_cpu",
+                     "other_cpu", "loop_cpu", "worker_cpu", "commits"):
+            setattr(out, name, getattr(out, name) + getattr(r, name))
+        out.errors.extend(r.errors)
+    return out
 
 
 class Load:
@@ -267,23 +303,39 @@ def create_topic(client: httpx.Client, cluster_id: str, name: str) -> None:
         raise RuntimeError(f"creating topic {name}: HTTP {resp.status_code} {resp.text[:300]}")
 
 
+def init_producer(admin: httpx.Client, cluster_id: str) -> tuple[int, int]:
+    """A new idempotent producer: ``(producer_id, producer_epoch)`` from ``POST /v3/clusters/{c}/producers``."""
+    resp = admin.post(f"/v3/clusters/{cluster_id}/producers", json={})
+    if resp.status_code != 200:
+        raise RuntimeError(f"getting a producer id: HTTP {resp.status_code} {resp.text[:300]}")
+    body = resp.json()
+    return body["producer_id"], body["producer_epoch"]
+
+
 def produce_scenario(kind: str, size: int, *, url: str, admin: httpx.Client, cluster_id: str, load: Load,
-                     broker: Broker, spy: PySpy, keyed: bool = False, windows: int = 0) -> Result | list[Result]:
+                     broker: Broker, spy: PySpy, keyed: bool = False, windows: int = 0, idempotent: bool = False,
+                     repetition: int = 0) -> Result | list[Result]:
     """One produce row; with ``windows`` > 0, that many consecutive runs on the same topic (sustained
-    load: the tables keep growing), one row each."""
+    load: the tables keep growing), one row each. ``idempotent``: every client thread is a producer of
+    its own and sends the producer headers, numbering its requests 0, 1, 2, ...; ``repetition`` > 0: a
+    topic of its own for a repeated run (the first plain run's topic is the one the fetch rows read)."""
     fmt = kind.split("-")[0]
     per_request = 10_000 if fmt == "arrow" else 1_000
     build, ctype = {"json": (json_body, JSON_V2), "binary": (binary_body, BINARY_V2),
                     "arrow": (arrow_body, ARROW_STREAM)}[fmt]
-    topic = f"bench-{'sustained-' if windows else ''}{fmt}{'-keyed' if keyed else ''}-{size}"
+    topic = (f"bench-{'sustained-' if windows else ''}{fmt}{'-keyed' if keyed else ''}"
+             f"{'-idempotent' if idempotent else ''}-{size}{f'-r{repetition}' if repetition else ''}")
     create_topic(admin, cluster_id, topic)
     rng = np.random.default_rng(size)
-    # A few distinct bodies, built before the clock starts, cycled by every worker.
+    # A few distinct bodies, built before the clock starts, cycled by every worker (the same bytes for the
+    # plain and the idempotent rows: the same seed).
     bodies = [build(rng, per_request, size, i * per_request) for i in range(4)]
     check = check_json_offsets if fmt in ("json", "binary") else check_produce
     headers = {"Content-Type": ctype}
-    result = Result(f"{fmt} produce" + (" keyed" if keyed else ""), kind, size,
-                    per_request=f"{per_request // 1000}k rec/req", tag=f"{kind}-{size}" + ("-keyed" if keyed else ""))
+    name = f"{fmt} produce" + (" keyed" if keyed else "") + (" idempotent" if idempotent else "")
+    tag = f"{kind}-{size}" + ("-keyed" if keyed else "") + ("-idempotent" if idempotent else "")
+    result = Result(name, kind, size, per_request=f"{per_request // 1000}k rec/req",
+                    tag=tag + (f"-r{repetition}" if repetition else ""), idempotent=idempotent)
     # warm-up (not timed): one small request per partition
     warm = build(rng, 10, size, 0)
     for p in range(PARTITIONS):
@@ -292,6 +344,9 @@ def produce_scenario(kind: str, size: int, *, url: str, admin: httpx.Client, clu
         check(admin.post(path, content=warm.content, headers=headers))
 
     counters = [itertools.count(i) for i in range(load.threads)]
+    # idempotent: a producer per client thread (its id before the clock starts), its requests numbered 0, 1, 2, ...
+    producers = [init_producer(admin, cluster_id) for _ in range(load.threads)] if idempotent else []
+    sequences = [itertools.count(0) for _ in range(load.threads)]
 
     def job(client: httpx.Client, i: int):
         k = next(counters[i])
@@ -301,7 +356,12 @@ def produce_scenario(kind: str, size: int, *, url: str, admin: httpx.Client, clu
         else:
             p = (i + k) % PARTITIONS  # every worker walks all partitions: concurrent requests per partition
             path = f"/topics/{topic}/partitions/{p}/records" if fmt == "arrow" else f"/topics/{topic}/partitions/{p}"
-        check(client.post(path, content=body.content, headers=headers))
+        if idempotent:
+            producer_id, epoch = producers[i]
+            request_headers = {**headers, **ProducerBatch(producer_id, epoch, next(sequences[i])).headers()}
+        else:
+            request_headers = headers
+        check(client.post(path, content=body.content, headers=request_headers))
         return body.records, body.value_bytes, len(body.content)
 
     appends = AppendCommits(broker.log_dirs, topic)
@@ -322,6 +382,27 @@ def produce_scenario(kind: str, size: int, *, url: str, admin: httpx.Client, clu
         results.append(r)
         console.print(f"  {r.name:<28} {r.rate:>12,.0f} records/s, {r.files:,.1f} data files per partition")
     return results
+
+
+def produce_pairs(kind: str, size: int, repeat: int, scenario: dict) -> list[Result]:
+    """A plain produce row and its idempotent twin, ``repeat`` pairs alternating (plain, idempotent,
+    idempotent, plain, ...: a drift of the machine's load hits both alike), each run on a fresh topic.
+    Returns the two rows, each pooling its runs; the idempotent one keeps the pairs' records/s."""
+    runs: dict[bool, list[Result]] = {False: [], True: []}
+    for rep in range(repeat):
+        for idempotent in ((False, True) if rep % 2 == 0 else (True, False)):
+            label = f"{kind} {size} B{' idempotent' if idempotent else ''}, pair {rep + 1}/{repeat}"
+            with console.status(label):
+                r = produce_scenario(kind, size, idempotent=idempotent, repetition=rep, **scenario)
+            runs[idempotent].append(r)
+            console.print(f"  {r.name:<25} {r.value_size:>5} B  {r.rate:>12,.0f} records/s  (pair {rep + 1}/{repeat})"
+                          + (f"  [red]{r.errors[0][:200]}[/]" if r.errors else ""))
+        plain, idem = runs[False][-1], runs[True][-1]
+        if plain.rate:
+            console.print(f"  {'':<25} {'':>7}  idempotent / plain = {idem.rate / plain.rate:.2f}x")
+    plain, idem = pooled(runs[False]), pooled(runs[True])
+    idem.pair_rates = [(p.rate, i.rate) for p, i in zip(runs[False], runs[True])]
+    return [plain, idem]
 
 
 def partition_offsets(client: httpx.Client, topic: str) -> list[tuple[int, int]]:
@@ -408,6 +489,11 @@ def log_layer_reference(tmp: Path, size: int, batch_records: int, seconds: float
 # -- report -------------------------------------------------------------------------------------
 
 def target_cell(r: Result) -> str:
+    if r.idempotent:
+        if r.ratio is None:
+            return ""
+        ok = r.ratio >= IDEMPOTENT_TARGET and not r.errors
+        return f"[{'green' if ok else 'red'}]≥ {IDEMPOTENT_TARGET}x plain: {'met' if ok else 'MISSED'} {r.ratio:.2f}x[/]"
     target = TARGETS.get(r.kind) if r.value_size == 100 and "keyed" not in r.name else None
     if target is None:
         return ""
@@ -419,13 +505,13 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
     table = Table(title="lakelog produce/fetch over HTTP, one broker", show_lines=False)
     for col, just in (("scenario", "left"), ("value", "right"), ("request", "left"), ("records", "right"),
                       ("s", "right"), ("records/s", "right"), ("MB/s values", "right"), ("MB/s HTTP", "right"),
-                      ("rec/commit", "right"), ("broker CPU loop/py/native", "right"), ("CPU broker/client/other", "right"), ("target (100 B)", "left")):
+                      ("rec/commit", "right"), ("broker CPU loop/py/native", "right"), ("CPU broker/client/other", "right"), ("target", "left")):
         table.add_column(col, justify=just)
     for r in results:
         secs = r.seconds or float("inf")
         other = f"{r.other_cpu / secs:.0%}"
         table.add_row(
-            r.name + (f"\n[red]{r.errors[0][:200]}[/]" if r.errors else ""),
+            r.name + (f" ({r.runs} runs)" if r.runs > 1 else "") + (f"\n[red]{r.errors[0][:200]}[/]" if r.errors else ""),
             f"{r.value_size} B" if r.value_size < 1024 else "1 KiB",
             r.per_request, f"{r.records:,}", f"{r.seconds:.1f}", f"{r.rate:,.0f}",
             f"{r.value_bytes / secs / 1e6:,.1f}", f"{r.wire_bytes / secs / 1e6:,.1f}",
@@ -445,13 +531,42 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
         f"POST /topics/{{t}}/partitions/{{p}}/records, partitions round-robin per client thread. Fetch: GET "
         f"/topics/{{t}}/partitions/{{p}}/records of the Arrow-produced topic; 'tail cache' = newest records (in "
         f"broker memory), 'Parquet' = from the log start after a broker restart.\n"
-        f"MB/s = 10^6 bytes/s of record values; MB/s HTTP = request (produce) or response (fetch) bodies; "
+        + (f"Idempotent rows: the same bodies and routes with X-Lakelog-Producer-Id/-Epoch/-Sequence, each client "
+           f"thread a producer of its own (an id from POST /v3/clusters/{{c}}/producers before the clock starts) "
+           f"numbering its requests 0, 1, 2, ...; each plain JSON and Arrow row ran {args.repeat} time(s) "
+           f"alternating with its idempotent row (plain, idempotent, idempotent, plain, ...), every run on a fresh "
+           f"topic, and both rows pool their runs ('N runs'); the idempotent row's ratio is the median of the "
+           f"pairs' records/s ratios (each pair: idempotent / plain). Targets: records/s for the 100 B rows, "
+           f"≥ {IDEMPOTENT_TARGET}x plain for the idempotent rows (every size).\n"
+           if any(r.idempotent for r in results) else "")
+        + f"MB/s = 10^6 bytes/s of record values; MB/s HTTP = request (produce) or response (fetch) bodies; "
         f"rec/commit = records per append commit (group commit batching; compaction commits not counted; tables start empty); CPU 100% = one "
         f"core; broker loop = its event-loop thread (HTTP, decode, encode), py = its asyncio.to_thread workers "
         f"(appends, reads: Python parts and native calls made from them), native = delta-rs/Arrow threads; other = the rest of the machine (other processes, py-spy) during the run: above ~15% the "
         f"figures are lower than the machine can do.")
     for line in reference:
         console.print(line)
+
+
+def report_pairs(results: list[Result], args) -> None:
+    """The idempotent rows against their plain rows, pair by pair."""
+    table = Table(title=f"idempotent vs plain produce: {args.repeat} pair(s) per row, alternating "
+                        f"(plain, idempotent, idempotent, plain, ...), each run {args.seconds:g} s or "
+                        f"{args.records:,} records on a fresh topic", show_lines=False)
+    for col in ("row", "value", "plain records/s per pair", "idempotent records/s per pair", "ratio per pair",
+                "median ratio", "target"):
+        table.add_column(col, justify="left" if col in ("row", "target") else "right")
+    for r in results:
+        if not r.idempotent or r.ratio is None:
+            continue
+        table.add_row(r.name, f"{r.value_size} B" if r.value_size < 1024 else "1 KiB",
+                      ", ".join(f"{p:,.0f}" for p, _ in r.pair_rates),
+                      ", ".join(f"{i:,.0f}" for _, i in r.pair_rates),
+                      ", ".join(f"{i / p:.2f}x" if p else "-" for p, i in r.pair_rates),
+                      f"{r.ratio:.2f}x",
+                      f"[{'green' if r.ratio >= IDEMPOTENT_TARGET and not r.errors else 'red'}]≥ {IDEMPOTENT_TARGET}x: "
+                      f"{'met' if r.ratio >= IDEMPOTENT_TARGET and not r.errors else 'MISSED'}[/]")
+    console.print(table)
 
 
 def report_sustained(results: list[Result]) -> None:
@@ -505,7 +620,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=None,
                         help="Stop a scenario after this many seconds (default 7; --quick 1).")
     parser.add_argument("--threads", type=int, default=8, help="Concurrent client connections. Default: 8.")
-    parser.add_argument("--quick", action="store_true", help="A ~25 s smoke run (1 s per scenario).")
+    parser.add_argument("--quick", action="store_true", help="A ~30 s smoke run (1 s per scenario).")
     parser.add_argument("--fetch-max-bytes", type=int, default=32 << 20, help="max_bytes of a fetch. Default: 32 MiB.")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="Record a py-spy flame graph of the broker per scenario into DIR (slows the broker).")
@@ -514,7 +629,12 @@ def main() -> int:
     parser.add_argument("--py-spy-native", action="store_true", help="py-spy --native: C/Rust frames too.")
     parser.add_argument("--py-spy-gil", action="store_true", help="py-spy --gil: only the thread holding the GIL.")
     parser.add_argument("--only", default=None, metavar="KINDS",
-                        help="Comma-separated subset: json,binary,arrow,fetch (profiling runs).")
+                        help="Comma-separated subset: json,binary,arrow,fetch,idempotent (profiling runs). "
+                             "'idempotent' adds the idempotent twins of the JSON and Arrow rows that run; "
+                             "alone it means json,arrow,idempotent.")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help="Plain/idempotent pairs per JSON and Arrow row, alternating (plain, idempotent, "
+                             "idempotent, plain, ...), each run on a fresh topic (default 2; --quick 1).")
     parser.add_argument("--broker-env", action="append", default=[], metavar="NAME=VALUE",
                         help="A broker setting as LAKELOG_NAME=VALUE (repeatable), e.g. LINGER_MS=5.")
     parser.add_argument("--sustain", type=float, default=0, metavar="SECONDS",
@@ -526,6 +646,9 @@ def main() -> int:
         args.records = 2_000_000 if args.quick else 5_000_000
     if args.seconds is None:
         args.seconds = 1.0 if args.quick else 7.0
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 2
+    args.repeat = max(1, args.repeat)
     cores = os.cpu_count() or 1
 
     results: list[Result] = []
@@ -539,21 +662,27 @@ def main() -> int:
         load = Load(broker.url, args.threads, args.records, args.seconds)
         spy = PySpy(args.py_spy, broker.pid, args.py_spy_format, args.py_spy_native, args.py_spy_gil)
 
-        only = set((args.only or "json,binary,arrow,fetch").split(","))
+        only = set((args.only or "json,binary,arrow,fetch,idempotent").split(","))
+        idempotent_only = only == {"idempotent"}
+        if idempotent_only:
+            only |= set(IDEMPOTENT_FORMATS)  # the plain rows the ratios need
         if "fetch" in only:
             only.add("arrow")  # fetch reads what Arrow produce wrote
         plan = [("json-produce", s, False) for s in VALUE_SIZES]
-        if not args.quick:
+        if not args.quick and not idempotent_only:
             plan.append(("json-produce", 100, True))
         plan += [("binary-produce", s, False) for s in VALUE_SIZES]
         plan += [("arrow-produce", s, False) for s in VALUE_SIZES]
         plan = [step for step in plan if step[0].split("-")[0] in only]
         for kind, size, keyed in plan:
+            scenario = dict(url=broker.url, admin=admin, cluster_id=cluster_id, load=load, broker=broker, spy=spy)
+            if "idempotent" in only and not keyed and kind.split("-")[0] in IDEMPOTENT_FORMATS:
+                results.extend(produce_pairs(kind, size, args.repeat, scenario))
+                continue
             with console.status(f"{kind} {size} B{' keyed' if keyed else ''}"):
-                r = produce_scenario(kind, size, url=broker.url, admin=admin, cluster_id=cluster_id, load=load,
-                                     broker=broker, spy=spy, keyed=keyed)
+                r = produce_scenario(kind, size, keyed=keyed, **scenario)
             results.append(r)
-            console.print(f"  {r.name:<20} {r.value_size:>5} B  {r.rate:>12,.0f} records/s"
+            console.print(f"  {r.name:<25} {r.value_size:>5} B  {r.rate:>12,.0f} records/s"
                           + (f"  [red]{r.errors[0][:200]}[/]" if r.errors else ""))
 
         if args.sustain > 0:
@@ -577,6 +706,8 @@ def main() -> int:
                     f"{ms:.1f} ms per commit (one partition).")
     if results:
         report(results, args, cores, run.broker_pid, reference)
+    if any(r.idempotent for r in results):
+        report_pairs(results, args)
     if sustained:
         report_sustained(sustained)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
