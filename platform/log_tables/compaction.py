@@ -164,7 +164,8 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
 async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | None) -> None:
     """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
     files (each delta-rs commit costs time per file), keeping the newest quarter as they are; merged files
-    are at most :func:`merge_target_bytes` of the log's topic config.
+    are at most :func:`merge_target_bytes` of the log's topic config. The merge's inputs are recorded for
+    VACUUM (:meth:`LogLifecycle.note_removal <lakelog.log_tables.lifecycle.LogLifecycle.note_removal>`).
 
     An optimisation: a failure is logged, never raised (the next append tries again); cancellation is
     passed on.
@@ -174,8 +175,10 @@ async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | No
     try:
         target = merge_target_bytes(plog.config)
         if plog.needs_compaction(max_files=segment_files_max, max_file_bytes=target):
-            await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4),
-                                    max_file_bytes=target)
+            merged = await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4),
+                                             max_file_bytes=target)
+            if merged:  # the merge's inputs leave the disk after lake.vacuum.retention.ms
+                plog.lifecycle.note_removal()
     except asyncio.CancelledError:
         raise
     except Exception:

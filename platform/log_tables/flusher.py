@@ -18,13 +18,33 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
    next one, and steps 3 and 4 run every round;
 3. merge the oldest small data files when the table holds too many
    (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due;
-4. every ``log.retention.check.interval.ms`` (the first time one interval after the open): the log's maintenance
-   (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table properties,
-   retention, VACUUM), in a worker thread.
+4. every ``log.retention.check.interval.ms`` (the first time one interval after the open): the log's
+   maintenance (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table
+   properties, retention, VACUUM unless the VACUUM timer below ran one within the interval), in a worker
+   thread. It is due at a round that *starts* one interval after the start of the round that last ran
+   it (Kafka's retention task runs at a fixed rate). Measured from the maintenance's own start, which
+   comes after a flush of varying length, a 1 s check interval with 1 s rounds ran in only 75 rounds of
+   119 (bench/soak.py --minutes 2): retention checks up to 2 s apart.
+
+Beside the rounds, a VACUUM timer (a second task, :meth:`LakeFlusher._vacuum_when_due`) deletes the
+files a commit removed from the table as soon as their ``lake.vacuum.retention.ms`` has passed, as Kafka
+deletes a removed segment ``file.delete.delay.ms`` after its removal. With VACUUM only in step 4, right
+after retention, a removed file stayed on disk until the VACUUM of the next maintenance round or of the
+one after (removal to deletion 2.0 s median, up to 4.6 s, with a 1 s grace and a 1 s check interval;
+at 6.4 MiB/s per partition up to 42 MiB of removed files on disk). Steps of the timer (mirrored by
+comments in :meth:`LakeFlusher._vacuum_when_due`):
+
+1. sleep until the earliest removal recorded by :meth:`LogLifecycle.note_removal
+   <lakelog.log_tables.lifecycle.LogLifecycle.note_removal>` (retention, the cleaner, merges) expires, or
+   until a commit records one;
+2. VACUUM in a worker thread (:meth:`LogLifecycle.vacuum_if_due
+   <lakelog.log_tables.lifecycle.LogLifecycle.vacuum_if_due>`);
+3. when the removal is still due after that (VACUUM failed, the log closed, an outside committer's lease),
+   wait one ``lake.commit.interval.ms`` before trying again.
 
 While an outside committer (a Spark maintenance job) holds the table's committer lease
-(:mod:`~lakelog.log_tables.committer_leases`) steps 2 to 4 commit nothing: the writer refuses its own
-flushes and merges (:meth:`LogWriter.lake_commits_allowed
+(:mod:`~lakelog.log_tables.committer_leases`) steps 2 to 4 and the VACUUM timer commit nothing: the
+writer refuses its own flushes and merges (:meth:`LogWriter.lake_commits_allowed
 <lakelog.log_tables.log_writer.LogWriter.lake_commits_allowed>`) and maintenance waits; records stay in
 the segment tail, acknowledged and readable, and go to Delta at the first round after the lease.
 
@@ -45,6 +65,10 @@ from lakelog.log_tables.partition_log import PartitionLog
 log = logging.getLogger(__name__)
 
 __all__ = ["LakeFlusher"]
+
+#: A round that starts this many seconds before the maintenance is due counts as due (timers fire a
+#: little early or late; the rounds are paced at lake.commit.interval.ms, usually the check interval too).
+MAINTENANCE_SLACK_S = 0.01
 
 
 class LakeFlusher:
@@ -80,14 +104,18 @@ class LakeFlusher:
         self._close_timeout_s = close_timeout_s
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._removed = asyncio.Event()  # a commit removed files: the VACUUM timer looks again
         self._closed = False
         self._task: asyncio.Task | None = None
+        self._vacuum_task: asyncio.Task | None = None
         #: flushes made and records committed by them (for metrics and tests)
         self.flushes = 0
         self.records = 0
         # every log gets the task: a topic config change may give a log without a tail one
         log.add_high_watermark_listener(self._on_high_watermark)
+        log.lifecycle.on_removal = self._on_removal
         self._task = self._loop.create_task(self._run(), name=f"flush-{log.topic}-{log.partition}")
+        self._vacuum_task = self._loop.create_task(self._vacuum_when_due(), name=f"vacuum-{log.topic}-{log.partition}")
 
     @property
     def interval_s(self) -> float:
@@ -109,6 +137,13 @@ class LakeFlusher:
         """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""
         if log.unflushed_bytes >= self.commit_bytes and not self._wake.is_set():
             self._loop.call_soon_threadsafe(self._wake.set)
+
+    def _on_removal(self) -> None:
+        """From any thread: a commit removed files; the VACUUM timer takes their expiry."""
+        try:
+            self._loop.call_soon_threadsafe(self._removed.set)
+        except RuntimeError:  # the event loop is closed: nobody vacuums any more
+            pass
 
     async def _run(self) -> None:
         round_start = time.monotonic()
@@ -138,21 +173,57 @@ class LakeFlusher:
                 await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
             if self.log.fsyncs:
                 await asyncio.to_thread(self.log.sync_if_due)
-            # 4. retention and VACUUM when log.retention.check.interval.ms is due
-            await self.maintain_if_due()
+            # 4. retention and VACUUM when log.retention.check.interval.ms is due at the round's start
+            await self.maintain_if_due(round_start)
 
-    async def maintain_if_due(self) -> None:
-        """Run the log's maintenance round when ``maintenance_interval_ms`` passed since the last one.
-        Never raises (a failure is logged; the next round tries again); cancellation is passed on."""
-        if time.monotonic() < self._next_maintenance or self.log.lake_commits_held:
+    async def maintain_if_due(self, at: float | None = None) -> None:
+        """Run the log's maintenance round when ``maintenance_interval_ms`` passed between the last one's
+        ``at`` and this ``at`` (``time.monotonic()`` seconds: the flusher passes its round's start; default
+        now). Never raises (a failure is logged; the next round tries again); cancellation is passed on."""
+        at = time.monotonic() if at is None else at
+        if at + MAINTENANCE_SLACK_S < self._next_maintenance or self.log.lake_commits_held:
             return  # under an outside committer's lease: the first round after it
-        self._next_maintenance = time.monotonic() + self.maintenance_interval_s
+        self._next_maintenance = at + self.maintenance_interval_s
         try:
-            await asyncio.to_thread(self.log.lifecycle.run)
+            # the VACUUM timer's VACUUM since the last round did this round's
+            await asyncio.to_thread(self.log.lifecycle.run, skip_vacuum_within_s=self.maintenance_interval_s)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("maintenance of %s-%d failed", self.log.topic, self.log.partition)
+
+    async def _vacuum_when_due(self) -> None:
+        """The VACUUM timer: sleep until the earliest recorded removal of the log expires
+        (:meth:`LogLifecycle.vacuum_due_at <lakelog.log_tables.lifecycle.LogLifecycle.vacuum_due_at>`, or
+        until a commit records one), then VACUUM in a worker thread. Never raises (a failure is logged and
+        retried one ``lake.commit.interval.ms`` later); cancellation is passed on."""
+        lifecycle = self.log.lifecycle
+        while not self._closed:
+            # 1. sleep until the earliest recorded removal expires, or a commit records one
+            self._removed.clear()
+            due = lifecycle.vacuum_due_at()
+            wait_s = None if due is None else due - time.time()
+            if wait_s is None or wait_s > 0:
+                try:
+                    await asyncio.wait_for(self._removed.wait(), wait_s)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            # 2. VACUUM (under an outside committer's lease: after it)
+            if not self.log.lake_commits_held:
+                try:
+                    await asyncio.to_thread(lifecycle.vacuum_if_due)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("vacuum of %s-%d failed", self.log.topic, self.log.partition)
+            # 3. still due (failed, closed or leased): try again one round's interval later
+            due = lifecycle.vacuum_due_at()
+            if due is not None and due <= time.time():
+                try:
+                    await asyncio.wait_for(self._removed.wait(), self.interval_s)
+                except asyncio.TimeoutError:
+                    pass
 
     async def flush(self) -> int:
         """Commit everything below the high watermark as it is now (several commits of at most
@@ -184,10 +255,14 @@ class LakeFlusher:
             return
         self._closed = True
         self._wake.set()
-        try:
-            await self._task
-        except Exception:  # logged by the task
-            pass
+        self._removed.set()
+        for task in (self._task, self._vacuum_task):
+            try:
+                await task
+            except Exception:  # logged by the task
+                pass
+        if self.log.lifecycle.on_removal == self._on_removal:
+            self.log.lifecycle.on_removal = None
         if not flush:
             return
         try:

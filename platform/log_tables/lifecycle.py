@@ -16,7 +16,14 @@ records not yet flushed, deleted once they are in Delta):
   :class:`~lakelog.log_tables.errors.OffsetOutOfRangeError`;
 - a file that left the table (retention, compaction, merges, truncation) stays on disk for
   ``lake.vacuum.retention.ms`` (Delta's ``delta.deletedFileRetentionDuration``: readers of an older
-  version and time travel keep working), then :meth:`LogLifecycle.vacuum` deletes it (delta-rs VACUUM);
+  version and time travel keep working), then :meth:`LogLifecycle.vacuum` deletes it (delta-rs VACUUM).
+  delta-rs deletes a removed file once its ``remove`` action's ``deletionTimestamp`` (the commit's
+  time) is older than that duration (``get_stale_files`` in delta-rs ``operations/vacuum.rs``), so a
+  VACUUM run on a fixed period leaves each file on disk for the grace plus up to one period. Kafka
+  schedules each removed segment's deletion ``file.delete.delay.ms`` after its removal
+  (``LocalLog.deleteSegmentFiles``; ``Log.deleteSegmentFiles`` before Kafka 3.0); so does the log:
+  every commit that removes files records when they expire (:meth:`LogLifecycle.note_removal`) and the
+  flusher runs :meth:`LogLifecycle.vacuum_if_due` then (:mod:`~lakelog.log_tables.flusher`);
 - the Delta log keeps commits as long (``delta.logRetentionDuration``): delta-rs writes a checkpoint
   every ``delta.checkpointInterval`` commits and then deletes the expired commit files, so
   ``_delta_log`` stays bounded.
@@ -31,14 +38,17 @@ mirrored by comments in the code):
    range keeps the latest record per key, in one commit. It runs here, in the broker with pyarrow, because
    the broker is the table's one committer and has the table's files at hand: no JVM, no lease, and the
    cleaning of a compacted topic is bounded by its live keys;
-4. VACUUM: files removed longer than ``lake.vacuum.retention.ms`` ago are deleted from disk.
+4. VACUUM: files removed longer than ``lake.vacuum.retention.ms`` ago are deleted from disk (also the
+   files whose removal no :meth:`LogLifecycle.note_removal` recorded: a truncation's, an outside
+   committer's, a failed commit's, those of before a restart).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,9 +67,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOG_START_OFFSET_KEY", "LogLifecycle", "MaintenanceResult", "retention_start_offset",
+__all__ = ["LOG_START_OFFSET_KEY", "LogLifecycle", "MaintenanceResult", "VACUUM_MARGIN_S", "retention_start_offset",
            "table_properties"]
 
+#: Seconds added to a removal's expiry: delta-rs compares whole milliseconds (a tombstone goes when
+#: ``deletionTimestamp < now - retention``), and the commit's timestamp precedes the moment the commit returns.
+VACUUM_MARGIN_S = 0.005
 
 
 def retention_start_offset(files: Sequence[DataFile], *, log_start_offset: int, upper_offset: int,
@@ -135,18 +148,30 @@ class LogLifecycle:
         state: the log's in-memory state.
 
     Methods are blocking (Delta I/O): call them from a worker thread.
+
+    Attributes:
+        on_removal: called (from any thread) after :meth:`note_removal`, e.g. to wake the flusher's
+            VACUUM timer; None = nobody listens.
     """
 
     def __init__(self, writer: "LogWriter", state: "LogState") -> None:
         self._writer = writer
         self._state = state
+        self.on_removal: "Callable[[], None] | None" = None
+        # wall-clock seconds at which the files removed by recorded commits may leave the disk
+        self._expiries: list[float] = []
+        self._expiries_lock = threading.Lock()
+        self._last_vacuum = float("-inf")  # time.monotonic() at the start of the last VACUUM
 
-    def run(self, *, now_ms: int | None = None) -> MaintenanceResult:
+    def run(self, *, now_ms: int | None = None, skip_vacuum_within_s: float = 0.0) -> MaintenanceResult:
         """One maintenance round (steps in the module docstring). A failed step is logged and the round
         goes on; the next round tries again.
 
         Args:
             now_ms: the time, ms since the epoch (tests). Default: the wall clock.
+            skip_vacuum_within_s: step 4 is left out when a VACUUM started less than this many seconds
+                ago (the flusher's VACUUM timer ran one: a full VACUUM deletes every file expired by its
+                start, recorded removal or not). Default: 0 (always VACUUM).
         """
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         config = self._writer.config
@@ -157,7 +182,9 @@ class LogLifecycle:
         # 3. the log cleaner: the latest record per key once the dirty ratio asks for it
         cleaned = self._step("cleaning", lambda: self.clean(now_ms=now_ms)) if config.compacts else None
         # 4. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
-        vacuumed = self._step("vacuuming", self.vacuum)
+        vacuumed = None
+        if time.monotonic() - self._last_vacuum >= skip_vacuum_within_s:
+            vacuumed = self._step("vacuuming", self.vacuum)
         return MaintenanceResult(self._state.log_start_offset, removed or 0, vacuumed or 0, cleaned)
 
     def clean(self, *, now_ms: int, force: bool = False) -> "CleanResult | None":
@@ -195,6 +222,8 @@ class LogLifecycle:
                 lake_end_offset=lake_end, now_ms=now_ms, name=writer.name, force=force, target_file_size=target))
             if result is None:
                 return None
+            if result.files_replaced:
+                self.note_removal()
             with writer.lock:
                 state.cleaned(result.new_cleaned_offset, writer.load_index())
         return result
@@ -271,6 +300,7 @@ class LogLifecycle:
             last = max(f.max_offset for f in gone)
             writer.commit(f"Removing {len(gone)} files below offset {new_start} of {writer.name}",
                           lambda: self._delete(f"offset <= {last}", new_start, view.lake_end_offset, reason))
+            self.note_removal()
             files = writer.load_index()
         with writer.lock:
             state.start_advanced(new_start, files)
@@ -299,6 +329,7 @@ class LogLifecycle:
         with writer.lake_lock, writer.lock:
             writer.check_open()
             writer.commit(f"Starting {writer.name} over at offset {offset}", lambda: self._remove_all(offset))
+            self.note_removal()
             if writer.segments is not None:
                 writer.segments.delete_all()
             writer.recover()
@@ -319,6 +350,8 @@ class LogLifecycle:
         commit ever referenced (a failed commit's). The segment tail (``_lakelog_segments``) is never
         touched: VACUUM skips names starting with ``_``.
 
+        Every removal recorded by :meth:`note_removal` that had expired when it started is done with.
+
         Returns:
             The number of files deleted.
         """
@@ -327,15 +360,48 @@ class LogLifecycle:
             if writer.closed:
                 return 0
             table = writer.table
+            started = time.time()  # delta-rs reads its clock after this: what expired before is deleted
+            self._last_vacuum = time.monotonic()
             # full: the directory is listed, so a removed file whose tombstone a checkpoint already dropped
             # (it expired before this round) is deleted too, not left behind
             deleted = table.vacuum(dry_run=False, full=True, commit_properties=CommitProperties(custom_metadata={
                 LAKE_END_OFFSET_KEY: str(self._state.lake_end_offset), OPERATION_KEY: "vacuum"}))
             if deleted:  # VACUUM committed (it does not when nothing was deleted)
                 table.update_incremental()
+        with self._expiries_lock:
+            self._expiries = [t for t in self._expiries if t > started]
         if deleted:
             log.info("vacuum of %s deleted %d files", writer.name, len(deleted))
         return len(deleted)
+
+    def note_removal(self) -> None:
+        """Record that a commit just removed data files from the table: they may leave the disk
+        ``lake.vacuum.retention.ms`` from now (the commit's ``deletionTimestamp`` is earlier), when
+        :meth:`vacuum_due_at` says so; then tell :attr:`on_removal`. Kafka schedules a removed segment's
+        deletion ``file.delete.delay.ms`` after its removal (``LocalLog.deleteSegmentFiles``)."""
+        expiry = time.time() + self._writer.config.lake_vacuum_retention_ms / 1000.0 + VACUUM_MARGIN_S
+        with self._expiries_lock:
+            self._expiries.append(expiry)
+        if self.on_removal is not None:
+            self.on_removal()
+
+    def vacuum_due_at(self) -> float | None:
+        """When the earliest recorded removal expires (wall-clock seconds since the epoch), or None when
+        every recorded removal was vacuumed."""
+        with self._expiries_lock:
+            return min(self._expiries, default=None)
+
+    def vacuum_if_due(self, *, now: float | None = None) -> int:
+        """:meth:`vacuum` when a recorded removal has expired (``now``: wall-clock seconds, default the
+        clock); returns the number of files deleted (0 when none was due).
+
+        Raises:
+            Exception: whatever delta-rs raises; the removals stay recorded (the caller retries later).
+        """
+        due = self.vacuum_due_at()
+        if due is None or due > (time.time() if now is None else now):
+            return 0
+        return self.vacuum()
 
     def sync_table_properties(self) -> bool:
         """Set the table's Delta properties to :func:`table_properties` of the topic config, if they
