@@ -84,6 +84,7 @@ class Broker:
         self.produce_router = ProduceRouter(self.replica_manager, self.leader_client)
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
+        self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.cluster_id = ""
         self.offset_store: OffsetStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
