@@ -15,7 +15,7 @@ dense. For every producer id a replica keeps:
 
 The state is derived from the log alone: every replica, leader and follower, folds each appended batch's
 producer columns (``producer_id``, ``producer_epoch``, ``sequence``, ``offset``) in with :meth:`update`
-(one Arrow group-by a batch), so a follower that becomes leader has it at once. A replica that opens its
+(one vectorised pass a batch), so a follower that becomes leader has it at once. A replica that opens its
 log loads the newest snapshot at or below its log end offset (Kafka's ``.snapshot`` files, here JSON in
 ``_producer_snapshots/`` inside the table directory, where VACUUM never looks) and reads the producer
 columns of the log from there on (:meth:`load`); after a truncation it does the same.
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -178,7 +179,8 @@ class ProducerStateManager:
 
     def update(self, batch: pa.Table, *, end_offset: int, at_ms: int | None = None) -> None:
         """Fold in an appended batch of log rows (at least the columns of :data:`PRODUCER_COLUMNS`), the
-        log now ending at ``end_offset``. One Arrow group-by; rows without a producer id are skipped."""
+        log now ending at ``end_offset``. One vectorised pass for the runs of equal (producer id, epoch,
+        sequence), a request's records; rows without a producer id are skipped."""
         self.end_offset = max(self.end_offset, end_offset)
         if batch.num_rows == 0 or batch["producer_id"].null_count == batch.num_rows:
             return
@@ -186,16 +188,20 @@ class ProducerStateManager:
         rows = batch.select(PRODUCER_COLUMNS)
         if rows["producer_id"].null_count:
             rows = rows.filter(pc.is_valid(rows["producer_id"]))
-        groups = rows.group_by(["producer_id", "producer_epoch", "sequence"], use_threads=False).aggregate(
-            [("offset", "min"), ("offset", "count")]).sort_by("offset_min")
-        for pid, epoch, seq, base, count in zip(*(groups[c].to_pylist() for c in (
-                "producer_id", "producer_epoch", "sequence", "offset_min", "offset_count"))):
+        # a request's records are contiguous: its rows are a run of equal (producer id, epoch, sequence)
+        pids, epochs, seqs, offsets = (rows[c].to_numpy() for c in ("producer_id", "producer_epoch", "sequence",
+                                                                   "offset"))
+        starts = np.flatnonzero(np.concatenate(([True], (pids[1:] != pids[:-1]) | (epochs[1:] != epochs[:-1])
+                                                | (seqs[1:] != seqs[:-1]))))
+        ends = np.append(starts[1:], len(pids)) - 1
+        for pid, epoch, seq, base, last in zip(pids[starts].tolist(), epochs[starts].tolist(), seqs[starts].tolist(),
+                                               offsets[starts].tolist(), offsets[ends].tolist()):
             entry = self.entries.get(pid)
             if entry is None:
                 entry = self.entries[pid] = ProducerStateEntry(pid, epoch, at_ms)
             elif epoch < entry.producer_epoch:
                 continue  # a fenced epoch's batch replicated late: the newer epoch's state stands
-            entry.add(BatchMetadata(seq, base, count), producer_epoch=epoch, at_ms=at_ms)
+            entry.add(BatchMetadata(seq, base, last - base + 1), producer_epoch=epoch, at_ms=at_ms)
 
     def remove_expired(self, *, now_ms: int) -> int:
         """Forget producers idle for longer than ``producer.id.expiration.ms``; returns how many."""
