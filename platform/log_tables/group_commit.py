@@ -12,7 +12,8 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
 2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table;
 3. append it to the log: offsets assigned, one frame of the segment tail (written in the event loop
    when it is small and no fsync is asked for, else in a worker thread) or one Delta transaction;
-4. hand the append to ``on_append`` (the replica manager moves the high watermark);
+4. hand the append, with each idempotent request's producer, base offset and count, to ``on_append``
+   (the replica manager folds those into the producer state and moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;
 6. without a tail: when the table holds more than ``segment_files_max`` data files, merge the oldest
    small ones (:meth:`PartitionLog.compact_head`): a delta-rs commit costs time per file in the table.
@@ -25,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +56,7 @@ class GroupCommitter:
             arrive during an append still share the next one).
         batch_size: bytes of queued records that end the linger early (Arrow bytes). Default: 16 MiB.
         on_append: called with each :class:`AppendInfo` in the event loop after the commit, before
-            the requests are answered. Default: None.
+            the requests are answered; its ``producer_appends`` list the idempotent requests. Default: None.
         leader_epoch: callable returning the epoch to stamp on appended records. Default: 0.
         segment_files_max: data files after which the oldest small ones are merged; None = never.
             Default: 64.
@@ -161,18 +162,21 @@ class GroupCommitter:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("appended %d records in %d requests to %s-%d in %.2f ms", info.count, len(taken),
                       self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
-        # 4. the replica manager learns of the append (moves the high watermark)
+        bases = np.cumsum([info.base_offset] + [p.records.num_rows for p in taken]).tolist()
+        # 4. the replica manager learns of the append (its idempotent requests into the producer state;
+        #    moves the high watermark)
         if self._on_append is not None:
+            if producers is not None:
+                info = replace(info, producer_appends=tuple(
+                    (p.producer, bases[i], bases[i + 1] - bases[i]) for i, p in enumerate(taken) if p.producer))
             try:
                 self._on_append(info)
             except Exception:
                 log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition)
         # 5. answer each request with the offset of its first record
-        offset = info.base_offset
-        for p in taken:
+        for p, offset in zip(taken, bases):
             if not p.future.done():
                 p.future.set_result(offset)
-            offset += p.records.num_rows
 
     def _closed_error(self) -> LogClosedError:
         return LogClosedError(f"The log of {self.log.topic}-{self.log.partition} is closed")
@@ -209,8 +213,9 @@ def _producer_columns(taken: list[_Pending]) -> tuple[pa.Array, pa.Array, pa.Arr
     null for a request without a producer), or None when none has one."""
     if all(p.producer is None for p in taken):
         return None
-    counts = np.array([p.records.num_rows for p in taken])
-    mask = np.repeat(np.array([p.producer is None for p in taken]), counts)
+    counts = [p.records.num_rows for p in taken]
+    plain = [p.producer is None for p in taken]
+    mask = np.repeat(plain, counts) if any(plain) else None
 
     def column(values: list[int], dtype: type, arrow_type: pa.DataType) -> pa.Array:
         return pa.array(np.repeat(np.array(values, dtype=dtype), counts), type=arrow_type, mask=mask)

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -58,6 +58,9 @@ from lakelog.log_tables.records import check_replicated, dense_tail_start, fetch
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.segments import SegmentLog
 from lakelog.log_tables.table_writes import commit_append, commit_truncation
+
+if TYPE_CHECKING:
+    from lakelog.protocol.producer_headers import ProducerBatch
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,9 @@ class AppendInfo:
         log_append_time_ms: broker time of the append, ms since the epoch.
         version: the Delta table version that holds the batch, or None when it went to the segment
             tail (the flusher commits it later).
-        records: the rows appended (:data:`LOG_SCHEMA`; a leader's append), for the producer state.
+        producer_appends: the idempotent requests of a leader's group commit, each ``(producer, base_offset,
+            count)`` (:class:`~lakelog.protocol.producer_headers.ProducerBatch`), for the producer state;
+            set by :class:`~lakelog.log_tables.group_commit.GroupCommitter`. Default: none.
     """
 
     base_offset: int
@@ -86,7 +91,7 @@ class AppendInfo:
     count: int
     log_append_time_ms: int
     version: int | None
-    records: pa.Table | None = None
+    producer_appends: tuple[tuple[ProducerBatch, int, int], ...] = ()
 
 
 class LogWriter:
@@ -152,7 +157,7 @@ class LogWriter:
                                  producer_columns=producer_columns).combine_chunks()
             # One group commit = one frame of the segment tail (or one Delta transaction without a tail).
             version = self._append(f"Writing {n} records", base, batch, [(leader_epoch, base)])
-            return AppendInfo(base, base + n - 1, n, now_ms, version, batch)
+            return AppendInfo(base, base + n - 1, n, now_ms, version)
 
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
         """:meth:`PartitionLog.append_replicated <lakelog.log_tables.partition_log.PartitionLog.append_replicated>`.

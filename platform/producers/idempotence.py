@@ -90,7 +90,7 @@ class ProducerStates:
             InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError (nothing written);
             the original append's error for a retry that waited for it; ``append``'s errors.
         """
-        in_flight, key = state.in_flight, (producer.producer_id, producer.sequence)
+        in_flight, key = state.in_flight, (producer.producer_id, producer.producer_epoch, producer.sequence)
         id_checked = self.is_allocated is None
         while True:
             # 1. the same request being appended: its outcome

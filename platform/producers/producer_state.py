@@ -14,8 +14,9 @@ dense. For every producer id a replica keeps:
 - when it last appended (broker time), for ``producer.id.expiration.ms``.
 
 The state is derived from the log alone: every replica, leader and follower, folds each appended batch's
-producer columns (``producer_id``, ``producer_epoch``, ``sequence``, ``offset``) in with :meth:`update`
-(one vectorised pass a batch), so a follower that becomes leader has it at once. A replica that opens its
+producer columns (``producer_id``, ``producer_epoch``, ``sequence``, ``offset``) in, so a follower that
+becomes leader has it at once: a follower with :meth:`update` (one vectorised pass a batch), the leader
+with :meth:`appended` (its group commit knows each request's producer, base offset and count). A replica that opens its
 log loads the newest snapshot at or below its log end offset (Kafka's ``.snapshot`` files, here JSON in
 ``_producer_snapshots/`` inside the table directory, where VACUUM never looks) and reads the producer
 columns of the log from there on (:meth:`load`); after a truncation it does the same.
@@ -29,6 +30,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -136,8 +138,8 @@ class ProducerStateManager:
         self.end_offset = 0
         #: the offset of the newest snapshot written (-1: none)
         self.snapshot_offset = -1
-        #: requests being appended on the leader: (producer id, sequence) -> future of (base offset, count)
-        self.in_flight: dict[tuple[int, int], asyncio.Future] = {}
+        #: requests being appended on the leader: (producer id, epoch, sequence) -> future of (base offset, count)
+        self.in_flight: dict[tuple[int, int, int], asyncio.Future] = {}
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -179,8 +181,9 @@ class ProducerStateManager:
 
     def update(self, batch: pa.Table, *, end_offset: int, at_ms: int | None = None) -> None:
         """Fold in an appended batch of log rows (at least the columns of :data:`PRODUCER_COLUMNS`), the
-        log now ending at ``end_offset``. One vectorised pass for the runs of equal (producer id, epoch,
-        sequence), a request's records; rows without a producer id are skipped."""
+        log now ending at ``end_offset`` (a follower's append, a rebuild). One vectorised pass for the runs
+        of equal (producer id, epoch, sequence), a request's records; rows without a producer id are
+        skipped."""
         self.end_offset = max(self.end_offset, end_offset)
         if batch.num_rows == 0 or batch["producer_id"].null_count == batch.num_rows:
             return
@@ -196,12 +199,27 @@ class ProducerStateManager:
         ends = np.append(starts[1:], len(pids)) - 1
         for pid, epoch, seq, base, last in zip(pids[starts].tolist(), epochs[starts].tolist(), seqs[starts].tolist(),
                                                offsets[starts].tolist(), offsets[ends].tolist()):
-            entry = self.entries.get(pid)
-            if entry is None:
-                entry = self.entries[pid] = ProducerStateEntry(pid, epoch, at_ms)
-            elif epoch < entry.producer_epoch:
-                continue  # a fenced epoch's batch replicated late: the newer epoch's state stands
-            entry.add(BatchMetadata(seq, base, last - base + 1), producer_epoch=epoch, at_ms=at_ms)
+            self._fold(pid, epoch, BatchMetadata(seq, base, last - base + 1), at_ms)
+
+    def appended(self, requests: Iterable[tuple[ProducerBatch, int, int]], *, end_offset: int,
+                 at_ms: int | None = None) -> None:
+        """Fold in a leader's group commit, given as its idempotent requests ``(producer, base_offset,
+        count)`` (:attr:`AppendInfo.producer_appends <lakelog.log_tables.log_writer.AppendInfo>`: what
+        :meth:`update` would find in its rows, without reading them), the log now ending at ``end_offset``."""
+        self.end_offset = max(self.end_offset, end_offset)
+        at_ms = int(time.time() * 1000) if at_ms is None else at_ms
+        for producer, base, count in requests:
+            self._fold(producer.producer_id, producer.producer_epoch, BatchMetadata(producer.sequence, base, count),
+                       at_ms)
+
+    def _fold(self, producer_id: int, producer_epoch: int, batch: BatchMetadata, at_ms: int) -> None:
+        """One appended request of a producer into its entry."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            entry = self.entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, at_ms)
+        elif producer_epoch < entry.producer_epoch:
+            return  # a fenced epoch's batch replicated late: the newer epoch's state stands
+        entry.add(batch, producer_epoch=producer_epoch, at_ms=at_ms)
 
     def remove_expired(self, *, now_ms: int) -> int:
         """Forget producers idle for longer than ``producer.id.expiration.ms``; returns how many."""

@@ -308,7 +308,7 @@ class ReplicaManager:
     def _after_leader_append(self, part: Partition, info: AppendInfo) -> None:
         """A group commit landed on the leader: its producers into the state, wake the followers'
         fetches, maybe move the HW."""
-        part.producer_state.update(info.records, end_offset=info.last_offset + 1)
+        part.producer_state.appended(info.producer_appends, end_offset=info.last_offset + 1)
         part.notify_log_end_offset()
         part.maybe_advance_high_watermark()
 

@@ -38,7 +38,7 @@ def leader(plog: PartitionLog, states: ProducerStates) -> tuple[ProducerStateMan
     state = states.open(plog)
 
     def on_append(info):
-        state.update(info.records, end_offset=info.last_offset + 1)
+        state.appended(info.producer_appends, end_offset=info.last_offset + 1)
         plog.advance_high_watermark(plog.log_end_offset)
     return state, GroupCommitter(plog, on_append=on_append)
 
@@ -137,6 +137,41 @@ def test_the_state_is_rebuilt_on_open_from_the_snapshot_and_the_log(tmp_path, sn
     asyncio.run(main())
 
 
+def test_the_leaders_state_from_its_group_commits_equals_the_state_read_from_the_log(tmp_path):
+    """The leader folds in what its group committer says of each request; a replica that reads the rows
+    (a follower, a rebuild) must come to the same state, here for commits that mix producers, epochs and
+    requests without a producer."""
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        rounds = [[(ProducerBatch(1, 0, 0), 3), (None, 2), (ProducerBatch(2, 0, 0), 1), (ProducerBatch(1, 0, 1), 4),
+                   (ProducerBatch(3, 1, 7), 2), (None, 1), (ProducerBatch(1, 0, 2), 1), (ProducerBatch(2, 1, 0), 2)],
+                  [(ProducerBatch(1, 0, 10), 3), (None, 2), (ProducerBatch(2, 1, 10), 1), (ProducerBatch(1, 0, 11), 4),
+                   (ProducerBatch(3, 1, 17), 2), (None, 1), (ProducerBatch(1, 0, 12), 1), (ProducerBatch(2, 1, 11), 2)]]
+        for i, requests in enumerate(rounds):  # all at once (shared group commits), then one by one
+            tasks = [committer.append(values(n)) if producer is None else
+                     states.append(state, producer, n, append=lambda r=values(n), p=producer: committer.append(r, producer=p))
+                     for producer, n in requests]
+            if i == 0:
+                await asyncio.gather(*tasks)
+            else:
+                for t in tasks:
+                    await t
+        # epoch 1's request 0 of producer 2 is not epoch 0's request 0 (both in the first commit)
+        assert [b.sequence for b in state.entries[2].batches] == [0, 10, 11]
+        assert committer.commits < 2 * len(rounds[0])  # the first round shared commits
+        await committer.close()
+        read = ProducerStateManager(topic="t", partition=0, snapshot_dir=None)
+        read.load(plog)
+        assert read.end_offset == state.end_offset == plog.log_end_offset == 32
+        assert {pid: (e.producer_epoch, e.batches) for pid, e in read.entries.items()} == \
+            {pid: (e.producer_epoch, e.batches) for pid, e in state.entries.items()}
+        assert [b.sequence for b in state.entries[1].batches] == [1, 2, 10, 11, 12]
+        plog.close()
+    asyncio.run(main())
+
+
 def test_a_truncation_forgets_the_requests_it_removed(tmp_path):
     async def main():
         plog = open_log(tmp_path, lake_commit_interval_ms=3_600_000)
@@ -150,8 +185,8 @@ def test_a_truncation_forgets_the_requests_it_removed(tmp_path):
         state.truncated(plog)
         assert [b.sequence for b in state.entries[1].batches] == [0, 1, 2, 3, 4]  # 0 and 1 remembered again
         assert state.end_offset == 5 and not list((tmp_path / "t-0" / SNAPSHOT_DIR).glob("*.snapshot"))
-        committer = GroupCommitter(plog, on_append=lambda info: state.update(info.records,
-                                                                             end_offset=info.last_offset + 1))
+        committer = GroupCommitter(plog, on_append=lambda info: state.appended(info.producer_appends,
+                                                                               end_offset=info.last_offset + 1))
         assert await produce(states, state, committer, ProducerBatch(1, 0, 0), 1) == (0, 1)
         assert await produce(states, state, committer, ProducerBatch(1, 0, 5), 1) == (5, 1)  # appended again
         await committer.close()
