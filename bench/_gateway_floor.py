@@ -50,7 +50,7 @@ class StubBroker:
         self.settings = settings
         self.cluster_id = "gateway-floor"
         self.produce_router = _StubRouter()
-        self.offset_store = None
+        self.coordinator = None
         self._topics: dict[str, TopicMetadata] = {}
 
     async def topic_fresh(self, name: str) -> TopicMetadata:

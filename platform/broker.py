@@ -9,7 +9,8 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.replication.leader_client.LeaderClient` (every broker-to-broker call);
 - the :class:`~lakelog.replication.replica_manager.ReplicaManager` (roles, produce, fetch, ISR);
 - the :class:`~lakelog.replication.produce_router.ProduceRouter` (partitioning, forwarding);
-- the :class:`~lakelog.consumer_groups.offset_store.OffsetStore` (``__consumer_offsets``);
+- the :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator` (committed offsets in the internal
+  topic ``__consumer_offsets``; an old per-broker table is imported once at start);
 - the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper).
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
@@ -29,7 +30,8 @@ import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings
-from lakelog.consumer_groups.offset_store import OFFSETS_TABLE, OffsetStore
+from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.replication.acks import Acks
@@ -85,8 +87,10 @@ class Broker:
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
+        self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
+                                            leader_client=self.leader_client, create_topic=self.create_topic)
         self.cluster_id = ""
-        self.offset_store: OffsetStore | None = None
+        self._import: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._shut_down_controlled = False
@@ -109,11 +113,18 @@ class Broker:
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
-        self.offset_store = await asyncio.to_thread(OffsetStore, str(self.log_dirs / OFFSETS_TABLE))
+        self.coordinator.start()  # before the roles: it loads the __consumer_offsets partitions it comes to lead
         await asyncio.to_thread(self.controller.start)
         await self.replica_manager.start()
+        self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
+
+    async def _import_old_offsets(self) -> None:
+        try:
+            await import_old_offsets(self.coordinator, self.log_dirs)
+        except Exception:
+            log.exception("importing the old per-broker __consumer_offsets table failed; the next start tries again")
 
     async def _register(self) -> None:
         await asyncio.to_thread(self.metadata.register_broker, BrokerInfo(
@@ -123,8 +134,11 @@ class Broker:
         """Move leaderships away (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
         await self.controlled_shutdown()
         self._stopping = True
+        if self._import is not None:
+            self._import.cancel()
         self.cache.stop()
         self.lease_watch.stop()
+        self.coordinator.stop()
         await self.replica_manager.stop()
         try:
             await asyncio.to_thread(self.controller.stop)

@@ -21,7 +21,7 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
-from lakelog.consumer_groups.offset_store import OffsetStore
+from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 
@@ -74,13 +74,13 @@ class LeaderReplica(Protocol):
 @runtime_checkable
 class ConsumerBroker(Protocol):
     """The broker as the consumer instances of :class:`~lakelog.consumer_groups.manager.ConsumerManager`
-    use it (started: ``offset_store`` and ``leader_client`` are set)."""
+    use it (started)."""
 
     broker_id: int
     settings: BrokerSettings  # advertised_url: the base URI of this broker's instances
     zk: KazooClient  # group membership, topic watch
     metadata: ClusterMetadata  # topics, partition counts
-    offset_store: OffsetStore  # __consumer_offsets
+    coordinator: GroupCoordinator  # committed offsets (__consumer_offsets), wherever a group's coordinator is
     leader_client: LeaderClient  # reads of partitions led by another broker
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
@@ -117,7 +117,7 @@ class ConsumerBroker(Protocol):
 class OffsetsAdminBroker(Protocol):
     """The broker as :mod:`lakelog.consumer_groups.offsets_admin` uses it (started)."""
 
-    offset_store: OffsetStore
+    coordinator: GroupCoordinator
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
         """Metadata of ``name``. Raises ``UnknownTopicError``."""

@@ -119,3 +119,24 @@ class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):
     422 / 42209 (an :class:`InvalidConsumerConfigError`)."""
 
     error_code = 42209
+
+
+# -- the group coordinator (``__consumer_offsets``) -------------------------------------------------
+
+class NotCoordinatorError(ConsumerGroupError):
+    """This broker is not the group's coordinator (it does not lead the group's ``__consumer_offsets``
+    partition), or the coordinator could not be reached. Kafka: NOT_COORDINATOR (16). 503 / 50320,
+    retriable: the coordinator moves when its partition's leader changes; send the request again."""
+
+    http_status = 503
+    error_code = 50320
+    retriable = True
+
+
+class CoordinatorLoadInProgressError(ConsumerGroupError):
+    """The coordinator is still loading its groups' offsets from ``__consumer_offsets`` (it just became
+    the partition's leader). Kafka: COORDINATOR_LOAD_IN_PROGRESS (14). 503 / 50321, retriable."""
+
+    http_status = 503
+    error_code = 50321
+    retriable = True

@@ -3,8 +3,8 @@
 :class:`ConsumerManager` owns the broker's :class:`~lakelog.consumer_groups.instances.ConsumerInstance`
 objects and does, for the HTTP routes of :mod:`lakelog.ingest_api.consumers_api`: instance creation
 and deletion, subscription (topics or a pattern) and manual assignment, seeks, reads (long-poll over
-the owned partitions, :mod:`lakelog.consumer_groups.poller`), offset commits (to the broker's
-transactional ``__consumer_offsets`` store, fenced by the group generation,
+the owned partitions, :mod:`lakelog.consumer_groups.poller`), offset commits (to the group's
+coordinator, :mod:`lakelog.consumer_groups.coordinator`, fenced by the group generation,
 :mod:`lakelog.consumer_groups.positions`) and expiry after ``consumer.instance.timeout.ms`` without
 requests. Results are typed (Arrow tables, dataclasses); the HTTP layer encodes them.
 
@@ -34,7 +34,7 @@ from lakelog.consumer_groups.errors import (
 )
 from lakelog.consumer_groups.instances import ConsumerInstance, validate_group_id, validate_instance_name
 from lakelog.consumer_groups.membership import GroupMembership
-from lakelog.consumer_groups.offset_store import CommittedOffset
+from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult, RecordPoller
 from lakelog.consumer_groups.positions import InstanceOffsets, OffsetCommits
 from lakelog.consumer_groups.rebalancer import GroupRebalancer
@@ -340,10 +340,10 @@ class ConsumerManager:
             offsets = {tp: (o, None) for tp, o in inst.consumed_positions().items()}
         await self.offsets.commit(inst.group, offsets, generation)
 
-    def committed(self, inst: ConsumerInstance, partitions: list[TopicPartition] | None) -> list[CommittedOffset]:
+    async def committed(self, inst: ConsumerInstance, partitions: list[TopicPartition] | None) -> list[CommittedOffset]:
         """The group's committed offsets of ``partitions`` (default: the owned ones); partitions without
         a commit are left out."""
-        return self.offsets.committed(inst.group, partitions if partitions is not None else inst.owned)
+        return await self.offsets.committed(inst.group, partitions if partitions is not None else inst.owned)
 
     # -- description ----------------------------------------------------------------------------
 

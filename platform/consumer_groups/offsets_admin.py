@@ -4,28 +4,33 @@
 Functions take the broker as :class:`~lakelog.consumer_groups.broker_api.OffsetsAdminBroker`; offsets
 are Kafka's committed offsets: the next offset the group will read.
 
-- :func:`commit_offsets`: one Delta transaction in ``__consumer_offsets``, fenced by the group
-  generation, idempotent with a transaction (``app_id``, ``version``);
+- :func:`commit_offsets`: one append to the group's ``__consumer_offsets`` partition through its
+  coordinator, fenced by the group generation, idempotent with a transaction (``app_id``, ``version``);
 - :func:`group_lag`: committed offset, log end offset, high watermark and lag of every partition of
   the topics the group committed;
 - :func:`reset_offsets`: move a group without active members to earliest, latest, a timestamp or an
-  offset.
+  offset;
+- :func:`delete_offsets`: delete a group's committed offsets of some partitions
+  (``kafka-consumer-groups --delete-offsets``; tombstones in ``__consumer_offsets``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
+from lakelog.consumer_groups.offset_records import offsets_of
 from lakelog.consumer_groups.errors import GroupNotEmptyError, InvalidCommitError, UnknownGroupError
 from lakelog.replication.errors import UnknownTopicError
 
 #: Where :func:`reset_offsets` moves a group (``kafka-consumer-groups --to-earliest``, ``--to-latest``,
+#: ``--to-current``, ``--shift-by``, ``--by-duration``,
 #: ``--to-datetime``, ``--to-offset``).
-ResetTarget = Literal["earliest", "latest", "timestamp", "offset"]
+ResetTarget = Literal["earliest", "latest", "timestamp", "offset", "current", "shift", "duration"]
 
 
 @dataclass(frozen=True)
@@ -87,11 +92,11 @@ async def check_commit_partitions(broker: OffsetsAdminBroker, partitions: Iterab
 async def commit_offsets(broker: OffsetsAdminBroker, group: str, offsets: Sequence[PartitionOffset], *,
                          generation: int | None = None, app_id: str | None = None,
                          version: int | None = None) -> bool:
-    """Commit ``offsets`` for ``group`` in one Delta transaction.
+    """Commit ``offsets`` for ``group`` through its coordinator, in one append.
 
     Args:
         generation: the committer's group generation; None outside group membership.
-        app_id, version: make the commit idempotent (Delta ``txn`` action): a replayed or older
+        app_id, version: make the commit idempotent (as Delta's ``txn`` action): a replayed or older
             ``version`` for ``app_id`` writes nothing.
 
     Returns:
@@ -100,11 +105,13 @@ async def commit_offsets(broker: OffsetsAdminBroker, group: str, offsets: Sequen
     Raises:
         UnknownTopicError, InvalidCommitError: see :func:`check_commit_partitions` (nothing is written).
         IllegalGenerationError: ``generation`` is older than the group's (409 / 40904).
+        NotCoordinatorError: no coordinator answered within ``request.timeout.ms`` (503 / 50320, retriable).
     """
     await check_commit_partitions(broker, [(o.topic, o.partition) for o in offsets])
-    return await asyncio.to_thread(
-        broker.offset_store.commit, group, [asdict(o) for o in offsets], generation=generation,
-        current_generation=await broker.group_generation(group), app_id=app_id, version=version)
+    rows = [{"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]
+    return await broker.coordinator.commit(
+        group, offsets_of(group, rows, generation=generation, app_id=app_id, app_version=version),
+        current_generation=await broker.group_generation(group))
 
 
 async def group_lag(broker: OffsetsAdminBroker, group: str) -> GroupLagInfo:
@@ -115,7 +122,7 @@ async def group_lag(broker: OffsetsAdminBroker, group: str) -> GroupLagInfo:
         UnknownGroupError: the group has no committed offsets (404 / 40407).
         LeaderNotAvailableError: a partition's leader does not answer.
     """
-    committed = {(c.topic, c.partition): c.offset for c in broker.offset_store.committed(group)}
+    committed = {(c.topic, c.partition): c.offset for c in await broker.coordinator.committed(group)}
     if not committed:
         raise UnknownGroupError(f"Group '{group}' has no committed offsets.")
     parts = []
@@ -134,47 +141,64 @@ async def group_lag(broker: OffsetsAdminBroker, group: str) -> GroupLagInfo:
 
 
 async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarget, value: int | None = None,
-                        topics: Sequence[str] | None = None) -> list[PartitionOffset]:
-    """Reset the committed offsets of ``group`` on every partition of ``topics`` and commit them.
+                        topics: Sequence[str] | None = None, partitions: Sequence[tuple[str, int]] | None = None,
+                        dry_run: bool = False) -> list[PartitionOffset]:
+    """Reset the committed offsets of ``group`` on the partitions chosen and commit them (Kafka's
+    ``kafka-consumer-groups --reset-offsets``, ``ResetOffsetsOpts``).
 
-    Targets (``kafka-consumer-groups --reset-offsets``): ``earliest`` the log start offset, ``latest``
-    the high watermark, ``timestamp`` the first offset whose timestamp is >= ``value`` ms (the high
-    watermark when none is; looked up in this broker's log, so the broker must lead the partition),
-    ``offset`` ``value`` clamped to [log start offset, high watermark].
+    Targets: ``earliest`` the log start offset (``--to-earliest``), ``latest`` the high watermark
+    (``--to-latest``), ``timestamp`` the first offset whose timestamp is >= ``value`` ms (``--to-datetime``;
+    the high watermark when none is; looked up in this broker's log, so the broker must lead the
+    partition), ``offset`` ``value`` (``--to-offset``), ``current`` the committed offset (``--to-current``),
+    ``shift`` the committed offset plus ``value`` (``--shift-by``, may be negative), ``duration`` the first
+    offset at or after ``value`` ms before now (``--by-duration``). Every new offset is clamped to [log start
+    offset, high watermark], as Kafka does; ``current`` and ``shift`` of a partition without a committed
+    offset start from ``auto.offset.reset``'s default, the high watermark (Kafka: ``latest``).
 
     Args:
-        topics: default: every topic the group has committed offsets for.
+        topics: every partition of these topics. partitions: these ``(topic, partition)`` s
+            (``--topic t:0,2``). Neither: every partition of the topics the group committed offsets for.
+        dry_run: compute the offsets, commit nothing (``--dry-run``; Kafka's default without ``--execute``).
 
     Returns:
-        The offsets committed, by topic then partition.
+        The new offsets, by topic then partition.
 
     Raises:
         GroupNotEmptyError: the group has active members (409 / 40905).
-        InvalidCommitError: ``timestamp`` or ``offset`` without a ``value`` (422 / 42207).
-        UnknownGroupError: no ``topics`` given and the group has no committed offsets (404 / 40407).
+        InvalidCommitError: ``timestamp``, ``offset``, ``shift`` or ``duration`` without a ``value``, or a
+            partition the topic does not have (422 / 42207).
+        UnknownGroupError: nothing chosen and the group has no committed offsets (404 / 40407).
         UnknownTopicError: a topic does not exist.
-        NotLeaderError: ``timestamp`` for a partition this broker does not lead.
+        NotLeaderError: ``timestamp`` or ``duration`` for a partition this broker does not lead.
     """
     members = await broker.group_members(group)
     if members:
         raise GroupNotEmptyError(f"Group '{group}' has {len(members)} active member(s) ({', '.join(members)}); "
                                  f"stop them before resetting its offsets.")
-    if to in ("timestamp", "offset") and value is None:
+    if to in ("timestamp", "offset", "shift", "duration") and value is None:
         raise InvalidCommitError(f"Reset to {to} needs a value.")
-    topics = list(topics or sorted({c.topic for c in broker.offset_store.committed(group)}))
-    if not topics:
-        raise UnknownGroupError(f"Group '{group}' has no committed offsets; name the topics to reset.")
-    offsets = []
-    for topic in topics:
+    committed = {(c.topic, c.partition): c.offset for c in await broker.coordinator.committed(group)}
+    chosen: list[tuple[str, int]] = []
+    if partitions:
+        await check_commit_partitions(broker, partitions)
+        chosen += list(partitions)
+    for topic in (topics or ([] if partitions else sorted({t for t, _ in committed}))):
         meta = await broker.topic_fresh(topic)
-        for p in sorted(meta.replicas):
-            offsets.append(PartitionOffset(topic, p, await _reset_target(broker, topic, p, to, value)))
-    await asyncio.to_thread(broker.offset_store.commit, group, [asdict(o) for o in offsets])
+        chosen += [(topic, p) for p in sorted(meta.replicas)]
+    if not chosen:
+        raise UnknownGroupError(f"Group '{group}' has no committed offsets; name the topics to reset.")
+    if to == "duration":
+        to, value = "timestamp", int(time.time() * 1000) - (value or 0)
+    offsets = [PartitionOffset(t, p, await _reset_target(broker, t, p, to, value, committed.get((t, p))))
+               for t, p in sorted(set(chosen))]
+    if not dry_run:
+        await broker.coordinator.commit(group, offsets_of(group, [
+            {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]))
     return offsets
 
 
 async def _reset_target(broker: OffsetsAdminBroker, topic: str, partition: int, to: ResetTarget,
-                        value: int | None) -> int:
+                        value: int | None, committed: int | None) -> int:
     if to == "timestamp":  # the time index is the leader's log: reset on the leader
         log = (await broker.leader_partition(topic, partition)).log
         return await asyncio.to_thread(log.offset_for_timestamp, value)
@@ -184,4 +208,37 @@ async def _reset_target(broker: OffsetsAdminBroker, topic: str, partition: int, 
         return log_start
     if to == "latest":
         return high_watermark
-    return min(max(value or 0, log_start), high_watermark)
+    if to == "current":
+        target = high_watermark if committed is None else committed
+    elif to == "shift":
+        target = (high_watermark if committed is None else committed) + (value or 0)
+    else:
+        target = value or 0
+    return min(max(target, log_start), high_watermark)
+
+
+async def delete_offsets(broker: OffsetsAdminBroker, group: str, *, topic: str,
+                         partitions: Sequence[int] | None = None) -> list[tuple[str, int]]:
+    """Delete ``group``'s committed offsets of ``topic`` (``partitions``, default all of them) through its
+    coordinator: tombstones in ``__consumer_offsets`` (Kafka's OffsetDelete, KIP-496,
+    ``kafka-consumer-groups --delete-offsets``). A group with active members is refused, as Kafka refuses
+    one subscribed to the topic.
+
+    Returns:
+        The ``(topic, partition)`` s that had an offset, now deleted.
+
+    Raises:
+        GroupNotEmptyError: the group has active members (409 / 40905).
+        UnknownGroupError: the group has no committed offsets of the topic (404 / 40407).
+        NotCoordinatorError: no coordinator answered within ``request.timeout.ms`` (503 / 50320, retriable).
+    """
+    members = await broker.group_members(group)
+    if members:
+        raise GroupNotEmptyError(f"Group '{group}' has {len(members)} active member(s) ({', '.join(members)}); "
+                                 f"stop them before deleting its offsets.")
+    committed = [(c.topic, c.partition) for c in await broker.coordinator.committed(group, topic)]
+    wanted = [tp for tp in committed if partitions is None or tp[1] in set(partitions)]
+    if not wanted:
+        raise UnknownGroupError(f"Group '{group}' has no committed offsets of topic '{topic}'"
+                                + (f" partitions {sorted(partitions)}." if partitions is not None else "."))
+    return await broker.coordinator.delete_offsets(group, wanted)

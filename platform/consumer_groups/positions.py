@@ -5,8 +5,9 @@
 - partition bounds (log start offset, high watermark) from each partition's leader;
 - initial positions of newly assigned partitions: the group's committed offset, else
   ``auto.offset.reset`` (Kafka's consumer: also when the committed offset is out of range);
-- offset commits to the broker's ``__consumer_offsets`` store, fenced by the group generation
-  (Kafka's ``OffsetCommit`` with ``generationId``), and auto commits that only log a failure.
+- offset commits to the group's coordinator (``__consumer_offsets``, wherever its leader is), fenced by
+  the group generation (Kafka's ``OffsetCommit`` with ``generationId``), and auto commits that only log a
+  failure.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from lakelog.consumer_groups.assignors import TopicPartition
 from lakelog.consumer_groups.broker_api import ConsumerBroker
 from lakelog.consumer_groups.errors import IllegalGenerationError
 from lakelog.consumer_groups.instances import ConsumerInstance
-from lakelog.consumer_groups.offset_store import CommittedOffset
+from lakelog.consumer_groups.offset_records import offsets_of
+from lakelog.consumer_groups.offset_records import CommittedOffset
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ class InstanceOffsets:
 
     Args:
         broker: the started broker (its partition offsets, topic metadata, group generations and
-            offset store).
+            group coordinator).
     """
 
     def __init__(self, broker: ConsumerBroker) -> None:
@@ -57,7 +59,7 @@ class InstanceOffsets:
                                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Where ``inst`` starts reading ``partitions``: the group's committed offset when it lies between
         the log start offset and the high watermark, else ``auto.offset.reset``."""
-        committed = {(c.topic, c.partition): c.offset for c in self.broker.offset_store.committed(inst.group)}
+        committed = {(c.topic, c.partition): c.offset for c in await self.broker.coordinator.committed(inst.group)}
         out = {}
         for tp, (start, end) in (await self.bounds(partitions)).items():
             c = committed.get(tp)
@@ -68,8 +70,8 @@ class InstanceOffsets:
         return out
 
     async def commit(self, group: str, offsets: OffsetCommits, generation: int | None) -> None:
-        """Commit ``offsets`` read in ``generation`` (None: outside group membership), in one Delta
-        transaction, fenced by the group's current generation.
+        """Commit ``offsets`` read in ``generation`` (None: outside group membership) through the group's
+        coordinator (one append), fenced by the group's current generation.
 
         Raises:
             UnknownTopicError, UnknownPartitionError: a partition does not exist (nothing is written).
@@ -82,8 +84,8 @@ class InstanceOffsets:
             self.broker.check_partition(meta, p)
         rows = [{"topic": t, "partition": p, "offset": o, "metadata": m} for (t, p), (o, m) in sorted(offsets.items())]
         current = await self.broker.group_generation(group) if generation is not None else None
-        await asyncio.to_thread(self.broker.offset_store.commit, group, rows, generation=generation,
-                                current_generation=current)
+        await self.broker.coordinator.commit(group, offsets_of(group, rows, generation=generation),
+                                             current_generation=current)
 
     async def commit_quietly(self, inst: ConsumerInstance, positions: dict[TopicPartition, int],
                              generation: int | None) -> None:
@@ -95,7 +97,8 @@ class InstanceOffsets:
         except Exception as e:
             log.warning("auto commit of %s/%s failed: %s", inst.group, inst.name, e, exc_info=True)
 
-    def committed(self, group: str, partitions: Iterable[TopicPartition]) -> list[CommittedOffset]:
-        """The group's latest committed offsets of ``partitions`` (partitions without a commit are left out)."""
+    async def committed(self, group: str, partitions: Iterable[TopicPartition]) -> list[CommittedOffset]:
+        """The group's latest committed offsets of ``partitions`` (partitions without a commit are left out),
+        from its coordinator."""
         wanted = set(partitions)
-        return [c for c in self.broker.offset_store.committed(group) if (c.topic, c.partition) in wanted]
+        return [c for c in await self.broker.coordinator.committed(group) if (c.topic, c.partition) in wanted]

@@ -9,7 +9,8 @@
 - :mod:`~lakelog.ingest_api.consumers_api`: v2 consumer instances;
 - :mod:`~lakelog.ingest_api.offsets_api`: committed offsets, lag, resets;
 - :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent producers (InitProducerId);
-- :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch.
+- :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
+- :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets).
 
 Routes reach the broker through typed dependencies (:mod:`~lakelog.ingest_api.deps`); errors are
 answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status*100+n, "message": ...}``.
@@ -24,6 +25,7 @@ from pydantic.json_schema import models_json_schema
 from lakelog.ingest_api import (
     brokers_api,
     consumers_api,
+    coordinator_api,
     models,
     offsets_api,
     producers_api,
@@ -59,7 +61,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     app.state.broker = broker
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_api, producers_api, offsets_api, consumers_api,
-                   replica_api):
+                   replica_api, coordinator_api):
         app.include_router(module.router)
     _document_raw_body_models(app)
     return app

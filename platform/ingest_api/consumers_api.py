@@ -279,7 +279,7 @@ async def commit_offsets(group: GroupName, instance: InstanceName, consumers: Co
 async def committed_offsets(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
     inst = consumers.get(group, instance)
-    committed = consumers.committed(inst, _partitions(body) if body is not None else None)
+    committed = await consumers.committed(inst, _partitions(body) if body is not None else None)
     return KafkaV2Response({"offsets": [{"topic": c.topic, "partition": c.partition, "offset": c.offset,
                                          "metadata": c.metadata or ""} for c in committed]})
 

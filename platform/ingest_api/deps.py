@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
-from lakelog.consumer_groups.offset_store import OffsetStore
+from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
@@ -35,7 +35,7 @@ class GatewayBroker(Protocol):
     cluster_id: str
     replica_manager: ReplicaManager
     produce_router: ProduceRouter
-    offset_store: OffsetStore | None
+    coordinator: GroupCoordinator
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -65,16 +65,16 @@ def get_consumer_manager(request: Request) -> ConsumerManager:
     return request.app.state.consumers
 
 
-def get_offset_store(request: Request) -> OffsetStore:
-    """The broker's ``__consumer_offsets`` store."""
-    return request.app.state.broker.offset_store
+def get_coordinator(request: Request) -> GroupCoordinator:
+    """The broker's group coordinator (committed offsets, wherever a group's coordinator is)."""
+    return request.app.state.broker.coordinator
 
 
 BrokerDep = Annotated[GatewayBroker, Depends(get_broker)]
 #: The broker as group offset administration sees it (:mod:`lakelog.consumer_groups.offsets_admin`).
 OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
 ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
-OffsetStoreDep = Annotated[OffsetStore, Depends(get_offset_store)]
+CoordinatorDep = Annotated[GroupCoordinator, Depends(get_coordinator)]
 
 
 def get_producer_ids(request: Request) -> ProducerIdManager:

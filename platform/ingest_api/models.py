@@ -443,14 +443,30 @@ class GroupLag(BaseModel):
 
 
 class ResetOffsetsRequest(BaseModel):
-    to: Literal["earliest", "latest", "timestamp", "offset"]
-    value: Optional[int] = Field(None, ge=0, le=INT64_MAX,
-                                 description="ms since the epoch for `timestamp`; the offset for `offset`.")
-    topics: Optional[list[str]] = Field(None, description="Default: every topic the group has committed.")
+    """``kafka-consumer-groups --reset-offsets``: where to move a group without active members."""
+
+    to: Literal["earliest", "latest", "timestamp", "offset", "current", "shift", "duration"] = Field(
+        description="earliest (--to-earliest), latest (--to-latest), timestamp (--to-datetime: `value` ms since "
+                    "the epoch), offset (--to-offset `value`), current (--to-current: the committed offset), "
+                    "shift (--shift-by `value`, may be negative), duration (--by-duration: `value` ms before now).")
+    value: Optional[int] = Field(None, ge=-INT64_MAX, le=INT64_MAX,
+                                 description="ms since the epoch (timestamp), an offset (offset), a shift (shift), "
+                                             "ms (duration).")
+    topics: Optional[list[str]] = Field(None, description="Topics, all partitions of each. Default (with no "
+                                                          "`partitions` either): every topic the group has committed.")
+    partitions: Optional[list[TopicPartitionRef]] = Field(None, description="Only these partitions (--topic t:0,2).")
+    dry_run: bool = Field(False, description="Answer the new offsets without committing them (--dry-run).")
 
 
-class OffsetsTable(BaseModel):
-    table_uri: str
+class DeleteOffsetsRequest(BaseModel):
+    """``kafka-consumer-groups --delete-offsets --topic t[:p,...]``."""
+
+    topic: str
+    partitions: Optional[list[PartitionNumber]] = Field(None, description="Default: every partition of the topic.")
+
+
+class DeletedOffsetsResponse(BaseModel):
+    deleted: list[TopicPartitionRef] = Field(description="The partitions whose committed offset was deleted.")
 
 
 class BrokerList(BaseModel):

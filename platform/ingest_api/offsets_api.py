@@ -6,7 +6,13 @@
 - ``GET /consumers``: groups with committed offsets (lakelog);
 - ``GET /consumers/{group}/lag``: committed offset, log end offset, high watermark and lag per partition;
 - ``POST /consumers/{group}/offsets/reset``: move a group with no active members to earliest,
-  latest, a timestamp or an offset (``kafka-consumer-groups --reset-offsets``).
+  latest, a timestamp or an offset (``kafka-consumer-groups --reset-offsets``);
+- ``POST /consumers/{group}/offsets/delete``: delete a group's committed offsets of a topic's partitions
+  (``kafka-consumer-groups --delete-offsets``, lakelog).
+
+Offsets live in the internal topic ``__consumer_offsets``; any broker answers, asking the group's
+coordinator (:mod:`lakelog.consumer_groups.coordinator`): 503 / 50320 (retriable) when none answered
+within ``request.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -18,18 +24,20 @@ from fastapi import APIRouter, Query
 from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import OffsetsAdminBrokerDep, OffsetStoreDep
+from lakelog.ingest_api.deps import CoordinatorDep, OffsetsAdminBrokerDep
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.models import (
     CommitOffsetsRequest,
     CommitOffsetsResponse,
     CommittedOffsetInfo,
+    DeletedOffsetsResponse,
+    DeleteOffsetsRequest,
     GroupLag,
     OffsetsResponse,
-    OffsetsTable,
     PartitionLag,
     ResetOffsetsRequest,
     TopicPartitionOffset,
+    TopicPartitionRef,
 )
 
 #: Every route's error answers: 400 covers 40008 (a group id ZooKeeper cannot hold), 404 40401/40402
@@ -44,7 +52,7 @@ def _answer(offsets: list[PartitionOffset]) -> list[TopicPartitionOffset]:
 
 
 @router.post("/consumers/{group}/offsets", response_model=CommitOffsetsResponse,
-             summary="Commit offsets for a group (one Delta transaction)")
+             summary="Commit offsets for a group (one append through its coordinator)")
 async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
     txn = body.transaction
     written = await offsets_admin.commit_offsets(
@@ -54,23 +62,17 @@ async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: O
 
 
 @router.get("/consumers/{group}/offsets", response_model=OffsetsResponse, summary="A group's committed offsets")
-async def get_offsets(group: GroupName, store: OffsetStoreDep,
+async def get_offsets(group: GroupName, coordinator: CoordinatorDep,
                       topic: Optional[str] = Query(None, description="Only this topic.")) -> OffsetsResponse:
     return OffsetsResponse(offsets=[
         CommittedOffsetInfo(topic=c.topic, partition=c.partition, offset=c.offset, metadata=c.metadata,
                             generation_id=c.generation, commit_timestamp=c.commit_timestamp_ms)
-        for c in store.committed(group, topic)])
-
-
-@router.get("/lakelog/v1/consumer-offsets", response_model=OffsetsTable, tags=["lakelog"],
-            summary="Where the __consumer_offsets Delta table is, for SQL")
-async def offsets_table(store: OffsetStoreDep) -> OffsetsTable:
-    return OffsetsTable(table_uri=store.table_uri)
+        for c in await coordinator.committed(group, topic)])
 
 
 @router.get("/consumers", response_model=list[str], summary="Groups with committed offsets")
-async def list_groups(store: OffsetStoreDep) -> list[str]:
-    return store.groups()
+async def list_groups(coordinator: CoordinatorDep) -> list[str]:
+    return await coordinator.groups()
 
 
 @router.get("/consumers/{group}/lag", response_model=GroupLag, summary="Committed offset, log end and lag per partition")
@@ -85,5 +87,14 @@ async def group_lag(group: GroupName, broker: OffsetsAdminBrokerDep) -> GroupLag
 @router.post("/consumers/{group}/offsets/reset", response_model=CommitOffsetsResponse,
              summary="Reset a group's offsets (no active members)")
 async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: OffsetsAdminBrokerDep) -> CommitOffsetsResponse:
-    offsets = await offsets_admin.reset_offsets(broker, group, to=body.to, value=body.value, topics=body.topics)
-    return CommitOffsetsResponse(committed=True, offsets=_answer(offsets))
+    offsets = await offsets_admin.reset_offsets(
+        broker, group, to=body.to, value=body.value, topics=body.topics, dry_run=body.dry_run,
+        partitions=[(p.topic, p.partition) for p in body.partitions] if body.partitions else None)
+    return CommitOffsetsResponse(committed=not body.dry_run, offsets=_answer(offsets))
+
+
+@router.post("/consumers/{group}/offsets/delete", response_model=DeletedOffsetsResponse,
+             summary="Delete a group's committed offsets of a topic (no active members)")
+async def delete_offsets(group: GroupName, body: DeleteOffsetsRequest, broker: OffsetsAdminBrokerDep) -> DeletedOffsetsResponse:
+    deleted = await offsets_admin.delete_offsets(broker, group, topic=body.topic, partitions=body.partitions)
+    return DeletedOffsetsResponse(deleted=[TopicPartitionRef(topic=t, partition=p) for t, p in deleted])

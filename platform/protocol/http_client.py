@@ -287,10 +287,6 @@ class LakelogClient:
         params = {"topic": topic} if topic else None
         return self._request("GET", f"/consumers/{group}/offsets", params=params).json()["offsets"]
 
-    def consumer_offsets_table(self) -> str:
-        """URI of the broker's ``__consumer_offsets`` Delta table."""
-        return self._request("GET", "/lakelog/v1/consumer-offsets").json()["table_uri"]
-
     def list_groups(self) -> list[str]:
         return self._request("GET", "/consumers").json()
 
@@ -298,11 +294,22 @@ class LakelogClient:
         """Committed offset, log end offset, high watermark and lag per partition of the group's topics."""
         return self._request("GET", f"/consumers/{group}/lag").json()
 
-    def reset_offsets(self, group: str, *, to: str, value: int | None = None,
-                      topics: Sequence[str] | None = None) -> dict:
-        """Move a group without active members to ``earliest``, ``latest``, ``timestamp`` or ``offset``."""
-        body = {"to": to, "value": value, "topics": list(topics) if topics else None}
+    def reset_offsets(self, group: str, *, to: str, value: int | None = None, topics: Sequence[str] | None = None,
+                      partitions: Sequence[tuple[str, int]] | None = None, dry_run: bool = False) -> dict:
+        """Move a group without active members (``POST /consumers/{group}/offsets/reset``): ``to`` one of
+        ``earliest``, ``latest``, ``timestamp``, ``offset``, ``current``, ``shift``, ``duration`` (``value``:
+        ms since the epoch, an offset, a shift, ms before now); ``topics`` (all their partitions) and/or
+        ``partitions`` (``(topic, partition)`` s); ``dry_run``: answer the offsets, commit nothing.
+        Returns ``{"committed": bool, "offsets": [...]}``."""
+        body = {"to": to, "value": value, "topics": list(topics) if topics else None, "dry_run": dry_run,
+                "partitions": [{"topic": t, "partition": p} for t, p in partitions] if partitions else None}
         return self._request("POST", f"/consumers/{group}/offsets/reset", json=body).json()
+
+    def delete_offsets(self, group: str, topic: str, partitions: Sequence[int] | None = None) -> list[dict]:
+        """Delete a group's committed offsets of ``topic`` (``partitions``, default all): the
+        ``[{"topic", "partition"}]`` deleted (``POST /consumers/{group}/offsets/delete``)."""
+        body = {"topic": topic, "partitions": list(partitions) if partitions is not None else None}
+        return self._request("POST", f"/consumers/{group}/offsets/delete", json=body).json()["deleted"]
 
     def group_members(self, group: str) -> dict:
         """Members of ``group`` cluster-wide with generation and assignment (``GET /lakelog/v1/consumers/{group}/members``)."""

@@ -10,7 +10,11 @@ A broker asks a partition's leader when it does not lead the partition itself:
   (``GET /lakelog/v1/topics/{t}/logs?partition=``);
 - :meth:`LeaderClient.fetch`: records below the HW as Arrow (consumer instances on another broker);
 - :meth:`LeaderClient.replica_fetch` and :meth:`LeaderClient.epoch_end_offset`: a follower's replica
-  fetch and KIP-101 OffsetsForLeaderEpoch (``/lakelog/v1/replica/...``).
+  fetch and KIP-101 OffsetsForLeaderEpoch (``/lakelog/v1/replica/...``);
+- :meth:`LeaderClient.coordinator_commit`, :meth:`~LeaderClient.coordinator_offsets`,
+  :meth:`~LeaderClient.coordinator_delete_offsets`, :meth:`~LeaderClient.coordinator_groups`: a group's
+  offsets on its coordinator, the leader of the group's ``__consumer_offsets`` partition
+  (``/lakelog/v1/coordinator/...``; :mod:`lakelog.consumer_groups.coordinator`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
@@ -37,6 +41,8 @@ from lakelog.replication.errors import LeaderNotAvailableError
 
 #: Prefix of the internal replica routes (hidden from the OpenAPI document).
 REPLICA_PREFIX = "/lakelog/v1/replica"
+#: Prefix of the internal group coordinator routes (hidden from the OpenAPI document).
+COORDINATOR_PREFIX = "/lakelog/v1/coordinator"
 
 
 @dataclass(frozen=True)
@@ -167,3 +173,37 @@ class LeaderClient:
             params={"epoch": epoch, "leader_epoch": leader_epoch, "replica_id": replica_id})
         answer = resp.json()
         return int(answer["epoch"]), int(answer["end_offset"])
+
+    # -- group coordinators ---------------------------------------------------------------------
+
+    async def coordinator_commit(self, url: str, group: str, offsets: list[dict], *,
+                                 current_generation: int | None, only_newer: bool = False) -> bool:
+        """Commit ``offsets`` (``CommittedOffset`` fields as dicts) on ``group``'s coordinator at ``url``;
+        False for a replayed idempotent commit.
+
+        Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable: it moved or is loading),
+        IllegalGenerationError, LeaderNotAvailableError (no answer), the append's errors.
+        """
+        resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/groups/{group}/offsets", what=f"group '{group}'",
+                                json={"offsets": offsets, "current_generation": current_generation,
+                                      "only_newer": only_newer},
+                                timeout=self.request_timeout_ms / 1000.0 + 5)
+        return bool(resp.json()["committed"])
+
+    async def coordinator_offsets(self, url: str, group: str, *, topic: str | None = None) -> list[dict]:
+        """``group``'s committed offsets (``CommittedOffset`` fields as dicts) from its coordinator at ``url``."""
+        resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/groups/{group}/offsets", what=f"group '{group}'",
+                                params={"topic": topic} if topic else None, timeout=10.0)
+        return resp.json()["offsets"]
+
+    async def coordinator_delete_offsets(self, url: str, group: str, partitions: list[tuple[str, int]]) -> list[list]:
+        """Delete ``group``'s offsets of ``partitions`` on its coordinator; the ``[topic, partition]`` s deleted."""
+        resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/groups/{group}/offsets:delete",
+                                what=f"group '{group}'", json={"partitions": [list(tp) for tp in partitions]},
+                                timeout=self.request_timeout_ms / 1000.0 + 5)
+        return resp.json()["deleted"]
+
+    async def coordinator_groups(self, url: str) -> list[str]:
+        """The groups with committed offsets that the broker at ``url`` coordinates."""
+        resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/groups", what="the groups", timeout=10.0)
+        return resp.json()["groups"]

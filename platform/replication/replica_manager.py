@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 import logging
 
 import pyarrow as pa
@@ -89,6 +90,9 @@ class ReplicaManager:
             snapshot_interval_ms=settings.producer_snapshot_interval_ms)
         #: the topic and partition state watches, and topic changes (configs, partitions added)
         self.topic_changes = TopicChanges(self)
+        #: called (in the event loop) with a replica after it took up a role or was dropped (the group
+        #: coordinator loads the ``__consumer_offsets`` partitions this broker comes to lead)
+        self.role_listeners: list[Callable[[Partition], None]] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -128,7 +132,7 @@ class ReplicaManager:
             gone = [key for key, part in self._partitions.items()
                     if (meta := topics.get(part.topic)) is None or meta.topic_id != part.topic_id]
             # all at once: a topic of thousands of partitions is dropped in seconds, not one log at a time
-            await asyncio.gather(*(self._drop_deleted(key) for key in gone))
+            await asyncio.gather(*(_drop_deleted(self, key) for key in gone))
         await self.topic_changes.watch(topics)
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
@@ -146,6 +150,7 @@ class ReplicaManager:
         self.session_lost = True
         for part in self.partitions():
             await part.fence()
+            self._notify_role(part)
 
     # -- local partitions -----------------------------------------------------------------------
 
@@ -217,20 +222,6 @@ class ReplicaManager:
         if current is None or current.topic_id != meta.topic_id:
             raise UnknownTopicError(meta.name)
 
-    async def _drop_deleted(self, key: PartitionKey) -> None:
-        """Drop the replica of a deleted (or re-created) topic and its data, under its open lock."""
-        async with self._open_locks[key]:
-            part = self._partitions.pop(key, None)
-            if part is None:
-                return
-            part.role = ReplicaRole.NONE
-            if part.fetcher is not None:
-                await part.fetcher.stop()
-            await part.committer.close()
-            await part.flusher.close(flush=False)
-            await self.log_manager.drop_log(part.log, delete_data=True)
-            part.notify_all()
-
     # -- roles ----------------------------------------------------------------------------------
 
     async def apply_state(self, topic: str, partition: int, topic_id: str, state: PartitionState) -> None:
@@ -271,6 +262,14 @@ class ReplicaManager:
                     part.fetcher is None and state.leader >= 0):
                 await self._become_follower(part, state)
             part.notify_all()
+        self._notify_role(part)
+
+    def _notify_role(self, part: Partition) -> None:
+        for listener in list(self.role_listeners):
+            try:
+                listener(part)
+            except Exception:
+                log.exception("a role listener failed for %s", part.name)
 
     async def _become_leader(self, part: Partition, state: PartitionState) -> None:
         """Kafka's makeLeader: stop fetching, fence older epochs, start tracking the followers."""
@@ -393,3 +392,19 @@ async def _not_leader(manager: ReplicaManager, topic: str, partition: int, state
             f"Partition {topic}-{partition} has no live leader (leader {state.leader}, ISR {state.isr}).")
     return NotLeaderError(f"Broker {broker_id} is not the leader of {topic}-{partition}; "
                           f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)
+
+
+async def _drop_deleted(manager: ReplicaManager, key: PartitionKey) -> None:
+    """Drop the replica of a deleted (or re-created) topic and its data, under its open lock."""
+    async with manager._open_locks[key]:
+        part = manager._partitions.pop(key, None)
+        if part is None:
+            return
+        part.role = ReplicaRole.NONE
+        if part.fetcher is not None:
+            await part.fetcher.stop()
+        await part.committer.close()
+        await part.flusher.close(flush=False)
+        await manager.log_manager.drop_log(part.log, delete_data=True)
+        part.notify_all()
+    manager._notify_role(part)

@@ -38,6 +38,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructType, TimestampType)
 
 from lakelog.protocol.log_info import CREATE_TIME, LOG_APPEND_TIME, PartitionLogInfo
+from lakelog.replication.errors import UnknownTopicError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CREATE_TIME", "KAFKA_HEADERS_TYPE", "KAFKA_SOURCE_SCHEMA", "LOG_APPEND_TIME", "PartitionLogInfo", "SCHEMA",
     "catalog_view_name", "create_topic_view", "history", "lake_bound", "partition_logs_from_gateway", "quote_identifier",
-    "register_consumer_offsets", "register_topic_view", "register_topics_from_gateway", "topic_dataframe",
+    "consumer_offsets_sql", "register_consumer_offsets", "register_topic_view", "register_topics_from_gateway", "topic_dataframe",
     "topic_view_sql",
 ]
 
@@ -260,6 +261,8 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
     """
     names, catalog_names = {}, {}
     for topic in (client.list_topics() if topics is None else topics):
+        if topics is None and topic == "__consumer_offsets":
+            continue  # its own view below: the commits in its records, not the records
         partitions = partition_logs_from_gateway(client, topic)
         names[topic] = register_topic_view(spark, topic, partitions)
         if schema is None:
@@ -297,19 +300,48 @@ def history(spark: "SparkSession", client: "LakelogClient", topic: str, *, as_of
     return df
 
 
+#: Columns of the ``__consumer_offsets`` view, from the JSON keys and values of the internal topic's
+#: records (:mod:`lakelog.consumer_groups.offset_records`).
+CONSUMER_OFFSETS_KEY_DDL = "type STRING, `group` STRING, topic STRING, partition INT"
+CONSUMER_OFFSETS_VALUE_DDL = ("offset BIGINT, metadata STRING, generation INT, commit_timestamp_ms BIGINT, "
+                              "app_id STRING, app_version BIGINT")
+
+
+def consumer_offsets_sql(partitions: Sequence[PartitionLogInfo]) -> str:
+    """The SQL of every offset commit in the internal topic ``__consumer_offsets`` (its partitions
+    ``partitions``), oldest first per partition: ``group, topic, partition, offset, metadata, generation,
+    commit_timestamp, app_id, app_version, deleted`` (a tombstone: the offset was deleted, null values),
+    and where the record is: ``offsets_partition``, ``log_offset``."""
+    return (
+        "SELECT k.`group` AS `group`, k.topic AS topic, k.partition AS partition, v.offset AS offset, "
+        "v.metadata AS metadata, v.generation AS generation, "
+        "CAST(timestamp_millis(v.commit_timestamp_ms) AS TIMESTAMP) AS commit_timestamp, "
+        "v.app_id AS app_id, v.app_version AS app_version, value IS NULL AS deleted, "
+        "partition_ AS offsets_partition, offset_ AS log_offset FROM ("
+        f"SELECT from_json(CAST(key AS STRING), {_sql_string(CONSUMER_OFFSETS_KEY_DDL)}) AS k, "
+        f"from_json(CAST(value AS STRING), {_sql_string(CONSUMER_OFFSETS_VALUE_DDL)}) AS v, value, "
+        f"partition AS partition_, offset AS offset_ FROM ({topic_view_sql(partitions)})) "
+        "WHERE k.type = 'offset'")
+
+
 def register_consumer_offsets(spark: "SparkSession", client: "LakelogClient",
                               view_name: str = "__consumer_offsets", *, schema: str | None = None) -> str:
-    """Register the broker's ``__consumer_offsets`` Delta table (every commit, newest last) as a view.
+    """Register every offset commit of the cluster (the internal topic ``__consumer_offsets``, all its
+    partitions, whichever broker coordinates them) as a view: :func:`consumer_offsets_sql`'s columns. Also
+    creates ``{schema}.{view_name}`` when ``schema`` is given. Before any group committed (no topic yet)
+    the view is empty. Returns the temp view's SQL name.
 
-    Columns: ``group, topic, partition, offset, metadata, generation, commit_timestamp`` (see
-    :mod:`lakelog.consumer_groups.offset_store`). Also creates ``{schema}.{view_name}`` when
-    ``schema`` is given. Returns the temp view's SQL name.
+    Records still in a partition's segment tail (below the high watermark, above the lake end offset)
+    appear once the flusher committed them (``lake.commit.interval.ms``) and the view is registered again.
     """
-    uri = client.consumer_offsets_table()
+    try:
+        partitions = partition_logs_from_gateway(client, "__consumer_offsets")
+    except UnknownTopicError:
+        partitions = []
+    sql = consumer_offsets_sql(partitions)
     name = quote_identifier(view_name)
-    spark.read.format("delta").load(uri).createOrReplaceTempView(name)
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
     if schema is not None:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(schema)}")
-        spark.sql(f"CREATE OR REPLACE VIEW {quote_identifier(schema)}.{name} AS "
-                  f"SELECT * FROM delta.`{uri.replace('`', '``')}`")
+        spark.sql(f"CREATE OR REPLACE VIEW {quote_identifier(schema)}.{name} AS {sql}")
     return name

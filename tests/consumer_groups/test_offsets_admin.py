@@ -82,7 +82,7 @@ def test_commit_lag_and_reset(zk_connect, tmp_path, topic_name):
         assert await offsets_admin.commit_offsets(broker, group, one, app_id="q", version=3)
         assert not await offsets_admin.commit_offsets(broker, group, [PartitionOffset(topic_name, 0, 9)],
                                                       app_id="q", version=3)
-        assert broker.offset_store.committed(group)[0].offset == 7
+        assert (await broker.coordinator.committed(group))[0].offset == 7
 
         # a commit from an older generation is fenced
         generation = broker.metadata.bump_group_generation(group)
@@ -105,7 +105,7 @@ def test_commit_lag_and_reset(zk_connect, tmp_path, topic_name):
         assert await reset(to="offset", value=6) == [(0, 6), (1, 4)]
         # partition 1's records all came after middle_ms: its first one
         assert await reset(to="timestamp", value=middle_ms, topics=[topic_name]) == [(0, 5), (1, 0)]
-        assert {(c.partition, c.offset) for c in broker.offset_store.committed(group)} == {(0, 5), (1, 0)}
+        assert {(c.partition, c.offset) for c in (await broker.coordinator.committed(group))} == {(0, 5), (1, 0)}
         assert await reset(to="timestamp", value=int(time.time() * 1000) + 60_000) == [(0, 10), (1, 4)]
         with pytest.raises(InvalidCommitError):
             await offsets_admin.reset_offsets(broker, group, to="offset")

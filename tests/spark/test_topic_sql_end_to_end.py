@@ -72,10 +72,19 @@ def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, cli
 
     group = f"sql-{topic_name}"
     client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 4}])
-    views = register_topics_from_gateway(spark, client)
-    assert views["__consumer_offsets"] == "__consumer_offsets"
-    row = spark.sql(f"SELECT `offset` FROM __consumer_offsets WHERE `group` = '{group}'").collect()
-    assert [r.offset for r in row] == [4]
+    # the commit is a record of the internal topic __consumer_offsets: in its Delta table once the
+    # flusher committed it (lake.commit.interval.ms, 1 s), then in the view when registered again
+    deadline = time.monotonic() + 20
+    while True:
+        views = register_topics_from_gateway(spark, client)
+        assert views["__consumer_offsets"] == "__consumer_offsets"
+        row = spark.sql(f"SELECT `offset`, deleted, commit_timestamp FROM __consumer_offsets "
+                        f"WHERE `group` = '{group}'").collect()
+        if row or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [(r.offset, r.deleted) for r in row] == [(4, False)] and row[0].commit_timestamp is not None
+    assert topic_name in views and "__consumer_offsets" in views
     # The same, through the lakelog schema: a view per topic and lakelog.__consumer_offsets.
     table = topic_name.replace("-", "_")
     assert {table, "__consumer_offsets"} <= {r.tableName for r in spark.sql("SHOW TABLES IN lakelog").collect()}

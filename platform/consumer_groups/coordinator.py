@@ -1,0 +1,163 @@
+"""The group coordinator as every broker sees it: a group's offsets are committed, read and deleted on
+its coordinator, the leader of the group's ``__consumer_offsets`` partition
+(:func:`~lakelog.consumer_groups.offset_records.partition_for`, Kafka's rule), wherever that is.
+
+Any broker accepts these requests (Kafka's clients find the coordinator with FindCoordinator; an HTTP
+client may talk to any broker): :class:`GroupCoordinator` serves them with its
+:class:`~lakelog.consumer_groups.group_metadata.GroupMetadataManager` when this broker is the coordinator,
+else sends them to it through the leader client (the internal ``/lakelog/v1/coordinator`` routes), and
+sends them again while the coordinator moves (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a leader
+election), for up to ``request.timeout.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from lakelog.config import BrokerSettings
+from lakelog.consumer_groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from lakelog.consumer_groups.group_metadata import GroupMetadataManager
+from lakelog.consumer_groups.offset_records import OFFSETS_TOPIC, CommittedOffset, partition_for
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
+from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.metadata_cache import MetadataCache
+from lakelog.replication.replica_manager import ReplicaManager
+
+#: Errors after which a request to the coordinator is sent again (it moved, or is being elected).
+RETRIABLE = (NotCoordinatorError, CoordinatorLoadInProgressError, NotLeaderError, LeaderNotAvailableError)
+
+
+class GroupCoordinator:
+    """Committed offsets of every group, from any broker (see the module docstring).
+
+    Args:
+        settings: ``broker.id``, ``request.timeout.ms`` (how long a request waits for a coordinator that
+            moves) and the settings of :class:`GroupMetadataManager`.
+        cache: partition states and broker URLs.
+        replica_manager: the local replicas.
+        leader_client: the inter-broker client.
+        create_topic: creates a topic (``Broker.create_topic``), for ``__consumer_offsets``.
+
+    Attributes:
+        manager: this broker's :class:`GroupMetadataManager` (the groups it coordinates).
+
+    Call :meth:`start` inside the serving event loop, :meth:`stop` at the end.
+    """
+
+    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, replica_manager: ReplicaManager,
+                 leader_client: LeaderClient, create_topic: Callable[..., Awaitable[TopicMetadata]]) -> None:
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.cache = cache
+        self.replica_manager = replica_manager
+        self.leader_client = leader_client
+        self.manager = GroupMetadataManager(settings, cache=cache, replica_manager=replica_manager,
+                                            create_topic=create_topic)
+
+    def start(self) -> None:
+        """Start coordinating the groups of the ``__consumer_offsets`` partitions this broker leads."""
+        self.manager.start()
+
+    def stop(self) -> None:
+        """Stop coordinating; forget every group."""
+        self.manager.stop()
+
+    # -- from any broker ------------------------------------------------------------------------
+
+    async def coordinator_url(self, group: str, *, create: bool = False) -> str | None:
+        """The URL of ``group``'s coordinator; None when it is this broker.
+
+        Raises: NotCoordinatorError (no topic yet, without ``create``), LeaderNotAvailableError (no leader)."""
+        partition = partition_for(group, await self.manager.num_partitions(create=create))
+        part = self.replica_manager.local_partition(OFFSETS_TOPIC, partition)
+        if part is not None and part.is_leader:
+            return None
+        state = await self.cache.partition_state(OFFSETS_TOPIC, partition)
+        if state.leader == self.broker_id:
+            return None
+        url = await self.cache.broker_url(state.leader) if state.leader >= 0 else None
+        if url is None:
+            raise LeaderNotAvailableError(f"The coordinator of group '{group}' ({OFFSETS_TOPIC}-{partition}) "
+                                          "is being elected; retry.")
+        return url
+
+    async def _retrying(self, call: Callable[[], Awaitable]):
+        """``call()`` again while the coordinator moves, for up to ``request.timeout.ms``."""
+        deadline, backoff = time.monotonic() + self.settings.request_timeout_ms / 1000.0, 0.05
+        while True:
+            try:
+                return await call()
+            except RETRIABLE:
+                if time.monotonic() + backoff > deadline:
+                    raise
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    async def commit(self, group: str, offsets: Sequence[CommittedOffset], *, current_generation: int | None = None,
+                     only_newer: bool = False) -> bool:
+        """:meth:`commit_local` on the group's coordinator, wherever it is (the topic is created on the first
+        commit). Same returns and errors; NotCoordinatorError / LeaderNotAvailableError after
+        ``request.timeout.ms`` without a coordinator."""
+        async def call() -> bool:
+            url = await self.coordinator_url(group, create=True)
+            if url is None:
+                return await self.manager.commit_local(group, offsets, current_generation=current_generation,
+                                               only_newer=only_newer)
+            return await self.leader_client.coordinator_commit(
+                url, group, [dataclasses.asdict(o) for o in offsets], current_generation=current_generation,
+                only_newer=only_newer)
+        return await self._retrying(call)
+
+    async def committed(self, group: str, topic: str | None = None) -> list[CommittedOffset]:
+        """:meth:`committed_local` on the group's coordinator, wherever it is ([] before any group committed)."""
+        async def call() -> list[CommittedOffset]:
+            try:
+                url = await self.coordinator_url(group)
+            except NotCoordinatorError:
+                return []  # no __consumer_offsets yet
+            if url is None:
+                return await self.manager.committed_local(group, topic)
+            rows = await self.leader_client.coordinator_offsets(url, group, topic=topic)
+            return [CommittedOffset(**r) for r in rows]
+        return await self._retrying(call)
+
+    async def delete_offsets(self, group: str, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+        """:meth:`delete_local` on the group's coordinator, wherever it is."""
+        async def call() -> list[tuple[str, int]]:
+            try:
+                url = await self.coordinator_url(group)
+            except NotCoordinatorError:
+                return []
+            if url is None:
+                return await self.manager.delete_local(group, partitions)
+            return [tuple(tp) for tp in await self.leader_client.coordinator_delete_offsets(url, group, partitions)]
+        return await self._retrying(call)
+
+    async def groups(self) -> list[str]:
+        """Every group with committed offsets, cluster-wide: the union of every coordinator's groups
+        (Kafka's ListGroups sent to every broker). Raises LeaderNotAvailableError when a partition of
+        ``__consumer_offsets`` has no live leader."""
+        try:
+            count = await self.manager.num_partitions()
+        except NotCoordinatorError:
+            return []
+        leaders = set()
+        for p in range(count):
+            state = await self.cache.partition_state(OFFSETS_TOPIC, p)
+            if state.leader < 0:
+                raise LeaderNotAvailableError(f"{OFFSETS_TOPIC}-{p} has no leader; its groups are unknown; retry.")
+            leaders.add(state.leader)
+        names: set[str] = set()
+        for leader in sorted(leaders):
+            if leader == self.broker_id:
+                names.update(self.manager.groups_local())
+                continue
+            url = await self.cache.broker_url(leader)
+            if url is None:
+                raise LeaderNotAvailableError(f"Broker {leader} (a coordinator) is not live; retry.")
+            names.update(await self.leader_client.coordinator_groups(url))
+        return sorted(names)

@@ -1,0 +1,75 @@
+"""Internal group coordinator endpoints: a broker asks a group's coordinator (the leader of the group's
+``__consumer_offsets`` partition) for its offsets (Kafka's OffsetCommit / OffsetFetch / OffsetDelete /
+ListGroups sent to the coordinator), over HTTP.
+
+- ``POST /lakelog/v1/coordinator/groups/{group}/offsets`` ``{"offsets": [CommittedOffset fields],
+  "current_generation": int | null, "only_newer": bool}`` -> ``{"committed": bool}``;
+- ``GET /lakelog/v1/coordinator/groups/{group}/offsets?topic=`` -> ``{"offsets": [CommittedOffset fields]}``;
+- ``POST /lakelog/v1/coordinator/groups/{group}/offsets:delete`` ``{"partitions": [[topic, partition]]}``
+  -> ``{"deleted": [[topic, partition]]}``;
+- ``GET /lakelog/v1/coordinator/groups`` -> ``{"groups": [...]}`` (the groups this broker coordinates).
+
+They answer only as the coordinator, never forwarding: 503 / 50320 (NOT_COORDINATOR) when this broker is
+not it, 503 / 50321 while it loads; the asking broker retries
+(:class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`). For brokers, not clients: hidden from
+the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from lakelog.consumer_groups.offset_records import CommittedOffset
+from lakelog.ingest_api.consumers_api import GroupName
+from lakelog.ingest_api.deps import CoordinatorDep
+from lakelog.replication.leader_client import COORDINATOR_PREFIX
+
+router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False)
+
+
+class _Offset(BaseModel):
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: Optional[str] = None
+    generation: Optional[int] = None
+    commit_timestamp_ms: int
+    app_id: Optional[str] = None
+    app_version: Optional[int] = None
+
+
+class _Commit(BaseModel):
+    offsets: list[_Offset]
+    current_generation: Optional[int] = None
+    only_newer: bool = False
+
+
+class _Delete(BaseModel):
+    partitions: list[tuple[str, int]]
+
+
+@router.post("/groups/{group}/offsets")
+async def commit(group: GroupName, body: _Commit, coordinator: CoordinatorDep) -> dict:
+    written = await coordinator.manager.commit_local(group, [CommittedOffset(**o.model_dump()) for o in body.offsets],
+                                             current_generation=body.current_generation, only_newer=body.only_newer)
+    return {"committed": written}
+
+
+@router.get("/groups/{group}/offsets")
+async def committed(group: GroupName, coordinator: CoordinatorDep, topic: Optional[str] = Query(None)) -> dict:
+    return {"offsets": [dataclasses.asdict(c) for c in await coordinator.manager.committed_local(group, topic)]}
+
+
+@router.post("/groups/{group}/offsets:delete")
+async def delete(group: GroupName, body: _Delete, coordinator: CoordinatorDep) -> dict:
+    return {"deleted": [list(tp) for tp in await coordinator.manager.delete_local(group, body.partitions)]}
+
+
+@router.get("/groups")
+async def groups(coordinator: CoordinatorDep) -> dict:
+    return {"groups": coordinator.manager.groups_local()}
