@@ -85,6 +85,16 @@ class GroupCoordinator:
                                           "is being elected; retry.")
         return url
 
+    async def coordinator_id(self, group: str) -> int | None:
+        """The broker id of ``group``'s coordinator (the leader of its ``__consumer_offsets`` partition);
+        None before any group committed (no topic) or while the partition has no leader."""
+        try:
+            partition = partition_for(group, await self.manager.num_partitions())
+        except NotCoordinatorError:
+            return None
+        leader = (await self.cache.partition_state(OFFSETS_TOPIC, partition)).leader
+        return leader if leader >= 0 else None
+
     async def _retrying(self, call: Callable[[], Awaitable]):
         """``call()`` again while the coordinator moves, for up to ``request.timeout.ms``."""
         deadline, backoff = time.monotonic() + self.settings.request_timeout_ms / 1000.0, 0.05
