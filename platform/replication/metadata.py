@@ -65,6 +65,9 @@ CONSUMERS_PATH = f"{ROOT}/consumers"
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
+#: The internal topics (Kafka's ``Topic.INTERNAL_TOPICS``): written only by their coordinators, never by a
+#: client's produce (Kafka: "Cannot append to internal topic", INVALID_TOPIC_EXCEPTION).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: Partitions one add_partitions call may add: its ZooKeeper transaction (the topic znode and two znodes
 #: per new partition, 249-character topic names included) must stay below ZooKeeper's 1 MB request
 #: limit (``jute.maxbuffer``), past which the server drops the connection instead of answering.

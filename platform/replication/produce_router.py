@@ -32,9 +32,9 @@ from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBody
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.protocol.producer_headers import InvalidProducerHeadersError, ProducerBatch
 from lakelog.replication.acks import Acks
-from lakelog.replication.errors import NotLeaderError
+from lakelog.replication.errors import InvalidTopicError, NotLeaderError
 from lakelog.replication.leader_client import LeaderClient
-from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.metadata import INTERNAL_TOPICS, TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
 
 
@@ -81,11 +81,13 @@ class ProduceRouter:
         Raises:
             UnknownTopicError, UnknownPartitionError, InvalidPartitionInRecordError, RecordTooLargeError,
             InvalidTimestampError, RecordWithoutKeyError (a compacted topic; nothing written),
-            InvalidProducerHeadersError (acks 0); the share's error when every share failed.
+            InvalidProducerHeadersError (acks 0); InvalidTopicError (an internal topic); the share's error
+            when every share failed.
         """
         topic = meta.name
         n = batch.num_rows
         # 1. validate the whole request before anything is queued
+        check_not_internal(topic)
         check_acks_for_producer(acks, producer)
         if partition is not None:
             self.replica_manager.cache.check_partition(meta, partition)
@@ -143,6 +145,7 @@ class ProduceRouter:
             :meth:`ReplicaManager.produce`.
         """
         topic = meta.name
+        check_not_internal(topic)
         check_acks_for_producer(acks, producer)
         self.replica_manager.cache.check_partition(meta, partition)
         if partitions is not None and pc.any(pc.not_equal(partitions, partition)).as_py():
@@ -179,3 +182,11 @@ def check_acks_for_producer(acks: Acks, producer: ProducerBatch | None) -> None:
         raise InvalidProducerHeadersError(
             "An idempotent produce request (with X-Lakelog-Producer-Id) needs acks=1 or acks=all, not acks=0. "
             "Nothing was written.")
+
+
+def check_not_internal(topic: str) -> None:
+    """Raises InvalidTopicError (400 / 40004) for an internal topic (:data:`INTERNAL_TOPICS`): only its
+    coordinator appends to it (Kafka's ``ReplicaManager.appendToLocalLog``: "Cannot append to internal topic")."""
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot produce to the internal topic '{topic}': its records are written by its "
+                                "coordinator. Commit offsets with POST /consumers/{group}/offsets. Nothing was written.")

@@ -58,6 +58,15 @@ def test_commits_are_records_of_a_compacted_internal_topic_and_survive_a_restart
             {"type": "app", "group": group, "app_id": group}]
         assert records[0]["value"]["offset"] == 3 and records[0]["value"]["metadata"] == "m"
         assert records[2]["value"]["app_version"] == 1
+        # a client cannot produce to the internal topic (Kafka: "Cannot append to internal topic")
+        end = httpx.get(f"{broker.url}/topics/__consumer_offsets/partitions/{partition_for(group, 4)}/offsets").json()
+        for path in ("/topics/__consumer_offsets", f"/topics/__consumer_offsets/partitions/{partition_for(group, 4)}"):
+            resp = httpx.post(broker.url + path, json={"records": [{"key": "k", "value": 1}]},
+                              headers={"Content-Type": "application/vnd.kafka.json.v2+json"})
+            assert resp.status_code == 400 and resp.json()["error_code"] == 40004, resp.text
+            assert "internal topic" in resp.json()["message"]
+        assert httpx.get(f"{broker.url}/topics/__consumer_offsets/partitions/"
+                         f"{partition_for(group, 4)}/offsets").json()["end_offset"] == end["end_offset"]
     broker.stop()
     broker.start()
     with LakelogClient(broker.url) as client:

@@ -31,6 +31,7 @@ from lakelog.log_tables.reader import DataLoss, offset_for_timestamp
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import UnknownTopicError
+from lakelog.replication.metadata import INTERNAL_TOPICS  # Kafka's internal topics: a pattern subscription does not match them (exclude.internal.topics)
 from lakelog.spark.errors import SourceError, SourceOptionError
 from lakelog.spark.source.options import EARLIEST, LATEST, READ_TAIL, SourceOptions, TopicPartition
 from lakelog.spark.source.tail import TailFetch, retry_remote, tail_fetch, tail_offset_for_timestamp
@@ -43,9 +44,6 @@ __all__ = [
     "rate_limit", "readable_end", "report_data_loss", "resolve_ending_offsets", "resolve_starting_offsets",
     "split_ranges",
 ]
-
-#: Kafka's internal topics; a pattern subscription does not match them (``exclude.internal.topics``).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 FAIL_ON_DATA_LOSS_HINT = (
     " Some data may have been lost because it is not available in the log any more: either retention "
