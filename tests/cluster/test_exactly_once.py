@@ -1,6 +1,7 @@
-"""Exactly-once: the flight_delays pipeline, killed with SIGKILL three times while records are
-produced, ends with an output equal to the aggregate of everything produced, and its group's
-committed offsets equal the log end offsets."""
+"""Exactly-once: the flight_delays pipeline against 3 brokers (RF 3), killed with SIGKILL three times
+while records are produced, with the broker of its group's coordinator and a partition leader's broker
+SIGKILLed once each too, ends with an output equal to the aggregate of everything produced; its group's
+committed offsets equal the log end offsets and `lakelog groups describe` on every broker shows lag 0."""
 
 from __future__ import annotations
 
@@ -60,59 +61,8 @@ def _versions(path: Path) -> int:
     return DeltaTable(str(path)).version() if DeltaTable.is_deltatable(str(path)) else -1
 
 
-def test_pipeline_is_exactly_once_across_kills(client, topic_name, tmp_path):
-    client.create_topic(topic_name, partitions=3)
-    group = f"eo-{uuid.uuid4().hex[:8]}"
-    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    pipeline = Pipeline(url=str(client.http.base_url), topic=topic_name, group=group, output=output,
-                        checkpoint=checkpoint, log_file=tmp_path / "pipeline.log")
-
-    produced: list[dict] = []
-    done = threading.Event()
-
-    def produce() -> None:
-        rng = random.Random(7)
-        for _ in range(60):
-            batch = [_flight(rng) for _ in range(500)]
-            client.produce_json(topic_name, [{"key": f["carrier"], "value": f} for f in batch])
-            produced.extend(batch)
-            time.sleep(0.25)
-        done.set()
-
-    producer = threading.Thread(target=produce, daemon=True)
-    try:
-        pipeline.start()
-        producer.start()
-        rng = random.Random(11)
-        for _ in range(3):
-            # let it commit at least one more batch, then kill it at a random point
-            target = _versions(output) + 1
-            deadline = time.monotonic() + 120
-            while _versions(output) < target and time.monotonic() < deadline:
-                assert pipeline.alive(), (tmp_path / "pipeline.log").read_text()[-3000:]
-                time.sleep(0.2)
-            assert _versions(output) >= target, (
-                f"the pipeline committed no batch in 120 s (output version {_versions(output)}, wanted {target}):\n"
-                + (tmp_path / "pipeline.log").read_text()[-3000:])
-            time.sleep(rng.uniform(0.0, 2.0))
-            pipeline.kill()
-            pipeline.start()
-        assert done.wait(120)
-        # catch up: the group's committed offsets reach the log end offsets
-        ends = {p: client.partition_offsets(topic_name, p)["end_offset"] for p in range(3)}
-        deadline = time.monotonic() + 180
-        committed: dict[int, int] = {}
-        while time.monotonic() < deadline:
-            committed = {o["partition"]: o["offset"] for o in client.committed_offsets(group, topic_name)}
-            if committed == ends:
-                break
-            assert pipeline.alive(), (tmp_path / "pipeline.log").read_text()[-3000:]
-            time.sleep(1)
-        assert committed == ends
-        time.sleep(1)  # the foreachBatch write precedes the source commit; nothing is pending
-    finally:
-        pipeline.kill()
-
+def check_output(produced: list[dict], output: Path, *, expected_records: int) -> None:
+    """The pipeline's output equals the aggregate of everything produced, and every micro-batch landed once."""
     expected: dict[tuple, list[float]] = defaultdict(lambda: [0, 0.0, 0, 0.0, 0])
     for f in produced:
         acc = expected[(f["carrier"], f"2013-{f['month']:02d}-{f['day']:02d}")]
@@ -132,7 +82,7 @@ def test_pipeline_is_exactly_once_across_kills(client, topic_name, tmp_path):
         acc[2] += r["dep_delay_count"]
         acc[3] += r["arr_delay_sum"] or 0.0
         acc[4] += r["arr_delay_count"]
-    assert len(produced) == 30_000
+    assert len(produced) == expected_records
     assert dict(got) == dict(expected)
     # every micro-batch landed once: batch ids in the output are distinct per (carrier, date)
     seen = set()
@@ -140,3 +90,94 @@ def test_pipeline_is_exactly_once_across_kills(client, topic_name, tmp_path):
         key = (r["carrier"], r["date"], r["batch_id"])
         assert key not in seen
         seen.add(key)
+
+
+def test_pipeline_is_exactly_once_on_three_brokers_across_pipeline_coordinator_and_leader_kills(
+        broker_factory, zk_connect, tmp_path):
+    from lakelog.client import LakelogClient
+    from lakelog.consumer_groups.offset_records import OFFSETS_TOPIC, partition_for
+    from tests.cluster.test_replication import Zk, start_cluster, wait_full_isr, wait_znode_gone
+    from tests.harness import wait_for
+
+    offsets_partitions = 6
+    brokers = start_cluster(broker_factory, env={"LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": str(offsets_partitions)})
+    urls = [b.url for b in brokers.values()]
+    zk = Zk(zk_connect)
+    topic, group = "flights", f"eo3-{uuid.uuid4().hex[:8]}"
+    client = LakelogClient(urls)
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    pipeline = Pipeline(url=",".join(urls), topic=topic, group=group, output=output, checkpoint=checkpoint,
+                        log_file=tmp_path / "pipeline.log")
+    produced: list[dict] = []
+    done = threading.Event()
+
+    def produce() -> None:  # an idempotent client: retried through the broker kills, nothing twice
+        rng = random.Random(7)
+        with LakelogClient(urls) as producer_client:
+            for _ in range(40):
+                batch = [_flight(rng) for _ in range(500)]
+                producer_client.produce_json(topic, [{"key": f["carrier"], "value": f} for f in batch])
+                produced.extend(batch)
+                time.sleep(0.25)
+        done.set()
+
+    def wait_batch(what: str) -> None:
+        target = _versions(output) + 1
+        deadline = time.monotonic() + 150
+        while _versions(output) < target and time.monotonic() < deadline:
+            assert pipeline.alive(), (tmp_path / "pipeline.log").read_text()[-3000:]
+            time.sleep(0.2)
+        assert _versions(output) >= target, (f"no batch committed in 150 s ({what}):\n"
+                                             + (tmp_path / "pipeline.log").read_text()[-3000:])
+
+    def kill_broker(broker_id: int) -> None:
+        brokers[broker_id].kill()
+        wait_znode_gone(zk, broker_id)
+        time.sleep(2)
+        brokers[broker_id].start()
+        wait_full_isr(zk, topic, 3, 3, timeout_s=60)
+
+    try:
+        client.create_topic(topic, partitions=3, replication_factor=3)
+        wait_full_isr(zk, topic, 3, 3)
+        producer = threading.Thread(target=produce, daemon=True)
+        pipeline.start()
+        producer.start()
+        rng = random.Random(11)
+        for round_ in range(3):
+            wait_batch(f"round {round_}")
+            time.sleep(rng.uniform(0.0, 2.0))
+            pipeline.kill()
+            pipeline.start()
+            if round_ == 0:  # the group's coordinator (the pipeline's first commit created the topic)
+                wait_for(lambda: client.committed_offsets(group, topic) or None, timeout_s=60,
+                         what="the pipeline's first offset commit")
+                coordinator = zk.state(OFFSETS_TOPIC, partition_for(group, offsets_partitions)).leader
+                wait_batch("before killing the coordinator")
+                kill_broker(coordinator)
+            elif round_ == 1:  # a partition leader of the topic
+                wait_batch("before killing a leader")
+                kill_broker(zk.state(topic, 1).leader)
+        assert done.wait(180)
+        ends = {p: client.partition_offsets(topic, p)["end_offset"] for p in range(3)}
+        deadline = time.monotonic() + 180
+        committed: dict[int, int] = {}
+        while time.monotonic() < deadline:
+            committed = {o["partition"]: o["offset"] for o in client.committed_offsets(group, topic)}
+            if committed == ends:
+                break
+            assert pipeline.alive(), (tmp_path / "pipeline.log").read_text()[-3000:]
+            time.sleep(1)
+        assert committed == ends
+        time.sleep(1)
+    finally:
+        pipeline.kill()
+        client.close()
+    # every broker describes the group with lag 0 (its offsets come from the coordinator)
+    for url in urls:
+        out = subprocess.run([sys.executable, "-m", "lakelog.cli", "groups", "describe", group,
+                              "--bootstrap-server", url], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert out.returncode == 0, out.stderr
+        assert "Total lag: 0" in out.stdout, out.stdout
+    check_output(produced, output, expected_records=20_000)
+    zk.close()
