@@ -1,10 +1,11 @@
 #!/usr/bin/env python
-"""HTTP consumer groups: records/s of a group of 1 and of 3 REST Proxy v2 consumers, and rebalance time.
+"""HTTP consumer groups: records/s of a group of 1 and of 3 REST Proxy v2 consumers, rebalance time, and
+offset commits through the group coordinator.
 
 Usage::
 
     .venv/bin/python bench/consumer_group.py                  # 1,000,000 records, ~1 minute
-    .venv/bin/python bench/consumer_group.py --records 200000 --rebalances 3   # quick run
+    .venv/bin/python bench/consumer_group.py --records 200000 --rebalances 3 --commit-seconds 3   # quick run
 
 What it does: starts an embedded ZooKeeper (a temp dir, a free port) and one broker child process
 (``python -m lakelog.cli broker start``, stopped by pid at the end and on errors), creates a
@@ -21,6 +22,11 @@ route (``POST /topics/{t}/partitions/{p}/records``). Then:
   deleted (``DELETE /consumers/{group}/instances/{i}``); the time until the two others own all 6
   partitions (their ``GET .../assignments``, polled every 2 ms) is the rebalance time. Repeated
   ``--rebalances`` times (a third member joins again in between); min / median / max.
+- **offset commits through the coordinator**: ``POST /consumers/{group}/offsets`` (each commit is an
+  ``acks=all`` append to the group's ``__consumer_offsets`` partition on its coordinator): one client
+  committing one partition per request, the same with all 6 partitions per request (batched), and 8
+  clients (8 groups) committing concurrently; ``--commit-seconds`` each; commits/s, offsets/s and the
+  latency percentiles of a commit as the client sees it.
 
 The ``bench/`` folder never asserts timings; figures are printed.
 """
@@ -28,6 +34,7 @@ The ``bench/`` folder never asserts timings; figures are printed.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import shutil
 import statistics
 import sys
@@ -36,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -164,10 +172,40 @@ def rebalance_times(client: LakelogClient, topic: str, group: str, rounds: int) 
     return times
 
 
+def offset_commits(url: str, topic: str, *, clients: int, partitions_per_commit: int,
+                   seconds: float) -> tuple[int, float, list[float]]:
+    """``clients`` threads (one group each) committing ``partitions_per_commit`` offsets per request for
+    ``seconds``; returns (commits, elapsed s, per-commit latencies in ms)."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    deadline = time.perf_counter() + seconds
+
+    def run(i: int) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            n = 0
+            while time.perf_counter() < deadline:
+                n += 1
+                body = {"offsets": [{"topic": topic, "partition": p, "offset": n}
+                                    for p in range(partitions_per_commit)]}
+                t = time.perf_counter()
+                resp = http.post(f"/consumers/bench-commits-{clients}-{partitions_per_commit}-{i}/offsets", json=body)
+                latencies[i].append((time.perf_counter() - t) * 1000)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"commit answered {resp.status_code}: {resp.text[:300]}")
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for f in [pool.submit(run, i) for i in range(clients)]:
+            f.result()
+    elapsed = time.perf_counter() - started
+    flat = [x for per in latencies for x in per]
+    return len(flat), elapsed, flat
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="Records to pre-produce (100-byte values).")
     parser.add_argument("--rebalances", type=int, default=5, help="Rebalance rounds to time.")
+    parser.add_argument("--commit-seconds", type=float, default=8.0, help="Seconds per offset-commit scenario.")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="lakelog-bench-cg-"))
@@ -197,6 +235,19 @@ def main() -> int:
             rt.add_row("3 -> 2 members (DELETE to the others owning all 6 partitions)", str(len(times)),
                        f"{min(times) * 1000:.0f}", f"{statistics.median(times) * 1000:.0f}", f"{max(times) * 1000:.0f}")
             console.print(rt)
+            # the first commit creates __consumer_offsets: not timed
+            client.commit_offsets("bench-warm-up", [{"topic": topic, "partition": 0, "offset": 0}])
+            ct = Table("scenario", "commits", "commits/s", "offsets/s", "p50 ms", "p99 ms", "max ms",
+                       title="Offset commits through the group coordinator (acks=all appends to __consumer_offsets)")
+            for clients, per_commit, name in ((1, 1, "1 client, 1 partition per commit"),
+                                              (1, PARTITIONS, f"1 client, {PARTITIONS} partitions per commit (batched)"),
+                                              (8, 1, "8 clients (8 groups), 1 partition per commit")):
+                n, elapsed, lat = offset_commits(url, topic, clients=clients, partitions_per_commit=per_commit,
+                                                 seconds=args.commit_seconds)
+                p50, p99 = np.percentile(lat, [50, 99])
+                ct.add_row(name, f"{n:,}", f"{n / elapsed:,.0f}", f"{n * per_commit / elapsed:,.0f}",
+                           f"{p50:.2f}", f"{p99:.2f}", f"{max(lat):.2f}")
+            console.print(ct)
     finally:
         if broker is not None:
             broker.stop()

@@ -111,7 +111,7 @@ async def commit_offsets(broker: OffsetsAdminBroker, group: str, offsets: Sequen
     rows = [{"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]
     return await broker.coordinator.commit(
         group, offsets_of(group, rows, generation=generation, app_id=app_id, app_version=version),
-        current_generation=await broker.group_generation(group))
+        current_generation=await broker.group_generation(group) if generation is not None else None)
 
 
 async def group_lag(broker: OffsetsAdminBroker, group: str) -> GroupLagInfo:
