@@ -60,6 +60,32 @@ class UnknownPartitionError(ReplicationError):
                          f"0 to {partitions_count - 1}.")
 
 
+class UnknownBrokerError(ReplicationError):
+    """No live broker has this id (no registration under ``/lakelog/brokers/ids``): never started, stopped,
+    or its ZooKeeper session ended (``GET /v3/clusters/{c}/brokers/{id}``). REST Proxy answers 404 for
+    it; 404 / 40410."""
+
+    http_status = 404
+    error_code = 40410
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(f"Broker {broker_id} not found: no live broker is registered with that id.")
+        self.broker_id = broker_id
+
+
+class UnknownReplicaError(ReplicationError):
+    """The broker holds no replica of the partition: it is not in the partition's replica assignment
+    (``GET /v3/clusters/{c}/topics/{t}/partitions/{p}/replicas/{id}``). REST Proxy answers 404 for it;
+    404 / 40411."""
+
+    http_status = 404
+    error_code = 40411
+
+    def __init__(self, topic: str, partition: int, broker_id: int, replicas: list[int]) -> None:
+        super().__init__(f"Broker {broker_id} holds no replica of partition {partition} of topic '{topic}'; "
+                         f"its replicas are on brokers {replicas}.")
+
+
 class LeaderNotAvailableError(ReplicationError):
     """The partition has no leader on a live broker right now. Kafka: LEADER_NOT_AVAILABLE (5). REST Proxy: 40406."""
 
