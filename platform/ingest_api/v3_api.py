@@ -1,5 +1,6 @@
-"""REST Proxy v3: the cluster, topic admin (list, create, describe, delete, add partitions), topic configs
-(list, get, batch alter) and single-record produce."""
+"""REST Proxy v3: topic admin (list, create, describe, delete, add partitions), topic configs (list, get,
+batch alter) and single-record produce. The cluster, its brokers, and a topic's partitions and replicas
+(what a topic's ``partitions`` link leads to) are in :mod:`~lakelog.ingest_api.v3_cluster_api`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.responses import Response
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
-from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, error_responses
+from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.producer_headers import producer_batch_from_headers
@@ -52,15 +53,6 @@ def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) 
         cluster_id=broker.cluster_id, topic_name=topic, name=entry.name, value=entry.value,
         is_default=entry.is_default, source=entry.source,
         synonyms=[models.ConfigSynonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms])
-
-
-@router.get("/v3/clusters", response_model=models.ClusterList, responses=ZOOKEEPER_ERRORS, summary="The cluster")
-async def list_clusters(request: Request, broker: BrokerDep) -> models.ClusterList:
-    url = f"{_base_url(request)}/v3/clusters/{broker.cluster_id}"
-    data = models.ClusterData(metadata=models.ResourceMetadata(self=url), cluster_id=broker.cluster_id,
-                              brokers=models.Related(related=f"{url}/brokers"),
-                              topics=models.Related(related=f"{url}/topics"))
-    return models.ClusterList(metadata={"self": f"{_base_url(request)}/v3/clusters", "next": None}, data=[data])
 
 
 @router.get("/v3/clusters/{cluster_id}/topics", response_model=models.TopicList, responses=ERRORS,
