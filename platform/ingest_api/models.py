@@ -152,21 +152,6 @@ class ResourceMetadata(BaseModel):
     resource_name: Optional[str] = None
 
 
-class ClusterData(BaseModel):
-    kind: str = "KafkaCluster"
-    metadata: ResourceMetadata
-    cluster_id: str
-    controller: Optional[Related] = None
-    brokers: Related
-    topics: Related
-
-
-class ClusterList(BaseModel):
-    kind: str = "KafkaClusterList"
-    metadata: dict
-    data: list[ClusterData]
-
-
 class ConfigEntry(BaseModel):
     name: str
     value: Optional[str]
