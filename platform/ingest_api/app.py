@@ -7,6 +7,7 @@
 - :mod:`~lakelog.ingest_api.records_api`: v2 produce (JSON forms, Arrow IPC) and fetch;
 - :mod:`~lakelog.ingest_api.v3_api`: v3 topic admin, topic configs, single-record produce;
 - :mod:`~lakelog.ingest_api.v3_cluster_api`: v3 cluster, brokers, a topic's partitions and replicas;
+- :mod:`~lakelog.ingest_api.v3_groups_api`: v3 consumer groups, their consumers, lags and lag summary;
 - :mod:`~lakelog.ingest_api.consumers_api`: v2 consumer instances;
 - :mod:`~lakelog.ingest_api.offsets_api`: committed offsets, lag, resets;
 - :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent producers (InitProducerId);
@@ -35,6 +36,7 @@ from lakelog.ingest_api import (
     topics_api,
     v3_api,
     v3_cluster_api,
+    v3_groups_api,
 )
 from lakelog.ingest_api.deps import GatewayBroker
 from lakelog.ingest_api.error_handlers import install_error_handlers
@@ -62,8 +64,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     )
     app.state.broker = broker
     install_error_handlers(app)
-    for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, producers_api, offsets_api,
-                   consumers_api, replica_api, coordinator_api):
+    for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
+                   offsets_api, consumers_api, replica_api, coordinator_api):
         app.include_router(module.router)
     _document_raw_body_models(app)
     return app
