@@ -10,6 +10,9 @@
     lakelog produce orders --key-separator :   < lines.txt      # idempotent; --no-idempotence: plain
     lakelog producers init                      # a producer id: {"producer_id": 1000, "producer_epoch": 0}
     lakelog consume orders --from-beginning [--follow]
+    lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
+    lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
+    lakelog groups delete-offsets g1 --topic orders
     lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
     lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
