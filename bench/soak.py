@@ -16,8 +16,8 @@ One broker (RF 1, ZooKeeper and broker child processes in a temp dir). Two topic
 
 ``--threads`` producer threads (default 3) send 1,000-record Arrow requests of 100-byte values, round
 robin over the retained topic's partitions, and one thread sends 1,000 keyed records per request to the
-compacted topic. The broker checks retention, cleaning and VACUUM every ``--check-ms`` (its
-``log.retention.check.interval.ms``, default 1000).
+compacted topic. The broker checks retention and cleaning every ``--check-ms`` (its
+``log.retention.check.interval.ms``, default 1000); VACUUM runs when a removal's grace ends.
 
 Each minute: records/s (both topics), ack p99 of the retained topic's requests, bytes on disk per
 partition (everything under the partition's directory: Delta files live and removed, the segment tail,
@@ -30,8 +30,9 @@ tail, ``_delta_log``). ``bench/`` never asserts.
 
 Why 1 s windows by default: a partition written at R bytes/s holds about ``retention.bytes`` + its
 oldest file (at most an eighth of ``retention.bytes``) + R x ``--check-ms`` (written between two
-retention checks; Kafka's ``log.retention.check.interval.ms``) live, plus R x (``--vacuum-ms`` + up to
-one check) of removed files awaiting VACUUM (Kafka's ``file.delete.delay.ms``), plus the segment tail
+retention checks; Kafka's ``log.retention.check.interval.ms``) live, plus R x ``--vacuum-ms`` of removed
+files awaiting VACUUM (Kafka's ``file.delete.delay.ms``: a timer deletes each removal's files when its
+grace ends, not at the next check), plus the segment tail
 (about one ``lake.commit.interval.ms``). At full speed on 2 cores R is about 4.5 MiB/s per partition:
 5 s windows alone hold about 50 MiB (1x ``retention.bytes``) whatever the log does, so the 2x target
 measures the log's own slack only with short windows. ``--check-ms 5000 --vacuum-ms 5000`` (the
