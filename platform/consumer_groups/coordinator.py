@@ -155,12 +155,11 @@ class GroupCoordinator:
             count = await self.manager.num_partitions()
         except NotCoordinatorError:
             return []
-        leaders = set()
-        for p in range(count):
-            state = await self.cache.partition_state(OFFSETS_TOPIC, p)
+        states = await asyncio.gather(*(self.cache.partition_state(OFFSETS_TOPIC, p) for p in range(count)))
+        for p, state in enumerate(states):
             if state.leader < 0:
                 raise LeaderNotAvailableError(f"{OFFSETS_TOPIC}-{p} has no leader; its groups are unknown; retry.")
-            leaders.add(state.leader)
+        leaders = {state.leader for state in states}
         names: set[str] = set()
         for leader in sorted(leaders):
             if leader == self.broker_id:

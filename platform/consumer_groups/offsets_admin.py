@@ -108,9 +108,8 @@ async def commit_offsets(broker: OffsetsAdminBroker, group: str, offsets: Sequen
         NotCoordinatorError: no coordinator answered within ``request.timeout.ms`` (503 / 50320, retriable).
     """
     await check_commit_partitions(broker, [(o.topic, o.partition) for o in offsets])
-    rows = [{"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]
     return await broker.coordinator.commit(
-        group, offsets_of(group, rows, generation=generation, app_id=app_id, app_version=version),
+        group, offsets_of(group, _rows(offsets), generation=generation, app_id=app_id, app_version=version),
         current_generation=await broker.group_generation(group) if generation is not None else None)
 
 
@@ -171,10 +170,7 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
         UnknownTopicError: a topic does not exist.
         NotLeaderError: ``timestamp`` or ``duration`` for a partition this broker does not lead.
     """
-    members = await broker.group_members(group)
-    if members:
-        raise GroupNotEmptyError(f"Group '{group}' has {len(members)} active member(s) ({', '.join(members)}); "
-                                 f"stop them before resetting its offsets.")
+    await _check_no_members(broker, group, doing="resetting")
     if to in ("timestamp", "offset", "shift", "duration") and value is None:
         raise InvalidCommitError(f"Reset to {to} needs a value.")
     committed = {(c.topic, c.partition): c.offset for c in await broker.coordinator.committed(group)}
@@ -192,8 +188,7 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
     offsets = [PartitionOffset(t, p, await _reset_target(broker, t, p, to, value, committed.get((t, p))))
                for t, p in sorted(set(chosen))]
     if not dry_run:
-        await broker.coordinator.commit(group, offsets_of(group, [
-            {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]))
+        await broker.coordinator.commit(group, offsets_of(group, _rows(offsets)))
     return offsets
 
 
@@ -232,13 +227,23 @@ async def delete_offsets(broker: OffsetsAdminBroker, group: str, *, topic: str,
         UnknownGroupError: the group has no committed offsets of the topic (404 / 40407).
         NotCoordinatorError: no coordinator answered within ``request.timeout.ms`` (503 / 50320, retriable).
     """
-    members = await broker.group_members(group)
-    if members:
-        raise GroupNotEmptyError(f"Group '{group}' has {len(members)} active member(s) ({', '.join(members)}); "
-                                 f"stop them before deleting its offsets.")
+    await _check_no_members(broker, group, doing="deleting")
     committed = [(c.topic, c.partition) for c in await broker.coordinator.committed(group, topic)]
     wanted = [tp for tp in committed if partitions is None or tp[1] in set(partitions)]
     if not wanted:
         raise UnknownGroupError(f"Group '{group}' has no committed offsets of topic '{topic}'"
                                 + (f" partitions {sorted(partitions)}." if partitions is not None else "."))
     return await broker.coordinator.delete_offsets(group, wanted)
+
+
+def _rows(offsets: Sequence[PartitionOffset]) -> list[dict]:
+    """``offsets`` as the rows :func:`~lakelog.consumer_groups.offset_records.offsets_of` takes."""
+    return [{"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata} for o in offsets]
+
+
+async def _check_no_members(broker: OffsetsAdminBroker, group: str, *, doing: str) -> None:
+    """Raises GroupNotEmptyError (409 / 40905) when ``group`` has live members (Kafka's NON_EMPTY_GROUP)."""
+    members = await broker.group_members(group)
+    if members:
+        raise GroupNotEmptyError(f"Group '{group}' has {len(members)} active member(s) ({', '.join(members)}); "
+                                 f"stop them before {doing} its offsets.")
