@@ -125,3 +125,13 @@ def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = N
 def table_offsets(uri: str) -> list[int]:
     """Every offset the partition table at ``uri`` holds, ascending (read from its files)."""
     return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())
+
+
+def v3_links(body) -> list[str]:
+    """Every non-null ``related`` and ``self`` URL anywhere in a REST v3 response body."""
+    if isinstance(body, list):
+        return [url for item in body for url in v3_links(item)]
+    if not isinstance(body, dict):
+        return []
+    out = [v for k, v in body.items() if k in ("related", "self") and isinstance(v, str)]
+    return out + [url for k, v in body.items() if k not in ("related", "self") for url in v3_links(v)]

@@ -63,6 +63,15 @@ def error_responses(*statuses: int, by_reference: bool = False) -> dict[int | st
     return {s: {"model": models.ErrorBody, "description": ERROR_DESCRIPTIONS[s]} for s in statuses}
 
 
+def v3_read_errors(not_found: str) -> dict[int | str, dict[str, Any]]:
+    """The error answers of a v3 read route (no body): 400 (a path parameter out of range), 404 whose
+    description names ``not_found`` (the route's codes), 408, 500, 503 (ZooKeeper or a coordinator
+    unavailable); 422 as every route lists it, in place of FastAPI's own ``HTTPValidationError``."""
+    out = error_responses(400, 404, 408, 422, 500, 503)
+    out[404] = {**out[404], "description": f"Not found: {not_found}, or no such route."}
+    return out
+
+
 #: Error answers every route may give, for the OpenAPI document (400 parameters, 422 bodies, ...).
 ERRORS = error_responses(400, 404, 406, 408, 413, 415, 421, 422, 500, 503, 504)
 

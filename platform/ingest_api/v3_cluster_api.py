@@ -20,7 +20,7 @@ with that id), 40401 (topic), 40402 (partition), 40411 (the broker holds no repl
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
@@ -28,7 +28,7 @@ from lakelog.ingest_api import v3_models as m
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.models import INT32_MAX
-from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, error_responses
+from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, v3_read_errors
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
 from lakelog.replication.cluster_views import (
     PartitionReplicas,
@@ -45,19 +45,10 @@ router = APIRouter(tags=["v3"])
 BrokerId = Annotated[int, Path(ge=0, le=INT32_MAX, description="Broker id (broker.id, int32 >= 0)")]
 
 
-def _errors(not_found: str) -> dict[int | str, dict[str, Any]]:
-    """The error answers of a route here: 400 (a path parameter out of range: 40001), 404 naming the
-    route's codes, 408, 500, 503 (ZooKeeper unavailable: 50304); 422 as every route lists it, in place
-    of FastAPI's own ``HTTPValidationError`` (these routes take no body, so never answer it)."""
-    out = error_responses(400, 404, 408, 422, 500, 503)
-    out[404] = {**out[404], "description": f"Not found: {not_found}, or no such route."}
-    return out
-
-
-CLUSTER_ERRORS = _errors("cluster (40404)")
-BROKER_ERRORS = _errors("cluster (40404), no live broker with that id (40410)")
-PARTITION_ERRORS = _errors("cluster (40404), topic (40401), partition (40402)")
-REPLICA_ERRORS = _errors("cluster (40404), topic (40401), partition (40402), the broker holds no replica "
+CLUSTER_ERRORS = v3_read_errors("cluster (40404)")
+BROKER_ERRORS = v3_read_errors("cluster (40404), no live broker with that id (40410)")
+PARTITION_ERRORS = v3_read_errors("cluster (40404), topic (40401), partition (40402)")
+REPLICA_ERRORS = v3_read_errors("cluster (40404), topic (40401), partition (40402), the broker holds no replica "
                          "of the partition (40411)")
 
 

@@ -37,7 +37,7 @@ from lakelog.ingest_api import v3_group_models as m
 from lakelog.ingest_api.deps import BrokerDep, ConsumerManagerDep, OffsetsAdminBrokerDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.models import CONSUMER_NAME_PATTERN, Related, ResourceMetadata
-from lakelog.ingest_api.openapi_docs import error_responses
+from lakelog.ingest_api.openapi_docs import v3_read_errors
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 
@@ -57,12 +57,8 @@ ConsumerId = Annotated[str, Path(description="A member's id (its consumer instan
 
 
 def _errors(not_found: str) -> dict[int | str, dict[str, Any]]:
-    """400 (40008 a group id, 40001 a path parameter), 404 naming the route's codes, 408, 422 (listed by
-    every route in place of FastAPI's ``HTTPValidationError``), 500, 503 (ZooKeeper, a coordinator)."""
-    out = error_responses(400, 404, 408, 422, 500, 503)
-    out[404] = {**out[404], "description": f"Not found: cluster (40404), {not_found}, no leader of a "
-                                           "__consumer_offsets partition (40406), or no such route."}
-    return out
+    """:func:`v3_read_errors` with the codes every group route may give (400 / 40008 a group id)."""
+    return v3_read_errors(f"cluster (40404), {not_found}, no leader of a __consumer_offsets partition (40406)")
 
 
 LIST_ERRORS = _errors("no group")

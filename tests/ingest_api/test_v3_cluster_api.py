@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.harness import wait_for
+from tests.harness import v3_links, wait_for
 
 @pytest.fixture
 def topic(api, topic_name) -> str:
@@ -17,16 +17,6 @@ def topic(api, topic_name) -> str:
 
 def _cluster(gw, api) -> str:
     return f"{gw.url}/v3/clusters/{api.cluster_id}"
-
-
-def _links(body) -> list[str]:
-    """Every ``related`` and ``self`` URL anywhere in a response body."""
-    if isinstance(body, list):
-        return [url for item in body for url in _links(item)]
-    if not isinstance(body, dict):
-        return []
-    out = [v for k, v in body.items() if k in ("related", "self") and isinstance(v, str)]
-    return out + [url for k, v in body.items() if k not in ("related", "self") for url in _links(v)]
 
 
 def _walk(client: httpx.Client, start: str) -> dict[str, dict]:
@@ -41,7 +31,7 @@ def _walk(client: httpx.Client, start: str) -> dict[str, dict]:
         resp = client.get(url)
         assert resp.status_code == 200, f"GET {url}: {resp.status_code} {resp.text}"
         seen[url] = resp.json()
-        todo += [u for u in _links(seen[url]) if u not in seen]
+        todo += [u for u in v3_links(seen[url]) if u not in seen]
     return seen
 
 
@@ -116,7 +106,7 @@ def test_every_link_of_the_v3_responses_answers(http, gw, api, topic):
             "KafkaReplica"} <= kinds
     # every link of a topic's answers, created or described, is among those that answered
     created = http.get(f"{url}/topics/{topic}").json()
-    assert set(_links(created)) <= set(seen)
+    assert set(v3_links(created)) <= set(seen)
 
 
 @pytest.mark.parametrize("path, status, code", [

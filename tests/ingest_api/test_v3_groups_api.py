@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.harness import wait_for
+from tests.harness import v3_links, wait_for
 
 
 @pytest.fixture
@@ -30,16 +30,6 @@ def _cluster(gw, api) -> str:
     return f"{gw.url}/v3/clusters/{api.cluster_id}"
 
 
-def _links(body) -> list[str]:
-    """Every non-null ``related`` and ``self`` URL anywhere in a response body."""
-    if isinstance(body, list):
-        return [url for item in body for url in _links(item)]
-    if not isinstance(body, dict):
-        return []
-    out = [v for k, v in body.items() if k in ("related", "self") and isinstance(v, str)]
-    return out + [url for k, v in body.items() if k not in ("related", "self") for url in _links(v)]
-
-
 def _walk(client: httpx.Client, *start: str, within: str) -> dict[str, dict]:
     """GET each of ``start`` and every link reachable from them through answers whose URL starts with
     ``within`` (links leaving it are fetched, not followed further); each must answer 200. Returns the
@@ -54,7 +44,7 @@ def _walk(client: httpx.Client, *start: str, within: str) -> dict[str, dict]:
         assert resp.status_code == 200, f"GET {url}: {resp.status_code} {resp.text}"
         seen[url] = resp.json()
         if url.startswith(within):
-            todo += [u for u in _links(seen[url]) if u not in seen]
+            todo += [u for u in v3_links(seen[url]) if u not in seen]
     return seen
 
 
