@@ -31,27 +31,24 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from lakelog.protocol import partitioner
+
 log = logging.getLogger(__name__)
 
 #: The internal topic's name (Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``).
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` of ``s`` (32-bit signed; over UTF-16 code units, as the JVM)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
+#: Java's ``String.hashCode`` (moved to :mod:`lakelog.protocol.partitioner`; kept here for importers).
+java_string_hash = partitioner.java_string_hash
 
 
 def partition_for(group: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group``: ``Utils.abs(group.hashCode) % num_partitions``
-    (Kafka's ``GroupMetadataManager.partitionFor``; ``Utils.abs(Integer.MIN_VALUE)`` is 0), so a group lands
-    on the same partition number as in Kafka."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+    (Kafka's ``GroupMetadataManager.partitionFor``;
+    :func:`lakelog.protocol.partitioner.coordinator_partition`), so a group lands on the same partition
+    number as in Kafka."""
+    return partitioner.coordinator_partition(group, num_partitions)
 
 
 @dataclass(frozen=True)

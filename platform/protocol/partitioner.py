@@ -12,6 +12,10 @@ key → partition stickiness see no difference.
 
 Keyless records (null keys) are not placed here: Kafka spreads them with its sticky partitioner, and
 the caller does its own spreading. :func:`partitions_for_keys` therefore answers null for them.
+
+Coordinators are found by another rule: a consumer group's or a transactional id's partition of its
+internal topic (``__consumer_offsets``, ``__transaction_state``) is ``Utils.abs(id.hashCode) % n``
+with Java's ``String.hashCode`` (:func:`java_string_hash`, :func:`coordinator_partition`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import struct
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["murmur2", "to_positive", "partition_for_key", "partitions_for_keys"]
+__all__ = ["murmur2", "to_positive", "partition_for_key", "partitions_for_keys", "java_string_hash",
+           "coordinator_partition"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -175,6 +180,46 @@ def partitions_for_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -
         [None if key is None else to_positive(murmur2(key)) % num_partitions for key in distinct],
         type=pa.int32())
     return pc.take(per_key, indices)
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` of ``s``: ``s[0]*31^(n-1) + ... + s[n-1]`` over its UTF-16 code units
+    (a character outside the BMP counts as its surrogate pair, as on the JVM), wrapping like Java's
+    32-bit signed ``int``.
+
+    Returns:
+        An ``int`` in ``[-2**31, 2**31 - 1]``; e.g. ``java_string_hash("foo") == 101574`` and
+        ``java_string_hash("polygenelubricants") == -2**31`` (``Integer.MIN_VALUE``).
+    """
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def coordinator_partition(key: str, num_partitions: int) -> int:
+    """The partition of an internal topic whose leader coordinates ``key`` (a group id or a transactional
+    id): ``Utils.abs(key.hashCode) % num_partitions``, Kafka's ``GroupMetadataManager.partitionFor`` and
+    ``TransactionStateManager.partitionFor``.
+
+    ``Utils.abs`` (``org.apache.kafka.common.utils.Utils.abs``) maps ``Integer.MIN_VALUE`` to 0, unlike
+    ``Math.abs``; every other hash keeps its absolute value (not :func:`to_positive`'s low 31 bits), so an
+    id lands on the same partition number as in Kafka.
+
+    Args:
+        key: the group id or transactional id.
+        num_partitions: the internal topic's partition count, ``1 <= num_partitions <= 2**31 - 1``.
+
+    Returns:
+        The partition number, an ``int`` in ``[0, num_partitions)``.
+
+    Raises:
+        ValueError: ``num_partitions`` is out of range.
+    """
+    num_partitions = _check_num_partitions(num_partitions)
+    h = java_string_hash(key)
+    return (0 if h == -0x80000000 else abs(h)) % num_partitions
 
 
 def _check_num_partitions(num_partitions: int) -> int:
