@@ -1,7 +1,8 @@
-"""Errors of idempotent producers (``lakelog.producers``).
+"""Errors of idempotent and transactional producers (``lakelog.producers``).
 
-Each copies a Kafka error of the idempotent producer (KIP-98); none is retriable: sending the same
-request again gets the same answer.
+Each copies a Kafka error of the idempotent producer or of the transaction coordinator (KIP-98). Only
+:class:`ConcurrentTransactionsError` is retriable; for the others, sending the same request again gets
+the same answer.
 """
 
 from __future__ import annotations
@@ -38,3 +39,44 @@ class UnknownProducerIdError(ProducerError):
 
     http_status = 409
     error_code = 40917
+
+
+# -- transactions (KIP-98): answers of the transaction coordinator ------------------------------------
+
+class InvalidTxnStateError(ProducerError):
+    """The transaction is not in a state that allows the request: a commit of a transaction being aborted
+    (or the other way round), or an end of a transaction that has no partitions yet. Kafka:
+    INVALID_TXN_STATE (48). 409 / 40918; nothing was written."""
+
+    http_status = 409
+    error_code = 40918
+
+
+class InvalidProducerIdMappingError(ProducerError):
+    """The producer id is not the one the transactional id holds, or the transactional id is unknown to its
+    coordinator (no InitProducerId yet, or it expired after ``transactional.id.expiration.ms``). Kafka:
+    INVALID_PRODUCER_ID_MAPPING (49). 409 / 40919; initialize the producer again
+    (``POST /v3/clusters/{cluster_id}/producers`` with its ``transactional_id``)."""
+
+    http_status = 409
+    error_code = 40919
+
+
+class ConcurrentTransactionsError(ProducerError):
+    """The transactional id's previous transaction is still being completed (its commit or abort markers
+    are being written, or a state change is being written to ``__transaction_state``). Kafka:
+    CONCURRENT_TRANSACTIONS (51). 409 / 40920, retriable: send the same request again after a short
+    backoff."""
+
+    http_status = 409
+    error_code = 40920
+    retriable = True
+
+
+class InvalidTransactionTimeoutError(ProducerError):
+    """The transaction timeout is not positive or is larger than the broker's
+    ``transaction.max.timeout.ms`` (default 900000, 15 minutes). Kafka: INVALID_TRANSACTION_TIMEOUT (50).
+    400 / 40011."""
+
+    http_status = 400
+    error_code = 40011
