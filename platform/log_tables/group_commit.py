@@ -215,13 +215,19 @@ def _producer_columns(taken: list[_Pending]) -> tuple[pa.Array, pa.Array, pa.Arr
         return None
     counts = [p.records.num_rows for p in taken]
     plain = [p.producer is None for p in taken]
-    mask = np.repeat(plain, counts) if any(plain) else None
+    # null where a request had no producer: one validity bitmap shared by the three columns
+    validity = (pa.py_buffer(np.packbits(~np.repeat(plain, counts), bitorder="little")) if any(plain) else None)
+    nulls = sum(c for c, is_plain in zip(counts, plain) if is_plain)
 
-    def column(values: list[int], dtype: type, arrow_type: pa.DataType) -> pa.Array:
-        return pa.array(np.repeat(np.array(values, dtype=dtype), counts), type=arrow_type, mask=mask)
-    return (column([p.producer.producer_id if p.producer else 0 for p in taken], np.int64, pa.int64()),
-            column([p.producer.producer_epoch if p.producer else 0 for p in taken], np.int16, pa.int16()),
-            column([p.producer.sequence if p.producer else 0 for p in taken], np.int32, pa.int32()))
+    def column(values: list[int], dtype: type) -> pa.Array:
+        # built from numpy buffers: pa.array(..., type=, mask=) takes a per-value path, ~4x slower
+        data = pa.array(np.repeat(np.array(values, dtype=dtype), counts))
+        if validity is None:
+            return data
+        return pa.Array.from_buffers(data.type, len(data), [validity, data.buffers()[1]], null_count=nulls)
+    return (column([p.producer.producer_id if p.producer else 0 for p in taken], np.int64),
+            column([p.producer.producer_epoch if p.producer else 0 for p in taken], np.int16),
+            column([p.producer.sequence if p.producer else 0 for p in taken], np.int32))
 
 
 def _fail(pending: list[_Pending], error: BaseException) -> None:

@@ -17,6 +17,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
+from lakelog.protocol.producer_headers import ProducerBatch
 
 #: these tests are about the Delta table itself: every append is a Delta commit (no segment tail)
 SYNC_LAKE = TopicConfig.parse({"lake.commit.interval.ms": "0"})
@@ -161,3 +162,25 @@ def test_a_failed_commit_fails_its_requests_and_the_next_ones_proceed(tmp_path):
     assert log.log_end_offset == 5
     assert committer.records == 5
     assert DeltaTable(log.table_uri).to_pyarrow_table().sort_by("offset")["offset"].to_pylist() == list(range(5))
+
+
+def test_a_commit_mixing_idempotent_and_plain_requests_stores_each_requests_producer_columns(tmp_path):
+    """One group commit of three requests (idempotent, plain, idempotent): the plain one's rows have null
+    producer columns, the others their request's producer id, epoch and sequence on every row."""
+    log = open_log(tmp_path)
+
+    async def main():
+        committer = GroupCommitter(log, linger_ms=50)
+        bases = await asyncio.gather(committer.append(request(0, 3), producer=ProducerBatch(7, 1, 5)),
+                                     committer.append(request(1, 2)),
+                                     committer.append(request(2, 1), producer=ProducerBatch(9, 0, 0)))
+        await committer.close()
+        return committer, bases
+
+    committer, bases = asyncio.run(main())
+    assert committer.commits == 1 and bases == [0, 3, 5]
+    rows = log.read(0, end_offset=6, columns=["offset", "producer_id", "producer_epoch", "sequence"])
+    assert rows["producer_id"].to_pylist() == [7, 7, 7, None, None, 9]
+    assert rows["producer_epoch"].to_pylist() == [1, 1, 1, None, None, 0]
+    assert rows["sequence"].to_pylist() == [5, 5, 5, None, None, 0]
+    log.close()
