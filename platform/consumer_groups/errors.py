@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from lakelog.errors import LakelogError
+from lakelog.replication.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+
+#: NotCoordinatorError and CoordinatorLoadInProgressError are re-exported from lakelog.replication.errors.
+__all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "ConsumerFormatMismatchError",
+           "ConsumerGroupError", "ConsumerInstanceNotFoundError", "CoordinatorLoadInProgressError",
+           "GroupNotEmptyError", "IllegalConsumerStateError", "IllegalGenerationError", "InvalidCommitError",
+           "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
+           "NotCoordinatorError", "UnknownGroupError"]
 
 
 class ConsumerGroupError(LakelogError):
@@ -121,22 +129,6 @@ class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):
     error_code = 42209
 
 
-# -- the group coordinator (``__consumer_offsets``) -------------------------------------------------
-
-class NotCoordinatorError(ConsumerGroupError):
-    """This broker is not the group's coordinator (it does not lead the group's ``__consumer_offsets``
-    partition), or the coordinator could not be reached. Kafka: NOT_COORDINATOR (16). 503 / 50320,
-    retriable: the coordinator moves when its partition's leader changes; send the request again."""
-
-    http_status = 503
-    error_code = 50320
-    retriable = True
-
-
-class CoordinatorLoadInProgressError(ConsumerGroupError):
-    """The coordinator is still loading its groups' offsets from ``__consumer_offsets`` (it just became
-    the partition's leader). Kafka: COORDINATOR_LOAD_IN_PROGRESS (14). 503 / 50321, retriable."""
-
-    http_status = 503
-    error_code = 50321
-    retriable = True
+# -- the group coordinator (``__consumer_offsets``): shared with the transaction coordinator -------------
+# NotCoordinatorError (503 / 50320) and CoordinatorLoadInProgressError (503 / 50321) are defined with the
+# partitions of internal topics (:mod:`lakelog.replication.errors`) and importable from here too.

@@ -1,0 +1,292 @@
+"""The partitions of an internal compacted topic that this broker leads, each loaded into memory.
+
+Kafka's coordinators keep their durable state in internal compacted topics and hold in memory the
+partitions they lead: the group coordinator's ``GroupMetadataManager`` (``__consumer_offsets``) and the
+transaction coordinator's ``TransactionStateManager`` (``__transaction_state``). The coordinator of a key
+(a group, a transactional id) is the leader of partition ``abs(javaHashCode(key)) % partitions``
+(:func:`~lakelog.protocol.partitioner.coordinator_partition`). :class:`CoordinatorPartitions` is their
+common part, generic over the state of one partition (``S``) and the fold that builds it from records:
+
+- **The topic, created on first need** (:meth:`CoordinatorPartitions.num_partitions` with ``create``):
+  :attr:`InternalTopic.num_partitions` partitions, :attr:`InternalTopic.replication_factor` replicas
+  capped at the live brokers (with a warning), ``cleanup.policy=compact`` and
+  ``min.insync.replicas`` = :attr:`InternalTopic.min_isr` of the replication factor. One creation at a
+  time on a broker; another broker's creation wins a race.
+- **Loading** (Kafka's ``onElection``, ``loadGroupsForPartition`` / ``loadTransactionsForTxnTopicPartition``):
+  when this broker becomes a partition's leader (at a leader epoch), the partition's log is read from its
+  log start offset to its log end offset and its records are folded into a fresh state, off the event
+  loop. Requests for its keys wait for the load (:meth:`CoordinatorPartitions.coordinated`); a failed load
+  answers CoordinatorLoadInProgressError and loads again at the next request or role change.
+- **Unloading** (``onResignation``): when it stops leading, the state is dropped; requests waiting for
+  the load answer NotCoordinatorError.
+
+Writes are the owner's: it appends records with ``acks=all`` and, once they are acknowledged, changes
+the state of the partition loaded *then* (:meth:`CoordinatorPartitions.coordinated` again): a re-election
+meanwhile reloaded it from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Generic, Sized, TypeVar
+
+import pyarrow as pa
+
+from lakelog.protocol.partitioner import coordinator_partition
+from lakelog.replication.errors import (
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from lakelog.replication.metadata import TopicMetadata
+from lakelog.replication.metadata_cache import MetadataCache
+from lakelog.replication.partition import Partition
+from lakelog.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+#: Arrow bytes read per step of a load.
+LOAD_BYTES = 16 * 1024 * 1024
+
+S = TypeVar("S", bound=Sized)
+
+
+def capped_min_isr(replication_factor: int, *, min_isr: int) -> int:
+    """``min.insync.replicas`` of an internal topic with ``replication_factor`` replicas: ``min_isr``, but at
+    most ``replication_factor - 1`` and at least 1, so a write survives the loss of one broker while the
+    partition stays writable with one replica down (3 replicas: 2; 1 or 2 replicas: 1)."""
+    return max(1, min(min_isr, replication_factor - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class InternalTopic:
+    """How an internal topic is created, and the words its coordinator logs and answers with.
+
+    Attributes:
+        name: the topic (``__consumer_offsets``).
+        num_partitions: partitions at creation (``offsets.topic.num.partitions``).
+        replication_factor: wanted replicas (``offsets.topic.replication.factor``), capped at the live brokers.
+        replication_factor_key: the setting's Kafka name, for the warning when it is capped.
+        min_isr: ``min.insync.replicas`` of a replication factor.
+        keys: what the state holds, plural, for log lines (``groups``).
+        missing: NotCoordinatorError's message when the topic does not exist and may not be created.
+    """
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    replication_factor_key: str
+    min_isr: Callable[[int], int]
+    keys: str
+    missing: str
+
+
+@dataclasses.dataclass
+class LoadedPartition(Generic[S]):
+    """One partition this broker leads (at ``leader_epoch``): its ``state``, valid once ``ready`` is done
+    without an exception."""
+
+    leader_epoch: int
+    state: S
+    ready: asyncio.Future
+
+    @property
+    def loaded(self) -> bool:
+        """True once the load finished without error."""
+        return self.ready.done() and not self.ready.cancelled() and self.ready.exception() is None
+
+
+class CoordinatorPartitions(Generic[S]):
+    """The partitions of ``topic`` this broker leads, each folded into memory (see the module docstring).
+
+    Args:
+        topic: the internal topic.
+        broker_id: this broker's ``broker.id`` (log lines, errors).
+        cache: topic metadata and live brokers.
+        replica_manager: the local replicas (their roles, logs).
+        create_topic: creates a topic (``Broker.create_topic``).
+        new_state: an empty state (``dict``).
+        fold: folds log rows (``offset``, ``key``, ``value``, in offset order) into a state; returns the
+            records applied.
+        on_loaded: called in the event loop with ``(partition, state)`` after each load.
+
+    Call :meth:`start` inside the serving event loop (it listens to role changes), :meth:`stop` at the end.
+    """
+
+    def __init__(self, topic: InternalTopic, *, broker_id: int, cache: MetadataCache, replica_manager: ReplicaManager,
+                 create_topic: Callable[..., Awaitable[TopicMetadata]], new_state: Callable[[], S],
+                 fold: Callable[[S, pa.Table], int], on_loaded: Callable[[int, S], None] | None = None) -> None:
+        self.topic = topic
+        self.broker_id = broker_id
+        self.cache = cache
+        self.replica_manager = replica_manager
+        self._create_topic = create_topic
+        self._new_state = new_state
+        self._fold = fold
+        self.on_loaded = on_loaded
+        self._loaded: dict[int, LoadedPartition[S]] = {}
+        self._creating: asyncio.Task | None = None
+
+    # -- roles ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen to the replica manager's role changes and load the partitions this broker leads already."""
+        self.replica_manager.role_listeners.append(self.on_role_change)
+        for part in self.replica_manager.partitions():
+            self.on_role_change(part)
+
+    def stop(self) -> None:
+        """Stop listening; drop every loaded partition."""
+        if self.on_role_change in self.replica_manager.role_listeners:
+            self.replica_manager.role_listeners.remove(self.on_role_change)
+        for p in list(self._loaded):
+            self._unload(p)
+
+    def on_role_change(self, part: Partition) -> None:
+        """A replica changed role: load a partition of the topic this broker now leads (at a new leader
+        epoch), drop one it stopped leading. In the event loop."""
+        if part.topic != self.topic.name:
+            return
+        loaded = self._loaded.get(part.partition)
+        if part.is_leader:
+            if loaded is None or loaded.leader_epoch != part.leader_epoch:
+                self._unload(part.partition)
+                entry = LoadedPartition(part.leader_epoch, self._new_state(),
+                                        asyncio.get_running_loop().create_future())
+                self._loaded[part.partition] = entry
+                asyncio.get_running_loop().create_task(self._load(part, entry), name=f"load-{part.name}")
+        elif loaded is not None:
+            self._unload(part.partition)
+
+    def _unload(self, partition: int) -> None:
+        loaded = self._loaded.pop(partition, None)
+        if loaded is not None:
+            if not loaded.ready.done():
+                loaded.ready.set_exception(NotCoordinatorError(
+                    f"Broker {self.broker_id} stopped leading {self.topic.name}-{partition}; retry."))
+                loaded.ready.exception()
+            log.info("broker %d no longer coordinates the %s of %s-%d (%d %s dropped)", self.broker_id,
+                     self.topic.keys, self.topic.name, partition, len(loaded.state), self.topic.keys)
+
+    async def _load(self, part: Partition, entry: LoadedPartition[S]) -> None:
+        """Read the partition's log from its start to its end and fold it into ``entry``."""
+        started = time.perf_counter()
+        try:
+            state, records = await asyncio.to_thread(self._read_state, part)
+        except Exception as e:
+            log.exception("loading the %s of %s failed", self.topic.keys, part.name)
+            if not entry.ready.done():
+                entry.ready.set_exception(CoordinatorLoadInProgressError(f"Loading {part.name} failed ({e}); retry."))
+                entry.ready.exception()
+            if self._loaded.get(part.partition) is entry:
+                del self._loaded[part.partition]  # the next role change (or request) loads again
+            return
+        if self._loaded.get(part.partition) is not entry:
+            return  # unloaded meanwhile
+        entry.state = state
+        entry.ready.set_result(None)
+        log.info("broker %d coordinates the %s of %s at leader epoch %d: %d %s from %d records in %.0f ms",
+                 self.broker_id, self.topic.keys, part.name, entry.leader_epoch, len(state), self.topic.keys,
+                 records, (time.perf_counter() - started) * 1000)
+        if self.on_loaded is not None:
+            try:
+                self.on_loaded(part.partition, state)
+            except Exception:
+                log.exception("the load listener of %s failed", part.name)
+
+    def _read_state(self, part: Partition) -> tuple[S, int]:
+        """The state of a partition's log (blocking). Everything up to the log end offset: as the leader,
+        every record in the log is one the coordinator's predecessors wrote (and the ISR will hold)."""
+        plog, state, records = part.log, self._new_state(), 0
+        start, end = plog.log_start_offset, plog.log_end_offset
+        while start < end:
+            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=end, columns=["offset", "key", "value"])
+            if rows.num_rows == 0:
+                break
+            records += self._fold(state, rows)
+            start = rows["offset"][rows.num_rows - 1].as_py() + 1
+        return state, records
+
+    async def coordinated(self, key: str, *, what: str) -> tuple[int, LoadedPartition[S]]:
+        """``(partition, the loaded partition)`` of ``key`` when this broker coordinates it, once loaded.
+
+        Args:
+            key: the group or transactional id.
+            what: how errors name it (``group 'g1'``).
+
+        Raises:
+            NotCoordinatorError: this broker does not lead the key's partition, or the topic does not exist.
+            CoordinatorLoadInProgressError: the partition's load failed (retriable).
+        """
+        partition = coordinator_partition(key, await self.num_partitions())
+        entry = self._loaded.get(partition)
+        part = self.replica_manager.local_partition(self.topic.name, partition)
+        if part is not None and part.is_leader and (entry is None or entry.leader_epoch != part.leader_epoch):
+            self.on_role_change(part)  # a role change not heard of yet (the listener runs after the lock)
+            entry = self._loaded.get(partition)
+        if entry is None:
+            raise NotCoordinatorError(f"Broker {self.broker_id} is not the coordinator of {what} "
+                                      f"({self.topic.name}-{partition}); retry.")
+        await asyncio.shield(entry.ready)
+        return partition, entry
+
+    def loaded(self) -> Iterator[tuple[int, S]]:
+        """``(partition, state)`` of every partition loaded now, by partition."""
+        for p in sorted(self._loaded):
+            entry = self._loaded.get(p)
+            if entry is not None and entry.loaded:
+                yield p, entry.state
+
+    # -- the internal topic ---------------------------------------------------------------------
+
+    async def num_partitions(self, *, create: bool = False) -> int:
+        """Partitions of the topic; with ``create``, the topic is created when missing.
+
+        Raises: NotCoordinatorError (without ``create``: the topic does not exist yet).
+        """
+        meta = self.cache.cached_topic(self.topic.name)
+        if meta is None:
+            try:
+                meta = await self.replica_manager.topic_fresh(self.topic.name)
+            except UnknownTopicError:
+                if not create:
+                    raise NotCoordinatorError(self.topic.missing) from None
+                meta = await self._ensure_topic()
+        return meta.partitions_count
+
+    async def topic_exists(self) -> bool:
+        """Whether the topic exists (read from ZooKeeper when not cached)."""
+        if self.cache.cached_topic(self.topic.name) is not None:
+            return True
+        try:
+            await self.replica_manager.topic_fresh(self.topic.name)
+            return True
+        except UnknownTopicError:
+            return False
+
+    async def _ensure_topic(self) -> TopicMetadata:
+        """Create the topic (one creation at a time on this broker; another broker's wins a race)."""
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create())
+        return await asyncio.shield(self._creating)
+
+    async def _create(self) -> TopicMetadata:
+        t = self.topic
+        live = len(await self.cache.brokers())
+        rf = min(t.replication_factor, max(live, 1))
+        if rf < t.replication_factor:
+            log.warning("creating %s with replication factor %d: %s=%d but only %d broker(s) are live", t.name, rf,
+                        t.replication_factor_key, t.replication_factor, live)
+        try:
+            meta = await self._create_topic(
+                t.name, partitions=t.num_partitions, replication_factor=rf,
+                configs={"cleanup.policy": "compact", "min.insync.replicas": str(t.min_isr(rf))})
+            log.info("created %s: %d partitions, replication factor %d", t.name, meta.partitions_count, rf)
+            return meta
+        except TopicExistsError:
+            return await self.replica_manager.topic_fresh(t.name)
