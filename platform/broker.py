@@ -11,7 +11,9 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.replication.produce_router.ProduceRouter` (partitioning, forwarding);
 - the :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator` (committed offsets in the internal
   topic ``__consumer_offsets``; an old per-broker table is imported once at start);
-- the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper).
+- the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper);
+- the :class:`~lakelog.producers.transaction_log.TransactionStateManager` (the transaction coordinator's
+  state in the internal topic ``__transaction_state``).
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -34,6 +36,7 @@ from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.producers.producer_ids import ProducerIdManager
+from lakelog.producers.transaction_log import TransactionStateManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
 from lakelog.replication.controller import Controller, controlled_shutdown
@@ -89,6 +92,9 @@ class Broker:
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
                                             leader_client=self.leader_client, create_topic=self.create_topic)
+        self.transaction_state_manager = TransactionStateManager(
+            settings, cache=self.cache, replica_manager=self.replica_manager, create_topic=self.create_topic,
+            producer_ids=self.producer_ids)
         self.cluster_id = ""
         self._import: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,6 +120,7 @@ class Broker:
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
         self.coordinator.start()  # before the roles: it loads the __consumer_offsets partitions it comes to lead
+        self.transaction_state_manager.start()  # and this one the __transaction_state partitions
         await asyncio.to_thread(self.controller.start)
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
@@ -139,6 +146,7 @@ class Broker:
         self.cache.stop()
         self.lease_watch.stop()
         self.coordinator.stop()
+        self.transaction_state_manager.stop()
         await self.replica_manager.stop()
         try:
             await asyncio.to_thread(self.controller.stop)
