@@ -45,7 +45,7 @@ from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
-from lakelog.replication.partition_views import partition_offsets
+from lakelog.replication.partition_views import offset_for_timestamp, partition_offsets
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
@@ -273,6 +273,11 @@ class Broker:
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader."""
         return await partition_offsets(self.replica_manager, topic, partition)
+
+    async def offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int) -> int:
+        """The first offset whose timestamp is >= ``timestamp_ms``, from the partition's leader; see
+        :func:`lakelog.replication.partition_views.offset_for_timestamp`."""
+        return await offset_for_timestamp(self.replica_manager, topic, partition, timestamp_ms=timestamp_ms)
 
     def local_partition(self, topic: str, partition: int) -> Partition | None:
         """The local replica of a partition, if this broker holds it open."""

@@ -6,7 +6,7 @@ the broker's pieces without importing the composition root (``lakelog.broker``, 
   :mod:`~lakelog.consumer_groups.poller`);
 - :class:`OffsetsAdminBroker`: what the group offset administration uses
   (:mod:`lakelog.consumer_groups.offsets_admin`: commits, lag, resets);
-- :class:`LocalReplica` and :class:`LeaderReplica`: the parts of a local partition replica they touch.
+- :class:`LocalReplica`: the parts of a local partition replica they touch.
 
 :class:`lakelog.broker.Broker` (started) provides all of them. Both broker protocols are
 ``runtime_checkable``: ``isinstance(broker, ConsumerBroker)`` checks that every name is present
@@ -50,24 +50,6 @@ class LocalReplica(Protocol):
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:
         """Return once the high watermark passes ``offset`` or after ``timeout_s`` seconds."""
-        ...
-
-
-class TimeIndex(Protocol):
-    """A partition log's time lookup (``PartitionLog.offset_for_timestamp``)."""
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> int:
-        """The first offset whose timestamp is >= ``timestamp_ms`` (the high watermark when none is);
-        Kafka's ``ListOffsets`` by timestamp. Blocking: call it in a thread."""
-        ...
-
-
-class LeaderReplica(Protocol):
-    """A partition replica this broker leads (``Broker.leader_partition``)."""
-
-    @property
-    def log(self) -> TimeIndex:
-        """The replica's partition log."""
         ...
 
 
@@ -127,6 +109,11 @@ class OffsetsAdminBroker(Protocol):
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader."""
         ...
 
+    async def offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int) -> int:
+        """The first offset whose timestamp is >= ``timestamp_ms`` (the high watermark when none is), from
+        the partition's leader wherever it is."""
+        ...
+
     async def group_generation(self, group: str) -> int | None:
         """The group's current generation (ZooKeeper), None without membership state."""
         ...
@@ -135,10 +122,3 @@ class OffsetsAdminBroker(Protocol):
         """Ids of the group's live members (ZooKeeper ephemeral znodes)."""
         ...
 
-    async def leader_partition(self, topic: str, partition: int) -> LeaderReplica:
-        """The local replica if this broker leads the partition.
-
-        Raises: ``NotLeaderError`` (naming the leader), ``LeaderNotAvailableError``,
-        ``UnknownTopicError``, ``UnknownPartitionError``.
-        """
-        ...

@@ -147,8 +147,7 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
 
     Targets: ``earliest`` the log start offset (``--to-earliest``), ``latest`` the high watermark
     (``--to-latest``), ``timestamp`` the first offset whose timestamp is >= ``value`` ms (``--to-datetime``;
-    the high watermark when none is; looked up in this broker's log, so the broker must lead the
-    partition), ``offset`` ``value`` (``--to-offset``), ``current`` the committed offset (``--to-current``),
+    the high watermark when none is; looked up in the partition leader's log, wherever it is), ``offset`` ``value`` (``--to-offset``), ``current`` the committed offset (``--to-current``),
     ``shift`` the committed offset plus ``value`` (``--shift-by``, may be negative), ``duration`` the first
     offset at or after ``value`` ms before now (``--by-duration``). Every new offset is clamped to [log start
     offset, high watermark], as Kafka does; ``current`` and ``shift`` of a partition without a committed
@@ -168,7 +167,7 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
             partition the topic does not have (422 / 42207).
         UnknownGroupError: nothing chosen and the group has no committed offsets (404 / 40407).
         UnknownTopicError: a topic does not exist.
-        NotLeaderError: ``timestamp`` or ``duration`` for a partition this broker does not lead.
+        LeaderNotAvailableError: a partition has no reachable leader (retriable).
     """
     await _check_no_members(broker, group, doing="resetting")
     if to in ("timestamp", "offset", "shift", "duration") and value is None:
@@ -194,9 +193,8 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
 
 async def _reset_target(broker: OffsetsAdminBroker, topic: str, partition: int, to: ResetTarget,
                         value: int | None, committed: int | None) -> int:
-    if to == "timestamp":  # the time index is the leader's log: reset on the leader
-        log = (await broker.leader_partition(topic, partition)).log
-        return await asyncio.to_thread(log.offset_for_timestamp, value)
+    if to == "timestamp":  # the time index is the leader's log, wherever it is
+        return await broker.offset_for_timestamp(topic, partition, timestamp_ms=value or 0)
     # from the partition's leader, wherever it is
     log_start, _, high_watermark = await broker.partition_offsets(topic, partition)
     if to == "earliest":

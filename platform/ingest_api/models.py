@@ -135,10 +135,19 @@ class PartitionInfo(BaseModel):
 
 
 class PartitionOffsets(BaseModel):
-    """REST Proxy v2 ``GET /topics/{t}/partitions/{p}/offsets``: end_offset is the high watermark."""
+    """REST Proxy v2 ``GET /topics/{t}/partitions/{p}/offsets``: end_offset is the high watermark;
+    ``offset_for_timestamp`` only when ``?timestamp_ms=`` was given (a lakelog extension)."""
 
     beginning_offset: int
     end_offset: int
+    offset_for_timestamp: Optional[int] = None
+
+
+class OffsetForTimestamp(BaseModel):
+    """The first offset whose record timestamp is >= ``timestamp_ms`` (the high watermark when none is)."""
+
+    timestamp_ms: int
+    offset: int
 
 
 # -- v3 -----------------------------------------------------------------------------------------

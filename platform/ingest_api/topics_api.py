@@ -1,9 +1,12 @@
 """REST Proxy v2 metadata routes and lakelog's table locations.
 
 - ``GET /topics``, ``GET /topics/{topic}``, ``GET /topics/{topic}/partitions[/{p}[/offsets]]``: any broker
-  answers for the whole cluster (offsets come from each partition's leader);
+  answers for the whole cluster (offsets come from each partition's leader); ``?timestamp_ms=`` on the
+  offsets route adds the first offset at or after a time (Kafka's ListOffsets by timestamp);
 - ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table and high watermark on its
-  leader, for direct readers (Spark).
+  leader, for direct readers (Spark);
+- ``GET /lakelog/v1/topics/{topic}/partitions/{p}/offset-for-timestamp``: the time lookup on the leader
+  itself (what another broker forwards ``?timestamp_ms=`` to).
 """
 
 from __future__ import annotations
@@ -16,8 +19,14 @@ from fastapi import APIRouter, Path, Query
 from lakelog.ingest_api import models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
+from lakelog.log_tables.records import MAX_TIMESTAMP_MS
 from lakelog.replication.metadata import TopicMetadata
-from lakelog.replication.partition_views import PartitionSummary, partition_log_info, partition_summary
+from lakelog.replication.partition_views import (
+    PartitionSummary,
+    local_offset_for_timestamp,
+    partition_log_info,
+    partition_summary,
+)
 
 router = APIRouter()
 
@@ -70,12 +79,32 @@ async def get_partition(topic: TopicName, partition: PartitionId, broker: Broker
                                                    meta.replicas[partition]))
 
 
+_TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
+    "A time, ms since the epoch: the first offset whose record timestamp is at or after it, or the high "
+    "watermark when no record is that new (Kafka's ListOffsets by timestamp, kafka-get-offsets --time)"))
+
+
 @router.get("/topics/{topic}/partitions/{partition}/offsets", response_model=models.PartitionOffsets,
-            responses=ERRORS, tags=["v2 partitions"],
-            summary="Beginning (log start) and end (high watermark) offsets")
-async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep) -> models.PartitionOffsets:
+            response_model_exclude_none=True, responses=ERRORS, tags=["v2 partitions"],
+            summary="Beginning (log start) and end (high watermark) offsets; with timestamp_ms, the offset of a time")
+async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
+                      timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
+                      ) -> models.PartitionOffsets:
     log_start, _, high_watermark = await broker.partition_offsets(topic, partition)
-    return models.PartitionOffsets(beginning_offset=log_start, end_offset=high_watermark)
+    found = None if timestamp_ms is None else await broker.offset_for_timestamp(topic, partition,
+                                                                                timestamp_ms=timestamp_ms)
+    return models.PartitionOffsets(beginning_offset=log_start, end_offset=high_watermark, offset_for_timestamp=found)
+
+
+@router.get("/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",
+            response_model=models.OffsetForTimestamp, responses=ERRORS, tags=["lakelog"],
+            summary="The first offset at or after a time, looked up on this broker (the partition's leader)")
+async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, broker: BrokerDep,
+                                      timestamp_ms: Annotated[int, Query(**_TIMESTAMP_MS)]) -> models.OffsetForTimestamp:
+    """Answered only by the partition's leader (421 naming the leader elsewhere): the lookup another
+    broker forwards, so a forwarded request is never forwarded again."""
+    offset = await local_offset_for_timestamp(broker.replica_manager, topic, partition, timestamp_ms=timestamp_ms)
+    return models.OffsetForTimestamp(timestamp_ms=timestamp_ms, offset=offset)
 
 
 @router.get("/lakelog/v1/topics/{topic}/logs", response_model=list[models.PartitionLogInfo], responses=ERRORS,

@@ -207,8 +207,14 @@ class LakelogClient:
         return self._request("PATCH", f"/v3/clusters/{self.cluster_id}/topics/{topic}",
                              json={"partitions_count": partitions_count}).json()
 
-    def partition_offsets(self, topic: str, partition: int) -> dict:
-        return self._request("GET", f"/topics/{topic}/partitions/{partition}/offsets").json()
+    def partition_offsets(self, topic: str, partition: int, *, timestamp_ms: int | None = None) -> dict:
+        """``{"beginning_offset", "end_offset"}`` (log start offset, high watermark) of a partition, plus
+        ``offset_for_timestamp`` with ``timestamp_ms``: the first offset whose record timestamp is at or
+        after it (ms since the epoch), the high watermark when none is (Kafka's ListOffsets by timestamp).
+
+        Raises: UnknownTopicError (40401), UnknownPartitionError, LeaderNotAvailableError (retriable)."""
+        params = {} if timestamp_ms is None else {"timestamp_ms": timestamp_ms}
+        return self._request("GET", f"/topics/{topic}/partitions/{partition}/offsets", params=params).json()
 
     def topic_logs(self, topic: str) -> list[dict]:
         return self._request("GET", f"/lakelog/v1/topics/{topic}/logs").json()

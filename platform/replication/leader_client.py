@@ -125,6 +125,15 @@ class LeaderClient:
         return (int(body["log_start_offset"]), int(body["high_watermark"] if lake_end is None else lake_end),
                 int(body["log_end_offset"]), int(body["high_watermark"]))
 
+    async def offset_for_timestamp(self, leader_url: str, topic: str, partition: int, *, timestamp_ms: int) -> int:
+        """The leader's first offset whose timestamp is >= ``timestamp_ms`` (its high watermark when none).
+
+        Raises: LeaderNotAvailableError, or what the leader answered (NotLeaderError when it moved).
+        """
+        resp = await self._call("GET", f"{leader_url}/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",
+                                what=f"{topic}-{partition}", params={"timestamp_ms": timestamp_ms}, timeout=30.0)
+        return int(resp.json()["offset"])
+
     async def topic_log(self, leader_url: str, topic: str, partition: int) -> dict:
         """The partition's ``PartitionLogInfo`` body as the leader answers it (table URI, offsets, epoch)."""
         resp = await self._call("GET", f"{leader_url}/lakelog/v1/topics/{topic}/logs", what=f"{topic}-{partition}",

@@ -7,6 +7,7 @@ leads, else asked of the leader through the :class:`~lakelog.replication.leader_
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from lakelog.errors import LakelogError
@@ -27,6 +28,35 @@ async def partition_offsets(rm: ReplicaManager, topic: str, partition: int) -> t
     """
     start, _, leo, hw = await _leader_offsets(rm, topic, partition)
     return start, leo, hw
+
+
+async def offset_for_timestamp(rm: ReplicaManager, topic: str, partition: int, *, timestamp_ms: int) -> int:
+    """The first offset of a partition whose record timestamp is >= ``timestamp_ms`` (ms since the epoch),
+    or the high watermark when no record is that new: Kafka's ``ListOffsets`` by timestamp
+    (``kafka-get-offsets --time``, ``kafka-consumer-groups --reset-offsets --to-datetime``). Looked up in
+    the leader's log (its time index): locally when this broker leads, else asked of the leader.
+
+    Raises:
+        UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable leader),
+        NotLeaderError (leadership moved again).
+    """
+    try:
+        log = (await rm.leader_partition(topic, partition)).log
+    except NotLeaderError as e:
+        if not e.leader_url:
+            raise
+        return await rm.leader_client.offset_for_timestamp(e.leader_url, topic, partition, timestamp_ms=timestamp_ms)
+    return await asyncio.to_thread(log.offset_for_timestamp, timestamp_ms)
+
+
+async def local_offset_for_timestamp(rm: ReplicaManager, topic: str, partition: int, *, timestamp_ms: int) -> int:
+    """:func:`offset_for_timestamp` on this broker only (what a forwarded lookup asks of the leader).
+
+    Raises:
+        NotLeaderError (naming the leader), LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError.
+    """
+    log = (await rm.leader_partition(topic, partition)).log
+    return await asyncio.to_thread(log.offset_for_timestamp, timestamp_ms)
 
 
 async def _leader_offsets(rm: ReplicaManager, topic: str, partition: int) -> tuple[int, int, int, int]:

@@ -2,7 +2,8 @@
 ``__consumer_offsets`` partition) whichever broker took them; every broker answers the same offsets; an
 HTTP consumer instance on another broker resumes at them; the coordinator's broker is killed with SIGKILL
 and the new coordinator, elected from the replicas, answers the same offsets; groups coordinated by
-different brokers are all listed by each broker."""
+different brokers are all listed by each broker; a reset to a time through a broker that does not lead
+the partitions looks the time up on their leaders."""
 
 from __future__ import annotations
 
@@ -73,6 +74,19 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
     for i in range(3):
         listed = httpx.get(f"{urls[i]}/consumers", timeout=30).json()
         assert set(groups.values()) | {first} <= set(listed)
+
+    # a reset --to-datetime through one broker: each partition's time lookup is made by its leader
+    not_leading = {b: [p for p in range(3) if zk.state("orders", p).leader != b] for b in range(3)}
+    b = max(not_leading, key=lambda i: len(not_leading[i]))
+    assert not_leading[b], "one broker leads every partition"
+    with LakelogClient(urls[b]) as client:
+        for p in not_leading[b]:
+            assert client.partition_offsets("orders", p, timestamp_ms=0) == {
+                "beginning_offset": 0, "end_offset": 20, "offset_for_timestamp": 0}
+        rows = client.reset_offsets("group-reset", to="timestamp", value=0, topics=["orders"])["offsets"]
+        assert [(r["partition"], r["offset"]) for r in rows] == [(0, 0), (1, 0), (2, 0)]
+        rows = client.reset_offsets("group-reset", to="duration", value=0, topics=["orders"])["offsets"]
+        assert [(r["partition"], r["offset"]) for r in rows] == [(0, 20), (1, 20), (2, 20)]  # none that new
 
     # an HTTP consumer instance created on broker 2 resumes at the group's committed offsets
     victim_broker = next(b for b in groups if b != 2)  # a group coordinated elsewhere than broker 2

@@ -79,6 +79,17 @@ def test_reset_offsets(client, topic_name, zk_client, broker):
     assert reset(to="offset", value=100) == 8  # clamped to the high watermark
     assert reset(to="timestamp", value=middle_ms) == 5
     assert client.committed_offsets(group)[0]["offset"] == 5
+    # the same lookup as a partition's offsets (Kafka's ListOffsets by timestamp), and on the leader itself
+    assert client.partition_offsets(topic_name, 0, timestamp_ms=middle_ms) == {
+        "beginning_offset": 0, "end_offset": 8, "offset_for_timestamp": 5}
+    assert client.partition_offsets(topic_name, 0, timestamp_ms=0)["offset_for_timestamp"] == 0
+    assert client.partition_offsets(topic_name, 0, timestamp_ms=int(time.time() * 1000) + 60_000)[
+        "offset_for_timestamp"] == 8  # none that new: the high watermark
+    assert client.http.get(f"/lakelog/v1/topics/{topic_name}/partitions/0/offset-for-timestamp",
+                           params={"timestamp_ms": middle_ms}).json() == {"timestamp_ms": middle_ms, "offset": 5}
+    for bad in (-1, "soon", 2**63 - 1):
+        resp = client.http.get(f"/topics/{topic_name}/partitions/0/offsets", params={"timestamp_ms": bad})
+        assert (resp.status_code, resp.json()["error_code"]) == (400, 40001), resp.text
 
     # a group with an active member cannot be reset
     zk_client.create(f"{CONSUMERS_PATH}/{group}/members/m-1", ephemeral=True, makepath=True)
