@@ -366,7 +366,14 @@ def test_leader_whose_session_expires_is_fenced_and_truncated(broker_factory, zk
     finally:
         old.resume()
     # the deposed leader accepts no write; it comes back as a follower and drops its tail
-    resp = produce(old.url, topic, 0, [b"zombie"], timeout=30)
+    # while its expired ZooKeeper session is being replaced it answers 503 / 50304 (retriable, nothing
+    # written), as a client then does, the request is sent again
+    deadline = time.monotonic() + 30
+    while True:
+        resp = produce(old.url, topic, 0, [b"zombie"], timeout=30)
+        if (resp.status_code, resp.json().get("error_code")) != (503, 50304) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     # refused as a non-leader (42101), by epoch fencing (42102), or while it has no leader (40406)
     assert (resp.status_code, resp.json().get("error_code")) in {(421, 42101), (421, 42102), (404, 40406)}, \
         (resp.status_code, resp.text)

@@ -18,6 +18,8 @@ def spark(tmp_path_factory):
     spark = session(master="local[2]", app_name="lakelog-tests", conf={
         "spark.driver.memory": "1g",
         "spark.sql.shuffle.partitions": "4",
+        # Delta's VACUUM lists the table with this many tasks (default 10,000: a minute on 2 cores)
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "1",
         "spark.ui.enabled": "false",
