@@ -12,7 +12,7 @@ import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.consumer_groups.offset_records import partition_for
-from tests.cluster.test_replication import FAST, Zk, create_topic, produce, start_cluster, wait_full_isr, wait_znode_gone
+from tests.cluster.test_replication import Zk, create_topic, produce, start_cluster, wait_full_isr, wait_znode_gone
 from tests.harness import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -40,6 +40,17 @@ def commit(url: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     assert resp.status_code == 200, resp.text
 
 
+def one_group_per_coordinator(zk: Zk, partitions: int, *, brokers: int = 3, prefix: str = "group") -> dict[int, str]:
+    """``{broker id: group name}``: a group whose ``__consumer_offsets`` partition each broker leads."""
+    leaders = {p: zk.state("__consumer_offsets", p).leader for p in range(partitions)}
+    groups: dict[int, str] = {}
+    for i in range(500):
+        name = f"{prefix}-{i}"
+        groups.setdefault(leaders[partition_for(name, partitions)], name)
+    assert set(groups) == set(range(brokers)), leaders
+    return groups
+
+
 def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_factory, zk):
     brokers = start_cluster(broker_factory, env=ENV)
     urls = {i: b.url for i, b in brokers.items()}
@@ -57,13 +68,7 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
         "/topics/__consumer_offsets/configs").json()["data"]}
     assert (configs["cleanup.policy"], configs["min.insync.replicas"]) == ("compact", "2")
 
-    # one group per coordinator: a group whose __consumer_offsets partition each broker leads
-    leaders = {p: zk.state("__consumer_offsets", p).leader for p in range(PARTITIONS)}
-    groups: dict[int, str] = {}
-    for i in range(500):
-        name = f"group-{i}"
-        groups.setdefault(leaders[partition_for(name, PARTITIONS)], name)
-    assert set(groups) == {0, 1, 2}, leaders
+    groups = one_group_per_coordinator(zk, PARTITIONS)
 
     # every group commits through broker 1; all three brokers answer the same offsets
     for b, group in groups.items():
