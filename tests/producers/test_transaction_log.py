@@ -49,6 +49,19 @@ async def _records(broker: Broker, transactional_id: str) -> list[dict | None]:
             if json.loads(k)["transactional_id"] == transactional_id]
 
 
+def _complete_decided(broker: Broker) -> list[TransactionMetadata]:
+    """Install an ``on_decided`` hook that completes every decided transaction at once (markers are a
+    later part); returns the list the hook appends each decided metadata to."""
+    handed: list[TransactionMetadata] = []
+
+    async def carry_out(metadata: TransactionMetadata) -> None:
+        handed.append(metadata)
+        await broker.transaction_state_manager.complete(metadata.transactional_id)
+
+    broker.transaction_state_manager.on_decided = carry_out
+    return handed
+
+
 async def _eventually(probe, *, timeout_s: float = 15.0, what: str):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -120,13 +133,7 @@ def test_changes_are_records_of_a_compacted_topic_and_a_restart_loads_them(zk_co
 
     async def second_life() -> None:
         broker = _broker(zk_connect, log_dirs)
-        handed: list[TransactionMetadata] = []
-
-        async def carry_out(metadata: TransactionMetadata) -> None:  # markers come later; complete directly
-            handed.append(metadata)
-            await broker.transaction_state_manager.complete(metadata.transactional_id)
-
-        broker.transaction_state_manager.on_decided = carry_out
+        handed = _complete_decided(broker)
         await broker.start()
         tsm = broker.transaction_state_manager
         try:
@@ -162,13 +169,7 @@ def test_timeouts_abort_init_fences_an_open_transaction_and_idle_ids_expire(zk_c
     async def main() -> None:
         broker = _broker(zk_connect, tmp_path / "logs", transaction_abort_timed_out_transaction_cleanup_interval_ms=200,
                          transactional_id_expiration_ms=4_000)
-        handed: list[TransactionMetadata] = []
-
-        async def carry_out(metadata: TransactionMetadata) -> None:
-            handed.append(metadata)
-            await broker.transaction_state_manager.complete(metadata.transactional_id)
-
-        broker.transaction_state_manager.on_decided = carry_out
+        handed = _complete_decided(broker)
         await broker.start()
         tsm = broker.transaction_state_manager
         try:
