@@ -147,10 +147,11 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
 
     Targets: ``earliest`` the log start offset (``--to-earliest``), ``latest`` the high watermark
     (``--to-latest``), ``timestamp`` the first offset whose timestamp is >= ``value`` ms (``--to-datetime``;
-    the high watermark when none is; looked up in the partition leader's log, wherever it is), ``offset`` ``value`` (``--to-offset``), ``current`` the committed offset (``--to-current``),
-    ``shift`` the committed offset plus ``value`` (``--shift-by``, may be negative), ``duration`` the first
-    offset at or after ``value`` ms before now (``--by-duration``). Every new offset is clamped to [log start
-    offset, high watermark], as Kafka does; ``current`` and ``shift`` of a partition without a committed
+    the high watermark when none is; looked up in the partition leader's log, wherever it is), ``offset``
+    ``value`` (``--to-offset``), ``current`` the committed offset (``--to-current``), ``shift`` the
+    committed offset plus ``value`` (``--shift-by``, may be negative), ``duration`` the first offset at or
+    after ``value`` ms before now (``--by-duration``). Every new offset is clamped to [log start offset,
+    high watermark], as Kafka does; ``current`` and ``shift`` of a partition without a committed
     offset start from ``auto.offset.reset``'s default, the high watermark (Kafka: ``latest``).
 
     Args:

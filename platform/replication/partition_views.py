@@ -41,12 +41,11 @@ async def offset_for_timestamp(rm: ReplicaManager, topic: str, partition: int, *
         NotLeaderError (leadership moved again).
     """
     try:
-        log = (await rm.leader_partition(topic, partition)).log
+        return await local_offset_for_timestamp(rm, topic, partition, timestamp_ms=timestamp_ms)
     except NotLeaderError as e:
         if not e.leader_url:
             raise
         return await rm.leader_client.offset_for_timestamp(e.leader_url, topic, partition, timestamp_ms=timestamp_ms)
-    return await asyncio.to_thread(log.offset_for_timestamp, timestamp_ms)
 
 
 async def local_offset_for_timestamp(rm: ReplicaManager, topic: str, partition: int, *, timestamp_ms: int) -> int:
