@@ -12,23 +12,21 @@ election), for up to ``request.timeout.ms``.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from lakelog.config import BrokerSettings
-from lakelog.consumer_groups.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from lakelog.consumer_groups.errors import NotCoordinatorError
 from lakelog.consumer_groups.group_metadata import GroupMetadataManager
-from lakelog.consumer_groups.offset_records import OFFSETS_TOPIC, CommittedOffset, partition_for
-from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
+from lakelog.consumer_groups.offset_records import CommittedOffset
+from lakelog.replication.coordinator_partitions import COORDINATOR_MOVING, retry_while_moving
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.replica_manager import ReplicaManager
 
 #: Errors after which a request to the coordinator is sent again (it moved, or is being elected).
-RETRIABLE = (NotCoordinatorError, CoordinatorLoadInProgressError, NotLeaderError, LeaderNotAvailableError)
+RETRIABLE = COORDINATOR_MOVING
 
 
 class GroupCoordinator:
@@ -72,40 +70,16 @@ class GroupCoordinator:
         """The URL of ``group``'s coordinator; None when it is this broker.
 
         Raises: NotCoordinatorError (no topic yet, without ``create``), LeaderNotAvailableError (no leader)."""
-        partition = partition_for(group, await self.manager.num_partitions(create=create))
-        part = self.replica_manager.local_partition(OFFSETS_TOPIC, partition)
-        if part is not None and part.is_leader:
-            return None
-        state = await self.cache.partition_state(OFFSETS_TOPIC, partition)
-        if state.leader == self.broker_id:
-            return None
-        url = await self.cache.broker_url(state.leader) if state.leader >= 0 else None
-        if url is None:
-            raise LeaderNotAvailableError(f"The coordinator of group '{group}' ({OFFSETS_TOPIC}-{partition}) "
-                                          "is being elected; retry.")
-        return url
+        return await self.manager.partitions.coordinator_url(group, what=f"group '{group}'", create=create)
 
     async def coordinator_id(self, group: str) -> int | None:
         """The broker id of ``group``'s coordinator (the leader of its ``__consumer_offsets`` partition);
         None before any group committed (no topic) or while the partition has no leader."""
-        try:
-            partition = partition_for(group, await self.manager.num_partitions())
-        except NotCoordinatorError:
-            return None
-        leader = (await self.cache.partition_state(OFFSETS_TOPIC, partition)).leader
-        return leader if leader >= 0 else None
+        return await self.manager.partitions.coordinator_id(group)
 
     async def _retrying(self, call: Callable[[], Awaitable]):
         """``call()`` again while the coordinator moves, for up to ``request.timeout.ms``."""
-        deadline, backoff = time.monotonic() + self.settings.request_timeout_ms / 1000.0, 0.05
-        while True:
-            try:
-                return await call()
-            except RETRIABLE:
-                if time.monotonic() + backoff > deadline:
-                    raise
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+        return await retry_while_moving(call, timeout_ms=self.settings.request_timeout_ms)
 
     async def commit(self, group: str, offsets: Sequence[CommittedOffset], *, current_generation: int | None = None,
                      only_newer: bool = False) -> bool:
@@ -151,22 +125,8 @@ class GroupCoordinator:
         """Every group with committed offsets, cluster-wide: the union of every coordinator's groups
         (Kafka's ListGroups sent to every broker). Raises LeaderNotAvailableError when a partition of
         ``__consumer_offsets`` has no live leader."""
-        try:
-            count = await self.manager.num_partitions()
-        except NotCoordinatorError:
-            return []
-        states = await asyncio.gather(*(self.cache.partition_state(OFFSETS_TOPIC, p) for p in range(count)))
-        for p, state in enumerate(states):
-            if state.leader < 0:
-                raise LeaderNotAvailableError(f"{OFFSETS_TOPIC}-{p} has no leader; its groups are unknown; retry.")
-        leaders = {state.leader for state in states}
         names: set[str] = set()
-        for leader in sorted(leaders):
-            if leader == self.broker_id:
-                names.update(self.manager.groups_local())
-                continue
-            url = await self.cache.broker_url(leader)
-            if url is None:
-                raise LeaderNotAvailableError(f"Broker {leader} (a coordinator) is not live; retry.")
-            names.update(await self.leader_client.coordinator_groups(url))
+        for url in (await self.manager.partitions.coordinator_brokers()).values():
+            local = url is None
+            names.update(self.manager.groups_local() if local else await self.leader_client.coordinator_groups(url))
         return sorted(names)

@@ -39,7 +39,9 @@ import pyarrow as pa
 from lakelog.protocol.partitioner import coordinator_partition
 from lakelog.replication.errors import (
     CoordinatorLoadInProgressError,
+    LeaderNotAvailableError,
     NotCoordinatorError,
+    NotLeaderError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -54,6 +56,26 @@ log = logging.getLogger(__name__)
 LOAD_BYTES = 16 * 1024 * 1024
 
 S = TypeVar("S", bound=Sized)
+T = TypeVar("T")
+
+#: Errors after which a request to a key's coordinator is sent again: the coordinator moved
+#: (NOT_COORDINATOR), is loading (COORDINATOR_LOAD_IN_PROGRESS), or is being elected.
+COORDINATOR_MOVING = (NotCoordinatorError, CoordinatorLoadInProgressError, NotLeaderError, LeaderNotAvailableError)
+
+
+async def retry_while_moving(call: Callable[[], Awaitable[T]], *, timeout_ms: int) -> T:
+    """``await call()``, again after each :data:`COORDINATOR_MOVING` error (backoff 50 ms doubling up to
+    1 s) for up to ``timeout_ms`` (``request.timeout.ms``), as Kafka's clients look the coordinator up
+    again and resend. Raises the last such error after the timeout, any other error at once."""
+    deadline, backoff = time.monotonic() + timeout_ms / 1000.0, 0.05
+    while True:
+        try:
+            return await call()
+        except COORDINATOR_MOVING:
+            if time.monotonic() + backoff > deadline:
+                raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
 
 
 def capped_min_isr(replication_factor: int, *, min_isr: int) -> int:
@@ -234,6 +256,66 @@ class CoordinatorPartitions(Generic[S]):
                                       f"({self.topic.name}-{partition}); retry.")
         await asyncio.shield(entry.ready)
         return partition, entry
+
+    async def coordinator_url(self, key: str, *, what: str, create: bool = False) -> str | None:
+        """The URL of ``key``'s coordinator (the leader of its partition); None when it is this broker.
+
+        Args:
+            key: the group or transactional id.
+            what: how errors name it (``group 'g1'``).
+            create: create the topic when missing.
+
+        Raises:
+            NotCoordinatorError: the topic does not exist (without ``create``).
+            LeaderNotAvailableError: the partition has no live leader (retriable).
+        """
+        partition = coordinator_partition(key, await self.num_partitions(create=create))
+        part = self.replica_manager.local_partition(self.topic.name, partition)
+        if part is not None and part.is_leader:
+            return None
+        state = await self.cache.partition_state(self.topic.name, partition)
+        if state.leader == self.broker_id:
+            return None
+        url = await self.cache.broker_url(state.leader) if state.leader >= 0 else None
+        if url is None:
+            raise LeaderNotAvailableError(f"The coordinator of {what} ({self.topic.name}-{partition}) is being "
+                                          "elected; retry.")
+        return url
+
+    async def coordinator_id(self, key: str) -> int | None:
+        """The broker id of ``key``'s coordinator (the leader of its partition); None when the topic does
+        not exist or the partition has no leader."""
+        try:
+            partition = coordinator_partition(key, await self.num_partitions())
+        except NotCoordinatorError:
+            return None
+        leader = (await self.cache.partition_state(self.topic.name, partition)).leader
+        return leader if leader >= 0 else None
+
+    async def coordinator_brokers(self) -> dict[int, str | None]:
+        """Every broker that leads a partition of the topic: ``{broker id: its URL}``, None for this broker;
+        ``{}`` when the topic does not exist. What a cluster-wide listing asks (Kafka's ListGroups and
+        ListTransactions sent to every broker).
+
+        Raises:
+            LeaderNotAvailableError: a partition has no live leader, or a leader is not live (retriable).
+        """
+        try:
+            count = await self.num_partitions()
+        except NotCoordinatorError:
+            return {}
+        states = await asyncio.gather(*(self.cache.partition_state(self.topic.name, p) for p in range(count)))
+        for p, state in enumerate(states):
+            if state.leader < 0:
+                raise LeaderNotAvailableError(f"{self.topic.name}-{p} has no leader; its {self.topic.keys} are "
+                                              "unknown; retry.")
+        brokers: dict[int, str | None] = {}
+        for leader in sorted({state.leader for state in states}):
+            url = None if leader == self.broker_id else await self.cache.broker_url(leader)
+            if url is None and leader != self.broker_id:
+                raise LeaderNotAvailableError(f"Broker {leader} (a coordinator) is not live; retry.")
+            brokers[leader] = url
+        return brokers
 
     def loaded(self) -> Iterator[tuple[int, S]]:
         """``(partition, state)`` of every partition loaded now, by partition."""
