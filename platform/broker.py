@@ -13,7 +13,8 @@ A :class:`Broker` owns, and builds unless they are injected:
   topic ``__consumer_offsets``; an old per-broker table is imported once at start);
 - the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper);
 - the :class:`~lakelog.producers.transaction_log.TransactionStateManager` (the transaction coordinator's
-  state in the internal topic ``__transaction_state``).
+  state in the internal topic ``__transaction_state``) and the
+  :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator` (its requests from any broker).
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -36,6 +37,7 @@ from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.producers.producer_ids import ProducerIdManager
+from lakelog.producers.transaction_coordinator import TransactionCoordinator
 from lakelog.producers.transaction_log import TransactionStateManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
@@ -95,6 +97,8 @@ class Broker:
         self.transaction_state_manager = TransactionStateManager(
             settings, cache=self.cache, replica_manager=self.replica_manager, create_topic=self.create_topic,
             producer_ids=self.producer_ids)
+        self.transaction_coordinator = TransactionCoordinator(
+            settings, manager=self.transaction_state_manager, leader_client=self.leader_client)
         self.cluster_id = ""
         self._import: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -9,10 +9,21 @@ ListGroups sent to the coordinator), over HTTP.
   -> ``{"deleted": [[topic, partition]]}``;
 - ``GET /lakelog/v1/coordinator/groups`` -> ``{"groups": [...]}`` (the groups this broker coordinates).
 
+And the transaction coordinator's (Kafka's InitProducerId / DescribeTransactions / ListTransactions sent
+to the coordinator of a transactional id; the id travels in the body or query, never in the path):
+
+- ``POST /lakelog/v1/coordinator/transactions/init-producer-id`` ``{"transactional_id",
+  "transaction_timeout_ms"}`` -> ``{"producer_id", "producer_epoch"}``;
+- ``GET /lakelog/v1/coordinator/transactions/describe?transactional_id=`` -> ``{"transaction": {...} | null}``
+  (:func:`~lakelog.producers.transaction_coordinator.metadata_to_dict`);
+- ``GET /lakelog/v1/coordinator/transactions`` -> ``{"transactions": [{...}]}`` (the ids this broker
+  coordinates).
+
 They answer only as the coordinator, never forwarding: 503 / 50320 (NOT_COORDINATOR) when this broker is
 not it, 503 / 50321 while it loads; the asking broker retries
-(:class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`). For brokers, not clients: hidden from
-the OpenAPI document.
+(:class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`,
+:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). For brokers, not clients:
+hidden from the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -25,7 +36,8 @@ from pydantic import BaseModel
 
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import CoordinatorDep
+from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep
+from lakelog.producers.transaction_coordinator import metadata_to_dict
 from lakelog.replication.leader_client import COORDINATOR_PREFIX
 
 router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False)
@@ -73,3 +85,26 @@ async def delete(group: GroupName, body: _Delete, coordinator: CoordinatorDep) -
 @router.get("/groups")
 async def groups(coordinator: CoordinatorDep) -> dict:
     return {"groups": coordinator.manager.groups_local()}
+
+
+class _InitProducerId(BaseModel):
+    transactional_id: str
+    transaction_timeout_ms: int
+
+
+@router.post("/transactions/init-producer-id")
+async def init_producer_id(body: _InitProducerId, transactions: TransactionCoordinatorDep) -> dict:
+    answer = await transactions.manager.init_producer_id(body.transactional_id,
+                                                         transaction_timeout_ms=body.transaction_timeout_ms)
+    return {"producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch}
+
+
+@router.get("/transactions/describe")
+async def describe_transaction(transactions: TransactionCoordinatorDep, transactional_id: str = Query(...)) -> dict:
+    metadata = await transactions.manager.describe(transactional_id)
+    return {"transaction": None if metadata is None else metadata_to_dict(metadata)}
+
+
+@router.get("/transactions")
+async def list_transactions(transactions: TransactionCoordinatorDep) -> dict:
+    return {"transactions": [metadata_to_dict(m) for m in await transactions.manager.list_transactions()]}

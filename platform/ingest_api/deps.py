@@ -20,6 +20,7 @@ from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.producers.producer_ids import ProducerIdManager
+from lakelog.producers.transaction_coordinator import TransactionCoordinator
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
 from lakelog.replication.produce_router import ProduceRouter
@@ -36,6 +37,7 @@ class GatewayBroker(Protocol):
     replica_manager: ReplicaManager
     produce_router: ProduceRouter
     coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -85,3 +87,13 @@ def get_producer_ids(request: Request) -> ProducerIdManager:
 
 #: The broker's :class:`~lakelog.producers.producer_ids.ProducerIdManager` (InitProducerId).
 ProducerIdsDep = Annotated[ProducerIdManager, Depends(get_producer_ids)]
+
+
+def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
+    """The broker's transaction coordinator (transactional ids, wherever their coordinator is;
+    ``Broker.transaction_coordinator``)."""
+    return request.app.state.broker.transaction_coordinator
+
+
+#: The broker's :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`.
+TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]

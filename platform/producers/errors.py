@@ -80,3 +80,20 @@ class InvalidTransactionTimeoutError(ProducerError):
 
     http_status = 400
     error_code = 40011
+
+
+class InvalidTransactionalIdError(ProducerError):
+    """InitProducerId named an empty ``transactional_id``. Kafka answers INVALID_REQUEST (42) to an empty
+    transactional id; leave it out (or null) for an idempotent producer. 400 / 40012."""
+
+    http_status = 400
+    error_code = 40012
+
+
+class TransactionalIdNotFoundError(ProducerError):
+    """The transactional id is unknown to its coordinator: no InitProducerId named it yet, or it expired
+    after ``transactional.id.expiration.ms``. Kafka: TRANSACTIONAL_ID_NOT_FOUND (105), answered by
+    DescribeTransactions. 404 / 40408."""
+
+    http_status = 404
+    error_code = 40408

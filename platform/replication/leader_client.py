@@ -14,7 +14,11 @@ A broker asks a partition's leader when it does not lead the partition itself:
 - :meth:`LeaderClient.coordinator_commit`, :meth:`~LeaderClient.coordinator_offsets`,
   :meth:`~LeaderClient.coordinator_delete_offsets`, :meth:`~LeaderClient.coordinator_groups`: a group's
   offsets on its coordinator, the leader of the group's ``__consumer_offsets`` partition
-  (``/lakelog/v1/coordinator/...``; :mod:`lakelog.consumer_groups.coordinator`).
+  (``/lakelog/v1/coordinator/...``; :mod:`lakelog.consumer_groups.coordinator`);
+- :meth:`LeaderClient.transaction_init_producer_id`, :meth:`~LeaderClient.transaction_describe`,
+  :meth:`~LeaderClient.transaction_list`: a transactional id's InitProducerId and metadata on its
+  transaction coordinator, the leader of the id's ``__transaction_state`` partition
+  (``/lakelog/v1/coordinator/transactions...``; :mod:`lakelog.producers.transaction_coordinator`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
@@ -41,7 +45,7 @@ from lakelog.replication.errors import LeaderNotAvailableError
 
 #: Prefix of the internal replica routes (hidden from the OpenAPI document).
 REPLICA_PREFIX = "/lakelog/v1/replica"
-#: Prefix of the internal group coordinator routes (hidden from the OpenAPI document).
+#: Prefix of the internal group and transaction coordinator routes (hidden from the OpenAPI document).
 COORDINATOR_PREFIX = "/lakelog/v1/coordinator"
 
 
@@ -216,3 +220,40 @@ class LeaderClient:
         """The groups with committed offsets that the broker at ``url`` coordinates."""
         resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/groups", what="the groups", timeout=10.0)
         return resp.json()["groups"]
+
+    # -- transaction coordinators ---------------------------------------------------------------
+
+    async def transaction_init_producer_id(self, url: str, transactional_id: str, *,
+                                           transaction_timeout_ms: int) -> tuple[int, int]:
+        """InitProducerId of a transactional producer on the coordinator of ``transactional_id`` at ``url``:
+        ``(producer_id, producer_epoch)``, written to ``__transaction_state`` when this returns.
+
+        Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable: it moved or is loading),
+        InvalidTransactionTimeoutError, ConcurrentTransactionsError (retriable), LeaderNotAvailableError (no
+        answer), the append's errors.
+        """
+        resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/transactions/init-producer-id",
+                                what=f"transactional id '{transactional_id}'",
+                                json={"transactional_id": transactional_id,
+                                      "transaction_timeout_ms": transaction_timeout_ms},
+                                timeout=self.request_timeout_ms / 1000.0 + 5)
+        body = resp.json()
+        return int(body["producer_id"]), int(body["producer_epoch"])
+
+    async def transaction_describe(self, url: str, transactional_id: str) -> dict | None:
+        """The current metadata of ``transactional_id`` (``TransactionMetadata`` fields as a dict, the
+        partitions as ``[topic, partition]`` pairs) from its coordinator at ``url``; None when it knows none.
+
+        Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable), LeaderNotAvailableError.
+        """
+        resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/transactions/describe",
+                                what=f"transactional id '{transactional_id}'",
+                                params={"transactional_id": transactional_id}, timeout=10.0)
+        return resp.json()["transaction"]
+
+    async def transaction_list(self, url: str) -> list[dict]:
+        """The metadata (as :meth:`transaction_describe`) of every transactional id the broker at ``url``
+        coordinates (its loaded ``__transaction_state`` partitions)."""
+        resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/transactions", what="the transactional ids",
+                                timeout=10.0)
+        return resp.json()["transactions"]
