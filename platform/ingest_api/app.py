@@ -10,9 +10,12 @@
 - :mod:`~lakelog.ingest_api.v3_groups_api`: v3 consumer groups, their consumers, lags and lag summary;
 - :mod:`~lakelog.ingest_api.consumers_api`: v2 consumer instances;
 - :mod:`~lakelog.ingest_api.offsets_api`: committed offsets, lag, resets;
-- :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent producers (InitProducerId);
+- :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent and transactional producers
+  (InitProducerId);
+- :mod:`~lakelog.ingest_api.transactions_api`: the cluster's transactional ids (list, describe);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
-- :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets).
+- :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
+  transaction coordinators.
 
 Routes reach the broker through typed dependencies (:mod:`~lakelog.ingest_api.deps`); errors are
 answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status*100+n, "message": ...}``.
@@ -34,6 +37,7 @@ from lakelog.ingest_api import (
     records_api,
     replica_api,
     topics_api,
+    transactions_api,
     v3_api,
     v3_cluster_api,
     v3_groups_api,
@@ -65,7 +69,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     app.state.broker = broker
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
-                   offsets_api, consumers_api, replica_api, coordinator_api):
+                   transactions_api, offsets_api, consumers_api, replica_api, coordinator_api):
         app.include_router(module.router)
     _document_raw_body_models(app)
     return app

@@ -25,17 +25,21 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     400: "Bad request: a query or path parameter fails validation (40001: the message names it); a "
          "malformed or wrongly shaped body (40001); topic admin errors (40002 exists, 40003 bad config, "
          "40004 bad name, 40005-40007); idempotent producer headers incomplete or out of range (40009); "
-         "a transactional_id (40010: transactions are not supported yet).",
+         "a transaction timeout out of (0, transaction.max.timeout.ms] (40011); an empty transactional_id "
+         "(40012).",
     404: "Not found: topic (40401), partition (40402), consumer instance (40403), cluster (40404), "
-         "no live leader (40406), group (40407), topic config (40440), or no such route.",
+         "no live leader (40406), group (40407), transactional id (40408), topic config (40440), or no such "
+         "route.",
     405: "Method not allowed; the `Allow` header lists the methods of the path.",
     406: "Not acceptable: the `Accept` header asks for a format this route or instance does not answer.",
     408: "Request timeout: the request's headers or body did not arrive in time "
          "(request.header.timeout.ms, request.body.timeout.ms); the connection is closed.",
     409: "Conflict: consumer instance state (40901-40905), replication state (40911-40914), idempotent "
          "producer state (40915 producer epoch fenced, 40916 sequence older than the partition remembers, "
-         "40917 unknown or expired producer id; nothing written, not retriable), the topic kept changing "
-         "during a topic change (40940, retriable).",
+         "40917 unknown or expired producer id; nothing written, not retriable), transaction state (40918 "
+         "invalid transaction state, 40919 producer id not the transactional id's, 40920 the previous "
+         "transaction is being completed, retriable), the topic kept changing during a topic change (40940, "
+         "retriable).",
     413: "Body larger than socket.request.max.bytes (41301).",
     415: "Unsupported Content-Type (41501).",
     421: "Misdirected: this broker does not lead the partition (42101, the leader's URL in the message).",
@@ -46,7 +50,9 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "`Retry-After` seconds.",
     500: "Internal error (50001); answered with `Connection: close`.",
     503: "Unavailable, retriable (`X-Lakelog-Retriable: true`): ZooKeeper unreachable (50304), not enough "
-         "in-sync replicas (50301-50303), too many connections (50305, `Retry-After`), ...",
+         "in-sync replicas (50301-50303), too many connections (50305, `Retry-After`), no group or "
+         "transaction coordinator answered in request.timeout.ms (50320 not the coordinator, 50321 loading), "
+         "...",
     504: "Timeout waiting for the in-sync replicas (50401).",
 }
 

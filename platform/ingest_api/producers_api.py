@@ -1,9 +1,16 @@
-"""Producer ids: ``POST /v3/clusters/{cluster_id}/producers``, Kafka's InitProducerId for idempotent producers.
+"""Producer ids: ``POST /v3/clusters/{cluster_id}/producers``, Kafka's InitProducerId.
 
-Any broker answers ``{"producer_id": <int64>, "producer_epoch": 0}``; ids are unique cluster-wide
-(:mod:`lakelog.producers.producer_ids`: blocks reserved in ZooKeeper). The producer then sends the id,
-the epoch and a sequence per request with every produce (:mod:`lakelog.protocol.producer_headers`).
-A ``transactional_id`` is refused for now (400 / 40010): transactions come later.
+- Idempotent producer (``{}``, no ``transactional_id``): any broker answers ``{"producer_id": <int64>,
+  "producer_epoch": 0}``; ids are unique cluster-wide (:mod:`lakelog.producers.producer_ids`: blocks
+  reserved in ZooKeeper).
+- Transactional producer (``{"transactional_id": "t1", "transaction_timeout_ms": 60000}``): the
+  coordinator of the transactional id answers, asked by whichever broker took the request
+  (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`): a new producer id with
+  epoch 0 for a new id, else the same producer id with the epoch + 1, which fences the previous instance
+  of the producer.
+
+The producer then sends the id, the epoch and a sequence per request with every produce
+(:mod:`lakelog.protocol.producer_headers`).
 """
 
 from __future__ import annotations
@@ -14,43 +21,71 @@ from typing import Optional
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep, ProducerIdsDep
+from lakelog.ingest_api.deps import BrokerDep, ProducerIdsDep, TransactionCoordinatorDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import error_responses
+from lakelog.producers.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
 from lakelog.protocol.producer_headers import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
 
 router = APIRouter(tags=["v3 producers"])
 
 
 class InitProducerIdRequest(BaseModel):
-    """Kafka's InitProducerId request: ``{}`` for an idempotent producer."""
+    """Kafka's InitProducerId request: ``{}`` for an idempotent producer, ``{"transactional_id": ...,
+    "transaction_timeout_ms": ...}`` for a transactional one."""
 
     transactional_id: Optional[str] = Field(
-        None, description="A transactional producer's id. Not supported yet: refused with 400 / 40010. "
-                          "Leave it out (send `{}`) for an idempotent producer.")
+        None, examples=["orders-etl-1"],
+        description="A transactional producer's `transactional.id` (non-empty; else 400 / 40012). Its "
+                    "coordinator answers the producer id it holds with the epoch + 1, fencing the previous "
+                    "instance (a new id gets a new producer id with epoch 0). Leave it out (send `{}`) for "
+                    "an idempotent producer.")
+    transaction_timeout_ms: Optional[int] = Field(
+        None, examples=[DEFAULT_TRANSACTION_TIMEOUT_MS], json_schema_extra={"format": "int32"},
+        description="The transactional producer's `transaction.timeout.ms`: a transaction open longer is "
+                    "aborted by its coordinator. In (0, transaction.max.timeout.ms] (default 900000), else "
+                    f"400 / 40011. Default: {DEFAULT_TRANSACTION_TIMEOUT_MS}. Ignored without a "
+                    "`transactional_id`.")
 
 
 class InitProducerIdResponse(BaseModel):
-    """A new producer id and its epoch (Kafka's InitProducerId response)."""
+    """A producer id and its epoch (Kafka's InitProducerId response)."""
 
     producer_id: int = Field(ge=0, le=MAX_PRODUCER_ID, json_schema_extra={"format": "int64"}, examples=[1000],
                              description="Unique in the cluster; send it as X-Lakelog-Producer-Id.")
     producer_epoch: int = Field(ge=0, le=MAX_PRODUCER_EPOCH, json_schema_extra={"format": "int32"}, examples=[0],
-                                description="0 for a new idempotent producer; send it as X-Lakelog-Producer-Epoch.")
+                                description="0 for a new idempotent producer or a new transactional id; the "
+                                            "previous epoch + 1 for a transactional id initialized before. "
+                                            "Send it as X-Lakelog-Producer-Epoch.")
 
 
 @router.post("/v3/clusters/{cluster_id}/producers", response_model=InitProducerIdResponse,
-             responses=error_responses(400, 404, 408, 422, 500, 503),
-             summary="Get a producer id for an idempotent producer (Kafka's InitProducerId)")
+             responses=error_responses(400, 404, 408, 409, 422, 500, 503, 504),
+             summary="Get a producer id for an idempotent or transactional producer (Kafka's InitProducerId)")
 async def init_producer_id(cluster_id: str, broker: BrokerDep, producer_ids: ProducerIdsDep,
+                           transactions: TransactionCoordinatorDep,
                            body: Optional[InitProducerIdRequest] = Body(None)) -> InitProducerIdResponse:
-    """A new producer id, unique in the cluster, with epoch 0. The producer numbers its produce requests
-    0, 1, 2, ... and sends the three headers `X-Lakelog-Producer-Id`, `X-Lakelog-Producer-Epoch`,
-    `X-Lakelog-Sequence` with each; a retry repeats the request's number and is answered with the original
-    offsets, writing nothing. 400 / 40010 when the body names a `transactional_id` (transactions are not
-    supported yet); 404 / 40404 for another cluster id; 503 / 50304 when ZooKeeper is unreachable (retriable)."""
+    """Without a `transactional_id` (`{}` or no body): a new producer id, unique in the cluster, with
+    epoch 0. The producer numbers its produce requests 0, 1, 2, ... and sends the three headers
+    `X-Lakelog-Producer-Id`, `X-Lakelog-Producer-Epoch`, `X-Lakelog-Sequence` with each; a retry repeats
+    the request's number and is answered with the original offsets, writing nothing.
+
+    With a `transactional_id`: the answer of the id's transaction coordinator (the leader of its
+    `__transaction_state` partition; any broker takes the request and asks it): a new producer id with
+    epoch 0 for a new id, else the same producer id with the epoch + 1, which fences the previous
+    instance. `__transaction_state` is created by the first transactional producer.
+
+    Errors: 400 / 40011 a `transaction_timeout_ms` out of (0, transaction.max.timeout.ms], 400 / 40012 an
+    empty `transactional_id`; 404 / 40404 another cluster id; 409 / 40920 the id's previous transaction is
+    being completed (retriable); 503 / 50304 ZooKeeper unreachable, 503 / 50320-50321 no coordinator
+    answered within request.timeout.ms (retriable)."""
     if cluster_id != broker.cluster_id:
         raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
-    transactional_id = body.transactional_id if body is not None else None
-    answer = await asyncio.to_thread(producer_ids.init_producer_id, transactional_id=transactional_id)
+    if body is not None and body.transactional_id is not None:
+        timeout_ms = body.transaction_timeout_ms
+        answer = await transactions.init_producer_id(
+            body.transactional_id,
+            transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+    else:
+        answer = await asyncio.to_thread(producer_ids.init_producer_id)
     return InitProducerIdResponse(producer_id=answer.producer_id, producer_epoch=answer.producer_epoch)

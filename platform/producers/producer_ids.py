@@ -58,8 +58,10 @@ _ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedE
 
 
 class TransactionsNotSupportedError(LakelogError):
-    """InitProducerId named a ``transactional_id``: transactions are not supported yet, only idempotent
-    producers (send ``{}``). 400 / 40010; not retriable."""
+    """:meth:`ProducerIdManager.init_producer_id` was given a ``transactional_id``: it hands out the ids of
+    idempotent producers only; a transactional producer's id and epoch come from the coordinator of its
+    transactional id (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`, which
+    ``POST /v3/clusters/{cluster_id}/producers`` asks). 400 / 40010; not retriable."""
 
     http_status = 400
     error_code = 40010
@@ -138,7 +140,7 @@ class ProducerIdManager:
         """Kafka's InitProducerId for an idempotent producer: a new producer id with epoch 0.
 
         Args:
-            transactional_id: must be None (transactions come later).
+            transactional_id: must be None (a transactional producer asks the transaction coordinator).
 
         Raises:
             TransactionsNotSupportedError: ``transactional_id`` given (400 / 40010).
@@ -147,8 +149,8 @@ class ProducerIdManager:
         """
         if transactional_id is not None:
             raise TransactionsNotSupportedError(
-                f"transactional_id {transactional_id!r}: transactions are not supported yet; an idempotent "
-                "producer sends {} (no transactional_id) and gets a producer id with epoch 0.")
+                f"transactional_id {transactional_id!r}: the producer id manager hands out ids of idempotent "
+                "producers only; ask the transaction coordinator of the transactional id.")
         return ProducerIdAndEpoch(self.generate_producer_id(), 0)
 
     def generate_producer_id(self) -> int:

@@ -109,7 +109,7 @@ def test_init_producer_id_refuses_a_transactional_id(zk_client):
     with pytest.raises(TransactionsNotSupportedError) as e:
         manager.init_producer_id(transactional_id="tx-1")
     assert e.value.error_code == 40010 and e.value.http_status == 400 and not e.value.retriable
-    assert "transactions are not supported yet" in e.value.message
+    assert "transaction coordinator" in e.value.message
     assert manager.generate_producer_id() == 1  # the refusal took no id
 
 

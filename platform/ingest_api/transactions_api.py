@@ -1,0 +1,158 @@
+"""Transactions of the cluster (a lakelog extension under ``/v3``; REST Proxy has none): what the
+transaction coordinators hold, as Kafka's ``kafka-transactions.sh list`` and ``describe`` show it
+(ListTransactions, DescribeTransactions).
+
+- ``GET /v3/clusters/{cluster_id}/transactions[?state=Ongoing&state=...]``: every transactional id known
+  cluster-wide (asked of every coordinator), by id;
+- ``GET /v3/clusters/{cluster_id}/transactions/{transactional_id}``: one id, from its coordinator.
+
+Any broker answers (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). Each id
+shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
+transaction began and how long it has been open (its age, ms, measured by the answering broker's clock).
+Errors: 404 with 40404 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
+40406 (a ``__transaction_state`` partition without a leader, retriable); 503 / 50320-50321 (no
+coordinator answered in ``request.timeout.ms``, retriable).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Literal, Optional
+from urllib.parse import quote
+
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, Field
+
+from lakelog.ingest_api.deps import BrokerDep, TransactionCoordinatorDep
+from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.models import Related, ResourceMetadata
+from lakelog.ingest_api.openapi_docs import v3_read_errors
+from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
+from lakelog.producers.errors import TransactionalIdNotFoundError
+from lakelog.producers.transaction_state import NO_TIMESTAMP, TransactionMetadata
+
+router = APIRouter(tags=["v3 transactions"])
+
+#: The states a transactional id is in (Kafka's names; ``Dead`` and ``PrepareEpochFence`` are never current).
+StateName = Literal["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
+
+LIST_ERRORS = v3_read_errors("cluster (40404), no leader of a __transaction_state partition (40406)")
+DESCRIBE_ERRORS = v3_read_errors("cluster (40404), transactional id (40408), no leader of its "
+                                 "__transaction_state partition (40406)")
+
+
+class TransactionPartition(BaseModel):
+    """A partition of a transaction."""
+
+    topic_name: str
+    partition_id: int = Field(ge=0, json_schema_extra={"format": "int32"})
+
+
+class TransactionData(BaseModel):
+    """One transactional id as its coordinator holds it (``kind`` ``KafkaTransaction``; Kafka's
+    DescribeTransactions answer)."""
+
+    kind: str = "KafkaTransaction"
+    metadata: ResourceMetadata
+    cluster_id: str
+    transactional_id: str
+    coordinator_id: Optional[int] = Field(
+        None, description="The broker id of the id's coordinator (the leader of its __transaction_state "
+                          "partition); null while it is being elected.")
+    coordinator: Optional[Related] = Field(None, description="The coordinator's broker; null with coordinator_id.")
+    state: StateName = Field(
+        description="Empty: no transaction open; Ongoing: a transaction is open; PrepareCommit / PrepareAbort: "
+                    "its outcome is decided and being carried out; CompleteCommit / CompleteAbort: the last "
+                    "transaction is over.")
+    producer_id: int = Field(ge=0, json_schema_extra={"format": "int64"},
+                             description="The producer id the transactional id holds.")
+    producer_epoch: int = Field(ge=0, json_schema_extra={"format": "int32"},
+                                description="The current epoch: requests with an older one are fenced.")
+    transaction_timeout_ms: int = Field(
+        json_schema_extra={"format": "int32"},
+        description="The producer's transaction.timeout.ms: an open transaction older is aborted.")
+    partitions: list[TransactionPartition] = Field(
+        description="The partitions of the open or deciding transaction, by topic and partition; empty when "
+                    "none is open.")
+    transaction_start_time_ms: Optional[int] = Field(
+        None, json_schema_extra={"format": "int64"},
+        description="When the open transaction began (its first partition added), ms since the epoch; null "
+                    "when none is open.")
+    transaction_duration_ms: Optional[int] = Field(
+        None, json_schema_extra={"format": "int64"},
+        description="The open transaction's age: ms since it began, by the answering broker's clock; null "
+                    "when none is open.")
+    last_update_time_ms: Optional[int] = Field(
+        None, json_schema_extra={"format": "int64"},
+        description="The time of the id's last state change, ms since the epoch.")
+
+
+class TransactionDataList(BaseModel):
+    """Every transactional id known cluster-wide, by id (``KafkaTransactionList``)."""
+
+    kind: str = "KafkaTransactionList"
+    metadata: ResourceCollectionMetadata
+    data: list[TransactionData]
+
+
+def _cluster_url(request: Request, cluster_id: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/v3/clusters/{quote(cluster_id, safe='')}"
+
+
+def _check_cluster(broker, cluster_id: str) -> None:
+    if cluster_id != broker.cluster_id:
+        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
+
+
+def _data(request: Request, cluster_id: str, coordinator_id: int | None, m: TransactionMetadata, *,
+          now_ms: int) -> TransactionData:
+    cluster_url = _cluster_url(request, cluster_id)
+    is_open = m.has_pending_transaction and m.txn_start_timestamp_ms != NO_TIMESTAMP
+    return TransactionData(
+        metadata=ResourceMetadata(self=f"{cluster_url}/transactions/{quote(m.transactional_id, safe='')}",
+                                  resource_name=f"crn:///kafka={cluster_id}/transaction={m.transactional_id}"),
+        cluster_id=cluster_id, transactional_id=m.transactional_id, coordinator_id=coordinator_id,
+        coordinator=None if coordinator_id is None else Related(related=f"{cluster_url}/brokers/{coordinator_id}"),
+        state=m.state.value, producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+        transaction_timeout_ms=m.transaction_timeout_ms,
+        partitions=[TransactionPartition(topic_name=t, partition_id=p) for t, p in sorted(m.partitions)],
+        transaction_start_time_ms=m.txn_start_timestamp_ms if is_open else None,
+        transaction_duration_ms=max(0, now_ms - m.txn_start_timestamp_ms) if is_open else None,
+        last_update_time_ms=None if m.txn_last_update_timestamp_ms == NO_TIMESTAMP else m.txn_last_update_timestamp_ms)
+
+
+@router.get("/v3/clusters/{cluster_id}/transactions", response_model=TransactionDataList, responses=LIST_ERRORS,
+            summary="Transactional ids of the cluster: state, producer, open transaction's partitions and age")
+async def list_transactions(
+        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        state: Annotated[Optional[list[StateName]], Query(
+            description="Only ids in these states (repeat the parameter for several); all when left out.")] = None,
+) -> TransactionDataList:
+    """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id.
+    `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones."""
+    _check_cluster(broker, cluster_id)
+    found = await transactions.list_transactions()
+    now_ms = int(time.time() * 1000)
+    return TransactionDataList(
+        metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/transactions"),
+        data=[_data(request, cluster_id, coordinator_id, m, now_ms=now_ms) for coordinator_id, m in found
+              if state is None or m.state.value in state])
+
+
+@router.get("/v3/clusters/{cluster_id}/transactions/{transactional_id}", response_model=TransactionData,
+            responses=DESCRIBE_ERRORS, summary="One transactional id: state, producer, open transaction's "
+                                               "partitions and age")
+async def get_transaction(
+        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
+) -> TransactionData:
+    """The id as its coordinator holds it (Kafka's DescribeTransactions); 404 / 40408 when it knows none
+    (never initialized, or expired after transactional.id.expiration.ms)."""
+    _check_cluster(broker, cluster_id)
+    metadata = await transactions.describe(transactional_id)
+    if metadata is None:
+        raise TransactionalIdNotFoundError(
+            f"Transactional id '{transactional_id}' not found: no producer initialized it (POST "
+            f"/v3/clusters/{cluster_id}/producers with its transactional_id), or it expired.")
+    coordinator_id = await transactions.coordinator_id(transactional_id)
+    return _data(request, cluster_id, coordinator_id, metadata, now_ms=int(time.time() * 1000))
