@@ -9,6 +9,8 @@
     lakelog topics list | describe orders | delete orders
     lakelog produce orders --key-separator :   < lines.txt      # idempotent; --no-idempotence: plain
     lakelog producers init                      # a producer id: {"producer_id": 1000, "producer_epoch": 0}
+    lakelog producers init --transactional-id orders-etl-1     # the id's producer id, epoch + 1
+    lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
     lakelog consume orders --from-beginning [--follow]
     lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
@@ -18,8 +20,8 @@
     lakelog demo
 
 The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers`` and ``cli_records`` (produce,
-consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
+start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions`` and
+``cli_records`` (produce, consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
 point :func:`main`.
 """
 
@@ -40,6 +42,7 @@ from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli_producers import producers_app
 from lakelog.cli_records import consume, produce
 from lakelog.cli_topics import topics_app
+from lakelog.cli_transactions import transactions_app
 
 app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -48,6 +51,7 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(producers_app, name="producers")
+app.add_typer(transactions_app, name="transactions")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.command("up")(up)

@@ -24,6 +24,7 @@ from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.idempotent_producer import IdempotentProducer
+from lakelog.protocol.transaction_requests import TransactionRequests
 
 
 #: What every method raises when the gateway answers an error: the server's own error class where the
@@ -43,8 +44,9 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     return out
 
 
-class LakelogClient:
-    """Synchronous client of one or more gateways; an idempotent producer by default.
+class LakelogClient(TransactionRequests):
+    """Synchronous client of one or more gateways; an idempotent producer by default. Producer ids and
+    transactions: the methods of :class:`~lakelog.protocol.transaction_requests.TransactionRequests`.
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
@@ -220,22 +222,9 @@ class LakelogClient:
         return self._request("GET", f"/lakelog/v1/topics/{topic}/logs").json()
 
     # -- produce --------------------------------------------------------------------------------
-    # Each produce method sends one request; with enable_idempotence it carries the producer headers
+    # init_producer_id: see TransactionRequests. Each produce method sends one request; with enable_idempotence it carries the producer headers
     # and is retried with the same sequence (see _produce). Errors: GatewayError (the server's class,
     # e.g. UnknownTopicError 40401, OutOfOrderSequenceError 40916), ConnectionError.
-
-    def init_producer_id(self, *, transactional_id: str | None = None) -> dict:
-        """A new producer id (``POST /v3/clusters/{c}/producers``, Kafka's InitProducerId).
-
-        Returns:
-            ``{"producer_id": int (int64 >= 0), "producer_epoch": int (0)}``.
-
-        Raises:
-            GatewayError: TransactionsNotSupportedError (40010) with a ``transactional_id``;
-            ZooKeeperUnavailableError (50304, retriable). ConnectionError: no gateway reachable.
-        """
-        body = {} if transactional_id is None else {"transactional_id": transactional_id}
-        return self._request("POST", f"/v3/clusters/{self.cluster_id}/producers", json=body).json()
 
     def _produce(self, path: str, body: bytes, content_type: str) -> httpx.Response:
         """POST a produce body: idempotently (producer headers, retries with the same sequence) when
