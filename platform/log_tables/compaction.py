@@ -3,7 +3,7 @@
 Every delta-rs commit costs time proportional to the files in the table's snapshot (about 0.1 ms per
 file measured on 2 cores), so the many small files of group commits slow later commits. The log merges
 the oldest run of small files into one file, in offset order, in one commit
-(:meth:`PartitionLog.compact_head <lakelog.log_tables.partition_log.PartitionLog.compact_head>`); this
+(:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`); this
 module chooses the run and builds the merged rows.
 
 Size-tiered, so no byte is rewritten more than a few times: among the files older than the
@@ -174,8 +174,8 @@ async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | No
         return
     try:
         target = merge_target_bytes(plog.config)
-        if plog.needs_compaction(max_files=segment_files_max, max_file_bytes=target):
-            merged = await asyncio.to_thread(plog.compact_head, keep_newest=max(1, segment_files_max // 4),
+        if plog.lifecycle.needs_compaction(max_files=segment_files_max, max_file_bytes=target):
+            merged = await asyncio.to_thread(plog.lifecycle.compact_head, keep_newest=max(1, segment_files_max // 4),
                                              max_file_bytes=target)
             if merged:  # the merge's inputs leave the disk after lake.vacuum.retention.ms
                 plog.lifecycle.note_removal()

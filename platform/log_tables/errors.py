@@ -129,3 +129,14 @@ class RecordWithoutKeyError(LogTableError):
         self.topic = topic
         self.partition = partition
         self.count = count
+
+
+class TransactionsNeedTailError(LogTableError):
+    """A transactional record (or marker) for a log without a segment tail (``lake.commit.interval.ms=0``,
+    or a table on an object store): every append there is a Delta commit readers see at once, so an open
+    transaction could not be kept from them. Nothing was written. 422 / 42224. Not retriable: produce
+    transactions to a topic with ``lake.commit.interval.ms`` above 0 (the default).
+    """
+
+    http_status = 422
+    error_code = 42224

@@ -22,12 +22,18 @@ import pyarrow.compute as pc
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.offset_scan import DataLoss, scan_offsets, target_schema
-from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
+from lakelog.log_tables.reader import offset_for_timestamp
+from lakelog.log_tables.schema import ATTRIBUTES, LOG_SCHEMA, TAIL_SCHEMA, timestamps_us, with_attributes
 from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import CacheView
+from lakelog.log_tables.transaction_index import IsolationLevel, TransactionView
 
-__all__ = ["FetchDataLoss", "ReadView", "first_offset_at_or_after", "read_log", "read_range",
-           "tail_offset_for_timestamp"]
+__all__ = ["READ_END_OFFSET_KEY", "FetchDataLoss", "ReadView", "first_offset_at_or_after", "log_offset_for_timestamp",
+           "read_end_offset",
+           "read_log", "read_range", "tail_offset_for_timestamp"]
+
+#: Schema metadata of a read that dropped control or aborted records: one past the last offset it covered.
+READ_END_OFFSET_KEY = b"lakelog.read_end_offset"
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class ReadView:
         segments: the segment tail's frames (from the lake end offset on).
         index_complete: True when ``files`` lists every commit up to the lake end offset (then files
             ending before it end in a gap, and no re-listing finds more).
+        transactions: the open and aborted transactions of the tail (the last stable offset).
     """
 
     log_start_offset: int
@@ -51,11 +58,18 @@ class ReadView:
     files: FileSnapshot
     segments: SegmentView
     index_complete: bool = False
+    transactions: TransactionView = TransactionView()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of an open transaction, at most the high watermark."""
+        return self.transactions.last_stable_offset(self.high_watermark)
 
 
 def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes: int, end_offset: int | None,
              columns: list[str] | None, reload_index: Callable[[], FileSnapshot], topic: str,
-             partition: int) -> pa.Table:
+             partition: int, isolation_level: IsolationLevel = "read_uncommitted",
+             control_records: bool = False) -> pa.Table:
     """:meth:`PartitionLog.read <lakelog.log_tables.partition_log.PartitionLog.read>` on ``take_view()``.
 
     A segment the flusher deleted under the view (after a grace of one flush interval) makes the read
@@ -68,7 +82,8 @@ def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes:
     for attempt in range(3):
         try:
             return _read_log(take_view(), start_offset, max_bytes=max_bytes, end_offset=end_offset, columns=columns,
-                             reload_index=reload_index, topic=topic, partition=partition)
+                             reload_index=reload_index, topic=topic, partition=partition,
+                             isolation_level=isolation_level, control_records=control_records)
         except FileNotFoundError:
             if attempt == 2:
                 raise
@@ -77,18 +92,27 @@ def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes:
 
 def _read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: int | None,
               columns: list[str] | None, reload_index: Callable[[], FileSnapshot], topic: str,
-              partition: int) -> pa.Table:
+              partition: int, isolation_level: IsolationLevel, control_records: bool) -> pa.Table:
     hw = view.high_watermark
     bound = hw if end_offset is None else view.log_end_offset
     upper = bound if end_offset is None else min(end_offset, bound)
+    if isolation_level == "read_committed":
+        upper = min(upper, view.last_stable_offset)
     if start_offset < view.log_start_offset or start_offset > bound:
         raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=start_offset,
                                     log_start_offset=view.log_start_offset, high_watermark=hw)
-    schema = LOG_SCHEMA if columns is None else target_schema(columns)
+    attributes = columns is not None and ATTRIBUTES in columns
+    schema = LOG_SCHEMA if columns is None else (
+        pa.schema([TAIL_SCHEMA.field(c) for c in columns]) if attributes else target_schema(columns))
     if start_offset >= upper:
         return schema.empty_table()
+    filtering = view.transactions.filters(start_offset, upper, isolation_level=isolation_level,
+                                          control_records=control_records)
+    file_columns = columns
+    if columns is not None and (attributes or filtering):
+        file_columns = list(dict.fromkeys(["offset", "producer_id", *(c for c in columns if c != ATTRIBUTES)]))
     try:
-        chunks = read_range(view, start_offset, upper, max_bytes=max_bytes, columns=columns,
+        chunks = read_range(view, start_offset, upper, max_bytes=max_bytes, columns=file_columns,
                             reload_index=reload_index)
     except FetchDataLoss as e:  # return what was read; the next fetch starts at the missing offset
         if not e.partial:
@@ -96,11 +120,27 @@ def _read_log(view: ReadView, start_offset: int, *, max_bytes: int, end_offset: 
             raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=start_offset,
                                         log_start_offset=first, high_watermark=hw) from e
         chunks = e.partial
-    if not chunks:
-        return schema.empty_table()
-    if columns is not None:
-        chunks = [c.select(columns) for c in chunks]
-    return pa.concat_tables(chunks)
+    read_end = chunks[-1]["offset"][-1].as_py() + 1 if chunks else start_offset
+    if filtering:  # control records (and aborted records, read_committed) are in the tail pieces only
+        chunks = [c.filter(view.transactions.keep_mask(c, isolation_level=isolation_level,
+                                                       control_records=control_records))
+                  if ATTRIBUTES in c.column_names else c for c in chunks]
+        chunks = [c for c in chunks if c.num_rows]
+    if attributes:
+        chunks = [with_attributes(c) for c in chunks]
+    rows = pa.concat_tables([c.select(schema.names) for c in chunks]) if chunks else schema.empty_table()
+    if filtering:
+        rows = rows.replace_schema_metadata({READ_END_OFFSET_KEY: str(read_end).encode()})
+    return rows
+
+
+def read_end_offset(rows: pa.Table) -> int | None:
+    """Where a read that dropped control or aborted records (:meth:`PartitionLog.read
+    <lakelog.log_tables.partition_log.PartitionLog.read>`) ended: one past the last offset it covered, which
+    may lie past its last row (a commit marker ends most transactions); the next fetch starts there. None
+    when the read dropped nothing (then the next offset is the last row's + 1)."""
+    meta = rows.schema.metadata or {}
+    return int(meta[READ_END_OFFSET_KEY]) if READ_END_OFFSET_KEY in meta else None
 
 
 class FetchDataLoss(Exception):
@@ -193,6 +233,22 @@ def _read_files(files: FileSnapshot, offset: int, end: int, budget: int, columns
         offset = end  # the files hold no record in [offset, end): a gap
         break
     return offset, budget
+
+
+def log_offset_for_timestamp(view: ReadView, table_uri: str, read: Callable[..., pa.Table], timestamp_ms: int) -> int:
+    """:meth:`PartitionLog.offset_for_timestamp <lakelog.log_tables.partition_log.PartitionLog.offset_for_timestamp>`.
+
+    The Delta table first, through :func:`lakelog.log_tables.reader.offset_for_timestamp` (only files whose
+    ``max.timestamp`` statistic can match are opened), then the segment tail up to the high watermark
+    (:func:`tail_offset_for_timestamp` over ``read``, the log's read). Returns the high watermark when no
+    committed record is that recent.
+    """
+    hw, start = view.high_watermark, view.log_start_offset
+    lake_end = min(view.lake_end_offset, hw)
+    found = offset_for_timestamp(table_uri, timestamp_ms, start=start, end=lake_end) if lake_end > start else None
+    if found is None:
+        found = tail_offset_for_timestamp(read, timestamp_ms, start=max(lake_end, start), end=hw)
+    return hw if found is None else found
 
 
 def tail_offset_for_timestamp(read: Callable[..., pa.Table], timestamp_ms: int, *, start: int, end: int) -> int | None:

@@ -16,7 +16,8 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
    (the replica manager folds those into the producer state and moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;
 6. without a tail: when the table holds more than ``segment_files_max`` data files, merge the oldest
-   small ones (:meth:`PartitionLog.compact_head`): a delta-rs commit costs time per file in the table.
+   small ones (:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`):
+   a delta-rs commit costs time per file in the table.
    (With a tail the flusher does this after its commits.)
 """
 

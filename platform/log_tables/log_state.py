@@ -17,8 +17,10 @@ from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import ReadView
 from lakelog.log_tables.leader_epochs import LeaderEpochCache
 from lakelog.log_tables.recovery import RecoveredLog
+from lakelog.log_tables.schema import with_attributes
 from lakelog.log_tables.segments import SegmentView
 from lakelog.log_tables.tail_cache import TailCache
+from lakelog.log_tables.transaction_index import TransactionIndex
 
 __all__ = ["LogState"]
 
@@ -49,6 +51,8 @@ class LogState:
         #: truncation: the table's history lowers it, :func:`~lakelog.log_tables.cleaner.cleaned_offset`)
         self.cleaned_offset: int | None = None
         self.epochs = LeaderEpochCache()
+        #: open and aborted transactions of the segment tail, and so the last stable offset
+        self.transactions = TransactionIndex()
         self._hw_listeners: list[Callable[[], None]] = []
 
     def reset(self, recovered: RecoveredLog) -> None:
@@ -63,7 +67,8 @@ class LogState:
                 self.segments = recovered.segments
             self.cache.clear()
             for base, batch in recovered.tail_batches:
-                self.cache.add(base, pa.Table.from_batches([batch]))
+                self.cache.add(base, with_attributes(pa.Table.from_batches([batch])))
+            self.transactions = TransactionIndex.from_batches([batch for _, batch in recovered.tail_batches])
             recovered.epochs.fence(self.epochs.fence_epoch)
             self.epochs = recovered.epochs
 
@@ -83,7 +88,9 @@ class LogState:
         """
         with self.lock:
             self.log_end_offset = base + batch.num_rows if end_offset is None else end_offset
+            batch = with_attributes(batch)  # the cache holds the tail schema
             self.cache.add(base, batch)
+            self.transactions.fold(batch)
             if segments is None:
                 self.lake_end_offset = self.log_end_offset
                 self.commits_since_index += 1
@@ -99,6 +106,10 @@ class LogState:
             self.lake_end_offset = lake_end_offset
             self.files, self.commits_since_index = files, 0
             self.segments = segments
+            # markers and aborted records below the table's end stay in the tail cache a while: readers of
+            # the cache still need to know them
+            cached = self.cache.view().first_offset
+            self.transactions.release_below(lake_end_offset if cached is None else min(cached, lake_end_offset))
 
     def start_advanced(self, log_start_offset: int, files: FileSnapshot) -> None:
         """The log now starts at ``log_start_offset`` (retention, the leader's, DeleteRecords); ``files``:
@@ -128,7 +139,8 @@ class LogState:
         """A consistent picture for a read."""
         with self.lock:
             return ReadView(self.log_start_offset, self.lake_end_offset, self.log_end_offset, self.high_watermark,
-                            self.cache.view(), self.files, self.segments, self.commits_since_index == 0)
+                            self.cache.view(), self.files, self.segments, self.commits_since_index == 0,
+                            self.transactions.view())
 
     def advance_high_watermark(self, offset: int) -> bool:
         """Move the high watermark up to ``offset``, capped at the log end offset; listeners run after a move."""

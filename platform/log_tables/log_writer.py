@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
@@ -49,13 +50,14 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables import compaction
 from lakelog.log_tables.committer_leases import PartitionLease
 from lakelog.log_tables.data_files import FileSnapshot
-from lakelog.log_tables.errors import CommitFailedError, LogClosedError
+from lakelog.log_tables.errors import (CommitFailedError, LogClosedError, NonContiguousOffsetsError,
+                                       TransactionsNeedTailError)
 from lakelog.log_tables.fetch import read_range
 from lakelog.log_tables.leader_epochs import epoch_starts
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.recovery import file_snapshot, lake_state, recover
 from lakelog.log_tables.records import check_replicated, dense_tail_start, fetched_range, has_gaps, to_log_batch
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.schema import ATTRIBUTES, TAIL_SCHEMA, TRANSACTIONAL_BIT, with_attributes
 from lakelog.log_tables.segments import SegmentLog
 from lakelog.log_tables.table_writes import commit_append, commit_truncation
 
@@ -142,19 +144,27 @@ class LogWriter:
                 self.segments.close()
 
     def append(self, records: pa.Table, *, leader_epoch: int, now_ms: int | None,
-               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None) -> AppendInfo:
+               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+               attributes: pa.Array | None = None) -> AppendInfo:
         """:meth:`PartitionLog.append <lakelog.log_tables.partition_log.PartitionLog.append>`."""
         n = records.num_rows
         if n == 0:
             raise ValueError("append needs at least one record")
+        if attributes is not None and self.segments is None and pc.any(
+                pc.not_equal(pc.bit_wise_and(attributes, TRANSACTIONAL_BIT), 0)).as_py():
+            raise TransactionsNeedTailError(
+                f"{self.name} has no segment tail (lake.commit.interval.ms=0, or a table on an object store): "
+                "it cannot hold an open transaction back from readers. Nothing was written; produce "
+                "transactions to a topic with lake.commit.interval.ms above 0.")
         with self._append_locks():
             self.check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
-            batch = to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
-                                 timestamp_type=self.config.message_timestamp_type,
-                                 producer_columns=producer_columns).combine_chunks()
+            batch = with_attributes(to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
+                                                 timestamp_type=self.config.message_timestamp_type,
+                                                 producer_columns=producer_columns),
+                                    attributes).combine_chunks()
             # One group commit = one frame of the segment tail (or one Delta transaction without a tail).
             version = self._append(f"Writing {n} records", base, batch, [(leader_epoch, base)])
             return AppendInfo(base, base + n - 1, n, now_ms, version)
@@ -176,7 +186,8 @@ class LogWriter:
             batch ``lastOffset``) and ``count`` the records it holds.
         """
         fetched = fetched_range(batch)
-        batch = batch.select(LOG_SCHEMA.names).cast(LOG_SCHEMA).combine_chunks()
+        batch = with_attributes(batch.select([c for c in TAIL_SCHEMA.names if c in batch.column_names])
+                                ).cast(TAIL_SCHEMA).combine_chunks()
         offsets = batch["offset"].to_numpy()
         n = len(offsets)
         if n == 0 and not has_gaps(offsets, fetched):
@@ -191,30 +202,7 @@ class LogWriter:
                 # 2. one frame of the segment tail (or one Delta transaction); 3. LEO, tail cache, epochs
                 version = self._append(f"Writing {n} replicated records", base, batch, epochs)
                 return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
-        # a range with gaps: 1. the tail to the table first, so that the table ends at the log end offset
-        while self.segments is not None and self.flush(max_bytes=self.config.lake_commit_bytes,
-                                                       beyond_high_watermark=True):
-            pass
-        with self.lake_lock, self.lock:
-            self.check_open()
-            base = self.state.log_end_offset
-            end = check_replicated(offsets, base, fetched, topic=self.topic, partition=self.partition)
-            if self.state.lake_end_offset != base:
-                raise CommitFailedError(f"The segment tail of {self.name} ({self.state.lake_end_offset}..{base - 1}) "
-                                        "must be in the Delta table before a replicated range with gaps; retry.")
-            # 2. the records up to the dense last run, gaps included, as one Delta commit
-            split = n if self.segments is None else dense_tail_start(offsets, end)
-            head, head_end = batch.slice(0, split), end if split == n else int(offsets[split])
-            version = self.commit(f"Writing {split} replicated records (offsets {base}..{head_end - 1}) to {self.name}",
-                                  lambda: commit_append(self.table, head, compression_type=self.config.compression_type,
-                                                        lake_end_offset=head_end,
-                                                        log_start_offset=self.state.log_start_offset))
-            self.state.appended(base, head, [s for s in epochs if s[1] < head_end], segments=None, end_offset=head_end)
-            # 3. the dense last run to the segment tail
-            if split < n:
-                self._append(f"Writing {n - split} replicated records", head_end, batch.slice(split),
-                             [s for s in epochs if s[1] >= head_end])
-            return AppendInfo(base, end - 1, n, int(time.time() * 1000), version)
+        return _append_with_gaps(self, batch, offsets, fetched, epochs)
 
     def flush(self, *, max_bytes: int, beyond_high_watermark: bool = False) -> int:
         """:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`."""
@@ -223,22 +211,30 @@ class LogWriter:
         with self.lake_lock:
             if self.closed or not self.lake_commits_allowed():
                 return 0
-            # 1. the records from the lake end offset up to the high watermark, from cache and segments
-            #    (reading up to the log end: roll the active segment, so this flush releases it)
+            # 1. the records from the lake end offset up to the high watermark and the last stable offset,
+            #    from cache and segments (reading up to the log end: roll the active segment, so this flush
+            #    releases it); control records and aborted records are dropped
             with self.lock:
                 view = self.state.view()
                 start, leo = view.lake_end_offset, view.log_end_offset
                 upper = leo if beyond_high_watermark else min(view.high_watermark, leo)
+                first_open = view.transactions.first_unstable_offset
+                upper = upper if first_open is None else min(upper, first_open)
                 if upper == leo > start:
                     self.segments.roll_at_next_append()
             batch = _read_tail(self.state, start, upper, max_bytes) if upper > start else None
             end, failure = start, None
             if batch is not None:
-                # 2. one Delta append recording the new lake end offset
+                # 2. one Delta append recording the new lake end offset (the decided, committed records)
+                read_end = start + batch.num_rows
+                rows = batch.filter(view.transactions.keep_mask(batch, isolation_level="read_committed",
+                                                                control_records=False)) \
+                    if view.transactions.filters(start, read_end, isolation_level="read_committed",
+                                                 control_records=False) else batch
                 try:
-                    commit_append(self.table, batch, compression_type=self.config.compression_type,
-                                  lake_end_offset=start + batch.num_rows, log_start_offset=view.log_start_offset)
-                    end, files = start + batch.num_rows, file_snapshot(self.table, self.uri, self._fs, self._root)
+                    commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
+                                  lake_end_offset=read_end, log_start_offset=view.log_start_offset)
+                    end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root)
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
                     failure = e
@@ -259,6 +255,10 @@ class LogWriter:
         while self.flush(max_bytes=self.config.lake_commit_bytes, beyond_high_watermark=True):
             pass
         with self.lake_lock, self.lock:
+            if self.state.lake_end_offset < self.state.log_end_offset:  # an open transaction holds the rest
+                log.warning("%s keeps its segment tail from offset %d: a transaction there is still open",
+                            self.name, self.state.lake_end_offset)
+                return
             if self.segments is not None:
                 self.segments.delete_all()
             self.segments = None
@@ -314,7 +314,7 @@ class LogWriter:
             return True
 
     def compact_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
-        """:meth:`PartitionLog.compact_head <lakelog.log_tables.partition_log.PartitionLog.compact_head>`."""
+        """:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`."""
         with self.lake_lock:
             if self.closed or not self.lake_commits_allowed():
                 return 0
@@ -375,7 +375,7 @@ class LogWriter:
         if self.segments is None:
             self._before_delta_append()
             version = self.commit(f"{what} to {self.name}", lambda: commit_append(
-                self.table, batch, compression_type=self.config.compression_type,
+                self.table, batch.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
                 lake_end_offset=base + batch.num_rows, log_start_offset=self.state.log_start_offset))
             self.state.appended(base, batch, starts, segments=None)
             return version
@@ -407,9 +407,54 @@ class LogWriter:
             log.exception("re-reading %s after a failed commit failed", self.uri)
 
 
+def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tuple[int, int] | None,
+                      epochs: list[tuple[int, int]]) -> AppendInfo:
+    """A follower's replicated batch with gaps (:meth:`LogWriter.append_replicated`; see the module docstring).
+
+    Raises:
+        NonContiguousOffsetsError: the log had an open transaction below the range's end; it was cut back
+            to where that transaction began (the follower fetches from there again).
+    """
+    n = len(offsets)
+    # 0. a range with gaps comes from the leader's Delta table, where every transaction below is decided and
+    #    its markers were dropped: a transaction open here would never see its marker. Fetch its
+    #    records again from where it began (the leader's table holds them decided).
+    first_open = writer.state.transactions.view().first_unstable_offset
+    if first_open is not None and first_open < (fetched[1] if fetched else writer.state.log_end_offset):
+        writer.truncate_to(max(first_open, writer.state.lake_end_offset))
+        raise NonContiguousOffsetsError(
+            f"{writer.name} had an open transaction from offset {first_open} below a compacted range of the "
+            f"leader; truncated to {writer.state.log_end_offset} to fetch it decided.")
+    # a range with gaps: 1. the tail to the table first, so that the table ends at the log end offset
+    while writer.segments is not None and writer.flush(max_bytes=writer.config.lake_commit_bytes,
+                                                       beyond_high_watermark=True):
+        pass
+    with writer.lake_lock, writer.lock:
+        writer.check_open()
+        base = writer.state.log_end_offset
+        end = check_replicated(offsets, base, fetched, topic=writer.topic, partition=writer.partition)
+        if writer.state.lake_end_offset != base:
+            raise CommitFailedError(f"The segment tail of {writer.name} ({writer.state.lake_end_offset}..{base - 1}) "
+                                    "must be in the Delta table before a replicated range with gaps; retry.")
+        # 2. the records up to the dense last run, gaps included, as one Delta commit
+        split = n if writer.segments is None else dense_tail_start(offsets, end)
+        head, head_end = batch.slice(0, split), end if split == n else int(offsets[split])
+        version = writer.commit(f"Writing {split} replicated records (offsets {base}..{head_end - 1}) to {writer.name}",
+                                lambda: commit_append(writer.table, head.drop_columns([ATTRIBUTES]),
+                                                      compression_type=writer.config.compression_type,
+                                                      lake_end_offset=head_end,
+                                                      log_start_offset=writer.state.log_start_offset))
+        writer.state.appended(base, head, [s for s in epochs if s[1] < head_end], segments=None, end_offset=head_end)
+        # 3. the dense last run to the segment tail
+        if split < n:
+            writer._append(f"Writing {n - split} replicated records", head_end, batch.slice(split),
+                           [s for s in epochs if s[1] >= head_end])
+        return AppendInfo(base, end - 1, n, int(time.time() * 1000), version)
+
+
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
     """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
-    chunk of the log schema; they must start at ``start`` and be contiguous.
+    chunk of the tail schema; they must start at ``start`` and be contiguous.
 
     The tail is dense: appends assign dense offsets, and a follower commits a replicated range with gaps
     (the leader compacted it) straight to the Delta table (:meth:`LogWriter.append_replicated`), so
@@ -418,6 +463,7 @@ def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Ta
     The caller holds the lake lock, so no segment file is released or cut meanwhile.
     """
     pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None, reload_index=lambda: state.files)
+    pieces = [with_attributes(p) for p in pieces]  # a frame written before transactions has none
     batch = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
     offsets = batch["offset"]
     if offsets[0].as_py() != start or offsets[-1].as_py() != start + batch.num_rows - 1:

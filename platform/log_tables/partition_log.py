@@ -47,17 +47,17 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables import compaction
 from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
 from lakelog.log_tables.data_files import FileSnapshot
-from lakelog.log_tables.fetch import read_log, tail_offset_for_timestamp
+from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo, LogWriter
-from lakelog.log_tables.reader import offset_for_timestamp
 from lakelog.log_tables.segments import SEGMENT_DIR, SegmentLog, SegmentView
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
+from lakelog.log_tables.log_transactions import LogTransactions
+from lakelog.log_tables.transaction_index import IsolationLevel
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,8 @@ class PartitionLog:
         writer.recover()
         #: retention, log start offset moves, VACUUM (:class:`~lakelog.log_tables.lifecycle.LogLifecycle`)
         self.lifecycle = LogLifecycle(writer, state)
+        #: transaction markers, open and aborted transactions (:class:`~lakelog.log_tables.log_transactions.LogTransactions`)
+        self.transactions = LogTransactions(self.append, state)
         if segments is not None and config.lake_commit_interval_ms == 0:
             writer.drop_tail()
         state.high_watermark = (state.log_end_offset if initial_high_watermark is None else
@@ -173,6 +175,12 @@ class PartitionLog:
         self._state.add_high_watermark_listener(lambda: listener(self))
 
     @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of a still-open transaction, at most the high watermark; a
+        read_committed consumer sees the records below it that no transaction aborted."""
+        return self._state.view().last_stable_offset
+
+    @property
     def version(self) -> int:
         """Current Delta table version."""
         return self._writer.table.version()
@@ -205,7 +213,8 @@ class PartitionLog:
     # -- writes (:class:`~lakelog.log_tables.log_writer.LogWriter`) ------------------------------
 
     def append(self, records: pa.Table, *, leader_epoch: int = 0, now_ms: int | None = None,
-               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None) -> AppendInfo:
+               producer_columns: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+               attributes: pa.Array | None = None) -> AppendInfo:
         """Assign offsets to ``records`` and write them to the segment tail as one frame (without a tail:
         commit them as one Delta transaction). Returns once written (no fsync unless ``flush.messages``
         / ``flush.ms`` ask for it).
@@ -217,6 +226,9 @@ class PartitionLog:
             leader_epoch: epoch of the leader appending (stored per record).
             now_ms: broker time to use (tests); default the wall clock. producer_columns: see
                 :func:`~lakelog.log_tables.records.to_log_batch`. Default: nulls.
+            attributes: int8, one a record: Kafka's batch attributes,
+                :data:`~lakelog.log_tables.schema.TRANSACTIONAL_BIT` for a record of a transaction (its
+                producer's open transaction begins at its first one). Default: zeros.
 
         Returns:
             :class:`AppendInfo` of the committed batch (with its rows).
@@ -225,14 +237,16 @@ class PartitionLog:
             ValueError: no rows, or a column that is not a produce column.
             LogClosedError: the log was closed.
             FencedLeaderEpochError: ``leader_epoch`` is older than an epoch the replica has seen.
+            TransactionsNeedTailError: transactional records for a log without a segment tail.
             CommitFailedError: the write or Delta commit failed; the log re-read its state, nothing is
                 acknowledged (retriable).
         """
         return self._writer.append(records, leader_epoch=leader_epoch, now_ms=now_ms,
-                                   producer_columns=producer_columns)
+                                   producer_columns=producer_columns, attributes=attributes)
 
     def flush_to_lake(self, *, max_bytes: int | None = None) -> int:
-        """Commit the segment tail from the lake end offset up to the high watermark to the Delta table.
+        """Commit the segment tail from the lake end offset up to the high watermark and the last stable
+        offset to the Delta table, without control records and the records of aborted transactions.
 
         One Delta append of at most about ``max_bytes`` Arrow bytes (at least one record) recording the
         new lake end offset; then the segments wholly below it are released (deleted at the next flush)
@@ -314,7 +328,8 @@ class PartitionLog:
     # -- read -----------------------------------------------------------------------------------
 
     def read(self, start_offset: int, *, max_bytes: int = 1024 * 1024, end_offset: int | None = None,
-             columns: list[str] | None = None) -> pa.Table:
+             columns: list[str] | None = None, isolation_level: IsolationLevel = "read_uncommitted",
+             control_records: bool = False) -> pa.Table:
         """Records with ``start_offset <= offset < end_offset``, in offset order, up to about ``max_bytes``.
 
         The tail cache serves what it holds; older records come from the data files whose offset
@@ -327,11 +342,16 @@ class PartitionLog:
                 is returned even if it is larger, so a fetch always makes progress. Default: 1 MiB.
             end_offset: exclusive upper bound, at most the log end offset (replica fetches).
                 Default: the high watermark (consumers never see records that are not committed).
-            columns: the columns to return. Default: all of :data:`LOG_SCHEMA`.
+            columns: the columns to return; ``attributes`` too (:data:`~lakelog.log_tables.schema.TAIL_SCHEMA`,
+                0 for a record read from the Delta table). Default: all of :data:`LOG_SCHEMA`.
+            isolation_level: Kafka's ``isolation.level``: read_committed reads below the last stable offset
+                only, without aborted records. Default: read_uncommitted.
+            control_records: keep transaction markers (a replica fetch). Default: False (as Kafka's consumer).
 
         Returns:
             A table with the log schema (or the requested columns); empty when ``start_offset`` is the
-            upper bound. It ends early where the table lost records under the log (see Raises).
+            upper bound. It ends early where the table lost records under the log (see Raises). Where it
+            ended, past dropped markers: :func:`~lakelog.log_tables.fetch.read_end_offset`.
 
         Raises:
             OffsetOutOfRangeError: ``start_offset`` is below the log start offset or above the bound,
@@ -340,39 +360,15 @@ class PartitionLog:
         """
         return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
                         columns=columns, reload_index=self._writer.load_index, topic=self.topic,
-                        partition=self.partition)
+                        partition=self.partition, isolation_level=isolation_level, control_records=control_records)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
-        """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by time).
+        """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by
+        time), or the high watermark when no committed record is that recent
+        (:func:`~lakelog.log_tables.fetch.log_offset_for_timestamp`)."""
+        return log_offset_for_timestamp(self._state.view(), self.table_uri, self.read, timestamp_ms)
 
-        The Delta table first, through :func:`lakelog.log_tables.reader.offset_for_timestamp` (only
-        files whose ``max.timestamp`` statistic can match are opened), then the segment tail up to the
-        high watermark. Returns the high watermark when no committed record is that recent.
-        """
-        hw, start = self.high_watermark, self.log_start_offset
-        lake_end = min(self.lake_end_offset, hw)
-        found = offset_for_timestamp(self.table_uri, timestamp_ms, start=start, end=lake_end) if lake_end > start else None
-        if found is None:
-            found = tail_offset_for_timestamp(self.read, timestamp_ms, start=max(lake_end, start), end=hw)
-        return hw if found is None else found
-
-    # -- compaction -----------------------------------------------------------------------------
-
-    def needs_compaction(self, *, max_files: int = 64, max_file_bytes: int = COMPACTION_TARGET_BYTES) -> bool:
-        """True when the table holds more than ``max_files`` data files that :meth:`compact_head` may merge
-        (smaller than half of ``max_file_bytes``, plus commits not indexed yet): a cheap, in-memory check."""
-        state = self._state
-        return compaction.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
-
-    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = COMPACTION_TARGET_BYTES,
-                     max_run_bytes: int = 256 * 1024 * 1024) -> int:
-        """Merge the oldest run of small data files into one, in offset order (one Delta commit; see
-        :mod:`~lakelog.log_tables.compaction`, sizes in bytes). A failed commit is logged, the log re-read,
-        and 0 returned. Returns the number of files replaced."""
-        return self._writer.compact_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
-                                         max_run_bytes=max_run_bytes)
-
-    # -- lifecycle ------------------------------------------------------------------------------
+    # -- lifecycle (also :attr:`lifecycle`: retention, merges of small files, VACUUM) -----------
 
     def honour_leases(self, leases: LeasedTables) -> None:
         """Make no Delta commit of this replica's own but appends while an outside committer holds the

@@ -13,6 +13,7 @@ below is what the broker writes with delta-rs; delta-spark reads the same table 
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,9 +33,32 @@ LOG_SCHEMA = pa.schema([
     pa.field("sequence", pa.int32()),
 ])
 
+#: The segment tail's extra column (never in the Delta table): Kafka's record batch attributes, per record.
+ATTRIBUTES = "attributes"
+#: Attribute bit of a record written inside a transaction (Kafka's ``RecordBatch`` attributes bit 4).
+TRANSACTIONAL_BIT = 0x10
+#: Attribute bit of a control record, a transaction's commit or abort marker (Kafka's bit 5).
+CONTROL_BIT = 0x20
+
+#: The rows of the segment tail, the tail cache and a replica fetch: the log's columns plus
+#: :data:`ATTRIBUTES` (int8; 0 for a record outside any transaction). The flusher drops control records,
+#: aborted records and the column itself before it commits to Delta, so the table holds plain, decided
+#: records only (DESIGN.md, "Storage"), and reads from the table see attributes 0.
+TAIL_SCHEMA = LOG_SCHEMA.append(pa.field(ATTRIBUTES, pa.int8(), nullable=False))
+
 #: The record columns a fetch returns (to consumers and over HTTP): what ``PartitionLog.read`` is asked
 #: for by the fetch route and by consumer instances, and what a leader's Arrow fetch answer holds.
 FETCH_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+
+
+def with_attributes(batch: pa.Table, attributes: "pa.Array | None" = None) -> pa.Table:
+    """``batch`` (log schema) with the :data:`ATTRIBUTES` column appended: ``attributes`` (int8, one a
+    row), or zeros. A batch that has the column already is returned as it is."""
+    if ATTRIBUTES in batch.column_names:
+        return batch
+    if attributes is None:
+        attributes = pa.array(np.zeros(batch.num_rows, dtype=np.int8))
+    return batch.append_column(TAIL_SCHEMA.field(ATTRIBUTES), attributes)
 
 
 def table_dir_name(topic: str, partition: int) -> str:

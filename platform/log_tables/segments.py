@@ -11,10 +11,11 @@ table's directory (dropped with it) where VACUUM cannot reach it.
 
 A segment is a sequence of frames, one per appended batch, contiguous in offsets across files::
 
-    magic u32 "LKL1" | payload length u32 | crc32 u32 | base offset i64 | record count u32 | payload
+    magic u32 "LKL2" | payload length u32 | crc32 u32 | base offset i64 | record count u32 | payload
 
 (little-endian, 24 header bytes). The payload is one Arrow IPC record batch message of
-:data:`~lakelog.log_tables.schema.LOG_SCHEMA` (``RecordBatch.serialize``); the CRC (zlib's CRC-32)
+:data:`~lakelog.log_tables.schema.TAIL_SCHEMA` (``RecordBatch.serialize``; frames of magic "LKL1",
+written before transactions, hold the log schema and are read with attributes 0); the CRC (zlib's CRC-32)
 covers base offset, count and payload (:mod:`~lakelog.log_tables.frames`). A frame is written with one
 ``writev`` (a large one streamed from the batch's buffers) and acknowledged after the write returned: a
 process crash (kill -9) keeps it (the page cache survives); only a power loss can lose what was not
@@ -40,7 +41,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from lakelog.config import INT64_MAX
-from lakelog.log_tables.frames import FRAME_HEADER, FRAME_MAGIC, PreparedFrame, decode_frame, frame_crc
+from lakelog.log_tables.frames import FRAME_HEADER, FRAME_MAGIC, FRAME_MAGICS, PreparedFrame, decode_frame, frame_crc
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Frame:
         count: records in it.
         position: byte position of the frame header in the file.
         length: payload bytes (the frame is ``FRAME_HEADER.size + length`` bytes).
+        magic: the frame's magic (:data:`~lakelog.log_tables.frames.FRAME_MAGICS`): how its payload reads.
     """
 
     segment: int
@@ -73,6 +75,7 @@ class Frame:
     count: int
     position: int
     length: int
+    magic: int = FRAME_MAGIC
 
     @property
     def end_offset(self) -> int:
@@ -186,7 +189,7 @@ def read_frame(f: BinaryIO, frame: Frame) -> pa.RecordBatch:
     payload = f.read(frame.length)
     if len(payload) != frame.length:
         raise FileNotFoundError(f"segment {segment_name(frame.segment)} was cut")
-    return decode_frame(payload)
+    return decode_frame(payload, magic=frame.magic)
 
 
 @dataclass(frozen=True)
@@ -302,7 +305,7 @@ class SegmentLog:
                 return pos, "torn frame header"
             magic, length, crc, first, count = FRAME_HEADER.unpack_from(data, pos)
             end = pos + FRAME_HEADER.size + length
-            if magic != FRAME_MAGIC or end > size or count == 0:
+            if magic not in FRAME_MAGICS or end > size or count == 0:
                 return pos, "torn or unknown frame"
             payload = memoryview(data)[pos + FRAME_HEADER.size:end]
             if first + count > expected:  # not flushed yet: check it and keep it
@@ -310,10 +313,10 @@ class SegmentLog:
                     return pos, "CRC mismatch"
                 if first > expected:
                     return pos, f"offset gap: frame starts at {first}, the log at {expected}"
-                batch = decode_frame(pa.py_buffer(payload))
+                batch = decode_frame(pa.py_buffer(payload), magic=magic)
                 if batch.num_rows != count:
                     return pos, "record count mismatch"
-                frames.append(Frame(base, first, count, pos, length))
+                frames.append(Frame(base, first, count, pos, length, magic))
                 batches.append((first, batch))
                 expected = first + count
             pos = end
@@ -322,7 +325,8 @@ class SegmentLog:
     # -- appends --------------------------------------------------------------------------------
 
     def append(self, base_offset: int, batch: pa.RecordBatch) -> Frame:
-        """Write ``batch`` (log schema, offsets from ``base_offset``, continuing the tail) as one frame.
+        """Write ``batch`` (tail schema, or the log schema: attributes 0; offsets from ``base_offset``,
+        continuing the tail) as one frame.
 
         The offsets are dense (a frame covers ``base_offset + count``): a follower's replicated range with
         gaps goes to the Delta table instead (:meth:`LogWriter.append_replicated
@@ -348,7 +352,7 @@ class SegmentLog:
         except OSError:
             os.ftruncate(self._fd, active.size)
             raise
-        frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, prepared.length)
+        frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, prepared.length, prepared.magic)
         active.size += frame_bytes
         self._unsynced += batch.num_rows
         if self.fsyncs and (self._unsynced >= self.flush_messages or time.monotonic() - self._synced_at >= self.flush_s):

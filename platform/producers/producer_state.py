@@ -70,7 +70,7 @@ class ReadableLog(Protocol):
     def log_end_offset(self) -> int: ...
 
     def read(self, start_offset: int, *, max_bytes: int = ..., end_offset: int | None = ...,
-             columns: list[str] | None = ...) -> pa.Table: ...
+             columns: list[str] | None = ..., control_records: bool = ...) -> pa.Table: ...
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,12 @@ class ProducerStateManager:
         rows = batch.select(PRODUCER_COLUMNS)
         if rows["producer_id"].null_count:
             rows = rows.filter(pc.is_valid(rows["producer_id"]))
+        if pc.min(rows["sequence"]).as_py() < 0:  # transaction markers: no sequence, maybe a newer epoch
+            markers = pc.less(rows["sequence"], 0)
+            self.markers_appended(rows.filter(markers), at_ms=at_ms)
+            rows = rows.filter(pc.invert(markers))
+            if rows.num_rows == 0:
+                return
         # a request's records are contiguous: its rows are a run of equal (producer id, epoch, sequence)
         pids, epochs, seqs, offsets = (rows[c].to_numpy() for c in ("producer_id", "producer_epoch", "sequence",
                                                                    "offset"))
@@ -211,6 +217,18 @@ class ProducerStateManager:
         for producer, base, count in requests:
             self._fold(producer.producer_id, producer.producer_epoch, BatchMetadata(producer.sequence, base, count),
                        at_ms)
+
+    def markers_appended(self, markers: pa.Table, *, at_ms: int | None = None) -> None:
+        """Fold in transaction markers (rows with ``producer_id`` and ``producer_epoch``): a marker written
+        with a newer epoch (the coordinator bumped it, Kafka's InitProducerId fencing an older instance)
+        fences the older epoch on this partition, as Kafka's ``appendEndTxnMarker`` does."""
+        at_ms = int(time.time() * 1000) if at_ms is None else at_ms
+        for producer_id, producer_epoch in zip(markers["producer_id"].to_pylist(), markers["producer_epoch"].to_pylist()):
+            entry = self.entries.get(producer_id)
+            if entry is None:
+                self.entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, at_ms)
+            elif producer_epoch > entry.producer_epoch:
+                entry.producer_epoch, entry.batches, entry.last_append_ms = producer_epoch, [], at_ms
 
     def _fold(self, producer_id: int, producer_epoch: int, batch: BatchMetadata, at_ms: int) -> None:
         """One appended request of a producer into its entry."""
@@ -297,7 +315,8 @@ class ProducerStateManager:
         start, read = max(snapshot_offset, plog.log_start_offset), 0
         now = int(time.time() * 1000)
         while start < leo:
-            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=leo, columns=PRODUCER_COLUMNS)
+            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=leo, columns=PRODUCER_COLUMNS,
+                             control_records=True)  # transaction markers may bump a producer's epoch
             if rows.num_rows == 0:
                 break
             last = rows["offset"][rows.num_rows - 1].as_py()

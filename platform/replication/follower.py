@@ -117,6 +117,8 @@ class ReplicaFetcher:
             except (_TruncateAgain, NonContiguousOffsetsError) as e:
                 log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e)
                 need_truncation = True
+                if self.producer_state is not None:  # the log may have cut its tail (an open transaction)
+                    await asyncio.to_thread(self.producer_state.truncated, self.log)
                 await asyncio.sleep(self.backoff_s)  # no tight loop while the leader's log moves
             except (LeaderNotAvailableError, OSError) as e:
                 log.debug("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,

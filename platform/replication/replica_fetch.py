@@ -13,6 +13,7 @@ import asyncio
 import pyarrow as pa
 
 from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.schema import TAIL_SCHEMA
 from lakelog.log_tables.records import with_fetched_range
 from lakelog.replication.partition import Partition
 from lakelog.replication.replica_manager import ReplicaManager
@@ -53,7 +54,9 @@ async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, repli
     if offset >= part.log.log_end_offset and max_wait_ms > 0:
         await part.wait_for_log_end(offset, max_wait_ms / 1000.0)
     end = part.log.log_end_offset
-    table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, end_offset=end)
+    # every row as the log holds it, control records and attributes included (the follower's transactions)
+    table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, end_offset=end,
+                                    columns=TAIL_SCHEMA.names, control_records=True)
     # the range the answer covers: offsets in it without a row were compacted away (an answer without
     # rows below ``end`` says all of them were); the follower's log end offset becomes its end
     return with_fetched_range(table, offset, end), part

@@ -38,9 +38,9 @@ def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
         _append(log, 50, i)
     before = _read_all(log)
     assert len(log._state.files.files) + log._state.commits_since_index == 40
-    assert log.needs_compaction(max_files=30)
+    assert log.lifecycle.needs_compaction(max_files=30)
 
-    merged = log.compact_head(keep_newest=5)
+    merged = log.lifecycle.compact_head(keep_newest=5)
 
     assert merged == 35
     dt = DeltaTable(str(tmp_path / "t-0"))
@@ -63,8 +63,8 @@ def test_compact_head_leaves_large_files_and_needs_two_small_ones(tmp_path):
     log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
     for i in range(3):
         _append(log, 10, i)
-    assert log.compact_head(keep_newest=2) == 0  # only one file older than the newest two
-    assert log.compact_head(keep_newest=0, max_file_bytes=1) == 0  # every file counts as large
+    assert log.lifecycle.compact_head(keep_newest=2) == 0  # only one file older than the newest two
+    assert log.lifecycle.compact_head(keep_newest=0, max_file_bytes=1) == 0  # every file counts as large
 
 
 def test_group_committer_compacts_when_the_table_grows(tmp_path):

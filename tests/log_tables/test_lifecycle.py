@@ -215,7 +215,7 @@ def test_merged_files_stay_small_enough_for_retention_bytes_to_remove(tmp_path):
     target = merge_target_bytes(log.config)
     assert target == budget // 8
     for _ in range(100):
-        if not log.needs_compaction(max_files=8, max_file_bytes=target):
+        if not log.lifecycle.needs_compaction(max_files=8, max_file_bytes=target):
             break
         asyncio.run(compact_if_needed(log, segment_files_max=8))
     sizes = live_sizes(log)
@@ -268,7 +268,7 @@ def test_removed_files_leave_the_disk_after_the_vacuum_retention_and_not_before(
 def test_merged_files_are_vacuumed_too(tmp_path):
     log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
     fill(log, 10, first_ts_ms=NOW_MS)
-    assert log.compact_head(keep_newest=1) == 9
+    assert log.lifecycle.compact_head(keep_newest=1) == 9
     assert len(parquet_files(log)) == 11
     log.lifecycle.run(now_ms=NOW_MS)
     assert len(parquet_files(log)) == 2
@@ -285,7 +285,7 @@ def test_the_delta_log_stays_bounded(tmp_path):
     assert any(n.endswith(".checkpoint.parquet") for n in names)
     assert len(commits) < 110, len(commits)                    # one checkpoint interval, not 230
     # merged files whose tombstones a later checkpoint dropped still leave the disk
-    assert log.compact_head(keep_newest=1) > 100
+    assert log.lifecycle.compact_head(keep_newest=1) > 100
     for i in range(230, 340):
         log.append(records(1, timestamp_ms=NOW_MS, start=i))
     log.lifecycle.run(now_ms=NOW_MS)

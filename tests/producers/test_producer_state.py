@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 from lakelog.config import TopicConfig
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.log_tables.schema import TRANSACTIONAL_BIT
 from lakelog.producers.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
 from lakelog.producers.idempotence import ProducerStates
 from lakelog.producers.producer_state import NUM_BATCHES_TO_RETAIN, SNAPSHOT_DIR, ProducerStateManager
@@ -213,3 +214,19 @@ def test_followers_fold_in_replicated_batches_and_the_delta_table_keeps_the_prod
         assert set(table["producer_id"].to_pylist()) == {3} and set(table["producer_epoch"].to_pylist()) == {1}
         plog.close()
     asyncio.run(main())
+
+
+def test_a_transaction_marker_with_a_newer_epoch_fences_the_older_epoch(tmp_path):
+    """Kafka's appendEndTxnMarker: the marker's epoch becomes the producer's epoch on the partition."""
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=TopicConfig.parse({}))
+    state = ProducerStateManager(topic="t", partition=0, snapshot_dir=None)
+    log.append(pa.table({"value": [b"old"]}), producer_columns=(
+        pa.array([4], pa.int64()), pa.array([0], pa.int16()), pa.array([0], pa.int32())),
+        attributes=pa.array([TRANSACTIONAL_BIT], pa.int8()))
+    # the coordinator bumped the epoch (InitProducerId of a new instance) and aborted with it
+    log.transactions.append_control(control="abort", producer_id=4, producer_epoch=1, coordinator_epoch=0)
+    state.load(log)
+    assert state.entries[4].producer_epoch == 1 and state.entries[4].batches == []
+    with pytest.raises(InvalidProducerEpochError):
+        state.check(ProducerBatch(4, 0, 1), now_ms=0)
+    assert state.check(ProducerBatch(4, 1, 0), now_ms=0) is None
