@@ -18,7 +18,11 @@ A broker asks a partition's leader when it does not lead the partition itself:
 - :meth:`LeaderClient.transaction_init_producer_id`, :meth:`~LeaderClient.transaction_describe`,
   :meth:`~LeaderClient.transaction_list`: a transactional id's InitProducerId and metadata on its
   transaction coordinator, the leader of the id's ``__transaction_state`` partition
-  (``/lakelog/v1/coordinator/transactions...``; :mod:`lakelog.producers.transaction_coordinator`).
+  (``/lakelog/v1/coordinator/transactions...``; :mod:`lakelog.producers.transaction_coordinator`);
+  :meth:`~LeaderClient.transaction_add_partitions` and :meth:`~LeaderClient.transaction_end` there too
+  (AddPartitionsToTxn, EndTxn);
+- :meth:`LeaderClient.write_txn_marker`: a transaction's commit or abort marker on a partition leader
+  (Kafka's WriteTxnMarkers, ``/lakelog/v1/replica/...``; :mod:`lakelog.producers.transaction_markers`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
@@ -257,3 +261,49 @@ class LeaderClient:
         resp = await self._call("GET", f"{url}{COORDINATOR_PREFIX}/transactions", what="the transactional ids",
                                 timeout=10.0)
         return resp.json()["transactions"]
+
+    async def transaction_add_partitions(self, url: str, transactional_id: str, *, producer_id: int,
+                                         producer_epoch: int, partitions: list[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn on the coordinator of ``transactional_id`` at ``url``: the ``(topic, partition)``
+        pairs join the producer's transaction (written to ``__transaction_state`` when this returns).
+
+        Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable), InvalidProducerEpochError,
+        InvalidProducerIdMappingError, ConcurrentTransactionsError (retriable), LeaderNotAvailableError.
+        """
+        await self._call("POST", f"{url}{COORDINATOR_PREFIX}/transactions/add-partitions",
+                         what=f"transactional id '{transactional_id}'",
+                         json={"transactional_id": transactional_id, "producer_id": producer_id,
+                               "producer_epoch": producer_epoch, "partitions": [list(tp) for tp in partitions]},
+                         timeout=self.request_timeout_ms / 1000.0 + 5)
+
+    async def transaction_end(self, url: str, transactional_id: str, *, producer_id: int, producer_epoch: int,
+                              commit: bool) -> dict:
+        """EndTxn on the coordinator of ``transactional_id`` at ``url``; answers once the decision is
+        durable and, within ``request.timeout.ms``, carried out: the id's metadata (as
+        :meth:`transaction_describe`).
+
+        Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable), InvalidProducerEpochError,
+        InvalidProducerIdMappingError, InvalidTxnStateError, ConcurrentTransactionsError (retriable),
+        LeaderNotAvailableError.
+        """
+        resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/transactions/end",
+                                what=f"transactional id '{transactional_id}'",
+                                json={"transactional_id": transactional_id, "producer_id": producer_id,
+                                      "producer_epoch": producer_epoch, "commit": commit},
+                                timeout=2 * self.request_timeout_ms / 1000.0 + 5)
+        return resp.json()["transaction"]
+
+    async def write_txn_marker(self, leader_url: str, topic: str, partition: int, *, producer_id: int,
+                               producer_epoch: int, control: str, coordinator_epoch: int) -> int:
+        """WriteTxnMarkers for one partition on its leader at ``leader_url``: the marker's offset, once the
+        leader's ISR has it.
+
+        Raises: NotLeaderError, LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError,
+        InvalidProducerEpochError, NotEnoughReplicasAfterAppendError, RequestTimedOutError.
+        """
+        resp = await self._call("POST", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/markers",
+                                what=f"{topic}-{partition}",
+                                json={"producer_id": producer_id, "producer_epoch": producer_epoch, "control": control,
+                                      "coordinator_epoch": coordinator_epoch},
+                                timeout=self.request_timeout_ms / 1000.0 + 5)
+        return int(resp.json()["offset"])
