@@ -38,6 +38,7 @@ from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.producers.transaction_coordinator import TransactionCoordinator
+from lakelog.producers.transaction_markers import TransactionMarkerWriter
 from lakelog.producers.transaction_log import TransactionStateManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
@@ -99,6 +100,10 @@ class Broker:
             producer_ids=self.producer_ids)
         self.transaction_coordinator = TransactionCoordinator(
             settings, manager=self.transaction_state_manager, leader_client=self.leader_client)
+        # transactional produce requests join their transaction; decided transactions get their markers
+        self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
+        TransactionMarkerWriter(settings, manager=self.transaction_state_manager, replica_manager=self.replica_manager,
+                                leader_client=self.leader_client).attach()
         self.cluster_id = ""
         self._import: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

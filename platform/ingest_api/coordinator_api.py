@@ -17,7 +17,12 @@ to the coordinator of a transactional id; the id travels in the body or query, n
 - ``GET /lakelog/v1/coordinator/transactions/describe?transactional_id=`` -> ``{"transaction": {...} | null}``
   (:func:`~lakelog.producers.transaction_coordinator.metadata_to_dict`);
 - ``GET /lakelog/v1/coordinator/transactions`` -> ``{"transactions": [{...}]}`` (the ids this broker
-  coordinates).
+  coordinates);
+- ``POST /lakelog/v1/coordinator/transactions/add-partitions`` ``{"transactional_id", "producer_id",
+  "producer_epoch", "partitions": [[topic, partition]]}`` -> ``{}`` (AddPartitionsToTxn);
+- ``POST /lakelog/v1/coordinator/transactions/end`` ``{"transactional_id", "producer_id", "producer_epoch",
+  "commit"}`` -> ``{"transaction": {...}}`` (EndTxn, answered once carried out or after
+  ``request.timeout.ms``).
 
 They answer only as the coordinator, never forwarding: 503 / 50320 (NOT_COORDINATOR) when this broker is
 not it, 503 / 50321 while it loads; the asking broker retries
@@ -108,3 +113,31 @@ async def describe_transaction(transactions: TransactionCoordinatorDep, transact
 @router.get("/transactions")
 async def list_transactions(transactions: TransactionCoordinatorDep) -> dict:
     return {"transactions": [metadata_to_dict(m) for m in await transactions.manager.list_transactions()]}
+
+
+class _AddPartitions(BaseModel):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: list[tuple[str, int]]
+
+
+@router.post("/transactions/add-partitions")
+async def add_partitions(body: _AddPartitions, transactions: TransactionCoordinatorDep) -> dict:
+    await transactions.manager.add_partitions(body.transactional_id, producer_id=body.producer_id,
+                                              producer_epoch=body.producer_epoch, partitions=body.partitions)
+    return {}
+
+
+class _End(BaseModel):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+@router.post("/transactions/end")
+async def end_transaction(body: _End, transactions: TransactionCoordinatorDep) -> dict:
+    metadata = await transactions.end_local(body.transactional_id, producer_id=body.producer_id,
+                                            producer_epoch=body.producer_epoch, commit=body.commit)
+    return {"transaction": metadata_to_dict(metadata)}

@@ -1,9 +1,11 @@
 """Internal replica endpoints: followers fetch from their leader (Kafka's replica Fetch and
-OffsetsForLeaderEpoch requests, KIP-101), over HTTP.
+OffsetsForLeaderEpoch requests, KIP-101), and transaction coordinators write markers (WriteTxnMarkers),
+over HTTP.
 
 - ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/records?offset=&replica_id=&leader_epoch=&max_wait_ms=&max_bytes=``:
-  full log rows (:data:`lakelog.log_tables.schema.LOG_SCHEMA`: offset, timestamp, key, value, headers,
-  leader_epoch, producer fields) from ``offset`` up to the leader's log end offset, as an Arrow IPC
+  full log rows (:data:`lakelog.log_tables.schema.TAIL_SCHEMA`: offset, timestamp, key, value, headers,
+  leader_epoch, producer fields, attributes; transaction markers included) from ``offset`` up to the
+  leader's log end offset, as an Arrow IPC
   stream; long-polls up to ``max_wait_ms`` when there are none. The fetch offset is the follower's log
   end offset: the leader moves its high watermark and ISR from it. The stream's schema metadata
   ``lakelog.base_offset`` / ``lakelog.next_offset`` says which offset range the answer covers (Kafka's
@@ -16,22 +18,27 @@ OffsetsForLeaderEpoch requests, KIP-101), over HTTP.
 - ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/epoch-end-offset?epoch=&leader_epoch=&replica_id=``:
   ``{"epoch": E', "end_offset": N}``, E' the largest leader epoch at or below ``epoch`` in the leader's
   log and N the first offset after it (the follower truncates to it before fetching).
+- ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/markers`` ``{"producer_id", "producer_epoch",
+  "control": "commit"|"abort", "coordinator_epoch"}`` -> ``{"offset": N}``: a transaction's marker on this
+  leader, answered once the ISR has it (:func:`~lakelog.producers.transaction_markers.write_marker`).
 
 Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
 409/40912 newer, 422/42202 ``offset`` beyond the leader's log end offset (the follower truncates).
-Both endpoints are for brokers, not clients; they are hidden from the OpenAPI document.
+The endpoints are for brokers, not clients; they are hidden from the OpenAPI document.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel, Field
 from fastapi.responses import Response
 
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.log_tables.records import fetched_range
+from lakelog.producers.transaction_markers import write_marker
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.replication import replica_fetch as leader_side
@@ -75,3 +82,20 @@ async def epoch_end_offset(
     found, end = await leader_side.epoch_end_offset(broker.replica_manager, topic, partition, replica_id=replica_id,
                                                        leader_epoch=leader_epoch, epoch=epoch)
     return {"epoch": found, "end_offset": end}
+
+
+class _Marker(BaseModel):
+    producer_id: int = Field(ge=0)
+    producer_epoch: int = Field(ge=0)
+    control: Literal["commit", "abort"]
+    coordinator_epoch: int = Field(ge=0)
+
+
+@router.post("/topics/{topic}/partitions/{partition}/markers")
+async def write_txn_marker(broker: BrokerDep, topic: Annotated[str, Path()], partition: Annotated[int, Path(ge=0)],
+                           body: _Marker) -> dict:
+    offset = await write_marker(broker.replica_manager, topic, partition, producer_id=body.producer_id,
+                                producer_epoch=body.producer_epoch, control=body.control,
+                                coordinator_epoch=body.coordinator_epoch,
+                                request_timeout_ms=broker.settings.request_timeout_ms)
+    return {"offset": offset}

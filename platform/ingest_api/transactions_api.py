@@ -4,7 +4,13 @@ transaction coordinators hold, as Kafka's ``kafka-transactions.sh list`` and ``d
 
 - ``GET /v3/clusters/{cluster_id}/transactions[?state=Ongoing&state=...]``: every transactional id known
   cluster-wide (asked of every coordinator), by id;
-- ``GET /v3/clusters/{cluster_id}/transactions/{transactional_id}``: one id, from its coordinator.
+- ``GET /v3/clusters/{cluster_id}/transactions/{transactional_id}``: one id, from its coordinator;
+- ``POST /v3/clusters/{cluster_id}/transactions/{transactional_id}/commit`` and ``.../abort``
+  ``{"producer_id", "producer_epoch"}``: end the producer's open transaction (Kafka's EndTxn). Answered
+  once the decision is durable in ``__transaction_state`` and, within ``request.timeout.ms``, its markers
+  are written on every partition of the transaction (state ``CompleteCommit`` / ``CompleteAbort``; a
+  ``PrepareCommit`` / ``PrepareAbort`` answer says the markers took longer: the decision stands and is
+  carried out, after a coordinator failover too).
 
 Any broker answers (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
@@ -26,7 +32,7 @@ from pydantic import BaseModel, Field
 from lakelog.ingest_api.deps import BrokerDep, TransactionCoordinatorDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.models import Related, ResourceMetadata
-from lakelog.ingest_api.openapi_docs import v3_read_errors
+from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 from lakelog.producers.errors import TransactionalIdNotFoundError
 from lakelog.producers.transaction_state import NO_TIMESTAMP, TransactionMetadata
@@ -156,3 +162,51 @@ async def get_transaction(
             f"/v3/clusters/{cluster_id}/producers with its transactional_id), or it expired.")
     coordinator_id = await transactions.coordinator_id(transactional_id)
     return _data(request, cluster_id, coordinator_id, metadata, now_ms=int(time.time() * 1000))
+
+
+class EndTransactionRequest(BaseModel):
+    """Who ends the transaction: the producer id and epoch ``POST /v3/clusters/{cluster_id}/producers``
+    handed out for the transactional id (a fenced epoch is refused)."""
+
+    producer_id: int = Field(ge=0, json_schema_extra={"format": "int64"}, examples=[1000])
+    producer_epoch: int = Field(ge=0, le=32767, json_schema_extra={"format": "int32"}, examples=[0])
+
+
+END_ERRORS = error_responses(400, 404, 408, 409, 422, 500, 503)
+
+
+async def _end(cluster_id: str, request: Request, broker, transactions, transactional_id: str,
+               body: EndTransactionRequest, *, commit: bool) -> TransactionData:
+    _check_cluster(broker, cluster_id)
+    metadata = await transactions.end_transaction(transactional_id, producer_id=body.producer_id,
+                                                  producer_epoch=body.producer_epoch, commit=commit)
+    coordinator_id = await transactions.coordinator_id(transactional_id)
+    return _data(request, cluster_id, coordinator_id, metadata, now_ms=int(time.time() * 1000))
+
+
+@router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/commit", response_model=TransactionData,
+             responses=END_ERRORS, summary="Commit the producer's open transaction (Kafka's EndTxn)")
+async def commit_transaction(
+        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
+        body: EndTransactionRequest,
+) -> TransactionData:
+    """Commit every record the producer wrote in its open transaction, on every partition at once: a
+    read_committed consumer sees all of them or none. Answered with state `CompleteCommit` once the commit
+    markers are written (`PrepareCommit` if that took longer than request.timeout.ms: the commit stands).
+    409 / 40918 when the transaction was aborted meanwhile (it timed out after its transaction_timeout_ms),
+    409 / 40915 when a newer instance fenced this epoch, 409 / 40919 for another producer id, 409 / 40920
+    (retriable) while a state change is being written; with nothing produced in it, the current state."""
+    return await _end(cluster_id, request, broker, transactions, transactional_id, body, commit=True)
+
+
+@router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/abort", response_model=TransactionData,
+             responses=END_ERRORS, summary="Abort the producer's open transaction (Kafka's EndTxn)")
+async def abort_transaction(
+        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
+        body: EndTransactionRequest,
+) -> TransactionData:
+    """Abort the producer's open transaction: its records stay invisible to read_committed consumers, Spark
+    and SQL for good. Answered with state `CompleteAbort` once the abort markers are written."""
+    return await _end(cluster_id, request, broker, transactions, transactional_id, body, commit=False)

@@ -36,6 +36,7 @@ from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.compaction import compact_if_needed
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
+from lakelog.log_tables.schema import TRANSACTIONAL_BIT
 from lakelog.protocol.producer_headers import ProducerBatch
 
 log = logging.getLogger(__name__)
@@ -150,14 +151,15 @@ class GroupCommitter:
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
         batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
-        producers = _producer_columns(taken)
+        producers, attributes = _producer_columns(taken), _attributes(taken)
         # 3. one append = offsets + one frame of the tail (or one Delta transaction)
         started = time.perf_counter()
         if self.log.append_is_quick(batch.nbytes):
-            info = self.log.append(batch, leader_epoch=self._leader_epoch(), producer_columns=producers)
+            info = self.log.append(batch, leader_epoch=self._leader_epoch(), producer_columns=producers,
+                                   attributes=attributes)
         else:
             info = await asyncio.to_thread(self.log.append, batch, leader_epoch=self._leader_epoch(),
-                                           producer_columns=producers)
+                                           producer_columns=producers, attributes=attributes)
         self.commits += 1
         self.records += info.count
         if log.isEnabledFor(logging.DEBUG):
@@ -229,6 +231,16 @@ def _producer_columns(taken: list[_Pending]) -> tuple[pa.Array, pa.Array, pa.Arr
     return (column([p.producer.producer_id if p.producer else 0 for p in taken], np.int64),
             column([p.producer.producer_epoch if p.producer else 0 for p in taken], np.int16),
             column([p.producer.sequence if p.producer else 0 for p in taken], np.int32))
+
+
+def _attributes(taken: list[_Pending]) -> pa.Array | None:
+    """The attributes of the requests ``taken``: the transactional bit on each record of a request of a
+    transaction, None when no request is transactional (the log writes zeros)."""
+    flags = [TRANSACTIONAL_BIT if p.producer is not None and p.producer.transactional_id is not None else 0
+             for p in taken]
+    if not any(flags):
+        return None
+    return pa.array(np.repeat(np.array(flags, dtype=np.int8), [p.records.num_rows for p in taken]))
 
 
 def _fail(pending: list[_Pending], error: BaseException) -> None:

@@ -9,8 +9,12 @@ carries a producer id, epoch and sequence (:mod:`lakelog.protocol.producer_heade
    <lakelog.producers.producer_state.ProducerStateManager.check>`): its original offsets, nothing
    written; a fenced epoch, a sequence too old or an expired producer is refused;
 3. a producer id the partition has never seen: refused unless the cluster handed it out;
-4. append it with its producer columns (the group commit folds the batch into the state before it
-   answers, so a retry arriving after this point finds it in step 2).
+4. a transactional request (``X-Lakelog-Transactional-Id``): the partition joins the producer's open
+   transaction at the transaction coordinator first (Kafka's AddPartitionsToTxn, here implicit; which
+   fences an older epoch and begins the transaction if none is open), once per transaction;
+5. append it with its producer columns (the group commit folds the batch into the state before it
+   answers, so a retry arriving after this point finds it in step 2); a transactional request's records
+   carry the transactional attribute, so the partition's last stable offset holds at its first one.
 
 The caller then waits for ``acks`` as for any append (until the high watermark passes the original's
 records): a retry answered from step 1 or 2 is acknowledged only once the original is.
@@ -28,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-from lakelog.producers.errors import UnknownProducerIdError
+from lakelog.producers.errors import InvalidTxnStateError, UnknownProducerIdError
 from lakelog.producers.producer_state import SNAPSHOT_DIR, ProducerStateManager, ReadableLog
 from lakelog.protocol.producer_headers import ProducerBatch
 
@@ -53,6 +57,10 @@ class ProducerStates:
         self.expiration_check_interval_s = expiration_check_interval_ms / 1000.0
         self.snapshot_interval_s = snapshot_interval_ms / 1000.0
         self.is_allocated = is_allocated
+        #: adds a partition to a transactional request's transaction at its coordinator, ``(producer, topic,
+        #: partition)`` (the broker sets it: :meth:`TransactionCoordinator.add_partition
+        #: <lakelog.producers.transaction_coordinator.TransactionCoordinator.add_partition>`); None refuses them
+        self.add_partition: Callable[[ProducerBatch, str, int], Awaitable[None]] | None = None
         self._task: asyncio.Task | None = None
 
     # -- replicas -------------------------------------------------------------------------------
@@ -88,6 +96,8 @@ class ProducerStates:
 
         Raises:
             InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError (nothing written);
+            for a transactional request the coordinator's errors (InvalidProducerEpochError: fenced,
+            InvalidProducerIdMappingError, ConcurrentTransactionsError: retriable; nothing written);
             the original append's error for a retry that waited for it; ``append``'s errors.
         """
         in_flight, key = state.in_flight, (producer.producer_id, producer.producer_epoch, producer.sequence)
@@ -110,7 +120,15 @@ class ProducerStates:
                     f"Producer id {producer.producer_id} was never handed out by this cluster. Get one from "
                     "POST /v3/clusters/{cluster_id}/producers; nothing was written.")
             id_checked = True
-        # 4. append with the producer columns; the group commit updates the state before answering
+        # 4. a transactional request: the partition joins the producer's transaction at its coordinator
+        #    (Kafka's AddPartitionsToTxn, implicit), once per transaction
+        if producer.transactional_id is not None and state.in_transaction.get(producer.producer_id) != \
+                producer.producer_epoch:
+            if self.add_partition is None:
+                raise InvalidTxnStateError("This broker has no transaction coordinator; nothing was written.")
+            await self.add_partition(producer, state.topic, state.partition)
+            state.in_transaction[producer.producer_id] = producer.producer_epoch
+        # 5. append with the producer columns; the group commit updates the state before answering
         future = asyncio.get_running_loop().create_future()
         in_flight[key] = future
         try:

@@ -140,6 +140,9 @@ class ProducerStateManager:
         self.snapshot_offset = -1
         #: requests being appended on the leader: (producer id, epoch, sequence) -> future of (base offset, count)
         self.in_flight: dict[tuple[int, int, int], asyncio.Future] = {}
+        #: on the leader: producer id -> epoch of the transactions this partition was added to at their
+        #: coordinator and whose marker has not been written here yet
+        self.in_transaction: dict[int, int] = {}
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -219,16 +222,26 @@ class ProducerStateManager:
                        at_ms)
 
     def markers_appended(self, markers: pa.Table, *, at_ms: int | None = None) -> None:
-        """Fold in transaction markers (rows with ``producer_id`` and ``producer_epoch``): a marker written
-        with a newer epoch (the coordinator bumped it, Kafka's InitProducerId fencing an older instance)
-        fences the older epoch on this partition, as Kafka's ``appendEndTxnMarker`` does."""
-        at_ms = int(time.time() * 1000) if at_ms is None else at_ms
+        """Fold in transaction markers (rows with ``producer_id`` and ``producer_epoch``), as
+        :meth:`marker_appended` each."""
         for producer_id, producer_epoch in zip(markers["producer_id"].to_pylist(), markers["producer_epoch"].to_pylist()):
-            entry = self.entries.get(producer_id)
-            if entry is None:
-                self.entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, at_ms)
-            elif producer_epoch > entry.producer_epoch:
-                entry.producer_epoch, entry.batches, entry.last_append_ms = producer_epoch, [], at_ms
+            self.marker_appended(producer_id, producer_epoch, at_ms=at_ms)
+
+    def marker_appended(self, producer_id: int, producer_epoch: int, *, end_offset: int | None = None,
+                        at_ms: int | None = None) -> None:
+        """A transaction marker of ``producer_id`` was appended (the log now ending at ``end_offset``): its
+        transaction here is over, and a marker written with a newer epoch (the coordinator bumped it: Kafka's
+        InitProducerId fencing an older instance, or a timeout) fences the older epoch on this partition, as
+        Kafka's ``appendEndTxnMarker`` does."""
+        at_ms = int(time.time() * 1000) if at_ms is None else at_ms
+        if end_offset is not None:
+            self.end_offset = max(self.end_offset, end_offset)
+        self.in_transaction.pop(producer_id, None)
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            self.entries[producer_id] = ProducerStateEntry(producer_id, producer_epoch, at_ms)
+        elif producer_epoch > entry.producer_epoch:
+            entry.producer_epoch, entry.batches, entry.last_append_ms = producer_epoch, [], at_ms
 
     def _fold(self, producer_id: int, producer_epoch: int, batch: BatchMetadata, at_ms: int) -> None:
         """One appended request of a producer into its entry."""

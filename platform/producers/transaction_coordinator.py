@@ -17,15 +17,20 @@ Between brokers a :class:`~lakelog.producers.transaction_state.TransactionMetada
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 
 from lakelog.config import BrokerSettings
-from lakelog.producers.errors import InvalidTransactionalIdError
+from lakelog.producers.errors import InvalidProducerIdMappingError, InvalidTransactionalIdError, InvalidTxnStateError
 from lakelog.producers.producer_ids import ProducerIdAndEpoch
 from lakelog.producers.transaction_log import TransactionStateManager
-from lakelog.producers.transaction_state import TransactionMetadata
+from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.coordinator_partitions import retry_while_moving
 from lakelog.replication.leader_client import LeaderClient
+
+_PREPARED = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
+_ENDED = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
 
 #: ``transaction.timeout.ms`` of a producer that names none: 60000 (Kafka's producer default).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
@@ -142,3 +147,93 @@ class TransactionCoordinator:
             for m in metadatas:
                 found.setdefault(m.transactional_id, (broker_id, m))
         return [found[t] for t in sorted(found)]
+
+    async def _check_known(self, transactional_id: str) -> None:
+        """Before ``__transaction_state`` exists no transactional id is known: refuse at once (Kafka's
+        INVALID_PRODUCER_ID_MAPPING) rather than wait for a coordinator that cannot appear."""
+        if not await self.manager.partitions.topic_exists():
+            raise InvalidProducerIdMappingError(
+                f"transactional id {transactional_id!r} is unknown: no transactional producer has initialized "
+                "yet. Get its producer id and epoch first (POST /v3/clusters/{cluster_id}/producers with the "
+                "transactional_id); nothing was written.")
+
+    async def add_partition(self, producer: ProducerBatch, topic: str, partition: int) -> None:
+        """AddPartitionsToTxn of one partition for a transactional produce request (implicit: the partition
+        leader calls it before appending the request's records; :mod:`lakelog.producers.idempotence`), on
+        the id's coordinator wherever it is. The transaction begins (Ongoing) if none is open.
+
+        Raises:
+            InvalidProducerEpochError (fenced: a newer instance initialized), InvalidProducerIdMappingError
+            (the id holds another producer id, or is unknown), ConcurrentTransactionsError (retriable: the
+            previous transaction is being completed); NotCoordinatorError, CoordinatorLoadInProgressError,
+            LeaderNotAvailableError (retriable); the append's errors. Nothing of the request is written.
+        """
+        transactional_id = producer.transactional_id
+        if not transactional_id:
+            raise InvalidTransactionalIdError("A transactional produce request names an empty transactional id.")
+        await self._check_known(transactional_id)
+        kwargs = dict(producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                      partitions=[(topic, partition)])
+
+        async def call() -> None:
+            url = await self._url(transactional_id)
+            if url is None:
+                await self.manager.add_partitions(transactional_id, **kwargs)
+            else:
+                await self.leader_client.transaction_add_partitions(url, transactional_id, **kwargs)
+        await self._retrying(call)
+
+    async def end_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int,
+                              commit: bool) -> TransactionMetadata:
+        """EndTxn (Kafka's ``TransactionCoordinator.endTransaction``) on the id's coordinator, wherever it is:
+        :meth:`end_local` there.
+
+        Raises: as :meth:`end_local`; NotCoordinatorError, CoordinatorLoadInProgressError,
+        LeaderNotAvailableError (retriable) when no coordinator answered in ``request.timeout.ms``.
+        """
+        if not transactional_id:
+            raise InvalidTransactionalIdError("transactional_id must not be empty.")
+        await self._check_known(transactional_id)
+
+        async def call() -> TransactionMetadata:
+            url = await self._url(transactional_id)
+            if url is None:
+                return await self.end_local(transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+                                            commit=commit)
+            return metadata_from_dict(await self.leader_client.transaction_end(
+                url, transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, commit=commit))
+        return await self._retrying(call)
+
+    async def end_local(self, transactional_id: str, *, producer_id: int, producer_epoch: int,
+                        commit: bool) -> TransactionMetadata:
+        """EndTxn on this broker, the id's coordinator: the decision (PrepareCommit / PrepareAbort) is written
+        to ``__transaction_state`` (durable once it is), then this waits up to ``request.timeout.ms`` for
+        the markers (CompleteCommit / CompleteAbort), so that a read_committed consumer sees a committed
+        transaction once the producer's commit is answered.
+
+        Returns:
+            The id's current metadata: Complete* once the markers are written, Prepare* when they took
+            longer (the decision stands and is carried out, after a coordinator failover too). With no
+            transaction open (Empty, CompleteCommit, CompleteAbort under the producer's epoch: nothing was
+            produced since the last end; Kafka's producer sends no EndTxn then) the current metadata as it is.
+
+        Raises:
+            InvalidProducerIdMappingError (another producer id, unknown id), InvalidProducerEpochError
+            (fenced), InvalidTxnStateError (the other outcome was decided: e.g. the transaction timed out and
+            was aborted), ConcurrentTransactionsError (retriable); NotCoordinatorError,
+            CoordinatorLoadInProgressError (retriable); the append's errors.
+        """
+        current = await self.manager.describe(transactional_id)
+        if (current is not None and current.state in _ENDED
+                and (current.producer_id, current.producer_epoch) == (producer_id, producer_epoch)):
+            return current  # no transaction open (nothing produced since the last end): nothing to end
+        decided = await self.manager.end_transaction(transactional_id, producer_id=producer_id,
+                                                     producer_epoch=producer_epoch, commit=commit)
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000.0
+        current = decided if decided is not None else await self.manager.describe(transactional_id)
+        while current is not None and current.state in _PREPARED and time.monotonic() < deadline:
+            await self.manager.wait_for_change(transactional_id, timeout_s=max(0.0, deadline - time.monotonic()))
+            current = await self.manager.describe(transactional_id)
+        if current is None:
+            raise InvalidTxnStateError(f"transactional id {transactional_id!r} is gone (expired)")
+        return current

@@ -146,6 +146,8 @@ class TransactionStateManager:
             create_topic=create_topic, new_state=dict, fold=_fold, on_loaded=self._on_loaded)
         #: transactional ids with a change being written (Kafka's ``pendingState``)
         self._pending: set[str] = set()
+        #: transactional id -> set when its current metadata changes (:meth:`wait_for_change`)
+        self._changed: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task] = set()
         self._cleanup: asyncio.Task | None = None
 
@@ -226,6 +228,10 @@ class TransactionStateManager:
                 entry.state[m.transactional_id] = m
             for transactional_id in tombstones:
                 entry.state.pop(transactional_id, None)
+            for transactional_id in ids:
+                changed = self._changed.pop(transactional_id, None)
+                if changed is not None:
+                    changed.set()
         finally:
             self._pending.difference_update(ids)
         for m in metadatas:
@@ -352,6 +358,16 @@ class TransactionStateManager:
         completed = txn.complete(current, now_ms=_now_ms())
         await self._write(partition, [completed])
         return completed
+
+    async def wait_for_change(self, transactional_id: str, *, timeout_s: float) -> bool:
+        """Wait until the id's current metadata changes (a write of this coordinator), at most
+        ``timeout_s``; True when it changed."""
+        changed = self._changed.setdefault(transactional_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(changed.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     async def describe(self, transactional_id: str) -> TransactionMetadata | None:
         """The id's current metadata (Kafka's DescribeTransactions), None when its coordinator knows none.

@@ -10,6 +10,11 @@ records) carries three headers, Kafka's record batch fields ``producerId``, ``pr
   of a request repeats its number, whatever broker it goes to.
 
 A request has all three or none (none: produced as before, REST Proxy's behaviour).
+
+A transactional producer adds ``X-Lakelog-Transactional-Id`` (its ``transactional.id``, from
+``POST /v3/clusters/{cluster_id}/producers`` with a ``transactional_id``): the request's records join the
+producer's open transaction, which begins with its first such request (Kafka's AddPartitionsToTxn is
+implicit: the partition leader adds the partition to the transaction before it appends).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from lakelog.protocol.errors import RequestError
 PRODUCER_ID_HEADER = "X-Lakelog-Producer-Id"
 PRODUCER_EPOCH_HEADER = "X-Lakelog-Producer-Epoch"
 SEQUENCE_HEADER = "X-Lakelog-Sequence"
+TRANSACTIONAL_ID_HEADER = "X-Lakelog-Transactional-Id"
 
 #: Kafka's field widths: producer id int64, producer epoch int16, sequence int32.
 MAX_PRODUCER_ID = 2**63 - 1
@@ -39,20 +45,27 @@ class InvalidProducerHeadersError(RequestError):
 
 @dataclass(frozen=True)
 class ProducerBatch:
-    """Who sent a produce request and its number: the values stored in the log's producer columns.
+    """Who sent a produce request and its number: the values stored in the log's producer columns (and,
+    for a transactional request, its transaction).
 
     Attributes:
         producer_id: int64 >= 0. producer_epoch: 0 to 32767. sequence: the request's number, 0 to 2**31 - 1.
+        transactional_id: the transactional producer's id when the request belongs to its transaction.
+            Default: None (an idempotent request).
     """
 
     producer_id: int
     producer_epoch: int
     sequence: int
+    transactional_id: str | None = None
 
     def headers(self) -> dict[str, str]:
-        """The three request headers that carry this batch."""
-        return {PRODUCER_ID_HEADER: str(self.producer_id), PRODUCER_EPOCH_HEADER: str(self.producer_epoch),
-                SEQUENCE_HEADER: str(self.sequence)}
+        """The request headers that carry this batch (three, four with a transactional id)."""
+        headers = {PRODUCER_ID_HEADER: str(self.producer_id), PRODUCER_EPOCH_HEADER: str(self.producer_epoch),
+                   SEQUENCE_HEADER: str(self.sequence)}
+        if self.transactional_id is not None:
+            headers[TRANSACTIONAL_ID_HEADER] = self.transactional_id
+        return headers
 
 
 def producer_batch_from_headers(headers: Mapping[str, str]) -> ProducerBatch | None:
@@ -60,11 +73,17 @@ def producer_batch_from_headers(headers: Mapping[str, str]) -> ProducerBatch | N
 
     Raises:
         InvalidProducerHeadersError: one or two of the three headers, a value that is not a decimal
-            integer, or one out of its range.
+            integer, or one out of its range; a transactional id without them, or an empty one.
     """
     names = (PRODUCER_ID_HEADER, PRODUCER_EPOCH_HEADER, SEQUENCE_HEADER)
     raw = [headers.get(n, headers.get(n.lower())) for n in names]
+    transactional_id = headers.get(TRANSACTIONAL_ID_HEADER, headers.get(TRANSACTIONAL_ID_HEADER.lower()))
     if all(v is None for v in raw):
+        if transactional_id is not None:
+            raise InvalidProducerHeadersError(
+                f"Header {TRANSACTIONAL_ID_HEADER} needs the idempotence headers {', '.join(names)} too: send the "
+                "producer id and epoch of POST /v3/clusters/{cluster_id}/producers with the transactional_id, "
+                "and the request's sequence.")
         return None
     missing = [n for n, v in zip(names, raw) if v is None]
     if missing:
@@ -81,4 +100,6 @@ def producer_batch_from_headers(headers: Mapping[str, str]) -> ProducerBatch | N
             raise InvalidProducerHeadersError(
                 f"Header {name}: {value!r} is not an integer from 0 to {high}.")
         values.append(v)
-    return ProducerBatch(*values)
+    if transactional_id is not None and not transactional_id.strip():
+        raise InvalidProducerHeadersError(f"Header {TRANSACTIONAL_ID_HEADER} is empty: name the transactional id.")
+    return ProducerBatch(*values, transactional_id=transactional_id)

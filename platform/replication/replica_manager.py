@@ -29,6 +29,7 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
+from lakelog.log_tables.errors import TransactionsNeedTailError
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
@@ -336,6 +337,9 @@ class ReplicaManager:
         part = await self.leader_partition(topic, partition)
         part.check_min_insync_replicas(acks)
         assert part.committer is not None
+        if producer is not None and producer.transactional_id is not None and not part.log.tiered:
+            raise TransactionsNeedTailError(f"{part.name} has no segment tail (lake.commit.interval.ms=0): it cannot "
+                                            "hold a transaction; nothing was written.")
         if acks == "0":
             task = asyncio.get_running_loop().create_task(part.committer.append(records))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -50,8 +50,9 @@ async def _records(broker: Broker, transactional_id: str) -> list[dict | None]:
 
 
 def _complete_decided(broker: Broker) -> list[TransactionMetadata]:
-    """Install an ``on_decided`` hook that completes every decided transaction at once (markers are a
-    later part); returns the list the hook appends each decided metadata to."""
+    """Install an ``on_decided`` hook that completes every decided transaction at once (in place of the
+    broker's marker writer: these tests are of the coordinator's state alone); returns the list the hook
+    appends each decided metadata to."""
     handed: list[TransactionMetadata] = []
 
     async def carry_out(metadata: TransactionMetadata) -> None:
@@ -78,6 +79,7 @@ def test_changes_are_records_of_a_compacted_topic_and_a_restart_loads_them(zk_co
 
     async def first_life() -> None:
         broker = _broker(zk_connect, log_dirs)
+        broker.transaction_state_manager.on_decided = None  # the manager alone: decisions wait in Prepare*
         await broker.start()
         tsm = broker.transaction_state_manager
         try:
