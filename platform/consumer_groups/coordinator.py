@@ -19,6 +19,7 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.errors import NotCoordinatorError
 from lakelog.consumer_groups.group_metadata import GroupMetadataManager
 from lakelog.consumer_groups.offset_records import CommittedOffset
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.coordinator_partitions import COORDINATOR_MOVING, retry_while_moving
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import TopicMetadata
@@ -82,18 +83,23 @@ class GroupCoordinator:
         return await retry_while_moving(call, timeout_ms=self.settings.request_timeout_ms)
 
     async def commit(self, group: str, offsets: Sequence[CommittedOffset], *, current_generation: int | None = None,
-                     only_newer: bool = False) -> bool:
+                     only_newer: bool = False, producer: ProducerBatch | None = None) -> bool:
         """:meth:`commit_local` on the group's coordinator, wherever it is (the topic is created on the first
         commit). Same returns and errors; NotCoordinatorError / LeaderNotAvailableError after
-        ``request.timeout.ms`` without a coordinator."""
+        ``request.timeout.ms`` without a coordinator. With a transactional ``producer``: Kafka's
+        TxnOffsetCommit, counted once the producer's transaction commits."""
+        producer_fields = None if producer is None else {
+            "producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch,
+            "transactional_id": producer.transactional_id}
+
         async def call() -> bool:
             url = await self.coordinator_url(group, create=True)
             if url is None:
                 return await self.manager.commit_local(group, offsets, current_generation=current_generation,
-                                               only_newer=only_newer)
+                                                       only_newer=only_newer, producer=producer)
             return await self.leader_client.coordinator_commit(
                 url, group, [dataclasses.asdict(o) for o in offsets], current_generation=current_generation,
-                only_newer=only_newer)
+                only_newer=only_newer, producer=producer_fields)
         return await self._retrying(call)
 
     async def committed(self, group: str, topic: str | None = None) -> list[CommittedOffset]:

@@ -17,6 +17,12 @@ live brokers), ``cleanup.policy=compact`` and :func:`min_insync_replicas_for` it
   (ILLEGAL_GENERATION); 3. an idempotent commit (``app_id``, ``version``) at or below the application's
   newest version is a replay: answered without writing; 4. its records are appended with ``acks=all``
   (one append: all records of a group go to one partition); 5. the view is updated and the commit answered.
+- **Transactional commits** (Kafka's TxnOffsetCommit, KIP-98): a commit made for a transactional producer
+  is appended in its transaction (the partition joins the transaction at the transaction coordinator) and
+  stays pending; the producer's commit marker on the partition applies it, its abort marker drops it
+  (:class:`OffsetsPartitionState`, live through the replica manager's marker listeners, and on a load
+  from the markers in the log: :func:`fold_offsets`). So offsets consumed in a transaction count exactly
+  when the transaction's output does.
 
 Requests from any broker reach it through :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`.
 """
@@ -24,7 +30,12 @@ Requests from any broker reach it through :class:`~lakelog.consumer_groups.coord
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.errors import IllegalGenerationError, NotCoordinatorError
@@ -37,6 +48,9 @@ from lakelog.consumer_groups.offset_records import (
     tombstone_records,
 )
 from lakelog.log_tables.records import normalize_produce_batch
+from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT, TRANSACTIONAL_BIT
+from lakelog.log_tables.transaction_index import control_type
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.coordinator_partitions import (
     CoordinatorPartitions,
     InternalTopic,
@@ -53,6 +67,46 @@ def min_insync_replicas_for(replication_factor: int) -> int:
     """``min.insync.replicas`` of the internal topic: 2 from 3 replicas on (a commit survives the loss of
     one broker while one more is down), else 1."""
     return capped_min_isr(replication_factor, min_isr=2)
+
+
+class OffsetsPartitionState(dict):
+    """The groups of one ``__consumer_offsets`` partition (group -> :class:`GroupOffsets`) and the
+    transactional offset commits still pending there: producer id -> their records (``key``, ``value``
+    tables), applied at the producer's commit marker, dropped at its abort marker (Kafka's
+    ``pendingTransactionalOffsetCommits``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: dict[int, list[pa.Table]] = {}
+
+    def end_transaction(self, producer_id: int, *, commit: bool) -> int:
+        """The producer's transaction ended here: apply its pending commits (``commit``) or drop them;
+        returns the records applied."""
+        pending = self.pending.pop(producer_id, [])
+        return sum(apply_records(self, rows) for rows in pending) if commit else 0
+
+
+def fold_offsets(state: OffsetsPartitionState, rows: pa.Table) -> int:
+    """Fold ``__consumer_offsets`` rows (:data:`~lakelog.replication.coordinator_partitions.LOAD_COLUMNS`,
+    in offset order) into ``state``: plain records at once, transactional ones pending until their
+    producer's marker. Returns the records applied."""
+    attributes = rows[ATTRIBUTES].to_numpy(zero_copy_only=False) if ATTRIBUTES in rows.column_names else None
+    if attributes is None or not attributes.any():
+        return apply_records(state, rows)
+    producers = pc.fill_null(rows["producer_id"], -1).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.concatenate(([True], (attributes[1:] != attributes[:-1])
+                                            | (producers[1:] != producers[:-1]) | ((attributes[1:] & CONTROL_BIT) != 0))))
+    ends, applied = np.append(starts[1:], len(attributes)), 0
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        run, producer_id = rows.slice(start, end - start), int(producers[start])
+        if attributes[start] & CONTROL_BIT:
+            commit = control_type(run["key"][0].as_py() or b"") == "commit"
+            applied += state.end_transaction(producer_id, commit=commit)
+        elif attributes[start] & TRANSACTIONAL_BIT:
+            state.pending.setdefault(producer_id, []).append(run)
+        else:
+            applied += apply_records(state, run)
+    return applied
 
 
 class GroupMetadataManager:
@@ -80,20 +134,34 @@ class GroupMetadataManager:
             replication_factor=settings.offsets_topic_replication_factor,
             replication_factor_key="offsets.topic.replication.factor", min_isr=min_insync_replicas_for,
             keys="groups", missing=f"{OFFSETS_TOPIC} does not exist yet: no group has committed offsets.")
-        self.partitions: CoordinatorPartitions[dict[str, GroupOffsets]] = CoordinatorPartitions(
+        self.partitions: CoordinatorPartitions[OffsetsPartitionState] = CoordinatorPartitions(
             topic, broker_id=self.broker_id, cache=cache, replica_manager=replica_manager, create_topic=create_topic,
-            new_state=dict, fold=apply_records)
+            new_state=OffsetsPartitionState, fold=fold_offsets)
         self._group_locks: dict[str, asyncio.Lock] = {}
+        self._sequence_locks: dict[int, asyncio.Lock] = {}
 
     # -- roles ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Listen to the replica manager's role changes and load the partitions this broker leads already."""
+        """Listen to the replica manager's role changes and load the partitions this broker leads already;
+        listen to the transaction markers written here."""
         self.partitions.start()
+        self.replica_manager.marker_listeners.append(self._on_marker)
 
     def stop(self) -> None:
         """Stop listening; forget every group."""
+        if self._on_marker in self.replica_manager.marker_listeners:
+            self.replica_manager.marker_listeners.remove(self._on_marker)
         self.partitions.stop()
+
+    def _on_marker(self, part: Partition, producer_id: int, control: str) -> None:
+        """A transaction marker was written on a partition this broker leads: on a loaded
+        ``__consumer_offsets`` partition, the producer's pending offset commits apply or go."""
+        if part.topic != OFFSETS_TOPIC:
+            return
+        for partition, state in self.partitions.loaded():
+            if partition == part.partition:
+                state.end_transaction(producer_id, commit=control == "commit")
 
     def on_role_change(self, part: Partition) -> None:
         """A replica changed role: load an ``__consumer_offsets`` partition this broker now leads (at a new
@@ -118,7 +186,8 @@ class GroupMetadataManager:
     # -- on the coordinator ---------------------------------------------------------------------
 
     async def commit_local(self, group: str, offsets: Sequence[CommittedOffset], *,
-                           current_generation: int | None = None, only_newer: bool = False) -> bool:
+                           current_generation: int | None = None, only_newer: bool = False,
+                           producer: ProducerBatch | None = None) -> bool:
         """Commit ``offsets`` (of ``group``, each with its generation, app id and version) as the group's
         coordinator; steps in the module docstring.
 
@@ -127,6 +196,9 @@ class GroupMetadataManager:
                 generation that committed.
             only_newer: an import (:mod:`lakelog.consumer_groups.offsets_import`): keep only offsets newer
                 (``commit_timestamp_ms``) than the ones committed, without fencing or replay checks.
+            producer: a transactional producer (its id, epoch and transactional id; the sequence is the
+                coordinator's): the commit is written in its open transaction and counts once the
+                transaction commits (TxnOffsetCommit). Default: None (counts at once).
 
         Returns:
             False when nothing was written (a replayed idempotent commit), else True.
@@ -157,13 +229,30 @@ class GroupMetadataManager:
                            or old.commit_timestamp_ms < o.commit_timestamp_ms]
             if not offsets:
                 return False
-            # 4. one append, acks=all
+            # 4. one append, acks=all (in the producer's transaction for a transactional commit)
             records = normalize_produce_batch(commit_records(offsets))
-            await self.replica_manager.produce(OFFSETS_TOPIC, partition, records, acks="all")
+            if producer is None:
+                await self.replica_manager.produce(OFFSETS_TOPIC, partition, records, acks="all")
+            else:
+                await self._produce_in_transaction(partition, records, producer)
             # 5. the view (of the partition loaded now: a re-election meanwhile reloaded it from the log)
             _, _, entry = await self._coordinated(group)
-            entry.state.setdefault(group, GroupOffsets()).apply(offsets)
+            if producer is None:
+                entry.state.setdefault(group, GroupOffsets()).apply(offsets)
+            else:
+                entry.state.pending.setdefault(producer.producer_id, []).append(records)
             return True
+
+    async def _produce_in_transaction(self, partition: int, records: pa.Table, producer: ProducerBatch) -> None:
+        """Append a transactional offset commit: the next sequence of the producer on the partition (a
+        commit is the coordinator's request, not the client's: one at a time per partition)."""
+        async with self._sequence_locks.setdefault(partition, asyncio.Lock()):
+            part = self.replica_manager.local_partition(OFFSETS_TOPIC, partition)
+            entry = None if part is None else part.producer_state.entries.get(producer.producer_id)
+            sequence = entry.batches[-1].sequence + 1 if (
+                entry is not None and entry.batches and entry.producer_epoch == producer.producer_epoch) else 0
+            await self.replica_manager.produce(OFFSETS_TOPIC, partition, records, acks="all",
+                                               producer=dataclasses.replace(producer, sequence=sequence))
 
     async def committed_local(self, group: str, topic: str | None = None) -> list[CommittedOffset]:
         """The group's latest committed offsets (optionally one topic), by topic and partition, as its

@@ -3,7 +3,9 @@
 ListGroups sent to the coordinator), over HTTP.
 
 - ``POST /lakelog/v1/coordinator/groups/{group}/offsets`` ``{"offsets": [CommittedOffset fields],
-  "current_generation": int | null, "only_newer": bool}`` -> ``{"committed": bool}``;
+  "current_generation": int | null, "only_newer": bool, "producer": {"producer_id", "producer_epoch",
+  "transactional_id"} | null}`` -> ``{"committed": bool}`` (with a producer: TxnOffsetCommit, written in
+  its transaction);
 - ``GET /lakelog/v1/coordinator/groups/{group}/offsets?topic=`` -> ``{"offsets": [CommittedOffset fields]}``;
 - ``POST /lakelog/v1/coordinator/groups/{group}/offsets:delete`` ``{"partitions": [[topic, partition]]}``
   -> ``{"deleted": [[topic, partition]]}``;
@@ -43,6 +45,7 @@ from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.ingest_api.consumers_api import GroupName
 from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep
 from lakelog.producers.transaction_coordinator import metadata_to_dict
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.leader_client import COORDINATOR_PREFIX
 
 router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False)
@@ -60,10 +63,17 @@ class _Offset(BaseModel):
     app_version: Optional[int] = None
 
 
+class _TransactionalProducer(BaseModel):
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str
+
+
 class _Commit(BaseModel):
     offsets: list[_Offset]
     current_generation: Optional[int] = None
     only_newer: bool = False
+    producer: Optional[_TransactionalProducer] = None
 
 
 class _Delete(BaseModel):
@@ -72,8 +82,11 @@ class _Delete(BaseModel):
 
 @router.post("/groups/{group}/offsets")
 async def commit(group: GroupName, body: _Commit, coordinator: CoordinatorDep) -> dict:
+    producer = None if body.producer is None else ProducerBatch(
+        body.producer.producer_id, body.producer.producer_epoch, 0, body.producer.transactional_id)
     written = await coordinator.manager.commit_local(group, [CommittedOffset(**o.model_dump()) for o in body.offsets],
-                                             current_generation=body.current_generation, only_newer=body.only_newer)
+                                             current_generation=body.current_generation, only_newer=body.only_newer,
+                                             producer=producer)
     return {"committed": written}
 
 

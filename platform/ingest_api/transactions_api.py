@@ -10,7 +10,11 @@ transaction coordinators hold, as Kafka's ``kafka-transactions.sh list`` and ``d
   once the decision is durable in ``__transaction_state`` and, within ``request.timeout.ms``, its markers
   are written on every partition of the transaction (state ``CompleteCommit`` / ``CompleteAbort``; a
   ``PrepareCommit`` / ``PrepareAbort`` answer says the markers took longer: the decision stands and is
-  carried out, after a coordinator failover too).
+  carried out, after a coordinator failover too);
+- ``POST /v3/clusters/{cluster_id}/transactions/{transactional_id}/offsets`` ``{"producer_id",
+  "producer_epoch", "group_id", "offsets": [{"topic", "partition", "offset", "metadata"?}]}``: a consumer
+  group's offsets committed in the producer's open transaction (Kafka's AddOffsetsToTxn + TxnOffsetCommit):
+  they count for the group exactly when the transaction commits, with the records it wrote.
 
 Any broker answers (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
@@ -29,13 +33,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep, TransactionCoordinatorDep
+from lakelog.consumer_groups.instances import validate_group_id
+from lakelog.consumer_groups.offset_records import offsets_of
+from lakelog.ingest_api.deps import BrokerDep, CoordinatorDep, TransactionCoordinatorDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.models import Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 from lakelog.producers.errors import TransactionalIdNotFoundError
 from lakelog.producers.transaction_state import NO_TIMESTAMP, TransactionMetadata
+from lakelog.protocol.producer_headers import ProducerBatch
 
 router = APIRouter(tags=["v3 transactions"])
 
@@ -210,3 +217,49 @@ async def abort_transaction(
     """Abort the producer's open transaction: its records stay invisible to read_committed consumers, Spark
     and SQL for good. Answered with state `CompleteAbort` once the abort markers are written."""
     return await _end(cluster_id, request, broker, transactions, transactional_id, body, commit=False)
+
+
+class TransactionOffset(BaseModel):
+    """A consumer group's committed offset for one partition: the next offset it reads."""
+
+    topic: str = Field(min_length=1)
+    partition: int = Field(ge=0, le=2**31 - 1, json_schema_extra={"format": "int32"})
+    offset: int = Field(ge=0, json_schema_extra={"format": "int64"})
+    metadata: Optional[str] = Field(None, max_length=4096, description="Kept with the offset (Kafka's "
+                                    "offset metadata).")
+
+
+class TransactionOffsetsRequest(EndTransactionRequest):
+    """Offsets of ``group_id`` to commit in the producer's open transaction."""
+
+    group_id: str = Field(min_length=1, description="The consumer group whose offsets these are.")
+    offsets: list[TransactionOffset] = Field(min_length=1)
+
+
+class TransactionOffsetsResponse(BaseModel):
+    """The offsets written in the transaction: they count once it commits, never if it aborts."""
+
+    transactional_id: str
+    group_id: str
+    offsets: list[TransactionOffset]
+
+
+@router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/offsets",
+             response_model=TransactionOffsetsResponse, responses=END_ERRORS,
+             summary="Commit a consumer group's offsets in the producer's transaction (Kafka's TxnOffsetCommit)")
+async def commit_offsets_in_transaction(
+        cluster_id: str, broker: BrokerDep, groups: CoordinatorDep,
+        transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
+        body: TransactionOffsetsRequest,
+) -> TransactionOffsetsResponse:
+    """The consume-transform-produce step of exactly-once: the group's offsets (of the records the producer
+    consumed) join the producer's open transaction, beginning it if none is open. A later commit of the
+    transaction makes them the group's committed offsets together with the records the transaction wrote;
+    an abort leaves the group's offsets as they were. 400 / 40008 for a group id ZooKeeper cannot hold;
+    the errors of the transaction (409 / 40915 fenced, 40919 another producer id, 40920 retriable)."""
+    _check_cluster(broker, cluster_id)
+    validate_group_id(body.group_id)
+    producer = ProducerBatch(body.producer_id, body.producer_epoch, 0, transactional_id)
+    await groups.commit(body.group_id, offsets_of(body.group_id, [o.model_dump() for o in body.offsets]),
+                        producer=producer)
+    return TransactionOffsetsResponse(transactional_id=transactional_id, group_id=body.group_id, offsets=body.offsets)

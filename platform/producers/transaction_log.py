@@ -53,6 +53,7 @@ from lakelog.replication.coordinator_partitions import (
     InternalTopic,
     LoadedPartition,
     capped_min_isr,
+    without_control_records,
 )
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
@@ -81,6 +82,7 @@ def _no_producer_id() -> int:
 
 
 def _fold(state: State, rows) -> int:
+    rows = without_control_records(rows)  # __transaction_state is never written in a transaction
     return apply_records(state, rows["key"], rows["value"])
 
 

@@ -88,6 +88,11 @@ async def write_marker(rm: ReplicaManager, topic: str, partition: int, *, produc
     part.notify_log_end_offset()
     part.maybe_advance_high_watermark()
     await part.wait_for_commit(epoch, info.last_offset + 1, request_timeout_ms=request_timeout_ms)
+    for listener in list(rm.marker_listeners):  # e.g. the group coordinator's pending offset commits
+        try:
+            listener(part, producer_id, control)
+        except Exception:
+            log.exception("a marker listener of %s failed", part.name)
     return info.base_offset
 
 

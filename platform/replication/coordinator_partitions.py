@@ -35,7 +35,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, Sized, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT
 from lakelog.protocol.partitioner import coordinator_partition
 from lakelog.replication.errors import (
     CoordinatorLoadInProgressError,
@@ -83,6 +85,18 @@ def capped_min_isr(replication_factor: int, *, min_isr: int) -> int:
     most ``replication_factor - 1`` and at least 1, so a write survives the loss of one broker while the
     partition stays writable with one replica down (3 replicas: 2; 1 or 2 replicas: 1)."""
     return max(1, min(min_isr, replication_factor - 1))
+
+
+#: The columns a load folds: the records, and what says which belong to a transaction (a transactional
+#: offset commit's records count only once their commit marker follows).
+LOAD_COLUMNS = ["offset", "key", "value", "producer_id", ATTRIBUTES]
+
+
+def without_control_records(rows: pa.Table) -> pa.Table:
+    """``rows`` (with :data:`~lakelog.log_tables.schema.ATTRIBUTES`) without transaction markers."""
+    if rows.num_rows == 0 or not pc.any(pc.not_equal(pc.bit_wise_and(rows[ATTRIBUTES], CONTROL_BIT), 0)).as_py():
+        return rows
+    return rows.filter(pc.equal(pc.bit_wise_and(rows[ATTRIBUTES], CONTROL_BIT), 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +147,8 @@ class CoordinatorPartitions(Generic[S]):
         replica_manager: the local replicas (their roles, logs).
         create_topic: creates a topic (``Broker.create_topic``).
         new_state: an empty state (``dict``).
-        fold: folds log rows (``offset``, ``key``, ``value``, in offset order) into a state; returns the
-            records applied.
+        fold: folds log rows (:data:`LOAD_COLUMNS`, in offset order, transaction markers included: see
+            :func:`without_control_records`) into a state; returns the records applied.
         on_loaded: called in the event loop with ``(partition, state)`` after each load.
 
     Call :meth:`start` inside the serving event loop (it listens to role changes), :meth:`stop` at the end.
@@ -227,7 +241,7 @@ class CoordinatorPartitions(Generic[S]):
         plog, state, records = part.log, self._new_state(), 0
         start, end = plog.log_start_offset, plog.log_end_offset
         while start < end:
-            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=end, columns=["offset", "key", "value"])
+            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=end, columns=LOAD_COLUMNS, control_records=True)
             if rows.num_rows == 0:
                 break
             records += self._fold(state, rows)

@@ -194,16 +194,19 @@ class LeaderClient:
     # -- group coordinators ---------------------------------------------------------------------
 
     async def coordinator_commit(self, url: str, group: str, offsets: list[dict], *,
-                                 current_generation: int | None, only_newer: bool = False) -> bool:
+                                 current_generation: int | None, only_newer: bool = False,
+                                 producer: dict | None = None) -> bool:
         """Commit ``offsets`` (``CommittedOffset`` fields as dicts) on ``group``'s coordinator at ``url``;
-        False for a replayed idempotent commit.
+        False for a replayed idempotent commit. ``producer`` (``producer_id``, ``producer_epoch``,
+        ``transactional_id``): a transactional producer's commit (TxnOffsetCommit). Default: None.
 
         Raises: NotCoordinatorError / CoordinatorLoadInProgressError (retriable: it moved or is loading),
-        IllegalGenerationError, LeaderNotAvailableError (no answer), the append's errors.
+        IllegalGenerationError, LeaderNotAvailableError (no answer), the append's errors (a transactional
+        commit: the transaction coordinator's too).
         """
         resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/groups/{group}/offsets", what=f"group '{group}'",
                                 json={"offsets": offsets, "current_generation": current_generation,
-                                      "only_newer": only_newer},
+                                      "only_newer": only_newer, "producer": producer},
                                 timeout=self.request_timeout_ms / 1000.0 + 5)
         return bool(resp.json()["committed"])
 

@@ -89,6 +89,8 @@ class ReplicaManager:
             producer_id_expiration_ms=settings.producer_id_expiration_ms,
             expiration_check_interval_ms=settings.producer_id_expiration_check_interval_ms,
             snapshot_interval_ms=settings.producer_snapshot_interval_ms)
+        #: called ``(partition, producer_id, "commit" | "abort")`` after a transaction marker was written here
+        self.marker_listeners: list[Callable[[Partition, int, str], None]] = []
         #: the topic and partition state watches, and topic changes (configs, partitions added)
         self.topic_changes = TopicChanges(self)
         #: called (in the event loop) with a replica after it took up a role or was dropped (the group

@@ -15,6 +15,7 @@ from lakelog.client import LakelogClient
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.protocol.producer_headers import ProducerBatch
+from lakelog.replication.metadata import BROKERS_PATH
 from tests.harness import table_offsets, wait_for
 
 ENV = {"LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
@@ -135,3 +136,54 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(broker_factory, t
         assert late.status_code == 409 and late.json()["error_code"] == 40915, late.text
         wait_for(lambda: flushed(http, topic_name, 0), what="the flush past the abort marker")
         assert delta_values(broker, topic_name, 0) == []
+
+
+def group_offsets(http: httpx.Client, group: str) -> dict[tuple[str, int], int]:
+    answer = http.get(f"/consumers/{group}/offsets")
+    assert answer.status_code == 200, answer.text
+    return {(o["topic"], o["partition"]): o["offset"] for o in answer.json()["offsets"]}
+
+
+def test_offsets_committed_in_a_transaction_count_only_when_it_commits_and_after_a_restart(
+        broker_factory, zk_client, topic_name):
+    broker = broker_factory(extra_env=ENV)
+    group, source = f"{topic_name}-g", f"{topic_name}-in"
+    with httpx.Client(base_url=broker.url, timeout=60) as http:
+        create_topic(broker, topic_name, partitions=1)
+        producer = Producer(http, f"{topic_name}-tx")
+
+        def transaction(offset: int, outcome: str) -> None:
+            assert producer.produce(topic_name, 0, [b"out%d" % offset]).status_code == 200
+            added = http.post(f"/v3/clusters/{producer.cluster}/transactions/{producer.transactional_id}/offsets", json={
+                "producer_id": producer.producer_id, "producer_epoch": producer.epoch, "group_id": group,
+                "offsets": [{"topic": source, "partition": 0, "offset": offset}]})
+            assert added.status_code == 200, added.text
+            assert group_offsets(http, group).get((source, 0)) != offset  # pending until the commit
+            assert producer.end(outcome).json()["state"] in ("CompleteCommit", "CompleteAbort")
+
+        transaction(5, "commit")
+        assert group_offsets(http, group) == {(source, 0): 5}
+        transaction(8, "abort")
+        assert group_offsets(http, group) == {(source, 0): 5}  # the abort leaves them as they were
+        transaction(9, "commit")
+        # one more, left open across a crash of the broker
+        assert producer.produce(topic_name, 0, [b"out10"]).status_code == 200
+        assert http.post(f"/v3/clusters/{producer.cluster}/transactions/{producer.transactional_id}/offsets", json={
+            "producer_id": producer.producer_id, "producer_epoch": producer.epoch, "group_id": group,
+            "offsets": [{"topic": source, "partition": 0, "offset": 10}]}).status_code == 200
+    broker.kill()
+    wait_for(lambda: not zk_client.exists(f"{BROKERS_PATH}/0"), timeout_s=30, what="the killed broker's session ends")
+    broker.start()
+    with httpx.Client(base_url=broker.url, timeout=60) as http:
+        # the restarted coordinator folded the markers: 9 committed, 10 pending, 8 never
+        wait_for(lambda: http.get(f"/consumers/{group}/offsets").status_code == 200, what="the coordinator's load")
+        assert group_offsets(http, group) == {(source, 0): 9}
+        producer.http = http
+        committed = producer.end("commit")
+        assert committed.status_code == 200 and committed.json()["state"] == "CompleteCommit", committed.text
+        assert group_offsets(http, group) == {(source, 0): 10}
+        wait_for(lambda: flushed(http, topic_name, 0), what="the flush")
+        assert delta_values(broker, topic_name, 0) == [b"out5", b"out9", b"out10"]
+        bad = http.post(f"/v3/clusters/{producer.cluster}/transactions/{producer.transactional_id}/offsets", json={
+            "producer_id": producer.producer_id, "producer_epoch": producer.epoch, "group_id": group, "offsets": []})
+        assert bad.status_code in (400, 422) and "offsets" in bad.text
