@@ -36,6 +36,7 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
+from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.producers.transaction_coordinator import TransactionCoordinator
 from lakelog.producers.transaction_markers import TransactionMarkerWriter
@@ -48,7 +49,8 @@ from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
-from lakelog.replication.partition_views import offset_for_timestamp, partition_offsets
+from lakelog.replication import consumer_fetch
+from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
@@ -283,6 +285,11 @@ class Broker:
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader."""
         return await partition_offsets(self.replica_manager, topic, partition)
 
+    async def leader_offsets(self, topic: str, partition: int) -> LeaderOffsets:
+        """The partition's offsets with its last stable offset, from its leader; see
+        :func:`lakelog.replication.partition_views.leader_offsets`."""
+        return await leader_offsets(self.replica_manager, topic, partition)
+
     async def offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int) -> int:
         """The first offset whose timestamp is >= ``timestamp_ms``, from the partition's leader; see
         :func:`lakelog.replication.partition_views.offset_for_timestamp`."""
@@ -300,11 +307,13 @@ class Broker:
         """Append to a partition this broker leads; see :meth:`ReplicaManager.produce`."""
         return await self.replica_manager.produce(topic, partition, records, acks=acks)
 
-    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                    max_wait_ms: int, columns: list[str] | None = None) -> tuple[pa.Table, Partition]:
-        """Records below the HW from a partition this broker leads; see :meth:`ReplicaManager.fetch`."""
-        return await self.replica_manager.fetch(topic, partition, offset, max_bytes=max_bytes,
-                                                max_wait_ms=max_wait_ms, columns=columns)
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+                    columns: list[str] | None = None,
+                    isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:
+        """Records below the HW (read_committed: the LSO) from a partition this broker leads; see
+        :func:`lakelog.replication.consumer_fetch.fetch`."""
+        return await consumer_fetch.fetch(self.replica_manager, topic, partition, offset, max_bytes=max_bytes,
+                                          max_wait_ms=max_wait_ms, columns=columns, isolation_level=isolation_level)
 
     async def group_generation(self, group: str) -> int | None:
         """The group's current generation from ZooKeeper, or None if it has no membership state."""

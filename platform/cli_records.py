@@ -106,11 +106,12 @@ def consume(
             while True:
                 got_any = False
                 for p in parts:
-                    records = client.fetch_arrow(topic, p, positions[p], max_bytes=4 * 1024 * 1024,
-                                                 max_wait_ms=0 if len(parts) > 1 or not follow else 500)
+                    page = client.fetch_page(topic, p, positions[p], max_bytes=4 * 1024 * 1024, form="arrow",
+                                             max_wait_ms=0 if len(parts) > 1 or not follow else 500)
+                    got_any = got_any or page.next_offset > positions[p]  # records, or markers moved past
+                    records, positions[p] = page.records, page.next_offset
                     if records.num_rows == 0:
                         continue
-                    got_any = True
                     keys, values = records["key"].to_pylist(), records["value"].to_pylist()
                     for o, k, v in zip(records["offset"].to_pylist(), keys, values):
                         line = b""
@@ -124,7 +125,6 @@ def consume(
                         if max_messages is not None and count >= max_messages:
                             out.flush()
                             return
-                    positions[p] = records["offset"][-1].as_py() + 1
                 out.flush()
                 if not got_any:
                     if not follow:

@@ -39,18 +39,19 @@ def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
 @topics_app.command("describe")
 def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Partitions with leader, replicas, ISR, leader epoch, log start offset, lake end offset (the end of
-    the Delta table), log end offset and high watermark."""
+    the Delta table), log end offset, high watermark and last stable offset (the first offset of an open
+    transaction: read_committed consumers read below it)."""
     with gateway_client(bootstrap_server) as client:
         info = client.describe_topic(topic)
     configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
     console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
     table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LakeEndOffset",
-                  "LogEndOffset", "HighWatermark")
+                  "LogEndOffset", "HighWatermark", "LastStableOffset")
     for p in info["partitions"]:
         table.add_row(str(p["partition"]), str(p["leader"]), ",".join(str(r["broker"]) for r in p["replicas"]),
                       ",".join(str(r["broker"]) for r in p["replicas"] if r["in_sync"]), str(p["leader_epoch"]),
                       str(p.get("log_start_offset")), str(p.get("lake_end_offset")), str(p.get("log_end_offset")),
-                      str(p.get("high_watermark")))
+                      str(p.get("high_watermark")), str(p.get("last_stable_offset")))
     console.print(table)
 
 

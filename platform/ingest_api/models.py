@@ -132,14 +132,20 @@ class PartitionInfo(BaseModel):
                                            "commits the segment tail below the high watermark).")
     log_end_offset: Optional[int] = None
     high_watermark: Optional[int] = None
+    last_stable_offset: Optional[int] = Field(
+        None, description="Kafka's LSO: the first offset of a still-open transaction, at most the high watermark "
+                          "(read_committed consumers read below it).")
 
 
 class PartitionOffsets(BaseModel):
-    """REST Proxy v2 ``GET /topics/{t}/partitions/{p}/offsets``: end_offset is the high watermark;
-    ``offset_for_timestamp`` only when ``?timestamp_ms=`` was given (a lakelog extension)."""
+    """REST Proxy v2 ``GET /topics/{t}/partitions/{p}/offsets``: end_offset is the high watermark; lakelog
+    adds ``last_stable_offset`` and, only when ``?timestamp_ms=`` was given, ``offset_for_timestamp``."""
 
-    beginning_offset: int
-    end_offset: int
+    beginning_offset: int = Field(description="The log start offset.")
+    end_offset: int = Field(description="The high watermark (read_uncommitted consumers read below it).")
+    last_stable_offset: int = Field(description=(
+        "Kafka's LSO: the first offset of a still-open transaction, at most the high watermark; the end of "
+        "what read_committed consumers read (Kafka's ListOffsets latest with READ_COMMITTED)."))
     offset_for_timestamp: Optional[int] = None
 
 
@@ -315,6 +321,11 @@ class CreateConsumerRequest(BaseModel):
     partition_assignment_strategy: Optional[Literal["range", "roundrobin", "sticky"]] = Field(
         None, alias="partition.assignment.strategy",
         description="lakelog: the assignor this member asks for. Default: the broker's.")
+    isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
+        "read_uncommitted", alias="isolation.level",
+        description="Kafka's isolation.level: read_uncommitted (default) reads below the high watermark, open and "
+                    "aborted transactions included; read_committed reads below the last stable offset and no aborted "
+                    "record ('latest' is then the last stable offset). Neither returns transaction markers.")
 
 
 class CreateConsumerResponse(BaseModel):

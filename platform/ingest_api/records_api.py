@@ -4,8 +4,10 @@
   spread; a share whose partition another broker leads is forwarded to it;
 - ``POST /topics/{topic}/partitions/{p}`` and ``.../records``: one partition (the latter also takes an
   Arrow IPC stream);
-- ``GET /topics/{topic}/partitions/{p}/records``: records from an offset below the high watermark,
-  long-polling up to ``max_wait_ms``; JSON forms or Arrow IPC by ``Accept``.
+- ``GET /topics/{topic}/partitions/{p}/records``: records from an offset below the high watermark
+  (``isolation_level=read_committed``: below the last stable offset, no aborted records; never transaction
+  markers), long-polling up to ``max_wait_ms``; JSON forms or Arrow IPC by ``Accept``; the header
+  ``X-Lakelog-Next-Offset`` says where the next fetch starts (past markers the answer skipped).
 
 ``acks`` comes from the query parameter ``acks`` or the header ``X-Lakelog-Acks``
 (:mod:`lakelog.replication.acks`).
@@ -42,7 +44,9 @@ from lakelog.protocol.producer_headers import (
     ProducerBatch,
     producer_batch_from_headers,
 )
+from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
+from lakelog.replication.consumer_fetch import next_offset
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
@@ -95,9 +99,23 @@ _ARROW_BODY = {
     },
     "parameters": PRODUCER_HEADER_PARAMETERS,
 }
+_ISOLATION_LEVEL = ("Kafka's isolation.level: read_uncommitted (default) returns records below the high watermark, "
+                    "open and aborted transactions included; read_committed returns records below the last stable "
+                    "offset (the first offset of a still-open transaction) and no aborted record. Neither returns "
+                    "transaction markers.")
 _FETCH_RESPONSES = {
     200: {
-        "description": "Records from `offset`, below the high watermark, in offset order.",
+        "description": "Records from `offset`, below the high watermark (read_committed: below the last stable "
+                       "offset, without aborted records), in offset order; never transaction markers.",
+        "headers": {
+            NEXT_OFFSET_HEADER: {"description": "Where the next fetch of the partition starts: the last record's "
+                                                "offset + 1, or past transaction markers and aborted records the "
+                                                "answer skipped.", "schema": {"type": "integer", "minimum": 0}},
+            "X-Lakelog-High-Watermark": {"description": "The partition's high watermark.",
+                                         "schema": {"type": "integer", "minimum": 0}},
+            "X-Lakelog-Log-Start-Offset": {"description": "The partition's log start offset.",
+                                           "schema": {"type": "integer", "minimum": 0}},
+        },
         "content": {
             BINARY_V2: {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}},
             JSON_V2: {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ConsumerRecord"}}},
@@ -277,15 +295,17 @@ async def fetch(
                                     description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.")] = 1024 * 1024,
     max_wait_ms: Annotated[int | None, Query(ge=0, le=60_000,
                                              description="Long-poll when nothing is there. Default: fetch.max.wait.ms.")] = None,
+    isolation_level: Annotated[IsolationLevel, Query(description=_ISOLATION_LEVEL)] = "read_uncommitted",
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     fmt = codecs.fetch_format(accept)
     wait = broker.settings.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
     table, part = await broker.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=wait,
-                                     columns=codecs.FETCH_COLUMNS)
+                                     columns=codecs.FETCH_COLUMNS, isolation_level=isolation_level)
     body = await asyncio.to_thread(codecs.encode_records, table, fmt, topic=topic, partition=partition) \
         if table.num_rows > 5000 else codecs.encode_records(table, fmt, topic=topic, partition=partition)
     return Response(body, media_type=_FETCH_MEDIA[fmt], headers={
+        NEXT_OFFSET_HEADER: str(next_offset(table, offset)),
         "X-Lakelog-High-Watermark": str(part.log.high_watermark),
         "X-Lakelog-Log-Start-Offset": str(part.log.log_start_offset),
     })

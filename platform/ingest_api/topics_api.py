@@ -1,8 +1,9 @@
 """REST Proxy v2 metadata routes and lakelog's table locations.
 
 - ``GET /topics``, ``GET /topics/{topic}``, ``GET /topics/{topic}/partitions[/{p}[/offsets]]``: any broker
-  answers for the whole cluster (offsets come from each partition's leader); ``?timestamp_ms=`` on the
-  offsets route adds the first offset at or after a time (Kafka's ListOffsets by timestamp);
+  answers for the whole cluster (offsets, the last stable offset among them, come from each partition's
+  leader); ``?timestamp_ms=`` on the offsets route adds the first offset at or after a time (Kafka's
+  ListOffsets by timestamp);
 - ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table and high watermark on its
   leader, for direct readers (Spark);
 - ``GET /lakelog/v1/topics/{topic}/partitions/{p}/offset-for-timestamp``: the time lookup on the leader
@@ -23,6 +24,7 @@ from lakelog.log_tables.records import MAX_TIMESTAMP_MS
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition_views import (
     PartitionSummary,
+    leader_offsets,
     local_offset_for_timestamp,
     partition_log_info,
     partition_summary,
@@ -41,7 +43,7 @@ def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
         partition=s.partition, leader=s.leader, leader_epoch=s.leader_epoch,
         replicas=[models.ReplicaInfo(broker=r.broker, leader=r.leader, in_sync=r.in_sync) for r in s.replicas],
         log_start_offset=s.log_start_offset, lake_end_offset=s.lake_end_offset, log_end_offset=s.log_end_offset,
-        high_watermark=s.high_watermark)
+        high_watermark=s.high_watermark, last_stable_offset=s.last_stable_offset)
 
 
 async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]:
@@ -86,14 +88,16 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
 
 @router.get("/topics/{topic}/partitions/{partition}/offsets", response_model=models.PartitionOffsets,
             response_model_exclude_none=True, responses=ERRORS, tags=["v2 partitions"],
-            summary="Beginning (log start) and end (high watermark) offsets; with timestamp_ms, the offset of a time")
+            summary="Beginning (log start), end (high watermark) and last stable offsets; with timestamp_ms, the "
+                    "offset of a time")
 async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:
-    log_start, _, high_watermark = await broker.partition_offsets(topic, partition)
+    offsets = await leader_offsets(broker.replica_manager, topic, partition)
     found = None if timestamp_ms is None else await broker.offset_for_timestamp(topic, partition,
                                                                                 timestamp_ms=timestamp_ms)
-    return models.PartitionOffsets(beginning_offset=log_start, end_offset=high_watermark, offset_for_timestamp=found)
+    return models.PartitionOffsets(beginning_offset=offsets.log_start_offset, end_offset=offsets.high_watermark,
+                                   last_stable_offset=offsets.last_stable_offset, offset_for_timestamp=found)
 
 
 @router.get("/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",

@@ -21,8 +21,9 @@ import orjson
 import pyarrow as pa
 
 from lakelog.protocol import media_types
-from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
+from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.errors import RemoteError, error_from_response
+from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
 from lakelog.protocol.idempotent_producer import IdempotentProducer
 from lakelog.protocol.transaction_requests import TransactionRequests
 
@@ -44,9 +45,10 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     return out
 
 
-class LakelogClient(TransactionRequests):
+class LakelogClient(FetchRequests, TransactionRequests):
     """Synchronous client of one or more gateways; an idempotent producer by default. Producer ids and
-    transactions: the methods of :class:`~lakelog.protocol.transaction_requests.TransactionRequests`.
+    transactions: the methods of :class:`~lakelog.protocol.transaction_requests.TransactionRequests`; fetch:
+    those of :class:`~lakelog.protocol.fetch_requests.FetchRequests`.
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
@@ -210,7 +212,8 @@ class LakelogClient(TransactionRequests):
                              json={"partitions_count": partitions_count}).json()
 
     def partition_offsets(self, topic: str, partition: int, *, timestamp_ms: int | None = None) -> dict:
-        """``{"beginning_offset", "end_offset"}`` (log start offset, high watermark) of a partition, plus
+        """``{"beginning_offset", "end_offset", "last_stable_offset"}`` (log start offset, high watermark, the
+        first offset of an open transaction, at most the HW: read_committed's end) of a partition, plus
         ``offset_for_timestamp`` with ``timestamp_ms``: the first offset whose record timestamp is at or
         after it (ms since the epoch), the high watermark when none is (Kafka's ListOffsets by timestamp).
 
@@ -311,9 +314,11 @@ class LakelogClient(TransactionRequests):
         return self._request("GET", f"/lakelog/v1/consumers/{group}/members").json()
 
     def create_consumer(self, group: str, *, name: str | None = None, format: str = "binary",
-                        auto_offset_reset: str = "latest", auto_commit: bool = True,
-                        assignor: str | None = None, request_timeout_ms: int | None = None) -> "HttpConsumer":
-        """Create a REST Proxy v2 consumer instance in ``group`` (``POST /consumers/{group}``).
+                        auto_offset_reset: str = "latest", auto_commit: bool = True, assignor: str | None = None,
+                        request_timeout_ms: int | None = None,
+                        isolation_level: IsolationLevel | None = None) -> "HttpConsumer":
+        """Create a REST Proxy v2 consumer instance in ``group`` (``POST /consumers/{group}``); its
+        ``isolation.level`` is ``isolation_level`` (None: the default, read_uncommitted, as Kafka's).
 
         Returns an :class:`HttpConsumer` talking to the instance's ``base_uri`` (the broker that holds it).
         Raises :class:`GatewayError` (40902 when the name is taken, 42204 for a bad config).
@@ -326,29 +331,12 @@ class LakelogClient(TransactionRequests):
             body["partition.assignment.strategy"] = assignor
         if request_timeout_ms is not None:
             body["consumer.request.timeout.ms"] = request_timeout_ms
+        if isolation_level is not None:
+            body["isolation.level"] = isolation_level
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
                              headers={"Content-Type": media_types.V2}).json()
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
                             timeout_s=self.http.timeout.read or 60.0)
-
-    # -- fetch ----------------------------------------------------------------------------------
-
-    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
-              max_wait_ms: int = 0, form: str = "binary") -> list[dict]:
-        """Fetch JSON-form records (``form`` = ``binary`` or ``json``)."""
-        accept = media_types.BINARY_V2 if form == "binary" else media_types.JSON_V2
-        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
-                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
-                             headers={"Accept": accept})
-        return orjson.loads(resp.content)
-
-    def fetch_arrow(self, topic: str, partition: int, offset: int, *, max_bytes: int = 16 * 1024 * 1024,
-                    max_wait_ms: int = 0) -> pa.Table:
-        """Fetch records as an Arrow table (``offset``, ``timestamp``, ``key``, ``value``, ``headers``)."""
-        resp = self._request("GET", f"/topics/{topic}/partitions/{partition}/records",
-                             params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
-                             headers={"Accept": media_types.ARROW_STREAM})
-        return read_arrow_ipc(resp.content)
 
 
 class HttpConsumer:

@@ -7,10 +7,11 @@ parse that list back into them::
     GET /lakelog/v1/topics/orders/logs
     200 [{"topic": "orders", "partition": 0, "table_uri": "/data/logs/orders-0",
           "log_start_offset": 0, "lake_end_offset": 100, "log_end_offset": 120,
-          "high_watermark": 118, "leader_epoch": 3, "timestamp_type": 0}, ...]
+          "high_watermark": 118, "leader_epoch": 3, "timestamp_type": 0, "last_stable_offset": 118}, ...]
 
-Every field is required (no defaults), so a body parses the same whether it is read with this model or
-by the gateway. The model is immutable and checks the invariants a reader relies on (see
+Every field is required (no defaults) except ``last_stable_offset``, which is the high watermark when a
+body lacks it (a broker that knows no transactions), so a body parses the same whether it is read with
+this model or by the gateway. The model is immutable and checks the invariants a reader relies on (see
 :class:`PartitionLogInfo`).
 """
 
@@ -31,7 +32,8 @@ class PartitionLogInfo(BaseModel):
     JSON shape (all fields required)::
 
         {"topic": str, "partition": int, "table_uri": str, "log_start_offset": int, "lake_end_offset": int,
-         "log_end_offset": int, "high_watermark": int, "leader_epoch": int, "timestamp_type": int}
+         "log_end_offset": int, "high_watermark": int, "leader_epoch": int, "timestamp_type": int,
+         "last_stable_offset": int}
 
     Attributes:
         topic: topic name (Kafka's legal characters: ``[a-zA-Z0-9._-]``).
@@ -49,10 +51,15 @@ class PartitionLogInfo(BaseModel):
         leader_epoch: the leader's epoch when it answered.
         timestamp_type: 0 = CreateTime, 1 = LogAppendTime (the topic's ``message.timestamp.type``;
             see :attr:`lakelog.config.TopicConfig.timestamp_type_id`).
+        last_stable_offset: Kafka's LSO, the first offset of a still-open transaction, at most the high
+            watermark (the end of what read_committed readers see); the high watermark when absent. The
+            Delta table never holds records of open or aborted transactions, so ``lake_end_offset`` never
+            passes it.
 
     Raises:
         pydantic.ValidationError (a ``ValueError``): a field is missing or of the wrong type,
-        ``partition < 0``, not ``0 <= log_start_offset <= high_watermark``, or ``timestamp_type`` is
+        ``partition < 0``, not ``0 <= log_start_offset <= high_watermark``, not ``0 <= last_stable_offset <=
+        high_watermark``, or ``timestamp_type`` is
         neither 0 nor 1. Assigning to a field raises too (the model is frozen).
     """
 
@@ -67,6 +74,15 @@ class PartitionLogInfo(BaseModel):
     high_watermark: int
     leader_epoch: int
     timestamp_type: int = Field(description="0 = CreateTime, 1 = LogAppendTime")
+    last_stable_offset: int = Field(-1, description="First offset of an open transaction, at most the high "
+                                                    "watermark (absent: the high watermark)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_last_stable_offset(cls, data):
+        if isinstance(data, dict) and data.get("last_stable_offset") is None and "high_watermark" in data:
+            data = {**data, "last_stable_offset": data["high_watermark"]}
+        return data
 
     @model_validator(mode="after")
     def _check_offsets(self) -> "PartitionLogInfo":
@@ -75,6 +91,9 @@ class PartitionLogInfo(BaseModel):
         if self.log_start_offset < 0 or self.high_watermark < self.log_start_offset:
             raise ValueError(f"need 0 <= log_start_offset <= high_watermark, got "
                              f"{self.log_start_offset} and {self.high_watermark} for {self.topic}-{self.partition}")
+        if not 0 <= self.last_stable_offset <= self.high_watermark:
+            raise ValueError(f"need 0 <= last_stable_offset <= high_watermark, got {self.last_stable_offset} and "
+                             f"{self.high_watermark} for {self.topic}-{self.partition}")
         if self.timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {self.timestamp_type}")
         return self

@@ -5,10 +5,11 @@ A broker asks a partition's leader when it does not lead the partition itself:
 - :meth:`LeaderClient.produce`: a topic-level produce's share for a partition led elsewhere (Arrow IPC
   to ``POST /topics/{t}/partitions/{p}/records``, same ``acks``), as REST Proxy produces to every leader;
 - :meth:`LeaderClient.partition_offsets`: log start offset, lake end offset, LEO and HW
-  (``GET /topics/{t}/partitions/{p}``);
+  (``GET /topics/{t}/partitions/{p}``); :meth:`~LeaderClient.stable_offsets` with the last stable offset;
 - :meth:`LeaderClient.topic_log`: the partition's table location for direct readers
   (``GET /lakelog/v1/topics/{t}/logs?partition=``);
-- :meth:`LeaderClient.fetch`: records below the HW as Arrow (consumer instances on another broker);
+- :meth:`LeaderClient.fetch`: records below the HW (or the LSO, read_committed) as Arrow (consumer
+  instances on another broker);
 - :meth:`LeaderClient.replica_fetch` and :meth:`LeaderClient.epoch_end_offset`: a follower's replica
   fetch and KIP-101 OffsetsForLeaderEpoch (``/lakelog/v1/replica/...``);
 - :meth:`LeaderClient.coordinator_commit`, :meth:`~LeaderClient.coordinator_offsets`,
@@ -40,9 +41,12 @@ import httpx
 import pyarrow as pa
 
 import lakelog.log_tables.errors  # noqa: F401  (registers the log's errors for error_from_response)
+from lakelog.log_tables.fetch import READ_END_OFFSET_KEY
+from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import error_from_response
+from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError
@@ -123,15 +127,21 @@ class LeaderClient:
         Raises: LeaderNotAvailableError (also when the answer lacks offsets: the leader is moving), or
         what the leader answered.
         """
+        return (await self.stable_offsets(leader_url, topic, partition))[:4]
+
+    async def stable_offsets(self, leader_url: str, topic: str,
+                             partition: int) -> tuple[int, int, int, int, int]:
+        """:meth:`partition_offsets` plus the leader's last stable offset (Kafka's LSO: the first offset of a
+        still-open transaction, at most the HW; the HW when the leader answers none)."""
         resp = await self._call("GET", f"{leader_url}/topics/{topic}/partitions/{partition}",
                                 what=f"{topic}-{partition}", timeout=5.0)
         body = resp.json()
         if body.get("high_watermark") is None:
             raise LeaderNotAvailableError(f"The leader of {topic}-{partition} at {leader_url} does not know its "
                                           "offsets yet; retry.")
-        lake_end = body.get("lake_end_offset")
-        return (int(body["log_start_offset"]), int(body["high_watermark"] if lake_end is None else lake_end),
-                int(body["log_end_offset"]), int(body["high_watermark"]))
+        hw, lake_end, lso = int(body["high_watermark"]), body.get("lake_end_offset"), body.get("last_stable_offset")
+        return (int(body["log_start_offset"]), hw if lake_end is None else int(lake_end),
+                int(body["log_end_offset"]), hw, hw if lso is None else int(lso))
 
     async def offset_for_timestamp(self, leader_url: str, topic: str, partition: int, *, timestamp_ms: int) -> int:
         """The leader's first offset whose timestamp is >= ``timestamp_ms`` (its high watermark when none).
@@ -149,17 +159,22 @@ class LeaderClient:
         return resp.json()[0]
 
     async def fetch(self, leader_url: str, topic: str, partition: int, *, offset: int, max_bytes: int,
-                    max_wait_ms: int = 0) -> pa.Table:
-        """Records from ``offset`` below the leader's HW (columns ``offset``, ``timestamp`` (ms, UTC),
-        ``key``, ``value``, ``headers``).
+                    max_wait_ms: int = 0, isolation_level: IsolationLevel = "read_uncommitted") -> pa.Table:
+        """Records from ``offset`` below the leader's HW (read_committed: below its LSO, without aborted
+        records; Kafka's ``isolation.level``), columns ``offset``, ``timestamp`` (ms, UTC), ``key``,
+        ``value``, ``headers``. Where the read ended (past dropped transaction markers) is in the table's
+        schema metadata as the leader's own read says it (:func:`lakelog.log_tables.fetch.read_end_offset`).
 
         Raises: LeaderNotAvailableError, OffsetOutOfRangeError, NotLeaderError, UnknownTopicError, ...
         """
         resp = await self._call(
             "GET", f"{leader_url}/topics/{topic}/partitions/{partition}/records", what=f"{topic}-{partition}",
-            params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms},
+            params={"offset": offset, "max_bytes": max_bytes, "max_wait_ms": max_wait_ms,
+                    "isolation_level": isolation_level},
             headers={"Accept": media_types.ARROW_STREAM}, timeout=max_wait_ms / 1000.0 + 30)
-        return read_arrow_ipc(resp.content)
+        table = read_arrow_ipc(resp.content)
+        end = resp.headers.get(NEXT_OFFSET_HEADER)
+        return table if end is None else table.replace_schema_metadata({READ_END_OFFSET_KEY: end.encode()})
 
     async def replica_fetch(self, leader_url: str, topic: str, partition: int, *, replica_id: int,
                             leader_epoch: int, offset: int, max_bytes: int, max_wait_ms: int) -> ReplicaFetchResult:

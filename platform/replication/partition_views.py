@@ -8,9 +8,10 @@ leads, else asked of the leader through the :class:`~lakelog.replication.leader_
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from lakelog.errors import LakelogError
+from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import NotLeaderError
 from lakelog.replication.replica_manager import ReplicaManager
@@ -26,8 +27,51 @@ async def partition_offsets(rm: ReplicaManager, topic: str, partition: int) -> t
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError (no live or reachable
         leader, or it does not know its offsets yet), NotLeaderError (leadership moved again).
     """
-    start, _, leo, hw = await _leader_offsets(rm, topic, partition)
-    return start, leo, hw
+    offsets = await leader_offsets(rm, topic, partition)
+    return offsets.log_start_offset, offsets.log_end_offset, offsets.high_watermark
+
+
+@dataclass(frozen=True)
+class LeaderOffsets:
+    """A partition's offsets as its leader has them.
+
+    Attributes:
+        log_start_offset: first offset still in the log.
+        lake_end_offset: first offset not in the Delta table yet (at most the high watermark).
+        log_end_offset: the offset the next record gets (LEO).
+        high_watermark: first offset not yet replicated to the ISR (read_uncommitted consumers read below it).
+        last_stable_offset: Kafka's LSO, the first offset of a still-open transaction, at most the high
+            watermark (read_committed consumers read below it; ListOffsets latest with READ_COMMITTED).
+    """
+
+    log_start_offset: int
+    lake_end_offset: int
+    log_end_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    def end_offset(self, isolation_level: IsolationLevel) -> int:
+        """Where a consumer with Kafka's ``isolation.level`` may read up to (exclusive): the high watermark
+        (read_uncommitted) or the last stable offset (read_committed), as Kafka's ListOffsets latest."""
+        return self.last_stable_offset if isolation_level == "read_committed" else self.high_watermark
+
+
+async def leader_offsets(rm: ReplicaManager, topic: str, partition: int) -> LeaderOffsets:
+    """A partition's :class:`LeaderOffsets` (with the last stable offset), from its leader: read locally
+    when this broker leads the partition, else asked of the leader.
+
+    Raises:
+        as :func:`partition_offsets`.
+    """
+    try:
+        log = (await rm.leader_partition(topic, partition)).log
+    except NotLeaderError as e:
+        if not e.leader_url:
+            raise
+        return LeaderOffsets(*await rm.leader_client.stable_offsets(e.leader_url, topic, partition))
+    hw = log.high_watermark
+    return LeaderOffsets(log.log_start_offset, min(log.lake_end_offset, hw), log.log_end_offset, hw,
+                         min(log.last_stable_offset, hw))
 
 
 async def offset_for_timestamp(rm: ReplicaManager, topic: str, partition: int, *, timestamp_ms: int) -> int:
@@ -58,18 +102,6 @@ async def local_offset_for_timestamp(rm: ReplicaManager, topic: str, partition: 
     return await asyncio.to_thread(log.offset_for_timestamp, timestamp_ms)
 
 
-async def _leader_offsets(rm: ReplicaManager, topic: str, partition: int) -> tuple[int, int, int, int]:
-    """``(log_start_offset, lake_end_offset, log_end_offset, high_watermark)`` from the leader."""
-    try:
-        log = (await rm.leader_partition(topic, partition)).log
-    except NotLeaderError as e:
-        if not e.leader_url:
-            raise
-        return await rm.leader_client.partition_offsets(e.leader_url, topic, partition)
-    hw = log.high_watermark
-    return log.log_start_offset, min(log.lake_end_offset, hw), log.log_end_offset, hw
-
-
 @dataclass(frozen=True)
 class ReplicaSummary:
     """One replica of a partition: its broker, whether it leads, whether it is in the ISR."""
@@ -82,7 +114,8 @@ class ReplicaSummary:
 @dataclass(frozen=True)
 class PartitionSummary:
     """A partition as REST Proxy v2 describes it, plus lakelog's leader epoch and offsets (the lake end
-    offset: the first offset not in the Delta table yet).
+    offset: the first offset not in the Delta table yet; the last stable offset: the first offset of a
+    still-open transaction, at most the high watermark).
 
     The offsets are None when the leader is moving or unreachable."""
 
@@ -94,6 +127,7 @@ class PartitionSummary:
     lake_end_offset: int | None = None
     log_end_offset: int | None = None
     high_watermark: int | None = None
+    last_stable_offset: int | None = None
 
 
 async def partition_summary(rm: ReplicaManager, topic: str, partition: int, replicas: list[int]) -> PartitionSummary:
@@ -103,16 +137,15 @@ async def partition_summary(rm: ReplicaManager, topic: str, partition: int, repl
         UnknownTopicError, UnknownPartitionError (from ZooKeeper); offsets that cannot be had are None.
     """
     state = await rm.cache.partition_state(topic, partition)
-    offsets: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)
+    offsets: dict[str, int] = {}
     if state.leader >= 0:
         try:
-            offsets = await _leader_offsets(rm, topic, partition)
+            offsets = asdict(await leader_offsets(rm, topic, partition))
         except LakelogError:  # the leader is moving or unreachable: offsets stay unknown
             pass
     return PartitionSummary(
         partition=partition, leader=state.leader, leader_epoch=state.leader_epoch,
-        replicas=[ReplicaSummary(b, b == state.leader, b in state.isr) for b in replicas],
-        log_start_offset=offsets[0], lake_end_offset=offsets[1], log_end_offset=offsets[2], high_watermark=offsets[3])
+        replicas=[ReplicaSummary(b, b == state.leader, b in state.isr) for b in replicas], **offsets)
 
 
 async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> PartitionLogInfo:
@@ -134,4 +167,5 @@ async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> 
                             lake_end_offset=min(part.log.lake_end_offset, part.log.high_watermark),
                             log_end_offset=part.log.log_end_offset,
                             high_watermark=part.log.high_watermark, leader_epoch=part.leader_epoch,
+                            last_stable_offset=min(part.log.last_stable_offset, part.log.high_watermark),
                             timestamp_type=meta.config.timestamp_type_id)

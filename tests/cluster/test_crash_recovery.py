@@ -147,7 +147,7 @@ def test_acknowledged_records_survive_kill_9_at_their_offsets(broker_factory, zk
     for p, records in logs.items():
         # dense offsets 0..N-1, and the offsets endpoint agrees
         assert [r["offset"] for r in records] == list(range(len(records))), f"gap or reuse in partition {p}"
-        assert ends[p] == {"beginning_offset": 0, "end_offset": len(records)}
+        assert ends[p] == {"beginning_offset": 0, "end_offset": len(records), "last_stable_offset": len(records)}
         for r in records:
             rid = base64.b64decode(r["value"]).decode()
             assert rid in sent, f"record {rid!r} was never sent"

@@ -81,7 +81,7 @@ def test_reset_offsets(client, topic_name, zk_client, broker):
     assert client.committed_offsets(group)[0]["offset"] == 5
     # the same lookup as a partition's offsets (Kafka's ListOffsets by timestamp), and on the leader itself
     assert client.partition_offsets(topic_name, 0, timestamp_ms=middle_ms) == {
-        "beginning_offset": 0, "end_offset": 8, "offset_for_timestamp": 5}
+        "beginning_offset": 0, "end_offset": 8, "last_stable_offset": 8, "offset_for_timestamp": 5}
     assert client.partition_offsets(topic_name, 0, timestamp_ms=0)["offset_for_timestamp"] == 0
     assert client.partition_offsets(topic_name, 0, timestamp_ms=int(time.time() * 1000) + 60_000)[
         "offset_for_timestamp"] == 8  # none that new: the high watermark

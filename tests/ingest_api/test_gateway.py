@@ -400,8 +400,10 @@ def test_topic_and_partition_metadata(api, http):
     parts = http.get(f"/topics/{name}/partitions").json()
     assert parts == info["partitions"]
     assert http.get(f"/topics/{name}/partitions/1").json() == p1
-    assert http.get(f"/topics/{name}/partitions/0/offsets").json() == {"beginning_offset": 0, "end_offset": 0}
-    assert http.get(f"/topics/{name}/partitions/1/offsets").json() == {"beginning_offset": 0, "end_offset": 2}
+    assert http.get(f"/topics/{name}/partitions/0/offsets").json() == {
+        "beginning_offset": 0, "end_offset": 0, "last_stable_offset": 0}
+    assert http.get(f"/topics/{name}/partitions/1/offsets").json() == {
+        "beginning_offset": 0, "end_offset": 2, "last_stable_offset": 2}
 
     logs = api.topic_logs(name)
     assert [(l["partition"], l["log_end_offset"], l["high_watermark"]) for l in logs] == [(0, 0, 0), (1, 2, 2)]
@@ -460,7 +462,7 @@ def test_v3_topic_create_list_get_delete_and_recreate(api, http):
 
     # the same name again: a new, empty log starting at offset 0
     api.create_topic(name, partitions=2)
-    assert api.partition_offsets(name, 0) == {"beginning_offset": 0, "end_offset": 0}
+    assert api.partition_offsets(name, 0) == {"beginning_offset": 0, "end_offset": 0, "last_stable_offset": 0}
     assert fetch_all(http, name, 0) == []
     resp = post(http, f"/topics/{name}/partitions/0", {"records": [{"value": b64(b"new")}]}, BINARY)
     assert resp.json()["offsets"][0]["offset"] == 0

@@ -347,7 +347,7 @@ def test_fail_on_data_loss(lakelog_spark, broker, client, create_topic, topic_na
     broker.stop()
     DeltaTable(table_uri).delete("offset < 25")
     broker.start()
-    assert client.partition_offsets(t, 0) == {"beginning_offset": 25, "end_offset": 30}
+    assert client.partition_offsets(t, 0) == {"beginning_offset": 25, "end_offset": 30, "last_stable_offset": 30}
 
     # batch: the driver sees that the offsets asked for are gone
     start10 = f'{{"{t}": {{"0": 10}}}}'

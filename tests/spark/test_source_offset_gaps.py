@@ -96,7 +96,7 @@ def test_a_task_reads_a_gapped_range_from_delta_and_from_the_leader(broker, clie
     broker.stop()
     DeltaTable(uri).delete("offset < 10")
     broker.start()
-    assert client.partition_offsets(t, 0) == {"beginning_offset": 10, "end_offset": 60}
+    assert client.partition_offsets(t, 0) == {"beginning_offset": 10, "end_offset": 60, "last_stable_offset": 60}
     after = [o for o in remaining if o >= 10]
     for fetch_ in (None, fetch):
         part = OffsetRangePartition(t, 0, uri, 5, 60, lake_end_offset=None if fetch_ is None else 0)
@@ -202,7 +202,7 @@ def test_fail_on_data_loss_after_retention_of_a_compacted_topic(lakelog_spark, b
     kept = compact_range(uri, 40, 49, keep=[40, 43, 47])  # the first record stays: the log starts at 40
     DeltaTable(uri).delete("offset < 40")
     broker.start()
-    assert client.partition_offsets(t, 0) == {"beginning_offset": 40, "end_offset": 60}
+    assert client.partition_offsets(t, 0) == {"beginning_offset": 40, "end_offset": 60, "last_stable_offset": 60}
     remaining = kept + list(range(50, 60))
 
     # batch: the driver names the lost offsets (not the gaps)
