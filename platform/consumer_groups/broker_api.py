@@ -15,6 +15,7 @@ the broker's pieces without importing the composition root (``lakelog.broker``, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -22,7 +23,9 @@ from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.partition_views import LeaderOffsets
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 
 
@@ -32,6 +35,11 @@ class ReplicaLog(Protocol):
     @property
     def high_watermark(self) -> int:
         """First offset not yet replicated to the ISR: consumers see offsets below it."""
+        ...
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of a still-open transaction, at most the HW: read_committed consumers see offsets below it."""
         ...
 
 
@@ -50,6 +58,11 @@ class LocalReplica(Protocol):
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:
         """Return once the high watermark passes ``offset`` or after ``timeout_s`` seconds."""
+        ...
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Return ``condition()`` once it holds (re-checked when the high watermark or the role moves) or
+        after ``timeout_s`` seconds."""
         ...
 
 
@@ -74,8 +87,11 @@ class ConsumerBroker(Protocol):
         ...
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-                    columns: list[str] | None = None) -> tuple[pa.Table, Any]:
-        """Records from ``offset`` below the HW of a partition this broker leads: ``(table, replica)``.
+                    columns: list[str] | None = None,
+                    isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Any]:
+        """Records from ``offset`` below the HW (read_committed: below the LSO, no aborted records) of a
+        partition this broker leads: ``(table, replica)``; the next offset is
+        :func:`lakelog.replication.consumer_fetch.next_offset` of the table.
 
         Raises: ``NotLeaderError`` (with ``leader_url``), ``LeaderNotAvailableError``,
         ``OffsetOutOfRangeError``, ``UnknownTopicError``, ``UnknownPartitionError``.
@@ -88,6 +104,10 @@ class ConsumerBroker(Protocol):
 
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """``(log_start_offset, log_end_offset, high_watermark)`` from the partition's leader, wherever it is."""
+        ...
+
+    async def leader_offsets(self, topic: str, partition: int) -> LeaderOffsets:
+        """The partition's offsets with its last stable offset, from its leader wherever it is."""
         ...
 
     async def group_generation(self, group: str) -> int | None:

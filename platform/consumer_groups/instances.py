@@ -28,6 +28,8 @@ from lakelog.consumer_groups.errors import InvalidConsumerInstanceNameError, Inv
 
 EmbeddedFormat = Literal["binary", "json"]
 OffsetReset = Literal["earliest", "latest"]
+#: Kafka's consumer ``isolation.level`` (:data:`lakelog.log_tables.transaction_index.IsolationLevel`).
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
 #: Kafka's ``auto.commit.interval.ms`` default: with auto commit, positions are committed on a
 #: records request at most this often (and always on revocation and close).
@@ -86,6 +88,10 @@ class ConsumerInstance:
         fetch_min_bytes: a records request returns once it has this many bytes (or at its timeout).
         request_timeout_ms: default ``timeout`` of a records request (``consumer.request.timeout.ms``).
         assignor: the ``partition.assignment.strategy`` it asks the group for.
+        isolation_level: Kafka's ``isolation.level``: ``read_uncommitted`` (Kafka's default) reads below the
+            high watermark, open and aborted transactions included; ``read_committed`` below the last
+            stable offset, no aborted records ("latest" is then the last stable offset). Neither reads
+            transaction markers; positions move past them.
     """
 
     group: str
@@ -96,6 +102,7 @@ class ConsumerInstance:
     fetch_min_bytes: int = 1
     request_timeout_ms: int = 1000
     assignor: str = "range"
+    isolation_level: IsolationLevel = "read_uncommitted"
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # subscription: explicit topics, a pattern, or a manual assignment (mutually exclusive)
     topics: list[str] | None = None

@@ -32,7 +32,8 @@ from lakelog.consumer_groups.errors import (
     IllegalConsumerStateError,
     InvalidConsumerConfigError,
 )
-from lakelog.consumer_groups.instances import ConsumerInstance, validate_group_id, validate_instance_name
+from lakelog.consumer_groups.instances import (ConsumerInstance, IsolationLevel, validate_group_id,
+                                               validate_instance_name)
 from lakelog.consumer_groups.membership import GroupMembership
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult, RecordPoller
@@ -103,12 +104,14 @@ class ConsumerManager:
 
     async def create(self, group: str, *, name: str, format: str = "binary", auto_offset_reset: str = "latest",
                      auto_commit: bool = True, fetch_min_bytes: int = 1, request_timeout_ms: int = 1000,
-                     assignor: str | None = None) -> ConsumerInstance:
-        """Create instance ``name`` of ``group`` (REST Proxy ``POST /consumers/{group}``).
+                     assignor: str | None = None,
+                     isolation_level: IsolationLevel = "read_uncommitted") -> ConsumerInstance:
+        """Create instance ``name`` of ``group`` (REST Proxy ``POST /consumers/{group}``) reading with Kafka's
+        ``isolation.level`` ``isolation_level`` (``read_uncommitted`` or ``read_committed``).
 
         Raises:
             ConsumerAlreadyExistsError: the name is taken in the group, on any broker (409 / 40902).
-            InvalidConsumerConfigError: a bad format, reset policy or assignor (422 / 42204).
+            InvalidConsumerConfigError: a bad format, reset policy, isolation level or assignor (422 / 42204).
             InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
             InvalidConsumerInstanceNameError: a name outside REST Proxy's characters, or ``.`` / ``..``
                 (422 / 42209).
@@ -121,6 +124,9 @@ class ConsumerManager:
         if auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConsumerConfigError(f"Invalid consumer configuration: auto.offset.reset "
                                              f"{auto_offset_reset!r}; use earliest or latest.")
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidConsumerConfigError(f"Invalid consumer configuration: isolation.level {isolation_level!r}; "
+                                             f"use read_uncommitted or read_committed.")
         chosen = get_assignor(assignor).name if assignor else self.default_assignor
         if (group, name) in self._instances:
             raise ConsumerAlreadyExistsError(
@@ -128,7 +134,8 @@ class ConsumerManager:
                 f"instance '{name}' of group '{group}'.")
         inst = ConsumerInstance(group=group, name=name, format=format, auto_offset_reset=auto_offset_reset,  # type: ignore[arg-type]
                                 auto_commit=auto_commit, fetch_min_bytes=fetch_min_bytes,
-                                request_timeout_ms=request_timeout_ms, assignor=chosen)
+                                request_timeout_ms=request_timeout_ms, assignor=chosen,
+                                isolation_level=isolation_level)
         self._instances[(group, name)] = inst
         try:
             await asyncio.to_thread(self.membership.register_instance, group, name,
@@ -302,9 +309,11 @@ class ConsumerManager:
         inst.notify()
 
     async def seek_to(self, inst: ConsumerInstance, partitions: list[TopicPartition], *, end: bool) -> None:
-        """Seek to the log start offsets (``end=False``) or the high watermarks (``end=True``)."""
+        """Seek to the log start offsets (``end=False``) or the ends (``end=True``: the high watermarks, the last
+        stable offsets with read_committed), as Kafka's ``seekToBeginning`` / ``seekToEnd``."""
         self._check_owned(inst, partitions)
-        for tp, (start, stop) in (await self.offsets.bounds(partitions)).items():
+        ends = await self.offsets.bounds(partitions, isolation_level=inst.isolation_level)
+        for tp, (start, stop) in ends.items():
             inst.positions[tp] = stop if end else start
         inst.notify()
 

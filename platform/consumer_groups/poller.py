@@ -15,6 +15,10 @@ Kafka consumer semantics kept:
   after retention, or past the high watermark);
 - offsets have gaps where compaction removed records: a position inside one reads the next records,
   positions move to the last offset returned + 1, and past a gap that reaches the high watermark;
+- ``isolation.level`` (KIP-98): read_committed reads below the last stable offset and no aborted records;
+  transaction markers are never returned, and positions move past them (and past aborted records) to
+  where the read ended (:func:`~lakelog.replication.consumer_fetch.next_offset`), so a position reaches the
+  log end after a transaction's commit marker;
 - partitions whose leader moved, has no live leader or whose topic was deleted are skipped for the
   round (logged) as a Kafka consumer's poll does, other errors end the request;
 - partitions are rotated between requests, so a busy partition cannot starve the others;
@@ -32,12 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.consumer_groups.assignors import TopicPartition
-from lakelog.consumer_groups.broker_api import ConsumerBroker
+from lakelog.consumer_groups.broker_api import ConsumerBroker, LocalReplica
 from lakelog.consumer_groups.errors import IllegalConsumerStateError
 from lakelog.consumer_groups.instances import ConsumerInstance
 from lakelog.consumer_groups.positions import InstanceOffsets
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.schema import FETCH_COLUMNS
+from lakelog.replication.consumer_fetch import next_offset
 from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 
 log = logging.getLogger(__name__)
@@ -145,7 +150,7 @@ class RecordPoller:
                         continue  # rebalanced while reading: drop this round (positions stay), see above
                     for part in round_:
                         tp = (part.topic, part.partition)
-                        inst.positions[tp] = int(part.records["offset"][-1].as_py()) + 1
+                        inst.positions[tp] = next_offset(part.records, inst.positions[tp])
                         total += record_bytes(part.records)
                         read.append(part)
                 remaining = deadline - time.monotonic()
@@ -193,27 +198,32 @@ class RecordPoller:
 
         A fetch from inside a gap (compaction keeps the latest record per key; offsets never change)
         returns the records after it. When a local read finds no record at all between ``offset`` and
-        the high watermark it saw (the gap reaches the end of the log, e.g. removed tombstones), the
-        answer is that high watermark, the position to go on from: as a Kafka consumer's position moves
-        past batches without records for it, and a poll does not keep re-reading the gap until its
-        timeout (the high watermark already lies past the position, so waiting for it returns at once).
+        the end it saw (the high watermark; read_committed: the last stable offset) (the gap reaches the
+        end of the log, e.g. removed tombstones), the answer is that end, the position to go on from: as
+        a Kafka consumer's position moves past batches without records for it, and a poll does not keep
+        re-reading the gap until its timeout (the end already lies past the position, so waiting for it
+        returns at once). A read of transaction markers or aborted records only answers where it ended.
         """
+        level = inst.isolation_level
         try:
             try:
                 local = self.broker.local_partition(*tp)
-                hw = local.log.high_watermark if local is not None and local.role == "leader" else None
+                end = _readable_end(local, level) if local is not None and local.role == "leader" else None
                 table, part = await self.broker.fetch(tp[0], tp[1], offset, max_bytes=max_bytes, max_wait_ms=0,
-                                                      columns=FETCH_COLUMNS)
-                if table.num_rows == 0 and hw is not None and hw > offset and part is local:
-                    return hw  # the read (of a view taken after `hw` was seen) found nothing below it
+                                                      columns=FETCH_COLUMNS, isolation_level=level)
+                if table.num_rows == 0 and next_offset(table, offset) > offset:
+                    return next_offset(table, offset)  # only markers (or aborted records) were there
+                if table.num_rows == 0 and end is not None and end > offset and part is local:
+                    return end  # the read (of a view taken after `end` was seen) found nothing below it
                 return table
             except NotLeaderError as e:
                 if not e.leader_url:
                     raise
                 # raises the leader's own error: OffsetOutOfRangeError, NotLeaderError (moved again),
                 # UnknownTopicError, ...; LeaderNotAvailableError when it does not answer
-                return await self.broker.leader_client.fetch(e.leader_url, tp[0], tp[1], offset=offset,
-                                                             max_bytes=max_bytes, max_wait_ms=0)
+                table = await self.broker.leader_client.fetch(e.leader_url, tp[0], tp[1], offset=offset,
+                                                              max_bytes=max_bytes, max_wait_ms=0, isolation_level=level)
+                return next_offset(table, offset) if table.num_rows == 0 else table
         except OffsetOutOfRangeError:
             # Kafka: an out-of-range position is reset by auto.offset.reset
             if tp in inst.owned and inst.positions.get(tp) == offset:
@@ -230,13 +240,22 @@ class RecordPoller:
             if part is None or part.role != "leader":
                 remote = True
                 continue
-            waits.append(asyncio.ensure_future(part.wait_for_records(inst.positions[tp], timeout_s)))
+            position, level = inst.positions[tp], inst.isolation_level
+            waits.append(asyncio.ensure_future(part.wait_until(
+                lambda part=part, position=position: _readable_end(part, level) > position, timeout_s)))
         try:
             await asyncio.wait(waits, timeout=min(timeout_s, REMOTE_POLL_INTERVAL_S) if remote else timeout_s,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waits:
                 w.cancel()
+
+
+def _readable_end(part: LocalReplica, isolation_level: str) -> int:
+    """The end of what an instance with ``isolation_level`` reads of a local replica now: its high
+    watermark, or (read_committed) its last stable offset."""
+    hw = part.log.high_watermark
+    return min(part.log.last_stable_offset, hw) if isolation_level == "read_committed" else hw
 
 
 def record_bytes(table: pa.Table) -> int:

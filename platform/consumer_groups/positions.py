@@ -2,9 +2,11 @@
 
 :class:`InstanceOffsets` is shared by the consumer manager, the records poller and the rebalancer:
 
-- partition bounds (log start offset, high watermark) from each partition's leader;
+- partition bounds (log start offset, high watermark or, read_committed, last stable offset) from each
+  partition's leader;
 - initial positions of newly assigned partitions: the group's committed offset, else
-  ``auto.offset.reset`` (Kafka's consumer: also when the committed offset is out of range);
+  ``auto.offset.reset`` (Kafka's consumer: also when the committed offset is out of range; "latest" is the
+  last stable offset for a read_committed instance);
 - offset commits to the group's coordinator (``__consumer_offsets``, wherever its leader is), fenced by
   the group generation (Kafka's ``OffsetCommit`` with ``generationId``), and auto commits that only log a
   failure.
@@ -22,6 +24,8 @@ from lakelog.consumer_groups.errors import IllegalGenerationError
 from lakelog.consumer_groups.instances import ConsumerInstance
 from lakelog.consumer_groups.offset_records import offsets_of
 from lakelog.consumer_groups.offset_records import CommittedOffset
+from lakelog.log_tables.transaction_index import IsolationLevel
+from lakelog.replication.partition_views import LeaderOffsets
 
 log = logging.getLogger(__name__)
 
@@ -40,33 +44,40 @@ class InstanceOffsets:
     def __init__(self, broker: ConsumerBroker) -> None:
         self.broker = broker
 
-    async def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        """``(log start offset, high watermark)`` of each partition, from its leader (asked concurrently).
+    async def bounds(self, partitions: Iterable[TopicPartition], *,
+                     isolation_level: IsolationLevel = "read_uncommitted") -> dict[TopicPartition, tuple[int, int]]:
+        """``(log start offset, end)`` of each partition, from its leader (asked concurrently); the end is the
+        high watermark, or with ``read_committed`` the last stable offset (Kafka's ListOffsets latest).
 
         Raises: ``UnknownTopicError``, ``UnknownPartitionError``, ``LeaderNotAvailableError``, ``NotLeaderError``.
         """
+        return {tp: (o.log_start_offset, o.end_offset(isolation_level))
+                for tp, o in (await self._offsets(partitions)).items()}
+
+    async def _offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderOffsets]:
         tps = sorted(partitions)
-        offsets = await asyncio.gather(*(self.broker.partition_offsets(*tp) for tp in tps))
-        return {tp: (start, hw) for tp, (start, _, hw) in zip(tps, offsets)}
+        return dict(zip(tps, await asyncio.gather(*(self.broker.leader_offsets(*tp) for tp in tps))))
 
     async def reset_position(self, inst: ConsumerInstance, tp: TopicPartition) -> int:
-        """The position ``auto.offset.reset`` gives: the log start offset (``earliest``) or the high
-        watermark (``latest``)."""
-        start, _, hw = await self.broker.partition_offsets(*tp)
-        return start if inst.auto_offset_reset == "earliest" else hw
+        """The position ``auto.offset.reset`` gives: the log start offset (``earliest``) or the end
+        (``latest``: the high watermark, the last stable offset with read_committed)."""
+        offsets = await self.broker.leader_offsets(*tp)
+        return offsets.log_start_offset if inst.auto_offset_reset == "earliest" else offsets.end_offset(
+            inst.isolation_level)
 
     async def initial_positions(self, inst: ConsumerInstance,
                                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Where ``inst`` starts reading ``partitions``: the group's committed offset when it lies between
-        the log start offset and the high watermark, else ``auto.offset.reset``."""
+        the log start offset and the high watermark, else ``auto.offset.reset`` (see :meth:`reset_position`)."""
         committed = {(c.topic, c.partition): c.offset for c in await self.broker.coordinator.committed(inst.group)}
         out = {}
-        for tp, (start, end) in (await self.bounds(partitions)).items():
+        for tp, o in (await self._offsets(partitions)).items():
             c = committed.get(tp)
-            if c is not None and start <= c <= end:
+            if c is not None and o.log_start_offset <= c <= o.high_watermark:
                 out[tp] = c
             else:
-                out[tp] = start if inst.auto_offset_reset == "earliest" else end
+                out[tp] = o.log_start_offset if inst.auto_offset_reset == "earliest" else o.end_offset(
+                    inst.isolation_level)
         return out
 
     async def commit(self, group: str, offsets: OffsetCommits, generation: int | None) -> None:

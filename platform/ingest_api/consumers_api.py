@@ -1,8 +1,9 @@
 """Confluent REST Proxy v2 consumer instances over HTTP (same paths, bodies, content types and errors).
 
 - ``POST /consumers/{group}``: create an instance (``name``, ``format`` binary|json, ``auto.offset.reset``,
-  ``auto.commit.enable``, ``fetch.min.bytes``, ``consumer.request.timeout.ms``; lakelog also takes
-  ``partition.assignment.strategy`` range|roundrobin|sticky) -> ``{"instance_id", "base_uri"}``;
+  ``auto.commit.enable``, ``fetch.min.bytes``, ``consumer.request.timeout.ms``, Kafka's ``isolation.level``
+  read_uncommitted|read_committed; lakelog also takes ``partition.assignment.strategy``
+  range|roundrobin|sticky) -> ``{"instance_id", "base_uri"}``;
 - ``DELETE /consumers/{group}/instances/{instance}``: close it (204);
 - ``POST|GET|DELETE .../subscription``: ``{"topics": [...]}`` or ``{"topic_pattern": "regex"}``;
 - ``POST|GET .../assignments``: manual assignment ``{"partitions": [{"topic", "partition"}]}``;
@@ -119,7 +120,8 @@ async def create_instance(group: GroupName, body: CreateConsumerRequest, request
     await consumers.create(
         group, name=name, format=body.format, auto_offset_reset=body.auto_offset_reset,
         auto_commit=body.auto_commit_enable, fetch_min_bytes=body.fetch_min_bytes,
-        request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy)
+        request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy,
+        isolation_level=body.isolation_level)
     base = str(request.base_url).rstrip("/")
     path = f"/consumers/{quote(group, safe='')}/instances/{quote(name, safe=':@')}"  # any group id: quoted
     return KafkaV2Response({"instance_id": name, "base_uri": base + path})
