@@ -270,6 +270,28 @@ def run_phase(kind: str, pair: int, *, args, broker: Broker, admin: httpx.Client
     return phase
 
 
+def append_reference(admin: httpx.Client, cluster_id: str, requests: int) -> list[float]:
+    """Milliseconds of ``requests`` one-record Arrow produce requests (acks=all) sent one after the other to
+    a fresh 1-partition topic: what one append costs here, HTTP included. The coordinator's writes to
+    ``__transaction_state`` and the markers are appends of the same kind (without the HTTP)."""
+    topic = "bench-tx-append"
+    resp = admin.post(f"/v3/clusters/{cluster_id}/topics",
+                      json={"topic_name": topic, "partitions_count": 1, "replication_factor": 1})
+    if resp.status_code != 201:
+        raise RuntimeError(f"creating topic {topic}: HTTP {resp.status_code} {resp.text[:300]}")
+    body = arrow_body(np.random.default_rng(0), 1, 100, 0).content
+    headers = {"Content-Type": ARROW_STREAM}
+    out = []
+    for i in range(requests + 20):  # the first 20: warm-up
+        t0 = time.perf_counter()
+        resp = admin.post(f"/topics/{topic}/partitions/0/records", content=body, headers=headers)
+        if resp.status_code != 200:
+            raise RuntimeError(f"produce to {topic}: HTTP {resp.status_code} {resp.text[:300]}")
+        if i >= 20:
+            out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 # -- report -------------------------------------------------------------------------------------
 
 def pct(values: list[float], q: float) -> float:
@@ -280,7 +302,8 @@ def verdict(ok: bool) -> str:
     return f"[{'green' if ok else 'red'}]{'met' if ok else 'MISSED'}[/]"
 
 
-def report(phases: list[Phase], args, load: tuple[float, float, float], broker_pid: int) -> None:
+def report(phases: list[Phase], args, load: tuple[float, float, float], broker_pid: int,
+           append_ms: list[float]) -> None:
     table = Table(title=f"idempotent vs transactional produce, one broker: {args.producers} producer(s) sending {args.send}ly, "
                         f"{args.records_per_transaction:,} records per round over {PARTITIONS} partitions "
                         f"({' + '.join(map(str, split(args.records_per_transaction, PARTITIONS)))}), "
@@ -328,6 +351,9 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
                     f"{pct(idem_rounds, 50):.1f} / {pct(idem_rounds, 99):.1f}")
     summary.add_row(f"round ({args.send}) p50 / p99 ms, transactional",
                     f"{pct(tx_rounds, 50):.1f} / {pct(tx_rounds, 99):.1f}")
+    if append_ms:
+        summary.add_row(f"one 1-record acks=all produce request, p50 / p99 ms ({len(append_ms)} sent one at a time)",
+                        f"{pct(append_ms, 50):.1f} / {pct(append_ms, 99):.1f}")
     console.print(summary)
     console.print(
         f"Measured: one broker (pid {broker_pid}, RF 1, acks=all; __transaction_state on the same broker) and "
@@ -375,6 +401,10 @@ def main() -> int:
                              "producer's backoff for AddPartitionsToTxn after CONCURRENT_TRANSACTIONS).")
     parser.add_argument("--transaction-timeout-ms", type=int, default=60_000,
                         help="transaction_timeout_ms of the transactional producers. Default: 60000.")
+    parser.add_argument("--append-requests", type=int, default=300,
+                        help="After the pairs, this many one-record produce requests (acks=all) one at a time to "
+                             "a 1-partition topic: the cost of one append, for reading the commit latency (0: "
+                             "none). Default: 300.")
     parser.add_argument("--broker-env", action="append", default=[], metavar="NAME=VALUE",
                         help="A broker setting as LAKELOG_NAME=VALUE (repeatable). Default: none.")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
@@ -400,6 +430,7 @@ def main() -> int:
     bodies = [[arrow_body(rng, n, args.value_bytes, (r * PARTITIONS + p) * n) for p, n in enumerate(sizes)]
               for r in range(4)]
     phases: list[Phase] = []
+    append_ms: list[float] = []
     t_start = time.monotonic()
     with bench_cluster(console, prefix="lakelog-bench-tx-", env=parse_broker_env(args.broker_env),
                        keep=args.keep) as run:
@@ -421,9 +452,12 @@ def main() -> int:
             i, t = phases[-2:] if order[0] == "idempotent" else phases[-1:-3:-1]
             if i.rate:
                 console.print(f"  {'':<14} transactional / idempotent = {t.rate / i.rate:.2f}x")
+        if args.append_requests:
+            with console.status("one-record produce requests, one at a time"):
+                append_ms = append_reference(admin, cluster_id, args.append_requests)
         admin.close()
     if phases:
-        report(phases, args, load, run.broker_pid)
+        report(phases, args, load, run.broker_pid, append_ms)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
     return run.return_code or (1 if any(p.samples.errors for p in phases) else 0)
 
