@@ -56,6 +56,12 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   records show up about ``lake.commit.interval.ms`` after they were produced), which suits batch
   queries over history. Any other value than ``true``/``false`` is refused (see
   :func:`~lakelog.spark.source.options.read_tail_option`);
+- ``isolation.level`` (or ``kafka.isolation.level``, as Spark's Kafka source passes Kafka consumer options):
+  ``read_uncommitted`` (default) or ``read_committed``: "latest" is then each partition's last stable
+  offset (the first offset of a still-open transaction) instead of its high watermark, and what is
+  fetched from the leaders drops aborted records. The Delta tables hold only committed records of decided
+  transactions, so reads of them are read_committed by construction; no read ever returns transaction
+  markers (see :func:`~lakelog.spark.source.options.isolation_level_option`);
 - ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
   10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
   offset look-ups;

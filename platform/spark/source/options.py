@@ -24,13 +24,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "EARLIEST", "LATEST", "READ_TAIL", "SinkOptions", "SourceOptions", "TopicPartition", "offsets_from_json",
-    "offsets_to_json", "read_tail_option",
+    "EARLIEST", "LATEST", "READ_TAIL", "SinkOptions", "SourceOptions", "TopicPartition", "isolation_level_option",
+    "offsets_from_json", "offsets_to_json", "read_tail_option",
 ]
 
 #: A partition of a topic: ``(topic, partition)``.
@@ -140,6 +141,9 @@ class SourceOptions:
     partition's high watermark and the offsets at and above its lake end offset are fetched from the
     leader; False, "latest" is the lake end offset and everything is read from the Delta tables. Left
     None it takes the mode's default: True when ``streaming``, else False.
+
+    ``isolation_level`` is ``isolation.level`` / ``kafka.isolation.level`` (see
+    :func:`isolation_level_option`).
     """
 
     bootstrap_servers: str
@@ -165,6 +169,7 @@ class SourceOptions:
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
     read_tail: bool | None = None
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     def __post_init__(self) -> None:
         if self.read_tail is None:  # frozen: set through object.__setattr__, as dataclasses do
@@ -292,6 +297,7 @@ class SourceOptions:
             fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
                                             if "fetchoffset.retryintervalms" in opts else 1000),
             read_tail=read_tail_option(opts, streaming=streaming),
+            isolation_level=isolation_level_option(opts),
         )
 
 
@@ -329,6 +335,36 @@ def read_tail_option(opts: Mapping[str, str], *, streaming: bool) -> bool:
             f"{e} (true: read up to the high watermark, fetching the offsets not in the Delta tables yet from "
             f"the partition leaders; false: read the Delta tables only, up to their lake end offsets; default "
             f"{'true' if streaming else 'false'} for {'streaming' if streaming else 'batch'} queries)") from None
+
+
+#: The names of the isolation level option: lakelog's, and the Kafka consumer option as Spark's Kafka source passes it.
+ISOLATION_LEVEL_OPTIONS = ("isolation.level", "kafka.isolation.level")
+
+
+def isolation_level_option(opts: Mapping[str, str]) -> IsolationLevel:
+    """``isolation.level`` (or ``kafka.isolation.level``, the Kafka consumer option as Spark's Kafka source
+    takes it) of lower-cased ``opts``: Kafka's consumer isolation level, default ``read_uncommitted``.
+
+    - ``read_uncommitted``: what a read fetches from the partition leaders (``lakelog.read.tail``) includes
+      records of open and aborted transactions, as a Kafka consumer's default; the Delta tables never hold
+      any (the flusher commits decided, committed records only).
+    - ``read_committed``: "latest" is each partition's last stable offset (the first offset of a still-open
+      transaction), not its high watermark, and the leader fetches drop aborted records, as Spark's Kafka
+      source with ``kafka.isolation.level=read_committed``.
+
+    Neither ever returns transaction markers (control records).
+
+    Raises:
+        SourceOptionError: another value, or both options given with different values.
+    """
+    given = {name: opts[name].strip() for name in ISOLATION_LEVEL_OPTIONS if name in opts}
+    for name, value in given.items():
+        if value not in ISOLATION_LEVELS:
+            raise SourceOptionError(f"Option '{name}' must be 'read_uncommitted' or 'read_committed' (Kafka's "
+                                    f"isolation.level), got {value!r}")
+    if len(set(given.values())) > 1:
+        raise SourceOptionError(f"Options 'isolation.level' and 'kafka.isolation.level' differ ({given}); give one.")
+    return next(iter(given.values()), "read_uncommitted")  # type: ignore[return-value]
 
 
 # -- sink options ---------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ cuts them into Spark tasks.
 the offsets below its *lake end offset*, which the broker's flusher moves up behind the high watermark
 (HW). With the tail option "latest" is the HW and a task reads its offsets at and above the lake end
 offset (as the driver saw it) from the leader's Arrow fetch; without it "latest" is the lake end
-offset, so Delta is never asked for offsets it does not hold yet. Everything here except
+offset, so Delta is never asked for offsets it does not hold yet. With ``isolation.level=read_committed``
+"latest" with the tail option is the last stable offset (LSO: the first offset of a still-open
+transaction) instead of the HW; the lake end offset never passes the LSO. Everything here except
 :class:`_Cluster` and timestamp look-ups is a pure function of the ``PartitionLogInfo`` values.
 """
 
@@ -71,19 +73,22 @@ def lake_end(state: PartitionLogInfo) -> int:
     return min(state.lake_end_offset, state.high_watermark)
 
 
-def readable_end(state: PartitionLogInfo, *, tail: bool) -> int:
+def readable_end(state: PartitionLogInfo, *, tail: bool, read_committed: bool = False) -> int:
     """"Latest" of a partition: the exclusive end of what a read may plan.
 
     Args:
         state: the partition as the gateway reported it.
         tail: ``lakelog.read.tail``.
+        read_committed: ``isolation.level=read_committed`` (Kafka's consumer: the end is the LSO).
 
     Returns:
-        The high watermark with ``tail``; else the lake end offset (:func:`lake_end`), but not below
-        the log start offset (a range from "earliest" to "latest" is then empty, not negative).
+        With ``tail``, the high watermark, or the last stable offset with ``read_committed``; else the lake
+        end offset (:func:`lake_end`; the table holds only decided, committed records, so it never passes
+        the last stable offset), but not below the log start offset (a range from "earliest" to "latest"
+        is then empty, not negative).
     """
     if tail:
-        return state.high_watermark
+        return min(state.last_stable_offset, state.high_watermark) if read_committed else state.high_watermark
     return max(state.log_start_offset, lake_end(state))
 
 
@@ -331,7 +336,8 @@ def resolve_starting_offsets(options: SourceOptions, states: Mapping[TopicPartit
             ``startingOffsetsByTimestampStrategy=error``.
     """
     tail = bool(options.read_tail)
-    latest = {tp: readable_end(s, tail=tail) for tp, s in states.items()}
+    committed = options.isolation_level == "read_committed"
+    latest = {tp: readable_end(s, tail=tail, read_committed=committed) for tp, s in states.items()}
     if options.starting_timestamp is not None or options.starting_offsets_by_timestamp is not None:
         if options.starting_timestamp is not None:
             wanted = {tp: options.starting_timestamp for tp in states}
@@ -383,7 +389,8 @@ def resolve_ending_offsets(options: SourceOptions, states: Mapping[TopicPartitio
     Raises:
         SourceOptionError: JSON offsets that do not name every partition read.
     """
-    latest = {tp: readable_end(s, tail=bool(options.read_tail)) for tp, s in states.items()}
+    committed = options.isolation_level == "read_committed"
+    latest = {tp: readable_end(s, tail=bool(options.read_tail), read_committed=committed) for tp, s in states.items()}
     if options.ending_timestamp is not None or options.ending_offsets_by_timestamp is not None:
         if options.ending_timestamp is not None:
             wanted = {tp: options.ending_timestamp for tp in states}
@@ -405,24 +412,25 @@ def resolve_ending_offsets(options: SourceOptions, states: Mapping[TopicPartitio
 
 
 def latest_offsets(states: Mapping[TopicPartition, PartitionLogInfo], start: Mapping[TopicPartition, int], *,
-                   tail: bool) -> dict[TopicPartition, int]:
+                   tail: bool, read_committed: bool = False) -> dict[TopicPartition, int]:
     """Where the next micro-batch may end at most, per partition (before ``maxOffsetsPerTrigger``).
 
     Args:
         states: the partitions now.
         start: where the micro-batch starts (partitions missing from it are new: no constraint).
         tail: ``lakelog.read.tail``.
+        read_committed: ``isolation.level=read_committed``.
 
     Returns:
-        ``{(topic, partition): offset}``: :func:`readable_end` (the HW with ``tail``, else the lake end
-        offset). Without ``tail`` a partition whose start lies between its lake end offset and its HW
-        (a query that read the tail before) ends at its start, i.e. waits for the flusher; only a
+        ``{(topic, partition): offset}``: :func:`readable_end` (with ``tail`` the HW, read_committed the
+        LSO; else the lake end offset). A partition whose start lies between that end and its HW (a query
+        that read the tail before, or read uncommitted) ends at its start, i.e. waits; only a
         start past the HW gives an end below the start, which the next batch reports as a truncated
         log, as Kafka's source does.
     """
     out = {}
     for tp, state in states.items():
-        latest = readable_end(state, tail=tail)
+        latest = readable_end(state, tail=tail, read_committed=read_committed)
         begin = start.get(tp)
         if begin is not None and latest < begin <= state.high_watermark:
             latest = begin

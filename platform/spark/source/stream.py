@@ -102,9 +102,9 @@ class LakelogStreamReader(DataSourceStreamReader):
         """The end of the next micro-batch, as offsets JSON ``{"topic": {"partition": offset}}``.
 
         The latest offsets now (:func:`~lakelog.spark.source.planning.latest_offsets`: the high
-        watermarks with ``lakelog.read.tail=true``, the default for streams; else the lake end
-        offsets), capped by ``maxOffsetsPerTrigger``; the batch's start again (no new batch) while
-        fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay`` has not passed
+        watermarks with ``lakelog.read.tail=true``, the default for streams, or the last stable offsets
+        with ``isolation.level=read_committed``; else the lake end offsets), capped by
+        ``maxOffsetsPerTrigger``; the batch's start again (no new batch) while fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay`` has not passed
         since the last batch (the Kafka source's options). With ``group.id`` it first commits the
         position reached so far (see the module docstring).
         """
@@ -121,7 +121,8 @@ class LakelogStreamReader(DataSourceStreamReader):
         else:
             start = self._position
         states = self._refresh()
-        latest = latest_offsets(states, start, tail=bool(opts.read_tail))
+        latest = latest_offsets(states, start, tail=bool(opts.read_tail),
+                                read_committed=opts.isolation_level == "read_committed")
         end = latest
         now = time.monotonic()
         if opts.min_offsets_per_trigger is not None:

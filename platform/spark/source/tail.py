@@ -30,6 +30,7 @@ import pyarrow as pa
 from lakelog.log_tables.fetch import first_offset_at_or_after
 from lakelog.log_tables.reader import DataLoss
 from lakelog.protocol.errors import RemoteError
+from lakelog.protocol.fetch_requests import IsolationLevel
 from lakelog.protocol.http_client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions
@@ -58,12 +59,15 @@ class TailFetch:
         retries: retries of a fetch that failed with a retriable error (no leader during a failover,
             an unreachable gateway). Default: 3 (the source's ``fetchOffset.numRetries``).
         retry_interval_ms: ms between those retries. Default: 1000 (``fetchOffset.retryIntervalMs``).
+        isolation_level: the fetches' Kafka ``isolation.level`` (``isolation.level`` option):
+            read_committed drops aborted records. Default: read_uncommitted.
     """
 
     bootstrap_servers: str
     max_bytes: int = TAIL_FETCH_MAX_BYTES
     retries: int = 3
     retry_interval_ms: int = 1000
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     def client(self) -> LakelogClient:
         """A new gateway client (the caller closes it)."""
@@ -72,10 +76,11 @@ class TailFetch:
 
 def tail_fetch(options: SourceOptions) -> TailFetch:
     """How a read fetches offsets past the lake end offset: its gateways and retries
-    (``lakelog.bootstrap.servers``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``), pages
-    of :data:`TAIL_FETCH_MAX_BYTES`."""
+    (``lakelog.bootstrap.servers``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``), its
+    ``isolation.level``, pages of :data:`TAIL_FETCH_MAX_BYTES`."""
     return TailFetch(options.bootstrap_servers, retries=options.fetch_offset_retries,
-                     retry_interval_ms=options.fetch_offset_retry_interval_ms)
+                     retry_interval_ms=options.fetch_offset_retry_interval_ms,
+                     isolation_level=options.isolation_level)
 
 
 def retry_remote(call: Callable[[], T], *, retries: int, retry_interval_ms: int, what: str) -> T:
@@ -112,8 +117,10 @@ def fetch_offset_range(client: LakelogClient, fetch: TailFetch, *, topic: str, p
                        start: int, end: int, on_data_loss: Callable[[DataLoss], None]) -> Iterator[pa.Table]:
     """The records ``start <= offset < end`` of a partition, from its leader's Arrow fetch, in offset order.
 
-    Fetches from ``start`` and then from one past the last offset returned, about ``fetch.max_bytes``
-    per page, until ``end``. Records at or above ``end`` are cut off; gaps (compaction) are skipped.
+    Fetches from ``start`` and then from where each fetch ended (its ``X-Lakelog-Next-Offset``: one past
+    the last offset returned, or past transaction markers and aborted records it skipped), about
+    ``fetch.max_bytes`` per page, with the fetch's ``isolation_level``, until ``end``. Records at or above
+    ``end`` are cut off; gaps (compaction, aborted transactions) are skipped.
 
     Args:
         client: the gateway client to fetch with.
@@ -140,8 +147,8 @@ def fetch_offset_range(client: LakelogClient, fetch: TailFetch, *, topic: str, p
     out_of_range_rounds = 0  # out of range while within [log start, HW) again: a race, retried a few times
     while offset < end:
         try:
-            page = _retrying(fetch, lambda: client.fetch_arrow(topic, partition, offset,
-                                                               max_bytes=fetch.max_bytes, max_wait_ms=0))
+            fetched = _retrying(fetch, lambda: client.fetch_page(topic, partition, offset, max_bytes=fetch.max_bytes,
+                                                                 form="arrow", isolation_level=fetch.isolation_level))
         except RemoteError as e:
             if e.error_code != OFFSET_OUT_OF_RANGE:
                 raise
@@ -158,6 +165,12 @@ def fetch_offset_range(client: LakelogClient, fetch: TailFetch, *, topic: str, p
             on_data_loss(DataLoss(table_uri=table_uri, start=offset, end=end,
                                   log_start_offset=log_start, at_head=False))
             return
+        page = fetched.records
+        if page.num_rows == 0 and fetched.next_offset > offset:
+            if fetched.next_offset >= end:
+                return
+            offset = fetched.next_offset  # only transaction markers (or aborted records) there: go on past them
+            continue
         if page.num_rows == 0:
             # Nothing from `offset` below the leader's HW: either the log was truncated below `end`
             # (data loss), or compaction removed the records up to a HW at or past `end` (a gap).
@@ -171,18 +184,20 @@ def fetch_offset_range(client: LakelogClient, fetch: TailFetch, *, topic: str, p
         keep = int(np.searchsorted(offsets, end, side="left"))  # rows below `end`
         if keep:
             yield page.slice(0, keep)
-        if keep < page.num_rows:
+        if keep < page.num_rows or fetched.next_offset >= end:
             return  # the page reaches `end`: done
-        offset = int(offsets[-1]) + 1
+        offset = fetched.next_offset
 
 
 def tail_offset_for_timestamp(client: LakelogClient, fetch: TailFetch, state: PartitionLogInfo,
                               timestamp_ms: int) -> int | None:
-    """The first offset in ``[lake end offset, HW)`` whose record timestamp is >= ``timestamp_ms``.
+    """The first offset in ``[lake end offset, HW)`` (read_committed: up to the LSO) whose record timestamp is
+    >= ``timestamp_ms``.
 
     Pages through the leader's Arrow fetch of the partition's tail (``state`` says where it is: from
-    ``max(lake_end_offset, log_start_offset)`` to ``high_watermark``), only the ``offset`` and
-    ``timestamp`` of each record being compared.
+    ``max(lake_end_offset, log_start_offset)`` to ``high_watermark``, or ``last_stable_offset`` when
+    ``fetch.isolation_level`` is read_committed), only the ``offset`` and ``timestamp`` of each record
+    being compared.
 
     Returns:
         The offset, or None when no record of the tail is that recent (or the tail is empty).
@@ -192,6 +207,8 @@ def tail_offset_for_timestamp(client: LakelogClient, fetch: TailFetch, state: Pa
     """
     start = max(state.lake_end_offset, state.log_start_offset)
     pages = fetch_offset_range(client, fetch, topic=state.topic, partition=state.partition,
-                               table_uri=state.table_uri, start=start, end=state.high_watermark,
+                               table_uri=state.table_uri, start=start,
+                               end=state.last_stable_offset if fetch.isolation_level == "read_committed"
+                               else state.high_watermark,
                                on_data_loss=lambda loss: None)
     return first_offset_at_or_after(pages, timestamp_ms)
