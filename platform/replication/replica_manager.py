@@ -1,4 +1,4 @@
-"""The replica manager: the partitions this broker replicates, their roles, produce, fetch, replica fetch.
+"""The replica manager: the partitions this broker replicates, their roles, produce, replica fetch.
 
 Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelog.replication.partition`):
 
@@ -14,8 +14,8 @@ Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelo
 - a partition led elsewhere answers :class:`NotLeaderError` naming the leader's URL (callers ask that
   leader: :mod:`~lakelog.replication.partition_views`, :mod:`~lakelog.replication.produce_router`).
 
-The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fetch`; ISR writes are
-:mod:`~lakelog.replication.isr`.
+The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fetch`, a consumer's
+fetch :mod:`~lakelog.replication.consumer_fetch`; ISR writes are :mod:`~lakelog.replication.isr`.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ class ReplicaManager:
         waits until it does not)."""
         return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self._partitions.values())
 
-    # -- produce and fetch ----------------------------------------------------------------------
+    # -- produce --------------------------------------------------------------------------------
 
     async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all",
                       producer: ProducerBatch | None = None) -> int:
@@ -356,21 +356,6 @@ class ReplicaManager:
         if acks == "all":
             await part.wait_for_commit(epoch, base + count, request_timeout_ms=self.settings.request_timeout_ms)
         return base
-
-    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                    max_wait_ms: int, columns: list[str] | None = None) -> tuple[pa.Table, Partition]:
-        """Records from ``offset`` below the high watermark, waiting up to ``max_wait_ms`` for some.
-
-        Raises:
-            NotLeaderError, LeaderNotAvailableError; OffsetOutOfRangeError: offset below the log start
-            offset or above the high watermark.
-        """
-        part = await self.leader_partition(topic, partition)
-        table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
-        if table.num_rows == 0 and max_wait_ms > 0:
-            await part.wait_for_records(offset, max_wait_ms / 1000.0)
-            table = await asyncio.to_thread(part.log.read, offset, max_bytes=max_bytes, columns=columns)
-        return table, part
 
 
 def _new_partition(manager: ReplicaManager, meta: TopicMetadata, partition: int, plog: PartitionLog, *,
