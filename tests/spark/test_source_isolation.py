@@ -1,6 +1,6 @@
 """The ``lakelog`` source's ``isolation.level`` (issue 15, point 4): with read_committed "latest" is the last
 stable offset and the leader's fetch drops aborted records; read_uncommitted (the default) fetches open and
-aborted records too, never markers. A real in-process broker and ZooKeeper, a real SparkSession; the
+aborted records too, never markers; the SQL views (the Delta tables) are read_committed by construction. A real in-process broker and ZooKeeper, a real SparkSession; the
 transactions are written straight into the partition log (``tests.transactions_inprocess``)."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from lakelog.client import LakelogClient
 from lakelog.spark import source
 from lakelog.spark.errors import SourceOptionError
 from lakelog.spark.source import SourceOptions
+from lakelog.spark.sql import register_topics_from_gateway
+from tests.harness import wait_for
 from tests.transactions_inprocess import ServedBroker
 
 
@@ -47,5 +49,15 @@ def test_read_committed_ends_at_the_lso_and_drops_aborted_records(spark, zk_conn
 
         assert read(isolation_level="read_committed") == [b"p0", b"p1"]
         assert read() == [b"p0", b"p1", b"o0", b"x0", b"c0"]  # read_uncommitted: no markers
+
+        def sql_values(lake_end: int) -> list[bytes]:
+            """The topic's SQL view (the Delta table, which the flusher fills below the LSO only)."""
+            wait_for(lambda: client.describe_topic("iso-s")["partitions"][0]["lake_end_offset"] == lake_end,
+                     what=f"the flush up to offset {lake_end}")
+            view = register_topics_from_gateway(spark, client, topics=["iso-s"], schema=None)["iso-s"]
+            return [row.value for row in spark.sql(f"SELECT value FROM {view} ORDER BY offset").collect()]
+
+        assert sql_values(2) == [b"p0", b"p1"]  # the open transaction holds the flush at the LSO
         served.end_transaction("iso-s", 0, producer_id=21, commit=True)
         assert read(kafka_isolation_level="read_committed") == [b"p0", b"p1", b"o0", b"c0"]
+        assert sql_values(8) == [b"p0", b"p1", b"o0", b"c0"]  # never the aborted record, never a marker
