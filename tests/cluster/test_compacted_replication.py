@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster import test_replication
 from tests.cluster.test_replication import FAST, create_topic, partition_info, produce, wait_full_isr
 from tests.harness import read_partition, table_offsets
 from tests.harness import wait_for as wait_until
 
 pytestmark = pytest.mark.cluster
-zk = test_replication.zk  # the fixture: a metadata reader on the test's ZooKeeper chroot
 
 LIFECYCLE = {**FAST, "LAKELOG_LOG_RETENTION_CHECK_INTERVAL_MS": "300"}
 CONFIGS = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "lake.commit.interval.ms": "200",

@@ -21,13 +21,6 @@ PARTITIONS = 6
 ENV = {"LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": str(PARTITIONS)}
 
 
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
-
-
 def committed(url: str, group: str) -> dict[tuple[str, int], int]:
     resp = httpx.get(f"{url}/consumers/{group}/offsets", timeout=30)
     assert resp.status_code == 200, resp.text

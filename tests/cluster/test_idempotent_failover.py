@@ -15,17 +15,10 @@ import pytest
 from lakelog.client import LakelogClient
 from lakelog.protocol.media_types import JSON_V2
 from lakelog.protocol.producer_headers import ProducerBatch
-from tests.cluster.test_replication import FAST, Zk, create_topic, partition_info, wait_full_isr, wait_znode_gone
+from tests.cluster.test_replication import FAST, create_topic, partition_info, wait_full_isr, wait_znode_gone
 from tests.harness import read_partition, wait_for
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def new_producer(url: str) -> tuple[int, int]:

@@ -63,13 +63,6 @@ class Zk:
         self.client.close()
 
 
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
-
-
 def start_cluster(broker_factory, n: int = 3, env: dict | None = None) -> dict:
     return {i: broker_factory(broker_id=i, extra_env={**FAST, **(env or {})}) for i in range(n)}
 

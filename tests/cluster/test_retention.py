@@ -17,7 +17,6 @@ from deltalake import DeltaTable
 
 from lakelog.client import LakelogClient
 from tests.cluster.test_replication import FAST, create_topic, produce, wait_full_isr
-from tests.cluster.test_replication import zk  # noqa: F401  (the fixture)
 from tests.harness import read_partition
 from tests.harness import wait_for as wait_until
 

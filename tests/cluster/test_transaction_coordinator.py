@@ -9,19 +9,12 @@ import httpx
 import pytest
 
 from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
-from tests.cluster.test_replication import Zk, start_cluster, wait_full_isr
+from tests.cluster.test_replication import start_cluster, wait_full_isr
 
 pytestmark = pytest.mark.cluster
 
 PARTITIONS = 3
 ENV = {"LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": str(PARTITIONS)}
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def init(url: str, cluster: str, transactional_id: str, **body) -> httpx.Response:

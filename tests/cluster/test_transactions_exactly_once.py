@@ -17,7 +17,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.cluster.test_replication import FAST, Zk, create_topic, wait_full_isr, wait_znode_gone
+from tests.cluster.test_replication import FAST, create_topic, wait_full_isr, wait_znode_gone
 from tests.harness import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -25,13 +25,6 @@ pytestmark = pytest.mark.cluster
 PARTITIONS = 3
 PER_PARTITION = 600
 ENV = {**FAST, "LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "3", "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "3"}
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def read_committed(url: str, topic: str, p: int) -> list[bytes]:
