@@ -378,7 +378,8 @@ def test_sink_round_trips_a_dataframe_through_topics(lakelog_spark, client, crea
     out, side, copy = f"{topic_name}-out", f"{topic_name}-side", f"{topic_name}-copy"
     create_topic(out, partitions=3)
     create_topic(side, partitions=1)
-    create_topic(copy, partitions=2)
+    # the exactly-once writeStream writes in transactions, which need a segment tail (lake.commit.interval.ms > 0)
+    create_topic(copy, partitions=2, configs={"lake.commit.interval.ms": "200"})
     data = []
     for i in range(60):
         key = None if i % 5 == 0 else f"key-{i % 7}"
@@ -418,7 +419,8 @@ def test_sink_round_trips_a_dataframe_through_topics(lakelog_spark, client, crea
     finally:
         q.stop()
     original = reader(spark, client, subscribe=out).load().selectExpr("key", "value", "partition % 2 AS p")
-    copied = reader(spark, client, subscribe=copy).load().selectExpr("key", "value", "partition AS p")
+    copied = reader(spark, client, subscribe=copy, **{"lakelog.read.tail": "true", "isolation.level": "read_committed"}) \
+        .load().selectExpr("key", "value", "partition AS p")
     copied_rows = bag(copied)
     assert copied_rows == bag(original) and sum(copied_rows.values()) == 54
 

@@ -70,8 +70,9 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   commit anything, as with Kafka's source.
 
 The sink (``df.write.format("lakelog")`` / ``writeStream.format("lakelog")``, ``mode("append")``)
-takes Spark's Kafka sink's columns and produces through the gateway, at-least-once: see
-:mod:`~lakelog.spark.source.sink`.
+takes Spark's Kafka sink's columns and produces through the gateway: at-least-once for batch writes,
+exactly-once for streaming writes (each micro-batch in transactions committed once per batch id; options
+``lakelog.transactional.id.prefix``, ``transaction.timeout.ms``): see :mod:`~lakelog.spark.source.sink`.
 
 Modules, by responsibility:
 

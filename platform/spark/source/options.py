@@ -4,8 +4,9 @@
 are case-insensitive, values strings) and checks them as Spark's Kafka source does, with its
 messages where it has the same check; :meth:`SinkOptions.parse` does the same for a write. The option
 names and their meaning are those of Spark's Kafka source (listed in :mod:`lakelog.spark.source`),
-plus lakelog's own ``lakelog.bootstrap.servers``, ``lakelog.read.tail``, ``group.id`` and
-``lakelog.max.request.bytes``.
+plus lakelog's own ``lakelog.bootstrap.servers``, ``lakelog.read.tail``, ``group.id``,
+``lakelog.max.request.bytes`` and ``lakelog.transactional.id.prefix``, and the Kafka producer's
+``transaction.timeout.ms`` for the exactly-once ``writeStream``.
 
 ``lakelog.read.tail`` exists because a partition log has two tiers (DESIGN.md, "Storage"): the
 broker's flusher commits records to the partition's Delta table every ``lake.commit.interval.ms``, so
@@ -369,30 +370,60 @@ def isolation_level_option(opts: Mapping[str, str]) -> IsolationLevel:
 
 # -- sink options ---------------------------------------------------------------------------------------
 
+#: The option naming the transactional id prefix of a streaming write's tasks.
+TRANSACTIONAL_ID_PREFIX = "lakelog.transactional.id.prefix"
+#: The names of the transaction timeout option: lakelog's, and the Kafka producer option as Spark passes it.
+TRANSACTION_TIMEOUT_OPTIONS = ("transaction.timeout.ms", "kafka.transaction.timeout.ms")
+#: Kafka's producer default ``transaction.timeout.ms``.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 @dataclass(frozen=True)
 class SinkOptions:
-    """The parsed options of a write: gateways and an optional fixed topic.
+    """The parsed options of a write: gateways, an optional fixed topic, request size and, for
+    ``writeStream`` (exactly-once, :mod:`lakelog.spark.source.sink`), the transactions' settings.
 
     Attributes:
         bootstrap_servers: ``lakelog.bootstrap.servers`` (required), comma list of gateway ``host:port``.
         topic: ``topic`` (as the Kafka sink's): every row goes to it, whatever its ``topic`` column says.
         max_request_bytes: ``lakelog.max.request.bytes`` (>= 1024, default 8 MiB): the size of one
             produce request's Arrow body, roughly.
+        transactional_id_prefix: ``lakelog.transactional.id.prefix``: a streaming write task's
+            transactional id is ``{prefix}-{Spark partition id}``. None (the default): ``spark-{query id}``.
+            A prefix must belong to one query (one checkpoint) at a time: two queries with the same prefix
+            fence each other's transactions.
+        transaction_timeout_ms: ``transaction.timeout.ms`` (or ``kafka.transaction.timeout.ms``; >= 1,
+            default 60000 as Kafka's producer): the coordinator aborts a task's transaction open longer,
+            from the task's first record to the driver's commit of the micro-batch; set it above the
+            longest micro-batch. The broker refuses one above its ``transaction.max.timeout.ms``.
     """
 
     bootstrap_servers: str
     topic: str | None = None
     max_request_bytes: int = 8 * 1024 * 1024
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
         """Check and parse the options of a write (names case-insensitive).
 
         Raises:
-            SourceOptionError: no ``lakelog.bootstrap.servers``, or an invalid ``lakelog.max.request.bytes``.
+            SourceOptionError: no ``lakelog.bootstrap.servers``, an invalid ``lakelog.max.request.bytes`` or
+                ``transaction.timeout.ms``, the two timeout options with different values, or an empty
+                ``lakelog.transactional.id.prefix``.
         """
         opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
         topic = (opts.get("topic") or "").strip() or None
         max_bytes = _int(opts, "lakelog.max.request.bytes", minimum=1024)
-        return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024)
-
+        timeouts = {name: _int(opts, name, minimum=1) for name in TRANSACTION_TIMEOUT_OPTIONS if name in opts}
+        if len(set(timeouts.values())) > 1:
+            raise SourceOptionError(f"Options 'transaction.timeout.ms' and 'kafka.transaction.timeout.ms' differ "
+                                    f"({timeouts}); give one.")
+        prefix = opts.get(TRANSACTIONAL_ID_PREFIX)
+        if prefix is not None and not prefix.strip():
+            raise SourceOptionError(f"Option '{TRANSACTIONAL_ID_PREFIX}' is empty: name a prefix, or leave it out "
+                                    "for spark-{query id}.")
+        return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024,
+                   None if prefix is None else prefix.strip(),
+                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS))
