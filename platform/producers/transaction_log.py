@@ -108,14 +108,51 @@ async def _every(interval_s: float, *steps: Callable[[], Awaitable[object]]) -> 
                 log.exception("%s failed; the next run tries again", step.__name__)
 
 
+class _JoinedAdds:
+    """AddPartitionsToTxn requests of one transactional id that come while a write of its partitions is under
+    way wait, and then go in one write together (one for each producer epoch among them); ``add_now(id,
+    producer_id, producer_epoch, partitions)`` decides and writes."""
+
+    def __init__(self, add_now: Callable[[str, int, int, frozenset[TopicPartition]], Awaitable[TransactionMetadata]]
+                 ) -> None:
+        self._add_now = add_now
+        self._queued: dict[str, list[tuple[int, int, frozenset[TopicPartition], asyncio.Future]]] = {}
+
+    async def add(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                  partitions: frozenset[TopicPartition]) -> TransactionMetadata:
+        queued = self._queued.get(transactional_id)
+        if queued is not None:  # a write is under way: join the next one
+            future = asyncio.get_running_loop().create_future()
+            queued.append((producer_id, producer_epoch, partitions, future))
+            return await future
+        self._queued[transactional_id] = queued = []
+        try:
+            return await self._add_now(transactional_id, producer_id, producer_epoch, partitions)
+        finally:
+            while queued:
+                taken = queued[:]
+                queued.clear()
+                for key in dict.fromkeys((pid, epoch) for pid, epoch, _, _ in taken):
+                    futures = [f for pid, epoch, _, f in taken if (pid, epoch) == key]
+                    wanted = frozenset().union(*(ps for pid, epoch, ps, _ in taken if (pid, epoch) == key))
+                    try:
+                        added = await self._add_now(transactional_id, key[0], key[1], wanted)
+                    except Exception as e:
+                        for f in futures:
+                            f.done() or f.set_exception(e)
+                    else:
+                        for f in futures:
+                            f.done() or f.set_result(added)
+            del self._queued[transactional_id]
+
+
 class TransactionStateManager:
     """The transactional ids of the ``__transaction_state`` partitions this broker leads, and their
     changes (see the module docstring). Kafka's ``TransactionStateManager``.
 
     Args:
-        settings: ``broker.id``, ``transaction.state.log.*``, ``transaction.max.timeout.ms``,
-            ``transactional.id.expiration.ms``,
-            ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
+        settings: ``broker.id``, ``transaction.state.log.*``, ``transaction.max.timeout.ms``, ``request.timeout.ms``,
+            ``transactional.id.expiration.ms``, ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
         cache: topic metadata and live brokers.
         replica_manager: the local replicas (their roles, logs, produce).
         create_topic: creates a topic (``Broker.create_topic``).
@@ -150,6 +187,8 @@ class TransactionStateManager:
         self._pending: set[str] = set()
         #: transactional id -> set when its current metadata changes (:meth:`wait_for_change`)
         self._changed: dict[str, asyncio.Event] = {}
+        #: AddPartitionsToTxn requests that come while one of the id is written join the next write
+        self._adds = _JoinedAdds(self._add_partitions_now)
         self._tasks: set[asyncio.Task] = set()
         self._cleanup: asyncio.Task | None = None
 
@@ -296,12 +335,25 @@ class TransactionStateManager:
         Returns:
             The id's current metadata (Ongoing) once written.
 
+        Concurrent requests of one id (its partition leaders) share writes: those that come while one is
+        written go in the next one together; a busy id (a previous transaction completing) is waited for.
+
         Raises:
             InvalidProducerIdMappingError (unknown id or another producer id), InvalidProducerEpochError
-            (fenced), ConcurrentTransactionsError (retriable: the previous transaction is being completed);
+            (fenced), ConcurrentTransactionsError (retriable: still busy after ``request.timeout.ms``);
             NotCoordinatorError, CoordinatorLoadInProgressError (retriable); the append's errors.
         """
+        return await self._adds.add(transactional_id, producer_id, producer_epoch, frozenset(partitions))
+
+    async def _add_partitions_now(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                  partitions: Iterable[TopicPartition]) -> TransactionMetadata:
+        """One AddPartitionsToTxn decision and write, after waiting out a busy id (see :meth:`add_partitions`)."""
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000.0
         partition, current = await self._current(transactional_id)
+        while (transactional_id in self._pending or (current and current.state in _PREPARED)) \
+                and time.monotonic() < deadline:
+            await self.wait_for_change(transactional_id, timeout_s=deadline - time.monotonic())
+            partition, current = await self._current(transactional_id)
         decision = txn.add_partitions(current, producer_id=producer_id, producer_epoch=producer_epoch,
                                       partitions=partitions, now_ms=_now_ms(),
                                       pending=transactional_id in self._pending, transactional_id=transactional_id)
@@ -362,8 +414,7 @@ class TransactionStateManager:
         return completed
 
     async def wait_for_change(self, transactional_id: str, *, timeout_s: float) -> bool:
-        """Wait until the id's current metadata changes (a write of this coordinator), at most
-        ``timeout_s``; True when it changed."""
+        """Wait up to ``timeout_s`` for a write of the id's metadata here; True when one came."""
         changed = self._changed.setdefault(transactional_id, asyncio.Event())
         try:
             await asyncio.wait_for(changed.wait(), timeout_s)
@@ -383,12 +434,9 @@ class TransactionStateManager:
                       key=lambda m: m.transactional_id)
 
     def decided(self) -> list[TransactionMetadata]:
-        """The decided transactions not yet completed (PrepareCommit, PrepareAbort) among the loaded
-        partitions, by transactional id: what ``on_decided`` has to carry out."""
+        """The loaded ids in PrepareCommit / PrepareAbort (what ``on_decided`` has to carry out), by id."""
         return sorted((m for _, state in self.partitions.loaded() for m in state.values() if m.state in _PREPARED),
                       key=lambda m: m.transactional_id)
-
-    # -- the background task ----------------------------------------------------------------------
 
     async def abort_timed_out(self) -> list[TransactionMetadata]:
         """Abort the transactions open longer than their timeout (Kafka's ``abortTimedOutTransactions``):
@@ -416,5 +464,5 @@ class TransactionStateManager:
                 log.info("%d transactional id(s) of %s-%d expired: %s", len(ids), TRANSACTION_STATE_TOPIC, partition,
                          ", ".join(ids))
                 await self._write(partition, tombstones=ids)
-                removed.extend(ids)
+                removed += ids
         return removed
