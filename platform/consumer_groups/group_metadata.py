@@ -155,13 +155,12 @@ class GroupMetadataManager:
         self.partitions.stop()
 
     def _on_marker(self, part: Partition, producer_id: int, control: str) -> None:
-        """A transaction marker was written on a partition this broker leads: on a loaded
-        ``__consumer_offsets`` partition, the producer's pending offset commits apply or go."""
-        if part.topic != OFFSETS_TOPIC:
-            return
-        for partition, state in self.partitions.loaded():
-            if partition == part.partition:
-                state.end_transaction(producer_id, commit=control == "commit")
+        """A transaction marker was written on a partition this broker leads: on an ``__consumer_offsets``
+        partition, the producer's pending offset commits apply or go (once its load finished, if one is under
+        way: ending a transaction twice changes nothing)."""
+        if part.topic == OFFSETS_TOPIC:
+            self.partitions.apply_when_loaded(part.partition, lambda state: state.end_transaction(
+                producer_id, commit=control == "commit"))
 
     def on_role_change(self, part: Partition) -> None:
         """A replica changed role: load an ``__consumer_offsets`` partition this broker now leads (at a new

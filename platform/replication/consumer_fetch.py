@@ -38,10 +38,7 @@ def next_offset(rows: pa.Table, offset: int) -> int:
 def readable_end(part: Partition, isolation_level: IsolationLevel) -> int:
     """The exclusive end of what a consumer with ``isolation_level`` may read of ``part``'s log now: the
     high watermark, or (read_committed) the last stable offset (Kafka's ListOffsets latest)."""
-    log = part.log
-    if isolation_level == "read_committed":
-        return min(log.last_stable_offset, log.high_watermark)
-    return log.high_watermark
+    return part.log.last_stable_offset if isolation_level == "read_committed" else part.log.high_watermark
 
 
 async def fetch(rm: ReplicaManager, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,

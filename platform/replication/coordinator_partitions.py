@@ -338,6 +338,24 @@ class CoordinatorPartitions(Generic[S]):
             if entry is not None and entry.loaded:
                 yield p, entry.state
 
+    def apply_when_loaded(self, partition: int, change: Callable[[S], object]) -> None:
+        """Run ``change(state)`` on ``partition``'s state now when it is loaded, or once its load under way
+        finishes (a change that happened in the log meanwhile, e.g. a transaction marker written while the
+        load read the log: it may or may not be in what the load read, so ``change`` must be idempotent).
+        Nothing when this broker does not lead the partition."""
+        entry = self._loaded.get(partition)
+        if entry is None:
+            return
+        if entry.ready.done():
+            if entry.loaded:
+                change(entry.state)
+            return
+
+        def after_load(_: asyncio.Future) -> None:
+            if self._loaded.get(partition) is entry and entry.loaded:
+                change(entry.state)
+        entry.ready.add_done_callback(after_load)
+
     # -- the internal topic ---------------------------------------------------------------------
 
     async def num_partitions(self, *, create: bool = False) -> int:
