@@ -18,7 +18,8 @@ Steps of :meth:`TransactionMarkerWriter.carry_out` (mirrored in the code):
 1. the coordinator epoch: the leader epoch of the transactional id's ``__transaction_state`` partition
    here (a coordinator that no longer leads it stops: the new one carries the decision out after its load);
 2. one marker per partition, all partitions at once, each resent with backoff while its leader is unknown,
-   moving or short of replicas; a deleted topic's partition needs none (Kafka drops it too);
+   moving or short of replicas; a deleted topic's partition needs none (Kafka drops it too). A partition
+   this broker leads gets its marker without a ZooKeeper read;
 3. CompleteCommit / CompleteAbort written to ``__transaction_state``.
 
 A marker may be written twice (a resend after a lost answer): the second one finds no open transaction
@@ -146,16 +147,25 @@ class TransactionMarkerWriter:
                                                                                             num_partitions))
         return part.leader_epoch if part is not None and part.is_leader else None
 
+    async def _leader(self, topic: str, partition: int) -> int:
+        """The partition's leader (-1: none): this broker when it leads the partition, else ZooKeeper's
+        partition state (Kafka's marker channel asks its metadata cache; a marker sent to a broker that
+        stopped leading is answered NotLeader and resent)."""
+        part = self.replica_manager.local_partition(topic, partition)
+        if part is not None and part.is_leader:
+            return self.replica_manager.broker_id
+        return (await self.replica_manager.cache.partition_state(topic, partition)).leader
+
     async def _marker(self, metadata: TransactionMetadata, topic: str, partition: int, control: ControlType,
                       coordinator_epoch: int) -> bool:
         """One partition's marker, resent until a leader took it; False when this broker stopped
         coordinating the id meanwhile."""
         while True:
             try:
-                state = await self.replica_manager.cache.partition_state(topic, partition)
-                url = None if state.leader == self.replica_manager.broker_id else (
-                    await self.replica_manager.cache.broker_url(state.leader) if state.leader >= 0 else None)
-                if state.leader < 0 or (url is None and state.leader != self.replica_manager.broker_id):
+                leader = await self._leader(topic, partition)
+                url = None if leader == self.replica_manager.broker_id else (
+                    await self.replica_manager.cache.broker_url(leader) if leader >= 0 else None)
+                if leader < 0 or (url is None and leader != self.replica_manager.broker_id):
                     raise _Retry(f"{topic}-{partition} has no live leader")
                 kwargs = dict(producer_id=metadata.producer_id, producer_epoch=metadata.producer_epoch,
                               control=control, coordinator_epoch=coordinator_epoch)

@@ -297,12 +297,15 @@ class CoordinatorPartitions(Generic[S]):
         return url
 
     async def coordinator_id(self, key: str) -> int | None:
-        """The broker id of ``key``'s coordinator (the leader of its partition); None when the topic does
-        not exist or the partition has no leader."""
+        """The broker id of ``key``'s coordinator (the leader of its partition; this broker's id without a
+        ZooKeeper read when it leads it); None when the topic does not exist or the partition has no leader."""
         try:
             partition = coordinator_partition(key, await self.num_partitions())
         except NotCoordinatorError:
             return None
+        part = self.replica_manager.local_partition(self.topic.name, partition)
+        if part is not None and part.is_leader:
+            return self.broker_id
         leader = (await self.cache.partition_state(self.topic.name, partition)).leader
         return leader if leader >= 0 else None
 
