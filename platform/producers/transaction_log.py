@@ -108,10 +108,18 @@ async def _every(interval_s: float, *steps: Callable[[], Awaitable[object]]) -> 
                 log.exception("%s failed; the next run tries again", step.__name__)
 
 
+#: Event-loop turns an AddPartitionsToTxn waits before its write, so that the adds of the other partitions
+#: of a producer's round, already received, go in the same write (Kafka's producer sends one
+#: AddPartitionsToTxn for every partition it has records for). Costs microseconds when none come.
+ADD_PARTITIONS_JOIN_YIELDS = 3
+
+
 class _JoinedAdds:
-    """AddPartitionsToTxn requests of one transactional id that come while a write of its partitions is under
-    way wait, and then go in one write together (one for each producer epoch among them); ``add_now(id,
-    producer_id, producer_epoch, partitions)`` decides and writes."""
+    """AddPartitionsToTxn requests of one transactional id share writes: the first waits
+    :data:`ADD_PARTITIONS_JOIN_YIELDS` turns of the event loop, then writes its partitions with those of the
+    requests that came meanwhile; requests that come while a write is under way wait, and go in the next
+    one together. One write for each producer epoch among them; ``add_now(id, producer_id, producer_epoch,
+    partitions)`` decides and writes."""
 
     def __init__(self, add_now: Callable[[str, int, int, frozenset[TopicPartition]], Awaitable[TransactionMetadata]]
                  ) -> None:
@@ -121,14 +129,15 @@ class _JoinedAdds:
     async def add(self, transactional_id: str, producer_id: int, producer_epoch: int,
                   partitions: frozenset[TopicPartition]) -> TransactionMetadata:
         queued = self._queued.get(transactional_id)
-        if queued is not None:  # a write is under way: join the next one
-            future = asyncio.get_running_loop().create_future()
+        future = asyncio.get_running_loop().create_future()
+        if queued is not None:  # another request writes: join it or the next write
             queued.append((producer_id, producer_epoch, partitions, future))
             return await future
-        self._queued[transactional_id] = queued = []
+        self._queued[transactional_id] = queued = [(producer_id, producer_epoch, partitions, future)]
+        taken: list = []
         try:
-            return await self._add_now(transactional_id, producer_id, producer_epoch, partitions)
-        finally:
+            for _ in range(ADD_PARTITIONS_JOIN_YIELDS):
+                await asyncio.sleep(0)
             while queued:
                 taken = queued[:]
                 queued.clear()
@@ -143,7 +152,12 @@ class _JoinedAdds:
                     else:
                         for f in futures:
                             f.done() or f.set_result(added)
+        finally:
             del self._queued[transactional_id]
+            for _, _, _, f in taken + queued:  # cancelled meanwhile: no waiting request is left hanging
+                f.done() or f.set_exception(ConcurrentTransactionsError(
+                    f"transactional id {transactional_id!r}: the partitions were not added; retry"))
+        return await future
 
 
 class TransactionStateManager:

@@ -215,3 +215,34 @@ def test_timeouts_abort_init_fences_an_open_transaction_and_idle_ids_expire(zk_c
 
 async def _forgotten(tsm, transactional_id: str) -> bool:
     return await tsm.describe(transactional_id) is None
+
+
+def test_adds_of_a_round_share_one_write_and_later_ones_the_next(zk_connect, tmp_path):
+    """The partitions of one round (three leaders' implicit AddPartitionsToTxn at once) go in one Ongoing
+    record; adds that come while it is written go in one more; a fenced epoch among them fails alone."""
+    async def main() -> None:
+        broker = _broker(zk_connect, tmp_path / "logs")
+        _complete_decided(broker)
+        await broker.start()
+        tsm = broker.transaction_state_manager
+        tid = _tid()
+        try:
+            p = await tsm.init_producer_id(tid, transaction_timeout_ms=60_000)
+            add = lambda topic, partition, epoch=0: tsm.add_partitions(  # noqa: E731
+                tid, producer_id=p.producer_id, producer_epoch=epoch, partitions=[(topic, partition)])
+            round_one = await asyncio.gather(add("a", 0), add("a", 1), add("a", 2))
+            assert {m.partitions for m in round_one} == {frozenset({("a", 0), ("a", 1), ("a", 2)})}
+            first = asyncio.ensure_future(add("b", 0))
+            for _ in range(10):  # the first write is under way: these wait and share the next one
+                await asyncio.sleep(0)
+            later = await asyncio.gather(add("b", 1), add("b", 2), add("b", 3, epoch=7), return_exceptions=True)
+            await first
+            assert later[0].partitions == later[1].partitions == frozenset(
+                {("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)})
+            assert isinstance(later[2], InvalidProducerEpochError)  # epoch 7 is not the producer's
+            ongoing = [v for v in await _records(broker, tid) if v["state"] == "Ongoing"]
+            assert [len(v["partitions"]) for v in ongoing] in ([3, 4, 6], [3, 6])  # b-0 alone, or with b-1, b-2
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
