@@ -107,6 +107,8 @@ class Broker:
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, replica_manager=self.replica_manager,
                                 leader_client=self.leader_client).attach()
         self.cluster_id = ""
+        #: True while this broker's registration znode is written by its current ZooKeeper session
+        self.registered = False
         self._import: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -147,6 +149,7 @@ class Broker:
     async def _register(self) -> None:
         await asyncio.to_thread(self.metadata.register_broker, BrokerInfo(
             self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000)))
+        self.registered = True
 
     async def stop(self) -> None:
         """Move leaderships away (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
@@ -198,6 +201,7 @@ class Broker:
         if state == KazooState.LOST:
             log.warning("ZooKeeper session lost: fencing every partition until the session is re-established")
             self.replica_manager.session_lost = True
+            self.registered = False  # the ephemeral znode went with the session
             asyncio.run_coroutine_threadsafe(self.replica_manager.fence_all(), self._loop)
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection suspended")

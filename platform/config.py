@@ -115,6 +115,7 @@ class BrokerSettings(BaseSettings):
     auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable: the controller moves leadership back to the preferred replica once it is in sync. Default: true.")
     leader_imbalance_check_interval_seconds: float = Field(300, gt=0, description="leader.imbalance.check.interval.seconds: how often the controller checks for preferred leaders. Default: 300.")
     controlled_shutdown_enable: bool = Field(True, description="controlled.shutdown.enable: on SIGTERM move this broker's leaderships to other in-sync replicas before exiting. Default: true.")
+    metrics_enabled: bool = Field(True, description="metrics.enabled: record the hot path's metrics (per-route request latency, per-topic traffic counters, append, Delta commit and group-commit histograms) for GET /metrics. false leaves only the gauges read at scrape time (partitions, offsets, lag). Default: true.")
     # -- slow clients (HTTP connections of the gateway; lakelog.ingest_api.http_guard) --
     connections_max_idle_ms: int = Field(30000, gt=0, description="connections.max.idle.ms: a connection with no request in progress (after accept or after an answer) is closed after this long. Kafka's 600000 suits its clients' long-lived connections; 30000 is REST Proxy's HTTP idle timeout. Default: 30000.")
     request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40801 and the connection is closed. Default: 20000.")

@@ -15,7 +15,8 @@
 - :mod:`~lakelog.ingest_api.transactions_api`: the cluster's transactional ids (list, describe);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
-  transaction coordinators.
+  transaction coordinators;
+- :mod:`~lakelog.ingest_api.metrics_api`: ``GET /metrics`` (Prometheus), ``GET /health``, ``GET /ready``.
 
 Routes reach the broker through typed dependencies (:mod:`~lakelog.ingest_api.deps`); errors are
 answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status*100+n, "message": ...}``.
@@ -31,6 +32,7 @@ from lakelog.ingest_api import (
     brokers_api,
     consumers_api,
     coordinator_api,
+    metrics_api,
     models,
     offsets_api,
     producers_api,
@@ -44,6 +46,7 @@ from lakelog.ingest_api import (
 )
 from lakelog.ingest_api.deps import GatewayBroker
 from lakelog.ingest_api.error_handlers import install_error_handlers
+from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
 
 def create_app(broker: GatewayBroker) -> FastAPI:
@@ -69,8 +72,11 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     app.state.broker = broker
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
-                   transactions_api, offsets_api, consumers_api, replica_api, coordinator_api):
+                   transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api):
         app.include_router(module.router)
+    if broker.settings.metrics_enabled:  # per-route request counts and latency for GET /metrics
+        app.state.request_stats = RequestStats()
+        app.add_middleware(RequestMetrics, stats=app.state.request_stats)
     _document_raw_body_models(app)
     return app
 

@@ -19,9 +19,12 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.ingest_api.request_metrics import RequestStats
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.producers.producer_ids import ProducerIdManager
 from lakelog.producers.transaction_coordinator import TransactionCoordinator
+from lakelog.producers.transaction_log import TransactionStateManager
+from lakelog.replication.controller import Controller
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
 from lakelog.replication.produce_router import ProduceRouter
@@ -39,6 +42,10 @@ class GatewayBroker(Protocol):
     produce_router: ProduceRouter
     coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
+    transaction_state_manager: TransactionStateManager
+    controller: Controller
+    #: True while the broker's registration znode is written by its current ZooKeeper session
+    registered: bool
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -99,3 +106,12 @@ def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
 
 #: The broker's :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`.
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
+
+
+def get_request_stats(request: Request) -> RequestStats | None:
+    """The app's per-route request metrics; None when ``metrics.enabled`` is false."""
+    return getattr(request.app.state, "request_stats", None)
+
+
+#: The gateway's :class:`~lakelog.ingest_api.request_metrics.RequestStats` (None: metrics off).
+RequestStatsDep = Annotated[RequestStats | None, Depends(get_request_stats)]

@@ -31,3 +31,12 @@ class TooManyConnectionsError(LakelogError):
     http_status = 503
     error_code = 50305
     retriable = True
+
+
+class BrokerNotReadyError(LakelogError):
+    """``GET /ready``: the broker is not ready to serve (not registered, partitions not opened yet, followers
+    catching up); the message lists why. 503 / 50306, retriable."""
+
+    http_status = 503
+    error_code = 50306
+    retriable = True

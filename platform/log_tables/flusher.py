@@ -60,6 +60,7 @@ import time
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.compaction import compact_if_needed, merge_target_bytes
+from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -87,14 +88,16 @@ class LakeFlusher:
             tail, recovered on the next open). Default: 30.
         maintenance_interval_ms: time between maintenance rounds (``log.retention.check.interval.ms``).
             Default: 300000 (Kafka's).
+        metrics: the broker's log histograms; each Delta commit's time goes there. Default: None.
 
     Must be created inside a running asyncio event loop.
     """
 
     def __init__(self, log: PartitionLog, *, interval_ms: int | None = None, commit_bytes: int | None = None,
                  segment_files_max: int | None = 64, close_timeout_s: float = 30.0,
-                 maintenance_interval_ms: int = 300_000) -> None:
+                 maintenance_interval_ms: int = 300_000, metrics: LogMetrics | None = None) -> None:
         self.log = log
+        self._metrics = metrics
         self.maintenance_interval_s = maintenance_interval_ms / 1000.0
         # the first round one interval after the open, as Kafka's retention task
         self._next_maintenance = time.monotonic() + self.maintenance_interval_s
@@ -238,9 +241,12 @@ class LakeFlusher:
         total = 0
         upper = self.log.high_watermark
         while self.log.lake_end_offset < upper:
+            started = time.perf_counter()
             n = await asyncio.to_thread(self.log.flush_to_lake, max_bytes=self.file_bytes)
             if n == 0:
                 return total
+            if self._metrics is not None:
+                self._metrics.lake_commit_seconds.observe(time.perf_counter() - started)
             total += n
             self.flushes += 1
             self.records += n

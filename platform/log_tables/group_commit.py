@@ -35,6 +35,7 @@ import pyarrow as pa
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
 from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.schema import TRANSACTIONAL_BIT
 from lakelog.protocol.producer_headers import ProducerBatch
@@ -62,14 +63,18 @@ class GroupCommitter:
         leader_epoch: callable returning the epoch to stamp on appended records. Default: 0.
         segment_files_max: data files after which the oldest small ones are merged; None = never.
             Default: 64.
+        metrics: the broker's log histograms; each commit's append time and record count go there.
+            Default: None (not observed).
 
     Must be created and used inside a running asyncio event loop.
     """
 
     def __init__(self, log: PartitionLog, *, linger_ms: float = 0.0, batch_size: int = 16 * 1024 * 1024,
                  on_append: Callable[[AppendInfo], None] | None = None,
-                 leader_epoch: Callable[[], int] = lambda: 0, segment_files_max: int | None = 64) -> None:
+                 leader_epoch: Callable[[], int] = lambda: 0, segment_files_max: int | None = 64,
+                 metrics: LogMetrics | None = None) -> None:
         self.log = log
+        self._metrics = metrics
         self.linger_s = linger_ms / 1000.0
         self.batch_size = batch_size
         self._on_append = on_append
@@ -162,6 +167,9 @@ class GroupCommitter:
                                            producer_columns=producers, attributes=attributes)
         self.commits += 1
         self.records += info.count
+        if self._metrics is not None:
+            self._metrics.append_seconds.observe(time.perf_counter() - started)
+            self._metrics.group_commit_records.observe(info.count)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("appended %d records in %d requests to %s-%d in %.2f ms", info.count, len(taken),
                       self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
@@ -169,9 +177,8 @@ class GroupCommitter:
         # 4. the replica manager learns of the append (its idempotent requests into the producer state;
         #    moves the high watermark)
         if self._on_append is not None:
-            if producers is not None:
-                info = replace(info, producer_appends=tuple(
-                    (p.producer, bases[i], bases[i + 1] - bases[i]) for i, p in enumerate(taken) if p.producer))
+            info = replace(info, nbytes=batch.nbytes, producer_appends=() if producers is None else tuple(
+                (p.producer, bases[i], bases[i + 1] - bases[i]) for i, p in enumerate(taken) if p.producer))
             try:
                 self._on_append(info)
             except Exception:

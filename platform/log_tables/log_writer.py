@@ -86,6 +86,8 @@ class AppendInfo:
         producer_appends: the idempotent requests of a leader's group commit, each ``(producer, base_offset,
             count)`` (:class:`~lakelog.protocol.producer_headers.ProducerBatch`), for the producer state;
             set by :class:`~lakelog.log_tables.group_commit.GroupCommitter`. Default: none.
+        nbytes: Arrow bytes of the appended records as the group commit took them (set by
+            :class:`~lakelog.log_tables.group_commit.GroupCommitter`, for the traffic counters). Default: 0.
     """
 
     base_offset: int
@@ -94,6 +96,7 @@ class AppendInfo:
     log_append_time_ms: int
     version: int | None
     producer_appends: tuple[tuple[ProducerBatch, int, int], ...] = ()
+    nbytes: int = 0
 
 
 class LogWriter:

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lakelog.log_tables.fetch import read_end_offset
 from lakelog.log_tables.transaction_index import IsolationLevel
+from lakelog.replication.broker_topic_stats import counted_requests
 from lakelog.replication.partition import Partition
 from lakelog.replication.replica_manager import ReplicaManager
 
@@ -41,6 +42,7 @@ def readable_end(part: Partition, isolation_level: IsolationLevel) -> int:
     return part.log.last_stable_offset if isolation_level == "read_committed" else part.log.high_watermark
 
 
+@counted_requests("fetch")
 async def fetch(rm: ReplicaManager, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
                 columns: list[str] | None = None,
                 isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:

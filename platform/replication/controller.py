@@ -207,6 +207,9 @@ class Controller:
         self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
         #: the controller epoch while this broker is the active controller, else None
         self.epoch: int | None = None
+        #: partitions without a leader at the last broker change this controller handled (Kafka's
+        #: ``OfflinePartitionsCount``, reported by the active controller only)
+        self.offline_partitions = 0
         self._events: queue.Queue[str] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._stopped = threading.Event()
@@ -328,11 +331,17 @@ class Controller:
         epoch = self.epoch
         assert epoch is not None
 
+        offline: list[str] = []
+
         def decide(topic, replicas, configs, state):
-            return state_after_broker_change(replicas, state, live, controller_epoch=epoch,
-                                             unclean_leader_election_enable=_unclean_enabled(configs))
+            new = state_after_broker_change(replicas, state, live, controller_epoch=epoch,
+                                            unclean_leader_election_enable=_unclean_enabled(configs))
+            if (new or state).leader == NO_LEADER:
+                offline.append(topic)
+            return new
 
         n = update_partitions(self.metadata, decide, controller_epoch=epoch)
+        self.offline_partitions = len(offline)
         log.info("controller %d: live brokers %s, %d partition state(s) changed", self.broker_id, sorted(live), n)
 
     def _rebalance(self) -> None:

@@ -47,6 +47,9 @@ class IsrManager:
         self._partitions: Callable[[], list[Partition]] = list
         self._running = False
         self._task: asyncio.Task | None = None
+        #: ISR changes written since the broker started (Kafka's ``IsrShrinksPerSec``, ``IsrExpandsPerSec``)
+        self.shrinks = 0
+        self.expands = 0
 
     def start(self, partitions: Callable[[], list[Partition]]) -> None:
         """Start the expiry loop over ``partitions()`` (inside the serving event loop)."""
@@ -95,6 +98,10 @@ class IsrManager:
                         continue
                     # 4. apply what was written
                     log.info("%s: ISR %s -> %s", part.name, state.isr, isr)
+                    if len(isr) < len(state.isr):
+                        self.shrinks += 1
+                    elif len(isr) > len(state.isr):
+                        self.expands += 1
                     part.isr_written(written, added=add, at_ms=now_ms())
                     return
         except Exception:

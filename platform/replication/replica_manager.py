@@ -34,10 +34,12 @@ from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.log_manager import LogManager
+from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.producers.idempotence import ProducerStates
 from lakelog.producers.producer_state import ProducerStateManager
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
+from lakelog.replication.broker_topic_stats import BrokerTopicStats, counted_requests
 from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 from lakelog.replication.follower import ReplicaFetcher
 from lakelog.replication.isr import IsrManager
@@ -84,6 +86,9 @@ class ReplicaManager:
         self._stopping = False
         self.session_lost = False
         self.isr = IsrManager(settings, metadata=metadata, cache=cache)
+        #: per-topic traffic and request counters and the logs' histograms (None: ``metrics.enabled`` false)
+        self.topic_stats = BrokerTopicStats() if settings.metrics_enabled else None
+        self.log_metrics = LogMetrics() if settings.metrics_enabled else None
         #: every replica's producer state (idempotent produce); the broker sets ``is_allocated``
         self.producer_states = ProducerStates(
             producer_id_expiration_ms=settings.producer_id_expiration_ms,
@@ -311,6 +316,8 @@ class ReplicaManager:
         """A group commit landed on the leader: its producers into the state, wake the followers'
         fetches, maybe move the HW."""
         part.producer_state.appended(info.producer_appends, end_offset=info.last_offset + 1)
+        if self.topic_stats is not None:
+            self.topic_stats.appended(part.topic, records=info.count, nbytes=info.nbytes)
         part.notify_log_end_offset()
         part.maybe_advance_high_watermark()
 
@@ -321,6 +328,7 @@ class ReplicaManager:
 
     # -- produce --------------------------------------------------------------------------------
 
+    @counted_requests("produce")
     async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all",
                       producer: ProducerBatch | None = None) -> int:
         """Append a normalised, already validated produce batch; return the offset of its first record.
@@ -366,9 +374,11 @@ def _new_partition(manager: ReplicaManager, meta: TopicMetadata, partition: int,
                      producer_state=producer_state)
     part.committer = GroupCommitter(plog, linger_ms=settings.linger_ms, batch_size=settings.batch_size,
                                     on_append=lambda info: manager._after_leader_append(part, info),
-                                    leader_epoch=part.append_epoch, segment_files_max=segment_files_max)
+                                    leader_epoch=part.append_epoch, segment_files_max=segment_files_max,
+                                    metrics=manager.log_metrics)
     part.flusher = LakeFlusher(plog, segment_files_max=segment_files_max,
-                               maintenance_interval_ms=settings.log_retention_check_interval_ms)
+                               maintenance_interval_ms=settings.log_retention_check_interval_ms,
+                               metrics=manager.log_metrics)
     return part
 
 
