@@ -4,7 +4,10 @@ the test did (records produced and fetched, requests failed, a group's committed
 from __future__ import annotations
 
 import base64
+import json
+import re
 import uuid
+from pathlib import Path
 
 import httpx
 import orjson
@@ -108,3 +111,18 @@ def test_an_unknown_topic_gets_no_counters(http):
                     headers={"Accept": codecs.BINARY_V2})
     assert resp.status_code == 404
     assert _value(_scrape(http), "lakelog_fetch_requests_total", topic=name) is None
+
+
+def test_the_grafana_dashboard_queries_only_exported_metrics(http):
+    """``conf/grafana/lakelog.json`` names metrics the broker exports (after some traffic, every family
+    has samples or is at least declared)."""
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "conf" / "grafana" / "lakelog.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\blakelog_[a-z_]+", target["expr"])}
+    assert len(queried) >= 20
+    exported = set(re.findall(r"^# TYPE (lakelog_[a-z_]+) (\w+)", http.get("/metrics").text, flags=re.M))
+    names = set()
+    for family, kind in exported:
+        names |= {family} | ({f"{family}_total"} if kind == "counter" else set()) | (
+            {f"{family}_bucket", f"{family}_count", f"{family}_sum"} if kind == "histogram" else set())
+    assert queried <= names, sorted(queried - names)
