@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
@@ -42,11 +43,13 @@ class BrokerProcess:
         new_session: run it in its own session, so a Ctrl-C in the terminal reaches only the parent,
             which then stops it. Default: False.
         config_file: a ``broker.properties`` passed as ``--config``. Default: none.
+        log_format: ``--log-format``: ``text`` or ``json`` (one JSON object per line). Default: ``text``.
     """
 
     def __init__(self, *, zookeeper_connect: str, log_dirs: Path, broker_id: int = 0, port: int | None = None,
                  extra_env: dict[str, str] | None = None, log_file: Path | None = None,
-                 log_level: str = "warning", new_session: bool = False, config_file: Path | None = None) -> None:
+                 log_level: str = "warning", new_session: bool = False, config_file: Path | None = None,
+                 log_format: Literal["text", "json"] = "text") -> None:
         self.zookeeper_connect = zookeeper_connect
         self.log_dirs = Path(log_dirs)
         self.broker_id = broker_id
@@ -54,6 +57,7 @@ class BrokerProcess:
         self.extra_env = extra_env or {}
         self.log_file = Path(log_file) if log_file else self.log_dirs.parent / f"broker-{broker_id}-{self.port}.log"
         self.log_level = log_level
+        self.log_format = log_format
         self.new_session = new_session
         self.config_file = config_file
         self.process: subprocess.Popen | None = None
@@ -84,7 +88,8 @@ class BrokerProcess:
         env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
         cmd = [sys.executable, "-m", "lakelog.cli", "broker", "start", "--broker-id", str(self.broker_id),
                "--port", str(self.port), "--log-dirs", str(self.log_dirs),
-               "--zookeeper-connect", self.zookeeper_connect, "--log-level", self.log_level]
+               "--zookeeper-connect", self.zookeeper_connect, "--log-level", self.log_level,
+               "--log-format", self.log_format]
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         with open(self.log_file, "ab") as log:

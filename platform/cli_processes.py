@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import signal
 import time
 from pathlib import Path
@@ -13,6 +14,17 @@ from typing import Annotated, Optional
 import typer
 
 from lakelog.cli_common import console, err_console, fail
+
+
+class LogFormatOption(str, enum.Enum):
+    """``--log-format`` of the processes that serve."""
+
+    text = "text"
+    json = "json"
+
+
+LOG_FORMAT_HELP = ("text: 'time level logger: message' lines; json: one JSON object per line (time, level, logger, "
+                   "message, broker_id, topic and partition where relevant) for log shippers.")
 
 zookeeper_app = typer.Typer(help="The embedded ZooKeeper server.", no_args_is_help=True)
 broker_app = typer.Typer(help="Broker processes.", no_args_is_help=True)
@@ -94,19 +106,20 @@ def broker_start(
     zookeeper_connect: Annotated[Optional[str], typer.Option("--zookeeper-connect", help="host:port\\[/chroot]")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file.")] = None,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
+    log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
     """Run one broker in the foreground until Ctrl-C / SIGTERM."""
     from lakelog.config import BrokerSettings
     from lakelog.errors import LakelogError
     from lakelog.server import configure_logging, run_broker
 
-    configure_logging(log_level)
     try:
         settings = BrokerSettings.load(config_file=config, broker_id=broker_id, port=port, host=host,
                                        log_dirs=log_dirs, zookeeper_connect=zookeeper_connect)
     except LakelogError as e:
         fail(str(e))
-    run_broker(settings, log_level=log_level)
+    configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
+    run_broker(settings, log_level=log_level, log_format=log_format.value)
 
 
 def up(
@@ -114,13 +127,14 @@ def up(
     port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
+    log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
     """Embedded ZooKeeper + one broker in the foreground; Ctrl-C or SIGTERM stops both cleanly."""
     from lakelog.config import BrokerSettings
     from lakelog.replication.zookeeper_server import ZooKeeperServer
     from lakelog.server import configure_logging, run_broker
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format=log_format.value)
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
     with _stop_on_signals():
@@ -129,7 +143,8 @@ def up(
             err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}")
             settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string)
             _wait_for_previous_registrations(zk.connect_string, [settings.broker_id])
-            run_broker(settings, log_level=log_level)  # in this process; returns after SIGINT/SIGTERM
+            configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
+            run_broker(settings, log_level=log_level, log_format=log_format.value)  # returns after SIGINT/SIGTERM
         finally:
             zk.stop()
 
@@ -176,6 +191,7 @@ def cluster_up(
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
     log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
+    log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
     """Embedded ZooKeeper + N broker processes (distinct ports and log dirs) in the foreground.
 
@@ -189,7 +205,7 @@ def cluster_up(
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
     procs = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / f"broker-{i}", broker_id=i,
                            port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
-                           new_session=True, config_file=config) for i in range(brokers)]
+                           log_format=log_format.value, new_session=True, config_file=config) for i in range(brokers)]
     with _stop_on_signals():
         try:
             zk.start()

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Literal
 
 import uvicorn
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
 
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
@@ -15,10 +18,31 @@ from lakelog.ingest_api.http_guard import ConnectionLimits, guarded_protocol
 log = logging.getLogger(__name__)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Log lines as ``time level logger: message`` to stderr."""
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+#: ``--log-format``: ``text`` lines ``time level logger: message``; ``json`` one object per line.
+LogFormat = Literal["text", "json"]
+
+
+def configure_logging(level: str = "INFO", *, log_format: LogFormat = "text", broker_id: int | None = None) -> None:
+    """Send every log record to stderr.
+
+    Args:
+        level: the root level (``debug``, ``info``, ``warning``, ...). Default: ``INFO``.
+        log_format: ``text``: ``time level logger: message`` lines; ``json``: one JSON object per line with
+            ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, ``broker_id`` (when given) and the
+            record's extras (``topic`` and ``partition`` where a log call names a partition), for log
+            shippers (python-json-logger). Default: ``text``.
+        broker_id: the process's broker, stamped on every JSON line. Default: None.
+    """
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(
+            "%(levelname)s %(name)s %(message)s", timestamp="time",
+            rename_fields={"levelname": "level", "name": "logger"},
+            reserved_attrs=[*RESERVED_ATTRS, "color_message"],  # uvicorn's ANSI-coloured copy of the message
+            static_fields={} if broker_id is None else {"broker_id": broker_id}))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler], force=True)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
@@ -56,7 +80,7 @@ class _BrokerServer(uvicorn.Server):
         loop.create_task(controlled_then_exit())
 
 
-def run_broker(settings: BrokerSettings, *, log_level: str = "info") -> None:
+def run_broker(settings: BrokerSettings, *, log_level: str = "info", log_format: LogFormat = "text") -> None:
     """Serve one broker in the foreground until SIGINT or SIGTERM.
 
     Steps on SIGTERM: 1. controlled shutdown (leaderships move away, ``controlled.shutdown.enable``);
@@ -64,18 +88,20 @@ def run_broker(settings: BrokerSettings, *, log_level: str = "info") -> None:
     broker: queued appends are committed, logs closed, the ZooKeeper session ended.
     """
     broker = Broker(settings)
-    config = uvicorn_config(create_app(broker), settings, log_level=log_level)
+    config = uvicorn_config(create_app(broker), settings, log_level=log_level, log_format=log_format)
     _BrokerServer(config, broker).run()
 
 
 def uvicorn_config(app, settings: BrokerSettings, *, log_level: str = "info", lifespan: str = "auto",
-                   loop: str = "uvloop") -> uvicorn.Config:
+                   loop: str = "uvloop", log_format: LogFormat = "text") -> uvicorn.Config:
     """uvicorn's configuration of a broker's gateway: uvloop, httptools guarded against slow and idle
     clients (:mod:`lakelog.ingest_api.http_guard`: ``connections.max.idle.ms``,
     ``request.header.timeout.ms``, ``request.body.timeout.ms``, ``request.body.min.bytes.per.sec``,
-    ``max.connections``)."""
+    ``max.connections``). ``log_format="json"``: uvicorn's own loggers keep no handlers of their own,
+    so their records reach the root handler of :func:`configure_logging` (JSON) too."""
     limits = ConnectionLimits.from_settings(settings)
-    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
+    extra = {"log_config": None} if log_format == "json" else {}
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False, **extra,
                           timeout_graceful_shutdown=10, loop=loop, lifespan=lifespan,
                           http=guarded_protocol(limits),
                           # uvicorn's keep-alive timer (armed after each answer) is the idle timeout

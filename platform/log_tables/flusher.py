@@ -168,9 +168,11 @@ class LakeFlusher:
             try:
                 await self.flush()
             except LakelogError as e:  # CommitFailedError, LogClosedError: the next round retries
-                log.warning("flushing %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e)
+                log.warning("flushing %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e,
+                            extra={"topic": self.log.topic, "partition": self.log.partition})
             except Exception:
-                log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition)
+                log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition,
+                              extra={"topic": self.log.topic, "partition": self.log.partition})
             # 3. merge small files, fsync when flush.ms is due
             if self.log.tiered:  # a log without a tail is compacted after its appends (group commit, follower)
                 await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
@@ -193,7 +195,8 @@ class LakeFlusher:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("maintenance of %s-%d failed", self.log.topic, self.log.partition)
+            log.exception("maintenance of %s-%d failed", self.log.topic, self.log.partition,
+                          extra={"topic": self.log.topic, "partition": self.log.partition})
 
     async def _vacuum_when_due(self) -> None:
         """The VACUUM timer: sleep until the earliest recorded removal of the log expires
@@ -219,7 +222,8 @@ class LakeFlusher:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("vacuum of %s-%d failed", self.log.topic, self.log.partition)
+                    log.exception("vacuum of %s-%d failed", self.log.topic, self.log.partition,
+                                  extra={"topic": self.log.topic, "partition": self.log.partition})
             # 3. still due (failed, closed or leased): try again one round's interval later
             due = lifecycle.vacuum_due_at()
             if due is not None and due <= time.time():
@@ -274,4 +278,5 @@ class LakeFlusher:
         try:
             await asyncio.wait_for(self.flush(), self._close_timeout_s)
         except Exception as e:  # the tail keeps it; the next open recovers it
-            log.warning("final flush of %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e)
+            log.warning("final flush of %s-%d to Delta failed: %s", self.log.topic, self.log.partition, e,
+                        extra={"topic": self.log.topic, "partition": self.log.partition})

@@ -143,9 +143,11 @@ class GroupCommitter:
             except Exception as e:
                 # one failed batch fails only its own requests; the committer goes on with the next
                 if isinstance(e, LakelogError):  # an expected error (not leader, commit failed)
-                    log.info("group commit to %s-%d failed: %s", self.log.topic, self.log.partition, e)
+                    log.info("group commit to %s-%d failed: %s", self.log.topic, self.log.partition, e,
+                             extra={"topic": self.log.topic, "partition": self.log.partition})
                 else:
-                    log.exception("group commit to %s-%d failed", self.log.topic, self.log.partition)
+                    log.exception("group commit to %s-%d failed", self.log.topic, self.log.partition,
+                                  extra={"topic": self.log.topic, "partition": self.log.partition})
                 _fail(taken, e)
                 continue
             # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
@@ -172,7 +174,8 @@ class GroupCommitter:
             self._metrics.group_commit_records.observe(info.count)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("appended %d records in %d requests to %s-%d in %.2f ms", info.count, len(taken),
-                      self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000)
+                      self.log.topic, self.log.partition, (time.perf_counter() - started) * 1000,
+                      extra={"topic": self.log.topic, "partition": self.log.partition})
         bases = np.cumsum([info.base_offset] + [p.records.num_rows for p in taken]).tolist()
         # 4. the replica manager learns of the append (its idempotent requests into the producer state;
         #    moves the high watermark)
@@ -182,7 +185,8 @@ class GroupCommitter:
             try:
                 self._on_append(info)
             except Exception:
-                log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition)
+                log.exception("on_append failed for %s-%d", self.log.topic, self.log.partition,
+                              extra={"topic": self.log.topic, "partition": self.log.partition})
         # 5. answer each request with the offset of its first record
         for p, offset in zip(taken, bases):
             if not p.future.done():
@@ -212,7 +216,8 @@ class GroupCommitter:
             self._task.cancel()
             raise
         except Exception:
-            log.exception("the committer of %s-%d failed", self.log.topic, self.log.partition)
+            log.exception("the committer of %s-%d failed", self.log.topic, self.log.partition,
+                          extra={"topic": self.log.topic, "partition": self.log.partition})
         finally:
             queued, self._queue, self._queued_bytes = self._queue, [], 0
             _fail(queued, self._closed_error())

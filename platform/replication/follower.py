@@ -115,19 +115,20 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except (_TruncateAgain, NonContiguousOffsetsError) as e:
-                log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e)
+                log.info("%s-%d: truncating again (%s)", self.log.topic, self.log.partition, e,
+                         extra={"topic": self.log.topic, "partition": self.log.partition})
                 need_truncation = True
                 if self.producer_state is not None:  # the log may have cut its tail (an open transaction)
                     await asyncio.to_thread(self.producer_state.truncated, self.log)
                 await asyncio.sleep(self.backoff_s)  # no tight loop while the leader's log moves
             except (LeaderNotAvailableError, OSError) as e:
                 log.debug("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
-                          self.leader_id, e)
+                          self.leader_id, e, extra={"topic": self.log.topic, "partition": self.log.partition})
                 await asyncio.sleep(self.backoff_s)
             except Exception as e:
                 # 4. anything else (the leader's epoch moved on, a commit failed): back off and retry
                 log.info("%s-%d: fetch from broker %d failed: %s", self.log.topic, self.log.partition,
-                         self.leader_id, e)
+                         self.leader_id, e, extra={"topic": self.log.topic, "partition": self.log.partition})
                 await asyncio.sleep(self.backoff_s)
 
     async def _truncate(self, url: str) -> None:
@@ -151,7 +152,8 @@ class ReplicaFetcher:
         if target < self.log.log_end_offset:
             log.info("%s-%d: truncating to %d (leader epoch %d ends at %d on broker %d; our LEO %d)",
                      self.log.topic, self.log.partition, target, leader_epoch_found, leader_end,
-                     self.leader_id, self.log.log_end_offset)
+                     self.leader_id, self.log.log_end_offset,
+                     extra={"topic": self.log.topic, "partition": self.log.partition})
             await asyncio.to_thread(self.log.truncate_to, target)
             if self.producer_state is not None:
                 await asyncio.to_thread(self.producer_state.truncated, self.log)
@@ -192,7 +194,8 @@ class ReplicaFetcher:
         if self.log.log_end_offset >= leader_start:
             return False
         log.info("%s-%d: our log ends at %d, below the leader's log start offset %d: starting over there",
-                 self.log.topic, self.log.partition, self.log.log_end_offset, leader_start)
+                 self.log.topic, self.log.partition, self.log.log_end_offset, leader_start,
+                 extra={"topic": self.log.topic, "partition": self.log.partition})
         await asyncio.to_thread(self.log.lifecycle.reset_to, leader_start)
         if self.producer_state is not None:
             await asyncio.to_thread(self.producer_state.truncated, self.log)

@@ -97,7 +97,8 @@ class IsrManager:
                         part.state = fresh
                         continue
                     # 4. apply what was written
-                    log.info("%s: ISR %s -> %s", part.name, state.isr, isr)
+                    log.info("%s: ISR %s -> %s", part.name, state.isr, isr,
+                             extra={"topic": part.topic, "partition": part.partition})
                     if len(isr) < len(state.isr):
                         self.shrinks += 1
                     elif len(isr) > len(state.isr):
@@ -105,7 +106,8 @@ class IsrManager:
                     part.isr_written(written, added=add, at_ms=now_ms())
                     return
         except Exception:
-            log.exception("ISR update of %s failed", part.name)
+            log.exception("ISR update of %s failed", part.name,
+                          extra={"topic": part.topic, "partition": part.partition})
         finally:
             part.isr_update_running = False
 
@@ -119,5 +121,6 @@ class IsrManager:
             for part in self._partitions():
                 out = part.lagging_followers(at_ms=at, replica_lag_time_max_ms=lag_ms)
                 if out:
-                    log.info("%s: followers %s have not caught up for %d ms", part.name, sorted(out), lag_ms)
+                    log.info("%s: followers %s have not caught up for %d ms", part.name, sorted(out), lag_ms,
+                             extra={"topic": part.topic, "partition": part.partition})
                     self._schedule_isr_update(part, remove=out)

@@ -277,7 +277,8 @@ class ReplicaManager:
             try:
                 listener(part)
             except Exception:
-                log.exception("a role listener failed for %s", part.name)
+                log.exception("a role listener failed for %s", part.name,
+                              extra={"topic": part.topic, "partition": part.partition})
 
     async def _become_leader(self, part: Partition, state: PartitionState) -> None:
         """Kafka's makeLeader: stop fetching, fence older epochs, start tracking the followers."""
@@ -286,7 +287,8 @@ class ReplicaManager:
             part.fetcher = None
         part.make_leader(state, at_ms=now_ms())
         log.info("broker %d leads %s at leader epoch %d (LEO %d, HW %d, ISR %s)", self.broker_id, part.name,
-                 state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr)
+                 state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr,
+                 extra={"topic": part.topic, "partition": part.partition})
 
     async def _become_follower(self, part: Partition, state: PartitionState) -> None:
         """Kafka's makeFollower: no more appends here, fence older epochs, fetch from the new leader
@@ -296,7 +298,8 @@ class ReplicaManager:
             await part.fetcher.stop()
             part.fetcher = None
         if state.leader < 0:
-            log.info("%s is offline (no leader); broker %d waits", part.name, self.broker_id)
+            log.info("%s is offline (no leader); broker %d waits", part.name, self.broker_id,
+                     extra={"topic": part.topic, "partition": part.partition})
             return
         part.fetcher = ReplicaFetcher(
             part.log, broker_id=self.broker_id, leader_id=state.leader, leader_epoch=state.leader_epoch,
@@ -306,7 +309,7 @@ class ReplicaManager:
             fetch_backoff_ms=self.settings.replica_fetch_backoff_ms,
             producer_state=part.producer_state, on_append=lambda: self._after_follower_append(part)).start()
         log.info("broker %d follows broker %d for %s at leader epoch %d", self.broker_id, state.leader,
-                 part.name, state.leader_epoch)
+                 part.name, state.leader_epoch, extra={"topic": part.topic, "partition": part.partition})
 
     async def _after_follower_append(self, part: Partition) -> None:
         part.notify_high_watermark()
