@@ -410,5 +410,7 @@ async def _drop_deleted(manager: ReplicaManager, key: PartitionKey) -> None:
         await part.committer.close()
         await part.flusher.close(flush=False)
         await manager.log_manager.drop_log(part.log, delete_data=True)
+        if manager.topic_stats is not None:  # Kafka removes a deleted topic's metrics
+            manager.topic_stats.drop(part.topic)
         part.notify_all()
     manager._notify_role(part)

@@ -14,6 +14,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.ingest_api import codecs
+from tests.harness import wait_for
 
 
 def _scrape(http: httpx.Client) -> dict[str, list]:
@@ -126,3 +127,14 @@ def test_the_grafana_dashboard_queries_only_exported_metrics(http):
         names |= {family} | ({f"{family}_total"} if kind == "counter" else set()) | (
             {f"{family}_bucket", f"{family}_count", f"{family}_sum"} if kind == "histogram" else set())
     assert queried <= names, sorted(queried - names)
+
+
+def test_a_deleted_topic_leaves_the_metrics(api, http):
+    topic = f"gone-{uuid.uuid4().hex[:8]}"
+    api.create_topic(topic, partitions=1)
+    _produce(http, topic, 0, 2)
+    assert _value(_scrape(http), "lakelog_messages_in_total", topic=topic) == 2
+    api.delete_topic(topic)
+    wait_for(lambda: _value(_scrape(http), "lakelog_partition_log_end_offset", topic=topic, partition=0) is None, 20,
+             "the deleted topic's replica to be dropped")
+    assert _value(_scrape(http), "lakelog_messages_in_total", topic=topic) is None
