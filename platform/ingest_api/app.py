@@ -16,7 +16,9 @@
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
   transaction coordinators;
-- :mod:`~lakelog.ingest_api.metrics_api`: ``GET /metrics`` (Prometheus), ``GET /health``, ``GET /ready``.
+- :mod:`~lakelog.ingest_api.metrics_api`: ``GET /metrics`` (Prometheus), ``GET /health``, ``GET /ready``;
+- :mod:`~lakelog.ingest_api.console_api`: the web console at ``/console`` (files only; the page uses the
+  routes above).
 
 Routes reach the broker through typed dependencies (:mod:`~lakelog.ingest_api.deps`); errors are
 answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status*100+n, "message": ...}``.
@@ -30,6 +32,7 @@ from pydantic.json_schema import models_json_schema
 
 from lakelog.ingest_api import (
     brokers_api,
+    console_api,
     consumers_api,
     coordinator_api,
     metrics_api,
@@ -74,6 +77,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api):
         app.include_router(module.router)
+    app.include_router(console_api.router)
+    app.mount("/console/assets", console_api.console_assets(), name="console-assets")
     if broker.settings.metrics_enabled:  # per-route request counts and latency for GET /metrics
         app.state.request_stats = RequestStats()
         app.add_middleware(RequestMetrics, stats=app.state.request_stats)
