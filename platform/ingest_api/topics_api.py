@@ -4,8 +4,8 @@
   answers for the whole cluster (offsets, the last stable offset among them, come from each partition's
   leader); ``?timestamp_ms=`` on the offsets route adds the first offset at or after a time (Kafka's
   ListOffsets by timestamp);
-- ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table and high watermark on its
-  leader, for direct readers (Spark);
+- ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table (its version, data files, the
+  replica's bytes on disk) and offsets on its leader, for direct readers (Spark) and the console;
 - ``GET /lakelog/v1/topics/{topic}/partitions/{p}/offset-for-timestamp``: the time lookup on the leader
   itself (what another broker forwards ``?timestamp_ms=`` to).
 """
@@ -112,7 +112,8 @@ async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, 
 
 
 @router.get("/lakelog/v1/topics/{topic}/logs", response_model=list[models.PartitionLogInfo], responses=ERRORS,
-            tags=["lakelog"], summary="Partition tables and their high watermarks, for direct readers (Spark)")
+            tags=["lakelog"], summary="Partition tables (version, files, bytes on disk) and their offsets, for direct "
+                                      "readers (Spark) and the console")
 async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[int] = Query(
         None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)")) -> list[models.PartitionLogInfo]:
     """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked

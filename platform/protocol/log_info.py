@@ -7,15 +7,19 @@ parse that list back into them::
     GET /lakelog/v1/topics/orders/logs
     200 [{"topic": "orders", "partition": 0, "table_uri": "/data/logs/orders-0",
           "log_start_offset": 0, "lake_end_offset": 100, "log_end_offset": 120,
-          "high_watermark": 118, "leader_epoch": 3, "timestamp_type": 0, "last_stable_offset": 118}, ...]
+          "high_watermark": 118, "leader_epoch": 3, "timestamp_type": 0, "last_stable_offset": 118,
+          "table_version": 12, "table_files": 4, "size_bytes": 81234}, ...]
 
 Every field is required (no defaults) except ``last_stable_offset``, which is the high watermark when a
-body lacks it (a broker that knows no transactions), so a body parses the same whether it is read with
-this model or by the gateway. The model is immutable and checks the invariants a reader relies on (see
+body lacks it (a broker that knows no transactions), and the table facts ``table_version``,
+``table_files`` and ``size_bytes`` (None when a body lacks them), so a body parses the same whether it
+is read with this model or by the gateway. The model is immutable and checks the invariants a reader relies on (see
 :class:`PartitionLogInfo`).
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -55,6 +59,11 @@ class PartitionLogInfo(BaseModel):
             watermark (the end of what read_committed readers see); the high watermark when absent. The
             Delta table never holds records of open or aborted transactions, so ``lake_end_offset`` never
             passes it.
+        table_version: the Delta table's version on the leader (its last commit); None when not given.
+        table_files: the data files of that version (Parquet files the table lists); None when not given.
+        size_bytes: bytes on the leader's disk of its replica: data files (also removed ones VACUUM has
+            not deleted yet), ``_delta_log`` and the segment tail (Kafka's ``kafka.log:type=Log,name=Size``);
+            None for an object-store table or when not given.
 
     Raises:
         pydantic.ValidationError (a ``ValueError``): a field is missing or of the wrong type,
@@ -76,6 +85,10 @@ class PartitionLogInfo(BaseModel):
     timestamp_type: int = Field(description="0 = CreateTime, 1 = LogAppendTime")
     last_stable_offset: int = Field(-1, description="First offset of an open transaction, at most the high "
                                                     "watermark (absent: the high watermark)")
+    table_version: Optional[int] = Field(None, description="The Delta table's version on the leader")
+    table_files: Optional[int] = Field(None, description="Data files in that version of the table")
+    size_bytes: Optional[int] = Field(None, description="Bytes on the leader's disk of its replica (data files, "
+                                                        "_delta_log, segment tail); null for an object store")
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import asdict, dataclass
 
 from lakelog.errors import LakelogError
+from lakelog.log_tables.log_metrics import bytes_on_disk
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import NotLeaderError
@@ -149,8 +150,9 @@ async def partition_summary(rm: ReplicaManager, topic: str, partition: int, repl
 
 
 async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> PartitionLogInfo:
-    """The partition's table on its leader, for direct readers (Spark); the table holds the committed
-    records below the lake end offset, the leader's segment tail the rest up to the HW.
+    """The partition's table on its leader, for direct readers (Spark) and the console; the table holds the
+    committed records below the lake end offset, the leader's segment tail the rest up to the HW. With the
+    table's version, its data files and the replica's bytes on disk (read in a worker thread).
 
     Raises:
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError, NotLeaderError.
@@ -162,10 +164,13 @@ async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> 
             raise
         return PartitionLogInfo(**await rm.leader_client.topic_log(e.leader_url, topic, partition))
     meta = rm.cache.topic(topic)
+    log = part.log
+    version, files, size = await asyncio.to_thread(lambda: (log.version, log.table_files(), bytes_on_disk(log.table_uri)))
     return PartitionLogInfo(topic=topic, partition=partition, table_uri=part.log.table_uri,
                             log_start_offset=part.log.log_start_offset,
                             lake_end_offset=min(part.log.lake_end_offset, part.log.high_watermark),
                             log_end_offset=part.log.log_end_offset,
                             high_watermark=part.log.high_watermark, leader_epoch=part.leader_epoch,
                             last_stable_offset=min(part.log.last_stable_offset, part.log.high_watermark),
-                            timestamp_type=meta.config.timestamp_type_id)
+                            timestamp_type=meta.config.timestamp_type_id,
+                            table_version=version, table_files=files, size_bytes=size)

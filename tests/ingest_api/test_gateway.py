@@ -9,11 +9,13 @@ import base64
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import orjson
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from lakelog.broker import Broker
 from lakelog.client import GatewayError, LakelogClient, arrow_body
@@ -409,6 +411,23 @@ def test_topic_and_partition_metadata(api, http):
     assert [(l["partition"], l["log_end_offset"], l["high_watermark"]) for l in logs] == [(0, 0, 0), (1, 2, 2)]
     assert logs[1]["table_uri"].endswith(f"{name}-1")
     assert logs[1]["timestamp_type"] == 0
+
+
+def test_topic_logs_table_version_files_and_size(http, api):
+    """``GET /lakelog/v1/topics/{t}/logs`` names each partition table's Delta version, its data files and
+    the replica's bytes on disk, as the table and the directory have them."""
+    name = "table-facts"
+    api.create_topic(name, partitions=1, configs={"lake.commit.interval.ms": "0"})  # a Delta commit per append
+    before = http.get(f"/lakelog/v1/topics/{name}/logs").json()[0]
+    for i in range(3):
+        assert http.post(f"/topics/{name}/partitions/0", json={"records": [{"value": {"n": i}}]},
+                         headers={"Content-Type": "application/vnd.kafka.json.v2+json"}).status_code == 200
+    info = http.get(f"/lakelog/v1/topics/{name}/logs").json()[0]
+    table = DeltaTable(info["table_uri"])
+    assert (info["table_version"], info["table_files"]) == (table.version(), len(table.file_uris()))
+    assert (info["table_version"] - before["table_version"], info["table_files"] - before["table_files"]) == (3, 3)
+    on_disk = sum(f.stat().st_size for f in Path(info["table_uri"]).rglob("*") if f.is_file())
+    assert info["size_bytes"] == on_disk > 0
 
 
 # -- v3 -----------------------------------------------------------------------------------------
