@@ -115,6 +115,12 @@ def partition_api(broker: BrokerProcess, topic: str, p: int) -> dict:
     return httpx.get(f"{broker.url}/topics/{topic}/partitions/{p}", timeout=10).json()
 
 
+def table_facts(broker: BrokerProcess, topic: str, p: int) -> tuple[int, int, int]:
+    """``(table_version, table_files, size_bytes)`` of ``topic``-``p`` as ``GET .../logs`` answers them."""
+    info = httpx.get(f"{broker.url}/lakelog/v1/topics/{topic}/logs", params={"partition": p}, timeout=10).json()[0]
+    return info["table_version"], info["table_files"], info["size_bytes"]
+
+
 def leader_of(cluster: dict, topic: str, p: int) -> BrokerProcess:
     """The broker leading ``topic``-``p`` now."""
     return cluster[partition_api(cluster[0], topic, p)["leader"]]
@@ -168,6 +174,11 @@ def test_topic_page_shows_isr_and_offsets(cluster, zkc, browser, tmp_path):
         assert isr == {r["broker"] for r in api["replicas"] if r["in_sync"]} == {0, 1, 2}
         wait_page(browser, lambda d: cell(d, row.format(p=p, c="lake-end")) == str(
             partition_api(cluster[follower], topic, p)["lake_end_offset"]), f"lake end offset of partition {p}")
+        # the table facts of GET /lakelog/v1/topics/{t}/logs, which the leader answers
+        wait_page(browser, lambda d: (cell(d, row.format(p=p, c="table-version")), cell(d, row.format(p=p, c="table-files")))
+                  == tuple(str(x) for x in table_facts(cluster[follower], topic, p)[:2]), f"Delta version of {p}")
+        size = int(browser.find_element("css selector", row.format(p=p, c="size")).get_attribute("title").split()[0])
+        assert size > 0
     assert "max.message.bytes" in cell(browser, "#configs-table")
 
     # the follower stops: the ISR shrinks

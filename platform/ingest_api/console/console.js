@@ -27,6 +27,14 @@ function el(tag, attrs, ...children) {
 
 function fmtNum(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
 
+function fmtBytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 function fmtTime(ms) {
   if (ms === null || ms === undefined) return "–";
   const d = new Date(Number(ms));
@@ -252,10 +260,14 @@ views.topic = async (root, [name]) => {
   root.append(el("h2", {}, "Configs"));
   const configs = root.appendChild(el("div", { id: "configs" }));
   return async () => {
-    const [topic, cfg] = await Promise.all([api(`/topics/${enc(name)}`), api(v3(`/topics/${enc(name)}/configs`))]);
+    const [topic, cfg, logs] = await Promise.all([api(`/topics/${enc(name)}`), api(v3(`/topics/${enc(name)}/configs`)),
+      api(`/lakelog/v1/topics/${enc(name)}/logs`).catch(() => [])]);   // table facts; [] while a leader moves
+    const tables = Object.fromEntries(logs.map((l) => [l.partition, l]));
     parts.replaceChildren(table(
-      ["Partition", "Leader", "Epoch", "Replicas", "ISR", "Log start", "Lake end", "LSO", "HW", "LEO", "Lake lag", "Records"],
+      ["Partition", "Leader", "Epoch", "Replicas", "ISR", "Log start", "Lake end", "LSO", "HW", "LEO", "Lake lag",
+       "Delta version", "Files", "Size on disk", "Records"],
       topic.partitions.map((p) => {
+        const t = tables[p.partition] || {};
         const isr = p.replicas.filter((r) => r.in_sync).map((r) => r.broker);
         const out = p.replicas.filter((r) => !r.in_sync).length;
         const lakeLag = p.high_watermark === null || p.lake_end_offset === null ? null : p.high_watermark - p.lake_end_offset;
@@ -271,6 +283,9 @@ views.topic = async (root, [name]) => {
           el("td", { class: "num hw" }, fmtNum(p.high_watermark)),
           el("td", { class: "num leo" }, fmtNum(p.log_end_offset)),
           el("td", { class: "num lake-lag" }, fmtNum(lakeLag)),
+          el("td", { class: "num table-version" }, fmtNum(t.table_version)),
+          el("td", { class: "num table-files" }, fmtNum(t.table_files)),
+          el("td", { class: "num size", title: t.size_bytes == null ? "" : `${t.size_bytes} bytes` }, fmtBytes(t.size_bytes)),
           el("td", {}, el("a", { href: `#/records/${enc(name)}/${p.partition}` }, "browse")));
       }), { id: "partitions-table" }));
     configs.replaceChildren(table(["Config", "Value", "Source"], cfg.data.map((c) => el("tr", { "data-config": c.name },
