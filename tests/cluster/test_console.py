@@ -288,10 +288,34 @@ def test_group_page_shows_lag(cluster, zkc, browser, tmp_path):
     wait_page(browser, lambda d: "3 point(s)" in cell(d, "#lag-legend"), "three polls in the lag chart")
     assert "events-0" in cell(browser, "#lag-legend")
 
-    commit = httpx.post(f"{cluster[1].url}/consumers/{group}/offsets", timeout=20, json={"offsets": [
-        {"topic": topic, "partition": 0, "offset": 6}]})
-    assert commit.status_code == 200, commit.text
-    wait_page(browser, lambda d: cell(d, "#group-total-lag .value") == "1", "total lag 1 after the commit")
+    assert cell(browser, "#members").startswith("No live members")
+
+    # a member joins (a REST Proxy consumer instance on broker 2): the page shows it, its partitions, and
+    # its commit (the offset of the last record processed, 5: the group resumes at 6) lowers the lag
+    base = f"{cluster[2].url}/consumers/{group}"
+    v2 = {"Content-Type": "application/vnd.kafka.v2+json"}
+    made = httpx.post(base, headers=v2, timeout=20, json={"name": "m1", "format": "binary", "auto.commit.enable": "false"})
+    assert made.status_code == 200, made.text
+    member = f"{base}/instances/m1"
+    assert httpx.post(f"{member}/subscription", headers=v2, json={"topics": [topic]}, timeout=20).status_code == 204
+    try:
+        wait_for(lambda: httpx.get(f"{member}/records", params={"timeout": 500}, timeout=20,
+                                   headers={"Accept": media_types.BINARY_V2}).json(), 30, "the member's first records")
+        wait_page(browser, lambda d: "events-0, events-1" in cell(d, "#members-table"), "the member and its partitions",
+                  timeout_s=30)
+        consumers = httpx.get(f"{cluster[0].url}/v3/clusters/{cid}/consumer-groups/{group}/consumers", timeout=10).json()
+        [consumer] = consumers["data"]
+        assert consumer["consumer_id"] in cell(browser, "#members-table")
+        wait_page(browser, lambda d: cell(d, row.format(p=0, c="lag")) == "5"
+                  and consumer["consumer_id"] in cell(d, "#lags-table"), "the member as the partitions' owner")
+        assert cell(browser, "#group-cards").split("\n")[1] == "STABLE"
+        commit = httpx.post(f"{member}/offsets", headers=v2, timeout=20, json={"offsets": [
+            {"topic": topic, "partition": 0, "offset": 5}]})
+        assert commit.status_code == 200, commit.text
+        wait_page(browser, lambda d: cell(d, "#group-total-lag .value") == "1", "total lag 1 after the commit")
+        shot(browser, tmp_path, "group-member")
+    finally:
+        httpx.delete(member, timeout=20)
 
     # the groups list shows it too
     browser.find_element(By.CSS_SELECTOR, "header nav a[data-nav='groups']").click()
