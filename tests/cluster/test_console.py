@@ -353,9 +353,20 @@ def test_produce_form_writes_record(cluster, zkc, browser, tmp_path):
     assert fetch_from_leader(cluster, topic, 0, 0) == []
 
 
-def test_create_and_delete_topic(cluster, zkc, browser, tmp_path):
-    """The topics page creates a topic with a config and deletes it (two clicks), through the v3 routes."""
+def test_cluster_page_and_topic_create_delete(cluster, zkc, browser, tmp_path):
+    """The cluster page lists the live brokers and the controller; the topics page creates a topic with a
+    config and deletes it (two clicks), through the v3 routes."""
     from selenium.webdriver.common.by import By
+
+    open_console(browser, cluster[1], "/cluster")
+    controller = zkc.controller()
+    rows = wait_page(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#brokers-table tbody tr"), "the brokers")
+    assert [r.text.split()[0] for r in rows] == ["0", "1", "2"]
+    assert [r.text.split()[2] for r in rows] == [str(cluster[i].port) for i in range(3)]
+    assert "controller" in rows[controller].text and sum("controller" in r.text for r in rows) == 1
+    assert f"CONTROLLER\n{controller}" in cell(browser, "#cluster-cards")
+    assert "THIS BROKER\n1" in cell(browser, "#cluster-cards")
+    shot(browser, tmp_path, "cluster")
 
     topic = "scratch"
     open_console(browser, cluster[0], "/topics")
