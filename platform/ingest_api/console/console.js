@@ -218,7 +218,7 @@ views.topics = async (root) => {
   return async () => {
     const topics = (await api(v3("/topics"))).data;
     const details = await Promise.all(topics.map((t) => api(`/topics/${enc(t.topic_name)}`).catch(() => null)));
-    list.replaceChildren(table(["Topic", "Partitions", "Replication", "Under-replicated", "Offline", "Records (HW sum)"],
+    list.replaceChildren(table(["Topic", "Partitions", "Replication", "Under-replicated", "Offline", "Records (HW − log start)"],
       topics.map((t, i) => {
         const parts = details[i] ? details[i].partitions : [];
         const under = parts.filter((p) => p.replicas.some((r) => !r.in_sync)).length;
