@@ -186,8 +186,7 @@ class PartitionLog:
         return self._writer.table.version()
 
     def table_files(self) -> int:
-        """Data files in the table's current version (Parquet files its log lists). Blocking: call from a
-        worker thread."""
+        """Data files in the table's current version. Blocking: call from a worker thread."""
         return len(self._writer.table.file_uris())
 
     # -- leader epochs (KIP-101) ----------------------------------------------------------------
