@@ -48,3 +48,17 @@ def test_console_files_are_package_data():
     files = sorted(p.relative_to(ASSETS_DIR.parent).as_posix() for p in ASSETS_DIR.iterdir())
     assert files == ["console/console.css", "console/console.js", "console/index.html"]
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+def test_console_calls_only_documented_routes(http):
+    """No back door: every path the console's script requests is a route of the OpenAPI document."""
+    js = (ASSETS_DIR / "console.js").read_text()
+    documented = [re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", p) + "$") for p in http.get("/openapi.json").json()["paths"]]
+    called = set()
+    for in_v3, literal in re.findall(r'(v3\()?[`"](/[^`"]+)[`"]', js):
+        path = re.sub(r"\$\{[^}]+\}", "x", literal).split("?")[0]
+        called.add(f"/v3/clusters/x{path}" if in_v3 else path)
+    assert {"/v3/clusters", "/topics", "/health", "/v3/clusters/x/consumer-groups/x/lags",
+            "/topics/x/partitions/x/records", "/lakelog/v1/topics/x/logs"} <= called
+    undocumented = sorted(p for p in called if not any(d.match(p) for d in documented))
+    assert undocumented == []
