@@ -112,6 +112,7 @@ def shot(driver, tmp_path: Path, name: str) -> Path:
 
 
 def partition_api(broker: BrokerProcess, topic: str, p: int) -> dict:
+    """``GET /topics/{topic}/partitions/{p}`` asked of ``broker``."""
     return httpx.get(f"{broker.url}/topics/{topic}/partitions/{p}", timeout=10).json()
 
 
@@ -136,14 +137,17 @@ def fetch_from_leader(cluster: dict, topic: str, p: int, offset: int) -> list[di
 
 
 def b64(s: str) -> str:
+    """Base64 of ``s``'s UTF-8 bytes."""
     return base64.b64encode(s.encode()).decode()
 
 
 def unb64(s: str | None) -> str | None:
+    """The text of base64 ``s`` (None stays None)."""
     return None if s is None else base64.b64decode(s).decode()
 
 
 def ready_topic(cluster, zkc, topic: str, partitions: int) -> None:
+    """Create ``topic`` with replication factor 3 and wait until every partition has its full ISR."""
     resp = create_topic(cluster[0].url, topic, partitions=partitions, rf=3)
     assert resp.status_code == 201, resp.text
     wait_full_isr(zkc, topic, partitions, 3)
