@@ -270,7 +270,7 @@ views.topic = async (root, [name]) => {
         const t = tables[p.partition] || {};
         const isr = p.replicas.filter((r) => r.in_sync).map((r) => r.broker);
         const out = p.replicas.filter((r) => !r.in_sync).length;
-        const lakeLag = p.high_watermark === null || p.lake_end_offset === null ? null : p.high_watermark - p.lake_end_offset;
+        const lakeLag = p.log_end_offset === null || p.lake_end_offset === null ? null : p.log_end_offset - p.lake_end_offset;  // as lakelog_partition_lake_lag_records
         return el("tr", { "data-partition": p.partition },
           el("td", { class: "num" }, p.partition),
           el("td", { class: `num leader ${p.leader < 0 ? "bad" : ""}` }, p.leader < 0 ? "none" : p.leader),
