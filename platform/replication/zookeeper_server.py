@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -114,12 +115,28 @@ def find_java() -> str:
     return found
 
 
+def pinned_pyspark() -> str:
+    """The pyspark requirement lakelog is installed with, e.g. ``"pyspark==4.2.0"`` (its ``pyproject.toml``).
+
+    Read from the installed lakelog's metadata, so messages name the version its ZooKeeper jars were
+    checked with; ``"pyspark"`` when lakelog's metadata is not there (running from a source tree).
+    """
+    try:
+        requires = importlib.metadata.requires("lakelog") or []
+    except importlib.metadata.PackageNotFoundError:
+        return "pyspark"
+    for requirement in requires:
+        if re.match(r"pyspark\s*[=<>!~]", requirement):
+            return requirement.split(";")[0].replace(" ", "")
+    return "pyspark"
+
+
 def _pyspark_jars_dir() -> Path:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         raise ZooKeeperStartError(
             "pyspark is not installed: the embedded ZooKeeper runs from the jars in the pyspark wheel "
-            "(pip install pyspark==4.0.1), or point zookeeper.connect at a running ZooKeeper."
+            f"(pip install '{pinned_pyspark()}'), or point zookeeper.connect at a running ZooKeeper."
         )
     for location in spec.submodule_search_locations:
         jars = Path(location) / "jars"
@@ -145,7 +162,7 @@ def zookeeper_classpath() -> str:
     if not zk_jars or not jute_jars:
         raise ZooKeeperStartError(
             f"No zookeeper-<version>.jar and zookeeper-jute-<version>.jar in {jars}: this pyspark does not "
-            "ship ZooKeeper. Install pyspark==4.0.1, or point zookeeper.connect at a running ZooKeeper."
+            f"ship ZooKeeper. Install '{pinned_pyspark()}', or point zookeeper.connect at a running ZooKeeper."
         )
     entries = [str(zk_jars[-1]), str(jute_jars[-1]), str(jars / "*")]
     return os.pathsep.join(entries)

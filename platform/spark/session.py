@@ -5,13 +5,14 @@ delta-spark's pip package documents (:func:`delta.configure_spark_with_delta_pip
 from Maven as ``spark.jars.packages``), the SQL extension and catalog Delta needs, lakelog's Spark
 defaults (``conf/spark-defaults.conf``) and log4j2 config (``conf/log4j2.properties``).
 
-Delta's JVM jars (``io.delta:delta-spark_2.13`` and its dependencies ``delta-storage`` and
-``antlr4-runtime``) are resolved at JVM start by Spark's Ivy resolver, which looks in this order:
-``~/.m2/repository`` (Maven's local repository), the Ivy cache dir (``spark.jars.ivy``; Spark 4's
-default is ``~/.ivy2.5.2``, a stable per-user dir, so lakelog does not set ``spark.jars.ivy``), then
-Maven Central. A cached resolution needs no network (checked: a session starts, and the Spark tests
-pass, in a network namespace with loopback only); it still costs about 0.3 s of Ivy work and prints
-Ivy's resolution report on stderr at every JVM start.
+Delta's JVM jars (``io.delta:delta-spark_4.2_2.13``, see :func:`delta_maven_coordinates`, and its
+dependencies: ``delta-storage``, the ``delta-kernel-*`` jars and what they need) are resolved at JVM
+start by Spark's Ivy resolver, which looks in this order: ``~/.m2/repository`` (Maven's local
+repository), the Ivy cache dir (``spark.jars.ivy``; Spark 4's default is ``~/.ivy2.5.2``, a stable
+per-user dir, so lakelog does not set ``spark.jars.ivy``), then Maven Central. A cached resolution
+needs no network (checked: a session starts, and the Spark tests pass, in a network namespace with
+loopback only); it still costs some Ivy work and prints Ivy's resolution report on stderr at every
+JVM start.
 :func:`ensure_delta_jars` fills the cache once (e.g. while building an image or in CI set-up), falling
 back to ``mvn dependency:get`` into ``~/.m2`` when Spark's resolver can not reach the repository.
 
@@ -66,10 +67,22 @@ def delta_version() -> str:
     return _dist_version("delta-spark")
 
 
+def spark_minor_version() -> str:
+    """``major.minor`` of the installed ``pyspark`` pip package, e.g. ``"4.2"``."""
+    return ".".join(_dist_version("pyspark").split(".")[:2])
+
+
 def delta_maven_coordinates() -> list[str]:
-    """Maven coordinates of Delta's JVM jars for the installed delta-spark: ``[delta-spark, delta-storage]``."""
+    """Maven coordinates of Delta's JVM jars for the installed delta-spark: ``[delta-spark, delta-storage]``.
+
+    Since Delta 4.1 the delta-spark jar is built once per Spark minor version and its artifact id names
+    it: ``io.delta:delta-spark_{spark major.minor}_{scala}:{delta version}``, e.g.
+    ``io.delta:delta-spark_4.2_2.13:4.4.0`` for pyspark 4.2.x. This is the name delta-spark's own
+    :func:`delta.configure_spark_with_delta_pip` puts in ``spark.jars.packages`` (``delta/pip_utils.py``).
+    """
     v = delta_version()
-    return [f"io.delta:delta-spark_{SCALA_BINARY_VERSION}:{v}", f"io.delta:delta-storage:{v}"]
+    artifact = f"delta-spark_{spark_minor_version()}_{SCALA_BINARY_VERSION}"
+    return [f"io.delta:{artifact}:{v}", f"io.delta:delta-storage:{v}"]
 
 
 def read_spark_defaults(path: str | Path = SPARK_DEFAULTS_FILE) -> dict[str, str]:
@@ -256,9 +269,9 @@ def _resolve_with_maven(timeout_s: float) -> None:
     """Download Delta's jars, their runtime dependencies and parent POMs into ``~/.m2/repository``.
 
     Runs ``mvn dependency:resolve`` on a throw-away POM that depends on :func:`delta_maven_coordinates`.
-    (``mvn dependency:get -Dartifact=io.delta:delta-spark_2.13:<v>`` would also work, but it resolves
+    (``mvn dependency:get -Dartifact=io.delta:delta-spark_4.2_2.13:<v>`` would also work, but it resolves
     the artifact as a root project, so it downloads delta-spark's *provided* dependencies too, all of
-    Spark, Hadoop, Hive and the AWS SDK: 1.3 GB and five minutes instead of a few MB.)
+    Spark, Hive and the AWS SDK: gigabytes and minutes instead of its runtime dependencies alone.)
     """
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -281,7 +294,7 @@ def ensure_delta_jars(*, timeout_s: float = 600) -> None:
     First tries Spark's own resolver (starts and stops a ``local[1]`` session in a child process,
     which fills the Ivy cache, Spark 4 default ``~/.ivy2.5.2``, or ``spark.jars.ivy``). If that fails
     (repository unreachable, e.g. only a Maven mirror/proxy configured in ``~/.m2/settings.xml`` works),
-    falls back to Maven (``mvn dependency:resolve`` of ``io.delta:delta-spark_2.13`` and
+    falls back to Maven (``mvn dependency:resolve`` of ``io.delta:delta-spark_4.2_2.13`` and
     ``io.delta:delta-storage`` at the installed delta-spark version, see :func:`_resolve_with_maven`),
     which puts them in ``~/.m2/repository``, where Spark's resolver looks first, and then checks with
     Spark again. When the jars are cached already it costs one local JVM start and a one-row Delta

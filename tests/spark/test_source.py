@@ -15,6 +15,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql.datasource import InputPartition
 
 from lakelog.protocol.partitioner import partition_for_key
 from lakelog.log_tables.schema import HEADERS_TYPE
@@ -597,3 +598,5 @@ def test_read_partition_shapes_rows_like_kafka_and_handles_data_loss(tmp_path, c
         table = pa.Table.from_batches(list(source.read_partition(part, kafka_schema(), fail_on_data_loss=False)))
     assert table["offset"].to_pylist() == [5, 6, 7] and "offsets 2 to 4" in caplog.text
     assert list(source.read_partition(None, kafka_schema(), fail_on_data_loss=True)) == []
+    # PySpark 4.2 runs a batch that planned no range as one task with InputPartition(None)
+    assert list(source.read_partition(InputPartition(None), kafka_schema(), fail_on_data_loss=True)) == []

@@ -418,7 +418,11 @@ def test_session_conf_precedence(monkeypatch):
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.sql.catalog.spark_catalog"] == session_module.DELTA_CATALOG
     assert conf["spark.sql.extensions"] == session_module.DELTA_SQL_EXTENSION
-    assert conf["spark.jars.packages"] == f"io.delta:delta-spark_2.13:{session_module.delta_version()}"
+    # The jar delta-spark's own pip helper names for the installed pyspark (delta-spark_4.2_2.13 for 4.2.x)
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+    delta_pip = configure_spark_with_delta_pip(SparkSession.Builder())._options["spark.jars.packages"]
+    assert conf["spark.jars.packages"] == delta_pip == session_module.delta_maven_coordinates()[0]
     assert f"-Dlog4j2.configurationFile={session_module.LOG4J2_FILE.as_uri()}" in conf["spark.driver.extraJavaOptions"]
 
     monkeypatch.setenv(session_module.MASTER_ENV, "local[3]")

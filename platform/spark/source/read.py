@@ -23,7 +23,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
@@ -56,10 +56,17 @@ def kafka_schema(include_headers: bool = False) -> StructType:
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema PySpark expects of batches with Spark schema ``schema``."""
+    """The Arrow schema PySpark expects of batches with Spark schema ``schema`` (``timestamp`` is ``us``, UTC).
+
+    PySpark 4.2 compares the schema of the first ``RecordBatch`` a ``read()`` yields with
+    ``to_arrow_schema(schema, timezone="UTC")`` and fails the task with
+    ``DATA_SOURCE_RETURN_SCHEMA_MISMATCH`` when they differ (``records_to_arrow_batches`` in
+    ``pyspark/sql/worker/plan_data_source_read.py``); ``to_arrow_schema`` needs the time zone of a
+    ``TimestampType`` given.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema)
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 # -- reading (executors) ----------------------------------------------------------------------------
@@ -95,8 +102,9 @@ def _kafka_rows(batch: pa.RecordBatch, part: OffsetRangePartition, names: list[s
         [arrays[name].cast(arrow_schema.field(name).type) for name in names], schema=arrow_schema)
 
 
-def read_partition(part: OffsetRangePartition | None, schema: StructType, *, fail_on_data_loss: bool,
-                   batch_rows: int = 64 * 1024, tail: TailFetch | None = None) -> Iterator[pa.RecordBatch]:
+def read_partition(part: OffsetRangePartition | InputPartition | None, schema: StructType, *,
+                   fail_on_data_loss: bool, batch_rows: int = 64 * 1024,
+                   tail: TailFetch | None = None) -> Iterator[pa.RecordBatch]:
     """The Kafka-shaped rows of one planned offset range, as Arrow batches with exactly ``schema``.
 
     Offsets below the range's ``lake_end_offset`` are read from the Delta table
@@ -105,7 +113,9 @@ def read_partition(part: OffsetRangePartition | None, schema: StructType, *, fai
     above the end is returned.
 
     Args:
-        part: the range (None or an empty range: no batches).
+        part: the range. None, an empty range, or any other ``InputPartition`` gives no batches: a batch
+            read planning no range runs one task with ``InputPartition(None)`` (PySpark 4.2,
+            ``plan_data_source_read.py``; 4.0 passed None).
         schema: :func:`kafka_schema` (with or without ``headers``); the batches carry exactly its columns.
         fail_on_data_loss: offsets of the range that are no longer in the log (retention, truncation)
             raise :class:`~lakelog.log_tables.reader.DataLossError` naming them (True), or are skipped
@@ -117,7 +127,7 @@ def read_partition(part: OffsetRangePartition | None, schema: StructType, *, fai
     Yields:
         ``pyarrow.RecordBatch`` es in offset order; ``headers`` is null for a record without headers.
     """
-    if part is None or part.size <= 0:
+    if not isinstance(part, OffsetRangePartition) or part.size <= 0:
         return
     names = schema.fieldNames()
     arrow_schema = _arrow_schema(schema)

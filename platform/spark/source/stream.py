@@ -9,23 +9,27 @@ or at its lake end offset with ``false`` (Delta only; records arrive once the br
 committed them, every ``lake.commit.interval.ms``). See
 :func:`~lakelog.spark.source.planning.latest_offsets`.
 
-PySpark 4.0.1 specifics (checked in ``pyspark/sql/datasource.py``, ``worker/plan_data_source_read.py``,
-``streaming/python_streaming_source_runner.py`` and the JVM's ``PythonMicroBatchStream``):
+PySpark 4.2.0 specifics (checked in ``pyspark/sql/datasource.py``, ``sql/streaming/datasource.py``,
+``sql/worker/plan_data_source_read.py``, ``sql/streaming/python_streaming_source_runner.py`` and the
+JVM's ``PythonMicroBatchStream``):
 
-- ``read()`` may yield ``pyarrow.RecordBatch`` es; they must carry exactly the schema's columns.
-- ``DataSourceStreamReader.latestOffset()`` takes no arguments (no admission control before Spark
-  4.2), so the reader itself remembers where the next micro-batch starts: the end it last returned
-  from ``latestOffset``, or the end of the last range Spark planned (``partitions(start, end)``), or
-  ``initialOffset()`` for a new query. After a restart from a checkpoint Spark calls
-  ``setLatestSeenOffset`` on the JVM stream, which the Python runner turns into
-  ``partitions(X, X)`` with X = the last offsets in the checkpoint's offset log; the reader takes X
-  as its position, so ``maxOffsetsPerTrigger`` keeps capping batches from the right place after a
-  restart. (Spark re-runs an uncommitted last batch with ``partitions(start, X)`` first; either way
-  the next batch starts at X.)
-- ``trigger(availableNow=True)``: Python streams do not implement ``SupportsTriggerAvailableNow``, so
-  Spark runs one batch up to one ``latestOffset()``; with ``maxOffsetsPerTrigger`` that single batch
-  is capped (Spark's Kafka source would run several capped batches). Use ``processingTime`` triggers
-  with a cap.
+- ``read()`` may yield ``pyarrow.RecordBatch`` es; they must carry exactly the schema's columns, and the
+  first batch's Arrow schema must equal ``to_arrow_schema(schema, timezone="UTC")`` (else
+  ``DATA_SOURCE_RETURN_SCHEMA_MISMATCH``).
+- Spark 4.2 offers admission control to Python streams (``latestOffset(start, limit)`` with a
+  ``ReadLimit``, ``getDefaultReadLimit()``) and ``SupportsTriggerAvailableNow``. The runner chooses by
+  the reader's ``latestOffset`` signature (``check_support_func``): this reader keeps the one without
+  arguments, so Spark uses its plain ``PythonMicroBatchStream`` and the reader itself remembers where the
+  next micro-batch starts: the end it last returned from ``latestOffset``, or the end of the last
+  range Spark planned (``partitions(start, end)``), or ``initialOffset()`` for a new query. After a
+  restart from a checkpoint Spark calls ``setLatestSeenOffset`` on the JVM stream, which the Python
+  runner turns into ``partitions(X, X)`` with X = the last offsets in the checkpoint's offset log; the
+  reader takes X as its position, so ``maxOffsetsPerTrigger`` keeps capping batches from the right
+  place after a restart. (Spark re-runs an uncommitted last batch with ``partitions(start, X)`` first;
+  either way the next batch starts at X.)
+- ``trigger(availableNow=True)``: without ``SupportsTriggerAvailableNow`` Spark runs one batch up to
+  one ``latestOffset()``; with ``maxOffsetsPerTrigger`` that single batch is capped (Spark's Kafka
+  source would run several capped batches). Use ``processingTime`` triggers with a cap.
 - ``commit(end)`` of batch N is called when Spark plans batch N+1 (which an idle stream never
   does), so the reader also commits its position to ``group.id`` at each ``latestOffset()``: Spark
   asks for new offsets only after the previous batch is in its commit log. The checkpoint stays the
