@@ -159,9 +159,11 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
             Delta catalog and the Delta package (which are always set).
 
     Returns:
-        A :class:`pyspark.sql.SparkSession`. As with ``SparkSession.builder.getOrCreate()``, when a
-        SparkContext is already running in this process it is reused and only runtime (SQL) settings
-        take effect; JVM settings (master, memory, jars) need ``spark.stop()`` first.
+        A :class:`pyspark.sql.SparkSession` in which ``format("lakelog")`` is registered
+        (:func:`lakelog.spark.source.register`), for ``read``, ``readStream``, ``write`` and
+        ``writeStream``. As with ``SparkSession.builder.getOrCreate()``, when a SparkContext is
+        already running in this process it is reused and only runtime (SQL) settings take effect;
+        JVM settings (master, memory, jars) need ``spark.stop()`` first.
 
     The first start downloads Delta's jars from Maven Central unless they are cached (see
     :func:`ensure_delta_jars`); later starts resolve them from the local cache without network.
@@ -192,6 +194,9 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     else:
         log.info("Started SparkSession in %.1f s (master=%s, delta-spark %s)",
                  time.monotonic() - started, spark.sparkContext.master, delta_version())
+    from lakelog.spark.source import register  # the data source imports pyspark's, so only once Spark is used
+
+    register(spark)
     return spark
 
 

@@ -3,7 +3,7 @@
 A Spark job written for Spark's own Kafka source moves over by changing the format name and the
 bootstrap option::
 
-    lakelog.spark.source.register(spark)            # once per session
+    spark = lakelog.spark.session()                  # registers format("lakelog")
     df = (spark.readStream.format("lakelog")         # was: format("kafka")
           .option("lakelog.bootstrap.servers", "localhost:8082")   # was: kafka.bootstrap.servers
           .option("subscribe", "orders")
@@ -87,6 +87,11 @@ Modules, by responsibility:
   commits, and the PySpark specifics they rely on);
 - :mod:`~lakelog.spark.source.sink`: the writers;
 - :mod:`lakelog.spark.errors`: :class:`SourceOptionError` (40003), :class:`SourceError` (40020).
+
+A SparkSession built otherwise gets the source with :func:`register`, or without any call when its
+Python has lakelog installed as a regular package (Spark's automatic registration of Python data
+sources finds the top-level module ``pyspark_lakelog``, whose ``DefaultSource`` is
+:class:`LakelogDataSource`).
 
 This package holds the data source itself (:class:`LakelogDataSource`) and :func:`register`, and
 re-exports the names above, so ``from lakelog.spark.source import X`` works for each of them.
@@ -182,7 +187,13 @@ class LakelogDataSource(DataSource):
 
 
 def register(spark) -> None:
-    """Make ``format("lakelog")`` available in ``spark`` (``spark.dataSource.register``).
+    """Make ``format("lakelog")`` available in ``spark`` (``spark.dataSource.register``); idempotent.
+
+    :func:`lakelog.spark.session` calls it; any other session whose Python has lakelog installed as a
+    regular package finds the source by itself (the ``pyspark_lakelog`` module, see its docstring).
+    When ``lakelog`` already resolves in ``spark`` (registered before, or found that way) nothing is
+    registered again: Spark would log a warning that the new registration replaced the old one
+    (``DataSourceManager.registerDataSource``).
 
     Spark's Python workers (planning, reading, writing) must be able to import ``lakelog``. PySpark
     starts them with ``SparkContext.pythonExec``, which it takes from the environment variable
@@ -195,4 +206,17 @@ def register(spark) -> None:
     if conf_python and "PYSPARK_PYTHON" not in os.environ and sc.pythonExec != conf_python:
         log.info("Python workers will run %s (spark.pyspark.python) instead of %s", conf_python, sc.pythonExec)
         sc.pythonExec = conf_python
-    spark.dataSource.register(LakelogDataSource)
+    if not _resolves(spark, FORMAT):
+        spark.dataSource.register(LakelogDataSource)
+
+
+def _resolves(spark, name: str) -> bool:
+    """Whether ``spark`` has a Python data source ``name``, registered in it or found among the installed ones.
+
+    Asks the session's JVM ``DataSourceManager.dataSourceExists``; False when that cannot be asked.
+    """
+    try:
+        return bool(spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(name))
+    except Exception as e:  # noqa: BLE001 - then register: at worst Spark logs that it replaced one
+        log.debug("could not ask Spark whether data source %s exists: %s", name, e)
+        return False

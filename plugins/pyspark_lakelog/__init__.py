@@ -1,0 +1,21 @@
+"""``format("lakelog")`` in every SparkSession of a Python where lakelog is installed, without a call.
+
+Spark 4 (SPARK-45917) registers Python data sources found on the Python path the first time a
+session looks up a data source: a Python worker (``pyspark/sql/worker/lookup_data_sources.py``) lists the
+top-level modules with :func:`pkgutil.iter_modules`, imports each whose name starts with ``pyspark_``,
+and registers its ``DefaultSource`` (a :class:`pyspark.sql.datasource.DataSource` subclass) under
+``DefaultSource.name()``. This module is that entry for lakelog: ``DefaultSource`` is
+:class:`lakelog.spark.source.LakelogDataSource`, so ``spark.read.format("lakelog")`` works in
+``spark-submit`` jobs and notebooks that never import lakelog.
+
+Conditions (``DataSourceManager`` in Spark's ``sql/core``): the lookup runs once per driver JVM, with
+the Python of ``PYSPARK_DRIVER_PYTHON``, else ``PYSPARK_PYTHON``, else ``python3`` on ``PATH``; lakelog
+must be installed in that Python as a regular package (``pip install lakelog``). An editable install
+(``pip install -e .``) maps ``lakelog`` and this module through an import hook that
+:func:`pkgutil.iter_modules` does not list, so there call :func:`lakelog.spark.register` or build the
+session with :func:`lakelog.spark.session`, which registers the source itself.
+"""
+
+from lakelog.spark.source import LakelogDataSource as DefaultSource
+
+__all__ = ["DefaultSource"]
