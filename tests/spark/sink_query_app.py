@@ -7,7 +7,7 @@ SIGKILL at any point and start again from the same checkpoint:
 of at most MAX_OFFSETS_PER_TRIGGER records, ``writeStream.format("lakelog")`` writes each record's key and
 value to OUTPUT (the partition its key hashes to). The process exits 0 once a micro-batch ending at INPUT's
 end offsets (as they were at its start) has completed: everything INPUT held is written and committed. (A
-Python data source has no ``Trigger.AvailableNow``: Spark falls back to a single micro-batch.)
+processing-time trigger, so that the query keeps running between the kills the test makes.)
 """
 
 from __future__ import annotations

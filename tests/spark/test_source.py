@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql.datasource import InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from lakelog.protocol.partitioner import partition_for_key
 from lakelog.log_tables.schema import HEADERS_TYPE
@@ -264,6 +265,44 @@ def test_max_offsets_per_trigger_caps_batches_also_after_a_restart(lakelog_spark
 
 
 @pytest.mark.spark
+def test_available_now_reads_what_was_there_in_batches_of_the_limit_and_commits_the_group(
+        lakelog_spark, client, topic_name, tmp_path):
+    spark, t, group = lakelog_spark, topic_name, f"{topic_name}-g"
+    client.create_topic(t, partitions=3)
+    for p, n in enumerate((40, 30, 20)):
+        produce(client, t, p, 0, n)
+
+    class ProduceDuringTheRun(Batches):
+        def __call__(self, df, batch_id: int) -> None:
+            super().__call__(df, batch_id)
+            if len(self.batches) == 1:  # arrive during the run: they wait for the next one
+                produce(client, t, 0, 40, 5)
+
+    def run(sink: Batches) -> list[int]:
+        q = start_stream(spark, client, sink, tmp_path / "ckpt", once=True, subscribe=t, startingOffsets="earliest",
+                         maxOffsetsPerTrigger="25", minOffsetsPerTrigger="1000", maxTriggerDelay="1h",
+                         **{"group.id": group})
+        assert q.awaitTermination(180), "the availableNow query did not stop by itself"
+        assert q.exception() is None
+        return [len(b) for _, b in sink.batches if b]
+
+    sink = ProduceDuringTheRun()
+    # several batches of at most 25 (Spark's single-batch fallback would read 25 and stop); the min
+    # holds nothing back in an availableNow run
+    assert run(sink) == [25, 25, 25, 15]
+    assert sorted(sink.rows) == expected(t, {0: range(40), 1: range(30), 2: range(20)})
+    for p, n in enumerate((40, 30, 20)):
+        assert sink.offsets_in_order(t, p) == list(range(n))
+    # the group has the run's end offsets once it stopped
+    assert {(o["partition"], o["offset"]) for o in client.committed_offsets(group, t)} == {(0, 40), (1, 30), (2, 20)}
+
+    later = Batches()
+    assert run(later) == [5]
+    assert sorted(later.rows) == expected(t, {0: range(40, 45)})
+    assert {(o["partition"], o["offset"]) for o in client.committed_offsets(group, t)} == {(0, 45), (1, 30), (2, 20)}
+
+
+@pytest.mark.spark
 def test_records_appended_during_the_stream_arrive_in_later_batches_in_offset_order(
         lakelog_spark, client, topic_name, tmp_path):
     spark, t = lakelog_spark, topic_name
@@ -466,25 +505,25 @@ def stream_reader(states: dict, **options) -> LakelogStreamReader:
     return r
 
 
-def test_stream_reader_positions_caps_and_restart_without_spark(monkeypatch):
+def test_stream_reader_admission_control_without_spark():
     states = {("t", 0): state("t", 0, 0, 30), ("t", 1): state("t", 1, 5, 8)}
     r = stream_reader(states, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="10")
-    # a new query: Spark asks latestOffset() before initialOffset(); both start at the initial offsets
-    first = r.latestOffset()
+    assert r.getDefaultReadLimit() == ReadMaxRows(10)
+    start = r.initialOffset()  # Spark starts a new query's first batch at the initial offsets
+    assert start == {"t": {"0": 0, "1": 5}}
+    first = r.latestOffset(start, ReadMaxRows(10))
     assert first == {"t": {"0": 9, "1": 6}}  # 10 offsets split 30:3 by largest remainder
-    assert r.initialOffset() == {"t": {"0": 0, "1": 5}}
     assert json.dumps(first) == '{"t": {"0": 9, "1": 6}}'  # stable text: Spark compares offsets as JSON
-    assert r.partitions(r.initialOffset(), first) == [
+    assert r.partitions(start, first) == [
         OffsetRangePartition("t", 0, "/nowhere", 0, 9, lake_end_offset=30),
         OffsetRangePartition("t", 1, "/nowhere", 5, 6, lake_end_offset=8)]
-    assert r.latestOffset() == {"t": {"0": 18, "1": 7}}
-    r.commit(first)  # Spark commits batch N while planning N+1: must not move the position back
-    assert r.latestOffset() == {"t": {"0": 27, "1": 8}}
-
-    # restart from a checkpoint: Spark calls partitions(X, X) with the checkpoint's last offsets
+    assert r.latestOffset(first, ReadMaxRows(10)) == {"t": {"0": 18, "1": 7}}
+    # ReadAllAvailable: Spark wants everything, whatever the options say
+    assert r.latestOffset(first, ReadAllAvailable()) == {"t": {"0": 30, "1": 8}}
+    # after a restart Spark passes the checkpoint's last offsets as the start
     r2 = stream_reader(states, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="10")
-    assert r2.partitions({"t": {"0": 25, "1": 8}}, {"t": {"0": 25, "1": 8}}) == []
-    assert r2.latestOffset() == {"t": {"0": 30, "1": 8}}
+    assert r2.latestOffset({"t": {"0": 25, "1": 8}}, r2.getDefaultReadLimit()) == {"t": {"0": 30, "1": 8}}
+    assert stream_reader(states, subscribe="t").getDefaultReadLimit() == ReadAllAvailable()
 
     # new partitions start at offset 0 (their earliest); a partition that is gone is data loss
     grown = {**states, ("u", 0): state("u", 0, 0, 4)}
@@ -497,13 +536,36 @@ def test_stream_reader_positions_caps_and_restart_without_spark(monkeypatch):
     # the end below the start (log truncated): data loss, nothing read for it
     assert r4.partitions({"t": {"0": 30, "1": 8}}, {"t": {"0": 20, "1": 8}}) == []
 
+
+def test_stream_reader_min_offsets_and_available_now_without_spark():
+    states = {("t", 0): state("t", 0, 0, 30), ("t", 1): state("t", 1, 5, 8)}
     # minOffsetsPerTrigger: no batch until enough offsets are there (or maxTriggerDelay passed)
     r5 = stream_reader(states, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger="100",
                        maxTriggerDelay="1h")
-    assert r5.latestOffset() == r5.initialOffset()
+    assert r5.getDefaultReadLimit() == ReadMinRows(100)
+    assert r5.latestOffset(r5.initialOffset(), ReadMinRows(100)) == r5.initialOffset()
+    assert r5.latestOffset(r5.initialOffset(), ReadAllAvailable()) == {"t": {"0": 30, "1": 8}}
     r6 = stream_reader(states, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger="100",
                        maxTriggerDelay="0ms")
-    assert r6.latestOffset() == {"t": {"0": 30, "1": 8}}
+    assert r6.latestOffset(r6.initialOffset(), ReadMinRows(100)) == {"t": {"0": 30, "1": 8}}
+    # both: the limit is the max; the min still holds batches back
+    r7 = stream_reader(states, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger="100",
+                       maxOffsetsPerTrigger="20", maxTriggerDelay="1h")
+    assert r7.getDefaultReadLimit() == ReadMaxRows(20)
+    assert r7.latestOffset(r7.initialOffset(), ReadMaxRows(20)) == r7.initialOffset()
+
+    # availableNow: the run ends at the offsets there when it started, in batches of the limit; the
+    # min does not hold batches back; records and partitions that arrive later wait for the next run
+    r8 = stream_reader(states, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger="100",
+                       maxOffsetsPerTrigger="20", maxTriggerDelay="1h")
+    r8.prepareForTriggerAvailableNow()
+    r8._cluster.states = {("t", 0): state("t", 0, 0, 50), ("t", 1): state("t", 1, 5, 8),
+                          ("t", 2): state("t", 2, 0, 5)}
+    first = r8.latestOffset(r8.initialOffset(), ReadMaxRows(20))
+    assert first == {"t": {"0": 18, "1": 7}}
+    second = r8.latestOffset(first, ReadMaxRows(20))
+    assert second == {"t": {"0": 30, "1": 8}}
+    assert r8.latestOffset(second, ReadMaxRows(20)) == second  # Spark ends the run
 
 
 def test_commit_sends_the_group_offsets_once_per_batch(monkeypatch, caplog):
@@ -519,6 +581,13 @@ def test_commit_sends_the_group_offsets_once_per_batch(monkeypatch, caplog):
         ("billing", [{"topic": "t", "partition": 0, "offset": 30}, {"topic": "t", "partition": 1, "offset": 8}],
          "billing", 38),
     ]
+    # each latestOffset(start, limit) commits its start: the previous batch is done (not at a new query's first)
+    g = stream_reader(states, subscribe="t", startingOffsets="earliest", maxOffsetsPerTrigger="10", **{"group.id": "g2"})
+    first = g.latestOffset(g.initialOffset(), ReadMaxRows(10))
+    assert first == {"t": {"0": 8, "1": 2}} and g._cluster.client.commits == []
+    g.latestOffset(first, ReadMaxRows(10))
+    assert g._cluster.client.commits == [
+        ("g2", [{"topic": "t", "partition": 0, "offset": 8}, {"topic": "t", "partition": 1, "offset": 2}], "g2", 10)]
     no_group = stream_reader(states, subscribe="t")
     no_group.commit({"t": {"0": 1}})
     assert no_group._cluster.client.commits == []

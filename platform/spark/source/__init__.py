@@ -40,7 +40,10 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   JSON must name every partition read), ``startingOffsetsByTimestampStrategy`` (``error`` | ``latest``);
 - batch only: ``endingTimestamp`` > ``endingOffsetsByTimestamp`` > ``endingOffsets`` (``latest`` or
   JSON with -1 = latest);
-- streaming only: ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (default 15m);
+- streaming only: ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay`` (default 15m),
+  through Spark's admission control; ``trigger(availableNow=True)`` reads what was there when the query
+  started, in as many micro-batches as ``maxOffsetsPerTrigger`` makes, then stops (see
+  :mod:`~lakelog.spark.source.stream`);
 - ``minPartitions``, ``maxRecordsPerPartition``: split large offset ranges into several Spark tasks;
 - ``failOnDataLoss`` (default true): fail, naming the missing offsets, when offsets the query needs
   are no longer in the log (retention removed them, the log was truncated, a topic was deleted);

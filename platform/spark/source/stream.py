@@ -16,23 +16,20 @@ JVM's ``PythonMicroBatchStream``):
 - ``read()`` may yield ``pyarrow.RecordBatch`` es; they must carry exactly the schema's columns, and the
   first batch's Arrow schema must equal ``to_arrow_schema(schema, timezone="UTC")`` (else
   ``DATA_SOURCE_RETURN_SCHEMA_MISMATCH``).
-- Spark 4.2 offers admission control to Python streams (``latestOffset(start, limit)`` with a
-  ``ReadLimit``, ``getDefaultReadLimit()``) and ``SupportsTriggerAvailableNow``. The runner chooses by
-  the reader's ``latestOffset`` signature (``check_support_func``): this reader keeps the one without
-  arguments, so Spark uses its plain ``PythonMicroBatchStream`` and the reader itself remembers where the
-  next micro-batch starts: the end it last returned from ``latestOffset``, or the end of the last
-  range Spark planned (``partitions(start, end)``), or ``initialOffset()`` for a new query. After a
-  restart from a checkpoint Spark calls ``setLatestSeenOffset`` on the JVM stream, which the Python
-  runner turns into ``partitions(X, X)`` with X = the last offsets in the checkpoint's offset log; the
-  reader takes X as its position, so ``maxOffsetsPerTrigger`` keeps capping batches from the right
-  place after a restart. (Spark re-runs an uncommitted last batch with ``partitions(start, X)`` first;
-  either way the next batch starts at X.)
-- ``trigger(availableNow=True)``: without ``SupportsTriggerAvailableNow`` Spark runs one batch up to
-  one ``latestOffset()``; with ``maxOffsetsPerTrigger`` that single batch is capped (Spark's Kafka
-  source would run several capped batches). Use ``processingTime`` triggers with a cap.
+- Admission control (Spark 4.2): the runner (``check_support_func``) sees ``latestOffset(start,
+  limit)`` take arguments, so Spark plans with ``PythonMicroBatchStreamWithAdmissionControl``: it asks
+  :meth:`~LakelogStreamReader.getDefaultReadLimit` once, then for every trigger calls
+  ``latestOffset(start, limit)`` with the previous batch's end (``initialOffset()`` for a new query, the
+  checkpoint's last offsets after a restart) and that limit, or ``ReadAllAvailable`` when it wants
+  everything. Limits cross to the JVM as JSON of the built-in ``ReadLimit`` dataclasses only
+  (``ReadLimitRegistry``): no ``CompositeReadLimit`` as Kafka's source has for min and max together.
+- ``trigger(availableNow=True)``: the reader is a ``SupportsTriggerAvailableNow``, so Spark uses
+  ``PythonMicroBatchStreamWithTriggerAvailableNow``, calls ``prepareForTriggerAvailableNow()`` once,
+  runs batches while ``latestOffset`` moves, and stops when it returns its start.
 - ``commit(end)`` of batch N is called when Spark plans batch N+1 (which an idle stream never
-  does), so the reader also commits its position to ``group.id`` at each ``latestOffset()``: Spark
-  asks for new offsets only after the previous batch is in its commit log. The checkpoint stays the
+  does, nor the last batch of an availableNow run), so the reader also commits ``start`` to
+  ``group.id`` at each ``latestOffset(start, limit)``: Spark asks for new offsets only after the
+  previous batch is in its commit log. The checkpoint stays the
   query's own source of truth; the group's offsets are what lag tools see.
 - Spark keeps the initial offsets of a Kafka stream in its checkpoint; a Python source has no such
   place, so if a query dies before its first batch commits, the restarted query computes
@@ -47,6 +44,8 @@ from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
+                                              SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
 from lakelog.protocol.http_client import LakelogClient
@@ -64,7 +63,7 @@ __all__ = ["CAN_COMMIT_OFFSETS", "LakelogStreamReader"]
 CAN_COMMIT_OFFSETS = hasattr(LakelogClient, "commit_offsets")
 
 
-class LakelogStreamReader(DataSourceStreamReader):
+class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("lakelog")``: micro-batches of offset ranges.
 
     One instance lives in the driver's Python streaming runner for the whole run of a query (Spark
@@ -80,6 +79,7 @@ class LakelogStreamReader(DataSourceStreamReader):
         self._position: dict[TopicPartition, int] | None = None  # where the next micro-batch starts
         self._states: dict[TopicPartition, PartitionLogInfo] = {}
         self._last_trigger = time.monotonic()
+        self._available_now: dict[TopicPartition, int] | None = None  # an availableNow run's end
         self._committed_version = -1
         self._warned_commit = False
 
@@ -102,43 +102,81 @@ class LakelogStreamReader(DataSourceStreamReader):
             log.info("lakelog stream starts at %s", offsets_to_json(self._initial))
         return offsets_to_json(self._initial)
 
-    def latestOffset(self) -> dict:
-        """The end of the next micro-batch, as offsets JSON ``{"topic": {"partition": offset}}``.
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """The read limit of the options, which Spark passes back to :meth:`latestOffset` for each trigger.
+
+        ``maxOffsetsPerTrigger`` -> ``ReadMaxRows``; else ``minOffsetsPerTrigger`` -> ``ReadMinRows``;
+        else ``ReadAllAvailable``. Spark's Kafka source returns a ``CompositeReadLimit`` of both when
+        both are set (``KafkaMicroBatchStream.getDefaultReadLimit``); a Python source can only return
+        one of the built-in limits (``pyspark/sql/streaming/datasource.py``), so with both the limit is
+        ``ReadMaxRows`` and :meth:`latestOffset` applies ``minOffsetsPerTrigger`` and
+        ``maxTriggerDelay`` from the options whenever Spark did not ask for everything.
+        """
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)``: fix the offsets this run ends at, the latest offsets now.
+
+        :meth:`latestOffset` never goes past them (a partition that appears later is not read in this
+        run), so the query processes what was there when it started, in as many micro-batches as the
+        read limit makes, and then stops (Spark stops once ``latestOffset`` returns its start).
+        ``minOffsetsPerTrigger`` does not hold batches back in such a run (else it could end early).
+        """
+        start = self._position or offsets_from_json(self.initialOffset())
+        opts = self.options
+        self._available_now = latest_offsets(self._refresh(), start, tail=bool(opts.read_tail),
+                                             read_committed=opts.isolation_level == "read_committed")
+        log.info("lakelog availableNow run ends at %s", offsets_to_json(self._available_now))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the micro-batch starting at ``start``, as offsets JSON ``{"topic": {"partition": offset}}``.
+
+        Spark's admission control (Spark 4.2): ``start`` is ``initialOffset()`` for a query's first
+        batch, else the end of the previous batch (from the checkpoint after a restart); ``limit`` is
+        :meth:`getDefaultReadLimit`'s or ``ReadAllAvailable`` when Spark wants everything.
 
         The latest offsets now (:func:`~lakelog.spark.source.planning.latest_offsets`: the high
         watermarks with ``lakelog.read.tail=true``, the default for streams, or the last stable offsets
-        with ``isolation.level=read_committed``; else the lake end offsets), capped by
-        ``maxOffsetsPerTrigger``; the batch's start again (no new batch) while fewer than ``minOffsetsPerTrigger`` offsets are there and ``maxTriggerDelay`` has not passed
-        since the last batch (the Kafka source's options). With ``group.id`` it first commits the
-        position reached so far (see the module docstring).
+        with ``isolation.level=read_committed``; else the lake end offsets), at most the offsets fixed by
+        :meth:`prepareForTriggerAvailableNow` in an availableNow run. Unless ``limit`` is
+        ``ReadAllAvailable``: ``start`` again (no new batch) while fewer than ``minOffsetsPerTrigger``
+        offsets are there and ``maxTriggerDelay`` has not passed since the last batch, and at most
+        ``ReadMaxRows`` offsets (``maxOffsetsPerTrigger``, split across partitions by their backlog,
+        :func:`~lakelog.spark.source.planning.rate_limit`). With ``group.id`` it first commits ``start``
+        (see the module docstring), except at a new query's first call, when nothing is processed yet.
         """
         opts = self.options
-        if self._position is not None and opts.group_id:
+        begin = offsets_from_json(start)
+        first_of_new_query = self._position is None and begin == self._initial  # nothing processed yet
+        if opts.group_id and not first_of_new_query:
             # Spark runs micro-batches one after another and asks for the next batch's offsets only
-            # once the previous one is in the commit log: everything below the position is processed.
+            # once the previous one is in the commit log: everything below ``start`` is processed.
             # Committing it here (not only in commit(), which Spark calls when it plans a *new*
-            # batch) keeps the group's offsets current when the stream goes idle.
-            self.commit(offsets_to_json(self._position))
-        if self._position is None:  # a new query: its first batch starts at the initial offsets
-            self.initialOffset()
-            start = dict(self._initial)
-        else:
-            start = self._position
+            # batch) keeps the group's offsets current when the stream goes idle or a run ends.
+            self.commit(start)
         states = self._refresh()
-        latest = latest_offsets(states, start, tail=bool(opts.read_tail),
+        latest = latest_offsets(states, begin, tail=bool(opts.read_tail),
                                 read_committed=opts.isolation_level == "read_committed")
+        target = self._available_now
+        if target is not None:
+            latest = {tp: min(end, max(target[tp], begin.get(tp, 0))) for tp, end in latest.items() if tp in target}
         end = latest
         now = time.monotonic()
-        if opts.min_offsets_per_trigger is not None:
-            available = sum(max(0, until - max(start.get(tp, 0), states[tp].log_start_offset))
-                            for tp, until in latest.items())
-            delayed_ms = (now - self._last_trigger) * 1000
-            if available < opts.min_offsets_per_trigger and delayed_ms < opts.max_trigger_delay_ms:
-                return offsets_to_json(start)  # wait for more records (or for maxTriggerDelay)
-        if opts.max_offsets_per_trigger is not None:
-            end = rate_limit(start, latest, {tp: s.log_start_offset for tp, s in states.items()},
-                             opts.max_offsets_per_trigger)
-        if end != start:
+        if not isinstance(limit, ReadAllAvailable):
+            if opts.min_offsets_per_trigger is not None and target is None:
+                available = sum(max(0, until - max(begin.get(tp, 0), states[tp].log_start_offset))
+                                for tp, until in latest.items())
+                delayed_ms = (now - self._last_trigger) * 1000
+                if available < opts.min_offsets_per_trigger and delayed_ms < opts.max_trigger_delay_ms:
+                    return offsets_to_json(begin)  # wait for more records (or for maxTriggerDelay)
+            if isinstance(limit, ReadMaxRows):
+                end = rate_limit(begin, latest, {tp: s.log_start_offset for tp, s in states.items()},
+                                 limit.max_rows)
+        if end != begin:
             self._last_trigger = now
         self._position = dict(end)
         return offsets_to_json(end)
@@ -155,9 +193,7 @@ class LakelogStreamReader(DataSourceStreamReader):
                 end lies before their start (log truncated). Else a warning and nothing read of them.
         """
         s, e = offsets_from_json(start), offsets_from_json(end)
-        # Spark plans every batch it runs through here, and after a restart it calls
-        # partitions(X, X) with the last offsets of the checkpoint (setLatestSeenOffset): the end is
-        # where the next batch starts.
+        # Spark plans every batch it runs through here: the end is where the next batch starts.
         self._position = dict(e)
         if s == e:
             return []
