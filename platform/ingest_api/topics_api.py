@@ -4,8 +4,9 @@
   answers for the whole cluster (offsets, the last stable offset among them, come from each partition's
   leader); ``?timestamp_ms=`` on the offsets route adds the first offset at or after a time (Kafka's
   ListOffsets by timestamp);
-- ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table (its version, data files, the
-  replica's bytes on disk) and offsets on its leader, for direct readers (Spark) and the console;
+- ``GET /lakelog/v1/topics/{topic}/logs``: each partition's Delta table and offsets on its leader, for
+  direct readers (Spark); with ``?details=true`` also the table's version, data files and the replica's
+  bytes on disk (the console);
 - ``GET /lakelog/v1/topics/{topic}/partitions/{p}/offset-for-timestamp``: the time lookup on the leader
   itself (what another broker forwards ``?timestamp_ms=`` to).
 """
@@ -115,11 +116,16 @@ async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, 
             tags=["lakelog"], summary="Partition tables (version, files, bytes on disk) and their offsets, for direct "
                                       "readers (Spark) and the console")
 async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[int] = Query(
-        None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)")) -> list[models.PartitionLogInfo]:
+        None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)"),
+        details: bool = Query(False, description="also the table's version, data files and the replica's bytes on "
+                                                 "disk (a directory walk on the leader: for the console, not for "
+                                                 "every planning call of a reader)")) -> list[models.PartitionLogInfo]:
     """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked
-    of its leader (``?partition=``), whose table holds the committed records (offsets below the HW)."""
+    of its leader (``?partition=``), whose table holds the committed records (offsets below the HW).
+    ``?details=true`` adds ``table_version``, ``table_files`` and ``size_bytes`` (null without it)."""
     meta = await broker.topic_fresh(topic)
     if partition is not None:
         broker.check_partition(meta, partition)
     wanted = [partition] if partition is not None else sorted(meta.replicas)
-    return list(await asyncio.gather(*(partition_log_info(broker.replica_manager, topic, p) for p in wanted)))
+    return list(await asyncio.gather(*(partition_log_info(broker.replica_manager, topic, p, details=details)
+                                       for p in wanted)))

@@ -152,10 +152,11 @@ class LeaderClient:
                                 what=f"{topic}-{partition}", params={"timestamp_ms": timestamp_ms}, timeout=30.0)
         return int(resp.json()["offset"])
 
-    async def topic_log(self, leader_url: str, topic: str, partition: int) -> dict:
-        """The partition's ``PartitionLogInfo`` body as the leader answers it (table URI, offsets, epoch)."""
+    async def topic_log(self, leader_url: str, topic: str, partition: int, *, details: bool = False) -> dict:
+        """The partition's ``PartitionLogInfo`` body as the leader answers it (table URI, offsets, epoch; with
+        ``details`` the table's version, files and bytes on disk too)."""
         resp = await self._call("GET", f"{leader_url}/lakelog/v1/topics/{topic}/logs", what=f"{topic}-{partition}",
-                                params={"partition": partition}, timeout=10.0)
+                                params={"partition": partition, "details": str(details).lower()}, timeout=10.0)
         return resp.json()[0]
 
     async def fetch(self, leader_url: str, topic: str, partition: int, *, offset: int, max_bytes: int,

@@ -149,10 +149,12 @@ async def partition_summary(rm: ReplicaManager, topic: str, partition: int, repl
         replicas=[ReplicaSummary(b, b == state.leader, b in state.isr) for b in replicas], **offsets)
 
 
-async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> PartitionLogInfo:
+async def partition_log_info(rm: ReplicaManager, topic: str, partition: int, *,
+                             details: bool = False) -> PartitionLogInfo:
     """The partition's table on its leader, for direct readers (Spark) and the console; the table holds the
-    committed records below the lake end offset, the leader's segment tail the rest up to the HW. With the
-    table's version, its data files and the replica's bytes on disk (read in a worker thread).
+    committed records below the lake end offset, the leader's segment tail the rest up to the HW. With
+    ``details``, also the table's version, its data files and the replica's bytes on disk (a directory walk,
+    in a worker thread); else those are None. Default: False.
 
     Raises:
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError, NotLeaderError.
@@ -162,10 +164,13 @@ async def partition_log_info(rm: ReplicaManager, topic: str, partition: int) -> 
     except NotLeaderError as e:
         if not e.leader_url:
             raise
-        return PartitionLogInfo(**await rm.leader_client.topic_log(e.leader_url, topic, partition))
+        return PartitionLogInfo(**await rm.leader_client.topic_log(e.leader_url, topic, partition, details=details))
     meta = rm.cache.topic(topic)
     log = part.log
-    version, files, size = await asyncio.to_thread(lambda: (log.version, log.table_files(), bytes_on_disk(log.table_uri)))
+    version = files = size = None
+    if details:
+        version, files, size = await asyncio.to_thread(
+            lambda: (log.version, log.table_files(), bytes_on_disk(log.table_uri)))
     return PartitionLogInfo(topic=topic, partition=partition, table_uri=part.log.table_uri,
                             log_start_offset=part.log.log_start_offset,
                             lake_end_offset=min(part.log.lake_end_offset, part.log.high_watermark),

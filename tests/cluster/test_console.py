@@ -118,7 +118,8 @@ def partition_api(broker: BrokerProcess, topic: str, p: int) -> dict:
 
 def table_facts(broker: BrokerProcess, topic: str, p: int) -> tuple[int, int, int]:
     """``(table_version, table_files, size_bytes)`` of ``topic``-``p`` as ``GET .../logs`` answers them."""
-    info = httpx.get(f"{broker.url}/lakelog/v1/topics/{topic}/logs", params={"partition": p}, timeout=10).json()[0]
+    info = httpx.get(f"{broker.url}/lakelog/v1/topics/{topic}/logs", params={"partition": p, "details": "true"},
+                     timeout=10).json()[0]
     return info["table_version"], info["table_files"], info["size_bytes"]
 
 

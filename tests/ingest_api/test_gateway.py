@@ -414,15 +414,17 @@ def test_topic_and_partition_metadata(api, http):
 
 
 def test_topic_logs_table_version_files_and_size(http, api):
-    """``GET /lakelog/v1/topics/{t}/logs`` names each partition table's Delta version, its data files and
-    the replica's bytes on disk, as the table and the directory have them."""
+    """``GET /lakelog/v1/topics/{t}/logs?details=true`` names each partition table's Delta version, its data
+    files and the replica's bytes on disk, as the table and the directory have them; without it they are null."""
     name = "table-facts"
     api.create_topic(name, partitions=1, configs={"lake.commit.interval.ms": "0"})  # a Delta commit per append
-    before = http.get(f"/lakelog/v1/topics/{name}/logs").json()[0]
+    before = http.get(f"/lakelog/v1/topics/{name}/logs", params={"details": "true"}).json()[0]
     for i in range(3):
         assert http.post(f"/topics/{name}/partitions/0", json={"records": [{"value": {"n": i}}]},
                          headers={"Content-Type": "application/vnd.kafka.json.v2+json"}).status_code == 200
-    info = http.get(f"/lakelog/v1/topics/{name}/logs").json()[0]
+    plain = http.get(f"/lakelog/v1/topics/{name}/logs").json()[0]  # a reader's planning call: no directory walk
+    assert (plain["table_version"], plain["table_files"], plain["size_bytes"]) == (None, None, None)
+    info = http.get(f"/lakelog/v1/topics/{name}/logs", params={"details": "true"}).json()[0]
     table = DeltaTable(info["table_uri"])
     assert (info["table_version"], info["table_files"]) == (table.version(), len(table.file_uris()))
     assert (info["table_version"] - before["table_version"], info["table_files"] - before["table_files"]) == (3, 3)

@@ -261,7 +261,7 @@ views.topic = async (root, [name]) => {
   const configs = root.appendChild(el("div", { id: "configs" }));
   return async () => {
     const [topic, cfg, logs] = await Promise.all([api(`/topics/${enc(name)}`), api(v3(`/topics/${enc(name)}/configs`)),
-      api(`/lakelog/v1/topics/${enc(name)}/logs`).catch(() => [])]);   // table facts; [] while a leader moves
+      api(`/lakelog/v1/topics/${enc(name)}/logs?details=true`).catch(() => [])]);   // table facts; [] while a leader moves
     const tables = Object.fromEntries(logs.map((l) => [l.partition, l]));
     parts.replaceChildren(table(
       ["Partition", "Leader", "Epoch", "Replicas", "ISR", "Log start", "Lake end", "LSO", "HW", "LEO", "Lake lag",
