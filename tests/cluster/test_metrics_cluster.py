@@ -30,8 +30,14 @@ def test_a_paused_follower_is_counted_under_replicated_and_back(broker_factory, 
     state = zk.state(topic)
     leader = brokers[state.leader]
     follower = brokers[1 - state.leader]
-    assert produce(leader.url, topic, 0, [b"a"] * 5).status_code == 200
+    assert produce(leader.url, topic, 0, [b"a"] * 3).status_code == 200
+    assert produce(follower.url, topic, None, [b"a"] * 2).status_code == 200  # forwarded to the leader
     wait_for(lambda: httpx.get(f"{follower.url}/ready").status_code == 200, 20, "the follower ready")
+    # the forwarded share is the leader's request, not a failed one of the follower's
+    assert _metric(leader.url, "lakelog_produce_requests_total", topic=topic) == 2
+    assert _metric(leader.url, "lakelog_messages_in_total", topic=topic) == 5
+    for b in (leader, follower):
+        assert _metric(b.url, "lakelog_failed_produce_requests_total", topic=topic) in (None, 0)
     assert _metric(leader.url, "lakelog_under_replicated_partitions") == 0
     shrinks = _metric(leader.url, "lakelog_isr_shrinks_total")
 

@@ -68,7 +68,8 @@ def test_traffic_offsets_requests_and_lag_match_what_happened(api, http):
     assert _value(s, "lakelog_produce_requests_total", topic=topic) == 3
     assert _value(s, "lakelog_failed_produce_requests_total", topic=topic) == 0
     assert _value(s, "lakelog_fetch_requests_total", topic=topic) == 2
-    assert _value(s, "lakelog_failed_fetch_requests_total", topic=topic) == 1
+    # an offset out of range is an expected answer, not a failure (Kafka's FailedFetchRequestsPerSec)
+    assert _value(s, "lakelog_failed_fetch_requests_total", topic=topic) == 0
     assert _value(s, "lakelog_bytes_out_total", topic=topic) >= 10 * 100
     # per partition, from the log itself
     assert _value(s, "lakelog_partition_log_end_offset", topic=topic, partition=0) == 10
