@@ -34,6 +34,7 @@ import json
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from kazoo.client import KazooClient, KazooState
@@ -111,10 +112,13 @@ def _unclean_enabled(configs: dict[str, str]) -> bool:
 
 
 def update_partitions(metadata: ClusterMetadata, decide, *, controller_epoch: int | None = None,
-                      topics: list[str] | None = None) -> int:
+                      topics: list[str] | None = None,
+                      on_state: Callable[[str, int, PartitionState], None] | None = None) -> int:
     """Apply ``decide(topic, replicas, configs, state) -> new state | None`` to every partition with CAS.
 
-    A write that loses a race (``BadVersionError``) re-reads the state and decides again.
+    A write that loses a race (``BadVersionError``) re-reads the state and decides again. ``on_state(topic,
+    partition, state)`` (optional) is called once per partition with the state it was left in (written or
+    unchanged).
 
     Returns:
         The number of partition states written.
@@ -138,6 +142,8 @@ def update_partitions(metadata: ClusterMetadata, decide, *, controller_epoch: in
                     raise ControllerFencedError(state.controller_epoch)
                 new = decide(topic, replicas, meta.configs, state)
                 if new is None:
+                    if on_state is not None:
+                        on_state(topic, p, state)
                     break
                 try:
                     metadata.set_partition_state(topic, p, new)
@@ -145,6 +151,8 @@ def update_partitions(metadata: ClusterMetadata, decide, *, controller_epoch: in
                     continue
                 except NoNodeError:
                     break
+                if on_state is not None:
+                    on_state(topic, p, new)
                 log.info("partition %s-%d: leader %d -> %d, leader epoch %d -> %d, ISR %s -> %s", topic, p,
                          state.leader, new.leader, state.leader_epoch, new.leader_epoch, state.isr, new.isr)
                 written += 1
@@ -331,16 +339,17 @@ class Controller:
         epoch = self.epoch
         assert epoch is not None
 
-        offline: list[str] = []
+        offline: set[tuple[str, int]] = set()
 
         def decide(topic, replicas, configs, state):
-            new = state_after_broker_change(replicas, state, live, controller_epoch=epoch,
-                                            unclean_leader_election_enable=_unclean_enabled(configs))
-            if (new or state).leader == NO_LEADER:
-                offline.append(topic)
-            return new
+            return state_after_broker_change(replicas, state, live, controller_epoch=epoch,
+                                             unclean_leader_election_enable=_unclean_enabled(configs))
 
-        n = update_partitions(self.metadata, decide, controller_epoch=epoch)
+        def left_in(topic: str, partition: int, state: PartitionState) -> None:
+            if state.leader == NO_LEADER:
+                offline.add((topic, partition))
+
+        n = update_partitions(self.metadata, decide, controller_epoch=epoch, on_state=left_in)
         self.offline_partitions = len(offline)
         log.info("controller %d: live brokers %s, %d partition state(s) changed", self.broker_id, sorted(live), n)
 

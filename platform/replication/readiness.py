@@ -38,7 +38,8 @@ def readiness_problems(*, broker_id: int, registered: bool, session_lost: bool,
 
     Returns:
         One sentence per problem: not registered; partitions assigned here not opened yet (or opened
-        without a role); followed partitions whose ISR does not hold this broker (catching up).
+        without a role); followed partitions whose ISR does not hold this broker (catching up; a partition
+        without a leader is not held against it: there is nothing to catch up from).
     """
     problems = []
     if not registered or session_lost:
@@ -53,8 +54,8 @@ def readiness_problems(*, broker_id: int, registered: bool, session_lost: bool,
             part = opened.get((name, partition))
             if part is None or part.state is None:
                 not_open.append(f"{name}-{partition}")
-            elif part.state.leader != broker_id and broker_id not in part.state.isr:
-                catching_up.append(f"{name}-{partition}")
+            elif part.state.leader >= 0 and part.state.leader != broker_id and broker_id not in part.state.isr:
+                catching_up.append(f"{name}-{partition}")  # an offline partition (no leader) has none to catch up
     if not_open:
         problems.append(_named("partition(s) assigned here not opened yet", not_open))
     if catching_up:
