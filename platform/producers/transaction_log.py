@@ -155,8 +155,11 @@ class _JoinedAdds:
         finally:
             del self._queued[transactional_id]
             for _, _, _, f in taken + queued:  # cancelled meanwhile: no waiting request is left hanging
-                f.done() or f.set_exception(ConcurrentTransactionsError(
-                    f"transactional id {transactional_id!r}: the partitions were not added; retry"))
+                if f is future:
+                    f.cancel()  # this request's own: nobody awaits it any more
+                elif not f.done():
+                    f.set_exception(ConcurrentTransactionsError(
+                        f"transactional id {transactional_id!r}: the partitions were not added; retry"))
         return await future
 
 
