@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.test_replication import FAST, create_topic, partition_info, produce, wait_full_isr
+from tests.cluster.test_replication import FAST, create_topic, partition_info, produce, wait_full_isr, wait_znode_gone
 from tests.harness import read_partition, table_offsets
 from tests.harness import wait_for as wait_until
 
@@ -57,6 +57,7 @@ def test_a_follower_replicates_the_gaps_its_leader_compacted(broker_factory, zk,
     wait_until(cleaned, 30, "the leader's cleaner to leave gaps")
     gapped = offsets_of(leader, topic_name)
 
+    wait_znode_gone(zk, follower.broker_id)  # its killed session's registration, else the restart is refused
     follower.start()
     wait_full_isr(zk, topic_name, 1, 2, timeout_s=30)
     assert partition_info(follower.url, topic_name, 0)["log_end_offset"] == end

@@ -351,12 +351,12 @@ def test_partition_log_info_is_the_gateways_logs_body():
 
     body = {"topic": "t", "partition": 1, "table_uri": "/data/t-1", "log_start_offset": 2, "lake_end_offset": 5, "log_end_offset": 9,
             "high_watermark": 7, "leader_epoch": 3, "timestamp_type": 1, "last_stable_offset": 6}
-    assert PartitionLogInfo.model_validate(body).model_dump() == body
+    assert PartitionLogInfo.model_validate(body).model_dump(exclude_none=True) == body  # no table facts asked
     # a body without the last stable offset (a broker without transactions): the high watermark
     assert PartitionLogInfo.model_validate({k: v for k, v in body.items() if k != "last_stable_offset"}
                                            ).last_stable_offset == 7
     # the gateway's response model and this one read and write the same JSON
-    assert models.PartitionLogInfo.model_validate(body).model_dump() == body
+    assert models.PartitionLogInfo.model_validate(body).model_dump(exclude_none=True) == body
     ours, gateways = PartitionLogInfo.model_json_schema(), models.PartitionLogInfo.model_json_schema()
     assert (ours["properties"], sorted(ours["required"])) == (gateways["properties"], sorted(gateways["required"]))
     with pytest.raises(ValueError):
