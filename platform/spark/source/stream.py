@@ -126,7 +126,9 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         read limit makes, and then stops (Spark stops once ``latestOffset`` returns its start).
         ``minOffsetsPerTrigger`` does not hold batches back in such a run (else it could end early).
         """
-        start = self._position or offsets_from_json(self.initialOffset())
+        # where this run starts is Spark's (the checkpoint, or initialOffset for a new query): the starting
+        # options are not resolved again here (a restarted query never re-reads them, as Kafka's source)
+        start = self._position or {}
         opts = self.options
         self._available_now = latest_offsets(self._refresh(), start, tail=bool(opts.read_tail),
                                              read_committed=opts.isolation_level == "read_committed")
