@@ -100,6 +100,13 @@ def test_traffic_offsets_requests_and_lag_match_what_happened(api, http):
     assert _value(s, "lakelog_http_request_duration_seconds_count", method="POST", route=route) >= 3
 
 
+def test_a_method_no_route_has_is_labelled_other(http):
+    assert http.request("PROPFIND", "/health").status_code == 405
+    s = _scrape(http)
+    assert _value(s, "lakelog_http_requests_total", method="other", route="/health", status="4xx") >= 1
+    assert _value(s, "lakelog_http_requests_total", method="PROPFIND", route="/health", status="4xx") is None
+
+
 def test_health_and_ready(http, gw):
     health = http.get("/health")
     assert health.status_code == 200 and health.json() == {"status": "ok", "broker_id": 0}
