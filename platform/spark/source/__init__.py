@@ -1,11 +1,11 @@
 """The ``lakelog`` PySpark data source: topics as batch and streaming DataFrames, and a Kafka-style sink.
 
-A Spark job written for Spark's own Kafka source moves over by changing the format name and the
-bootstrap option::
+A Spark job written for Spark's own Kafka source moves over by changing the format name (and pointing
+``kafka.bootstrap.servers`` at lakelog's gateways)::
 
     spark = lakelog.spark.session()                  # registers format("lakelog")
     df = (spark.readStream.format("lakelog")         # was: format("kafka")
-          .option("lakelog.bootstrap.servers", "localhost:8082")   # was: kafka.bootstrap.servers
+          .option("kafka.bootstrap.servers", "localhost:8082")     # the gateways (or lakelog.bootstrap.servers)
           .option("subscribe", "orders")
           .option("startingOffsets", "earliest")
           .option("maxOffsetsPerTrigger", 10000)
@@ -34,7 +34,8 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
 - exactly one of ``subscribe`` (comma list), ``subscribePattern`` (a regex matched against the whole
   topic name; Python's ``re`` syntax, which agrees with Java's for ordinary patterns), ``assign``
   (JSON ``{"topicA": [0, 1]}``);
-- ``lakelog.bootstrap.servers`` (required): comma list of gateway ``host:port`` (or URLs);
+- ``lakelog.bootstrap.servers`` or its alias ``kafka.bootstrap.servers`` (required): comma list of
+  gateway ``host:port`` (or URLs);
 - ``startingTimestamp`` > ``startingOffsetsByTimestamp`` > ``startingOffsets`` (``earliest``,
   ``latest`` (streaming only), or JSON ``{"t": {"0": 23, "1": -2}}``, -2 = earliest, -1 = latest;
   JSON must name every partition read), ``startingOffsetsByTimestampStrategy`` (``error`` | ``latest``);
@@ -68,9 +69,18 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
 - ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
   10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
   offset look-ups;
-- ``group.id`` (optional, lakelog's): the consumer group whose committed offsets the stream updates
-  after each micro-batch (see :meth:`LakelogStreamReader.commit`). ``kafka.group.id`` does not
-  commit anything, as with Kafka's source.
+- ``kafka.group.id`` (or ``group.id``): the consumer group whose committed offsets a stream updates
+  after each micro-batch, so lag tools and ``lakelog groups`` see the query's progress; without it,
+  ``groupIdPrefix`` names a group ``{prefix}-{uuid}`` per run of the query, as Spark's Kafka source
+  generates its group ids; with neither nothing is committed. Batch reads never commit (see
+  :meth:`LakelogStreamReader.commit`);
+- Kafka consumer tuning options Spark's Kafka source passes on (``kafka.max.poll.records``,
+  ``kafka.fetch.max.bytes``, ``kafkaConsumer.pollTimeoutMs``, ...) are accepted and ignored with a
+  warning; the ones Spark's Kafka source refuses (``kafka.auto.offset.reset``, deserializers,
+  ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``) are refused with its reasons, and any
+  other option, ``kafka.security.protocol`` and the other Kafka client security options included, is
+  refused with an error listing the known ones
+  (:func:`~lakelog.spark.source.options.check_known_options`).
 
 The sink (``df.write.format("lakelog")`` / ``writeStream.format("lakelog")``, ``mode("append")``)
 takes Spark's Kafka sink's columns and produces through the gateway: at-least-once for batch writes,

@@ -31,7 +31,8 @@ from lakelog.spark.errors import SourceOptionError
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "EARLIEST", "LATEST", "READ_TAIL", "SinkOptions", "SourceOptions", "TopicPartition", "isolation_level_option",
+    "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SINK_OPTIONS", "SOURCE_OPTIONS",
+    "SinkOptions", "SourceOptions", "TopicPartition", "check_known_options", "isolation_level_option",
     "offsets_from_json", "offsets_to_json", "read_tail_option",
 ]
 
@@ -116,16 +117,114 @@ def _int(opts: Mapping[str, str], name: str, *, minimum: int) -> int | None:
     return value
 
 
+#: The names of the gateways option: lakelog's, and Spark's Kafka source's (an alias, so a Kafka job moves over
+#: by changing the format name only).
+BOOTSTRAP_SERVERS_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers")
+
+
+def _one_of(opts: Mapping[str, str], names: tuple[str, ...], what: str) -> str | None:
+    """The value of whichever of ``names`` (aliases, lower-case) is in ``opts``, stripped; None if none is.
+
+    Raises:
+        SourceOptionError: two of them given with different values.
+    """
+    given = {name: opts[name].strip() for name in names if name in opts and opts[name].strip()}
+    if len(set(given.values())) > 1:
+        raise SourceOptionError(f"Options {' and '.join(repr(n) for n in given)} are aliases ({what}) but differ "
+                                f"({given}); give one.")
+    return next(iter(given.values()), None)
+
+
 def _bootstrap(opts: Mapping[str, str]) -> str:
-    """``lakelog.bootstrap.servers``, required (a hint when only ``kafka.bootstrap.servers`` is given)."""
-    servers = (opts.get("lakelog.bootstrap.servers") or "").strip()
+    """``lakelog.bootstrap.servers`` or its alias ``kafka.bootstrap.servers``, required.
+
+    Raises:
+        SourceOptionError: neither given, or both with different values.
+    """
+    servers = _one_of(opts, BOOTSTRAP_SERVERS_OPTIONS, "the gateways")
     if not servers:
-        hint = (" ('kafka.bootstrap.servers' is the Kafka source's name for it; lakelog reads "
-                "'lakelog.bootstrap.servers')") if opts.get("kafka.bootstrap.servers") else ""
         raise SourceOptionError(
-            "Option 'lakelog.bootstrap.servers' must be specified: a comma-separated list of the "
-            f"gateways' host:port{hint}.")
+            "Option 'lakelog.bootstrap.servers' (or its alias 'kafka.bootstrap.servers') must be specified: a "
+            "comma-separated list of the gateways' host:port.")
     return servers
+
+
+#: The names of the consumer group option: Spark's Kafka source's, and lakelog's own earlier name.
+GROUP_ID_OPTIONS = ("kafka.group.id", "group.id")
+
+
+# -- known options ----------------------------------------------------------------------------------
+
+#: Every option of a read (lower-case): Spark's Kafka source's (``KafkaSourceProvider``) and lakelog's own.
+SOURCE_OPTIONS = (
+    "subscribe", "subscribePattern", "assign", "lakelog.bootstrap.servers", "kafka.bootstrap.servers",
+    "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition", "failOnDataLoss",
+    "includeHeaders", "groupIdPrefix", "kafka.group.id", "group.id", "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
+    "lakelog.read.mode",
+)
+
+#: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
+#: Kafka job moves over unchanged, and ignored with a warning (``kafka.`` + a Kafka consumer config).
+IGNORED_SOURCE_OPTIONS = ("kafkaConsumer.pollTimeoutMs",) + tuple("kafka." + name for name in (
+    "client.id", "client.dns.lookup", "check.crcs", "connections.max.idle.ms", "default.api.timeout.ms",
+    "fetch.max.bytes", "fetch.max.wait.ms", "fetch.min.bytes", "heartbeat.interval.ms",
+    "max.partition.fetch.bytes", "max.poll.interval.ms", "max.poll.records", "metadata.max.age.ms",
+    "receive.buffer.bytes", "reconnect.backoff.max.ms", "reconnect.backoff.ms", "request.timeout.ms",
+    "retry.backoff.ms", "send.buffer.bytes", "session.timeout.ms"))
+
+#: Kafka consumer options Spark's Kafka source refuses, with its reasons (``KafkaSourceProvider.
+#: validateGeneralOptions``), and the Kafka client's security options, which lakelog does not take.
+REFUSED_SOURCE_OPTIONS = {
+    "kafka.auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the source "
+                               "option 'startingOffsets' to 'earliest' or 'latest' to specify where to start.",
+    "kafka.key.deserializer": "Kafka option 'key.deserializer' is not supported, as keys are returned as "
+                              "bytes. Use DataFrame operations to deserialize the keys explicitly.",
+    "kafka.value.deserializer": "Kafka option 'value.deserializer' is not supported, as values are returned "
+                                "as bytes. Use DataFrame operations to deserialize the values explicitly.",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported: offsets are committed "
+                                "to 'kafka.group.id' (or 'groupIdPrefix') after each micro-batch.",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported: there is no Kafka "
+                                 "consumer to intercept.",
+}
+
+
+def check_known_options(opts: Mapping[str, str], *, known: tuple[str, ...], ignored: tuple[str, ...] = (),
+                        refused: Mapping[str, str] | None = None, what: str) -> None:
+    """Refuse options of lower-cased ``opts`` that are not ``known`` (nor ``ignored``); warn about ``ignored`` ones.
+
+    Option names are case-insensitive, as Spark's. Spark's Kafka source passes any ``kafka.*`` option to
+    its consumer; lakelog has no Kafka consumer, so only the ``kafka.*`` options listed as known (aliases)
+    or ignored (consumer tuning) are taken, and the Kafka client's security options (``kafka.security.*``,
+    ``kafka.sasl.*``, ``kafka.ssl.*``) are refused rather than silently dropped.
+
+    Args:
+        opts: the options, names lower-cased.
+        known: the option names that mean something (any case).
+        ignored: names accepted without effect; each is logged as a warning.
+        refused: ``{lower-case name: message}`` for options refused with a reason of their own.
+        what: ``"lakelog source"`` or ``"lakelog sink"``, for the messages.
+
+    Raises:
+        SourceOptionError: a refused option (its message), or unknown options, naming them and listing the
+            known ones.
+    """
+    known_lower = {name.lower() for name in known}
+    ignored_lower = {name.lower(): name for name in ignored}
+    for name in sorted(opts):
+        if refused and name in refused:
+            raise SourceOptionError(refused[name])
+    unknown = sorted(name for name in opts if name not in known_lower and name not in ignored_lower)
+    if unknown:
+        raise SourceOptionError(
+            f"Unknown option{'s' if len(unknown) > 1 else ''} {', '.join(repr(n) for n in unknown)} for the {what}. "
+            f"Known options (names are case-insensitive): {', '.join(known)}.")
+    for name in sorted(opts):
+        if name in ignored_lower:
+            log.warning("Option '%s' tunes Spark's Kafka consumer; the %s has none, so it is ignored",
+                        ignored_lower[name], what)
 
 
 @dataclass(frozen=True)
@@ -145,6 +244,12 @@ class SourceOptions:
 
     ``isolation_level`` is ``isolation.level`` / ``kafka.isolation.level`` (see
     :func:`isolation_level_option`).
+
+    ``group_id`` is ``kafka.group.id`` (or lakelog's earlier name ``group.id``): the consumer group whose
+    offsets a stream commits after each micro-batch; ``group_id_prefix`` is ``groupIdPrefix``: without a
+    ``group_id``, a stream commits to the group ``{prefix}-{a random UUID}``, new for each run of the query,
+    as Spark's Kafka source names its generated groups. Neither: nothing is committed. Batch reads never
+    commit. See :meth:`~lakelog.spark.source.stream.LakelogStreamReader.commit`.
     """
 
     bootstrap_servers: str
@@ -167,6 +272,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     group_id: str | None = None
+    group_id_prefix: str | None = None
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
     read_tail: bool | None = None
@@ -185,6 +291,8 @@ class SourceOptions:
         """
         opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
         kind = "streaming" if streaming else "batch"
+        check_known_options(opts, known=SOURCE_OPTIONS, ignored=IGNORED_SOURCE_OPTIONS,
+                            refused=REFUSED_SOURCE_OPTIONS, what="lakelog source")
 
         strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
         names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
@@ -272,7 +380,10 @@ class SourceOptions:
         if strategy not in ("error", "latest"):
             raise SourceOptionError(
                 f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
-        group_id = (opts.get("group.id") or "").strip() or None
+        group_id = _one_of(opts, GROUP_ID_OPTIONS, "the consumer group")
+        prefix = opts.get("groupidprefix")
+        if prefix is not None and not prefix.strip():
+            raise SourceOptionError("Option 'groupIdPrefix' is empty: name a prefix, or leave it out.")
         return cls(
             bootstrap_servers=_bootstrap(opts),
             streaming=streaming,
@@ -294,6 +405,7 @@ class SourceOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", False),
             group_id=group_id,
+            group_id_prefix=None if prefix is None else prefix.strip(),
             fetch_offset_retries=_int(opts, "fetchOffset.numRetries", minimum=0) if "fetchoffset.numretries" in opts else 3,
             fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
                                             if "fetchoffset.retryintervalms" in opts else 1000),
@@ -370,6 +482,27 @@ def isolation_level_option(opts: Mapping[str, str]) -> IsolationLevel:
 
 # -- sink options ---------------------------------------------------------------------------------------
 
+#: Every option of a write (any case): Spark's Kafka sink's, lakelog's own, and the options Spark's
+#: ``DataStreamWriter`` keeps among a sink's options (``checkpointLocation``, ``path``, ``queryName``).
+SINK_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "lakelog.max.request.bytes",
+                "lakelog.transactional.id.prefix", "transaction.timeout.ms", "kafka.transaction.timeout.ms",
+                "checkpointLocation", "path", "queryName")
+
+#: Kafka producer options Spark's Kafka sink passes to its producer, which lakelog has none of: ignored
+#: with a warning (the sink's produce requests use the gateway's default ``acks=all``).
+IGNORED_SINK_OPTIONS = tuple("kafka." + name for name in (
+    "acks", "batch.size", "buffer.memory", "client.id", "compression.type", "delivery.timeout.ms",
+    "enable.idempotence", "linger.ms", "max.block.ms", "max.in.flight.requests.per.connection",
+    "max.request.size", "request.timeout.ms", "retries", "retry.backoff.ms", "send.buffer.bytes"))
+
+#: Kafka producer options Spark's Kafka sink refuses (``KafkaSourceProvider.validateSinkOptions``).
+REFUSED_SINK_OPTIONS = {
+    "kafka.key.serializer": "Kafka option 'key.serializer' is not supported, as keys are written as bytes. "
+                            "Use DataFrame operations to serialize the keys explicitly (a binary or string 'key').",
+    "kafka.value.serializer": "Kafka option 'value.serializer' is not supported, as values are written as "
+                              "bytes. Use DataFrame operations to serialize the values explicitly.",
+}
+
 #: The option naming the transactional id prefix of a streaming write's tasks.
 TRANSACTIONAL_ID_PREFIX = "lakelog.transactional.id.prefix"
 #: The names of the transaction timeout option: lakelog's, and the Kafka producer option as Spark passes it.
@@ -409,11 +542,13 @@ class SinkOptions:
         """Check and parse the options of a write (names case-insensitive).
 
         Raises:
-            SourceOptionError: no ``lakelog.bootstrap.servers``, an invalid ``lakelog.max.request.bytes`` or
+            SourceOptionError: an unknown option, no ``lakelog.bootstrap.servers``, an invalid ``lakelog.max.request.bytes`` or
                 ``transaction.timeout.ms``, the two timeout options with different values, or an empty
                 ``lakelog.transactional.id.prefix``.
         """
         opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
+        check_known_options(opts, known=SINK_OPTIONS, ignored=IGNORED_SINK_OPTIONS, refused=REFUSED_SINK_OPTIONS,
+                            what="lakelog sink")
         topic = (opts.get("topic") or "").strip() or None
         max_bytes = _int(opts, "lakelog.max.request.bytes", minimum=1024)
         timeouts = {name: _int(opts, name, minimum=1) for name in TRANSACTION_TIMEOUT_OPTIONS if name in opts}

@@ -28,9 +28,13 @@ JVM's ``PythonMicroBatchStream``):
   runs batches while ``latestOffset`` moves, and stops when it returns its start.
 - ``commit(end)`` of batch N is called when Spark plans batch N+1 (which an idle stream never
   does, nor the last batch of an availableNow run), so the reader also commits ``start`` to
-  ``group.id`` at each ``latestOffset(start, limit)``: Spark asks for new offsets only after the
-  previous batch is in its commit log. The checkpoint stays the
-  query's own source of truth; the group's offsets are what lag tools see.
+  its group (``kafka.group.id`` or ``groupIdPrefix``) at each ``latestOffset(start, limit)``: Spark asks
+  for new offsets only after the previous batch is in its commit log. So the group holds the end of the
+  last batch when an availableNow run ends (its last ``latestOffset`` call) and when a query with the
+  default trigger stops (Spark asks again right after each batch). With a ``processingTime`` trigger,
+  Spark asks only at the next trigger: a query stopped in between leaves its group one batch behind,
+  and ``stop()`` cannot tell whether the batch it planned last finished, so it commits nothing. The
+  checkpoint stays the query's own source of truth; the group's offsets are what lag tools see.
 - Spark keeps the initial offsets of a Kafka stream in its checkpoint; a Python source has no such
   place, so if a query dies before its first batch commits, the restarted query computes
   ``startingOffsets`` again (with ``latest`` it then starts later).
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Iterator
 
 import pyarrow as pa
@@ -82,6 +87,9 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict[TopicPartition, int] | None = None  # an availableNow run's end
         self._committed_version = -1
         self._warned_commit = False
+        prefix = options.group_id_prefix
+        #: the group this stream commits to (``kafka.group.id``, else ``{groupIdPrefix}-{uuid}``), or None
+        self.group_id: str | None = options.group_id or (f"{prefix}-{uuid.uuid4()}" if prefix else None)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -148,13 +156,13 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``ReadAllAvailable``: ``start`` again (no new batch) while fewer than ``minOffsetsPerTrigger``
         offsets are there and ``maxTriggerDelay`` has not passed since the last batch, and at most
         ``ReadMaxRows`` offsets (``maxOffsetsPerTrigger``, split across partitions by their backlog,
-        :func:`~lakelog.spark.source.planning.rate_limit`). With ``group.id`` it first commits ``start``
+        :func:`~lakelog.spark.source.planning.rate_limit`). With a group (:attr:`group_id`) it first commits ``start``
         (see the module docstring), except at a new query's first call, when nothing is processed yet.
         """
         opts = self.options
         begin = offsets_from_json(start)
         first_of_new_query = self._position is None and begin == self._initial  # nothing processed yet
-        if opts.group_id and not first_of_new_query:
+        if self.group_id and not first_of_new_query:
             # Spark runs micro-batches one after another and asks for the next batch's offsets only
             # once the previous one is in the commit log: everything below ``start`` is processed.
             # Committing it here (not only in commit(), which Spark calls when it plans a *new*
@@ -219,7 +227,11 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                               tail=tail_fetch(self.options))
 
     def commit(self, end: dict) -> None:
-        """Spark processed everything up to ``end``: commit it as ``group.id``'s offsets, if one is set.
+        """Spark processed everything up to ``end``: commit it as the stream's group's offsets, if it has one.
+
+        The group is ``kafka.group.id`` (or ``group.id``), else ``{groupIdPrefix}-{uuid}`` (a new group for
+        each run of the query, as Spark's Kafka source generates its group ids); with neither option
+        nothing is committed (:attr:`group_id` is None).
 
         The commit is ``LakelogClient.commit_offsets(group, offsets, transaction_app_id=group,
         transaction_version=sum of the end offsets)``: one Delta transaction, a no-op when that app id
@@ -230,7 +242,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offsets = offsets_from_json(end)
         if self._position is None:
             self._position = dict(offsets)
-        group = self.options.group_id
+        group = self.group_id
         if not group:
             return
         if not CAN_COMMIT_OFFSETS:
