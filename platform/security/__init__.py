@@ -1,0 +1,11 @@
+"""Security: who a request is (authentication) and whether it may do what it asks (ACL authorization).
+
+Kafka's model (KIP-11 ACLs, KIP-290 prefixed patterns): principals ``User:name``; ACLs bind a resource
+pattern (Topic, Group, Cluster, TransactionalId; literal or prefixed) to who may or may not do which
+operation from which host; a Deny wins; ``super.users`` may do anything.
+
+- :mod:`~lakelog.security.acls`: the ACL model and the authorizer's decision (pure functions);
+- :mod:`~lakelog.security.acl_store`: ACLs in ZooKeeper (add, list, remove);
+- :mod:`~lakelog.security.acl_cache`: a broker's in-memory copy, kept current by a kazoo ``TreeCache``;
+- :mod:`~lakelog.security.errors`: 401 / 40101, 403 / 40301, 400 / 40021.
+"""

@@ -1,0 +1,38 @@
+"""Errors of authentication and authorization (``lakelog.security``)."""
+
+from __future__ import annotations
+
+from lakelog.errors import LakelogError
+
+__all__ = ["AuthenticationError", "AuthorizationError", "InvalidAclError", "SecurityError"]
+
+
+class SecurityError(LakelogError):
+    """An authentication or authorization check failed."""
+
+
+class AuthenticationError(SecurityError):
+    """The request carries no valid credentials. Kafka: SASL_AUTHENTICATION_FAILED (58). 401 / 40101.
+
+    Not retriable with the same credentials; the message never contains the secret that was sent.
+    """
+
+    http_status = 401
+    error_code = 40101
+
+
+class AuthorizationError(SecurityError):
+    """The principal may not do this operation on this resource. Kafka: TOPIC_AUTHORIZATION_FAILED (29),
+    GROUP_AUTHORIZATION_FAILED (30), CLUSTER_AUTHORIZATION_FAILED (31),
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). 403 / 40301, naming the operation and the resource."""
+
+    http_status = 403
+    error_code = 40301
+
+
+class InvalidAclError(SecurityError):
+    """An ACL that cannot be stored or matched: an unknown resource type, operation, permission or pattern
+    type, an operation the resource type does not have, or an empty name. Kafka: INVALID_REQUEST. 400 / 40021."""
+
+    http_status = 400
+    error_code = 40021
