@@ -11,6 +11,7 @@
     lakelog producers init                      # a producer id: {"producer_id": 1000, "producer_epoch": 0}
     lakelog producers init --transactional-id orders-etl-1     # the id's producer id, epoch + 1
     lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
+    lakelog acls add --allow-principal User:alice --operation Read --topic orders   # also: acls list, remove
     lakelog consume orders --from-beginning [--follow]
     lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
@@ -20,7 +21,7 @@
     lakelog demo
 
 The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions`` and
+start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions``, ``cli_acls`` and
 ``cli_records`` (produce, consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
 point :func:`main`.
 """
@@ -35,6 +36,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from lakelog.cli_acls import acls_app
 from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client
 from lakelog.cli_groups import groups_app
 from lakelog.cli_jobs import job_app
@@ -52,6 +54,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 app.add_typer(producers_app, name="producers")
 app.add_typer(transactions_app, name="transactions")
+app.add_typer(acls_app, name="acls")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.command("up")(up)

@@ -13,6 +13,7 @@
 - :mod:`~lakelog.ingest_api.producers_api`: producer ids for idempotent and transactional producers
   (InitProducerId);
 - :mod:`~lakelog.ingest_api.transactions_api`: the cluster's transactional ids (list, describe);
+- :mod:`~lakelog.ingest_api.v3_acls_api`: v3 ACLs (list, create, delete; kept in ZooKeeper);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
   transaction coordinators;
@@ -43,6 +44,7 @@ from lakelog.ingest_api import (
     replica_api,
     topics_api,
     transactions_api,
+    v3_acls_api,
     v3_api,
     v3_cluster_api,
     v3_groups_api,
@@ -75,7 +77,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     app.state.broker = broker
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
-                   transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api):
+                   transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
+                   v3_acls_api):
         app.include_router(module.router)
     app.include_router(console_api.router)
     app.mount("/console/assets", console_api.console_assets(), name="console-assets")

@@ -30,6 +30,7 @@ from lakelog.replication.partition import Partition
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
+from lakelog.security.acl_store import AclStore
 
 
 @runtime_checkable
@@ -106,6 +107,15 @@ def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
 
 #: The broker's :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`.
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
+
+
+def get_acl_store(request: Request) -> AclStore:
+    """The cluster's ACLs in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`; ``Broker.acl_store``)."""
+    return request.app.state.broker.acl_store
+
+
+#: The cluster's :class:`~lakelog.security.acl_store.AclStore` (the v3 ACL routes).
+AclStoreDep = Annotated[AclStore, Depends(get_acl_store)]
 
 
 def get_request_stats(request: Request) -> RequestStats | None:

@@ -21,6 +21,7 @@ import orjson
 import pyarrow as pa
 
 from lakelog.protocol import media_types
+from lakelog.protocol.acl_requests import AclRequests
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
@@ -45,10 +46,11 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     return out
 
 
-class LakelogClient(FetchRequests, TransactionRequests):
+class LakelogClient(FetchRequests, TransactionRequests, AclRequests):
     """Synchronous client of one or more gateways; an idempotent producer by default. Producer ids and
     transactions: the methods of :class:`~lakelog.protocol.transaction_requests.TransactionRequests`; fetch:
-    those of :class:`~lakelog.protocol.fetch_requests.FetchRequests`.
+    those of :class:`~lakelog.protocol.fetch_requests.FetchRequests`; ACLs: those of
+    :class:`~lakelog.protocol.acl_requests.AclRequests`.
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.

@@ -1,0 +1,92 @@
+"""v3 ACL routes (Confluent's shapes) and ``lakelog acls`` against a real broker and ZooKeeper."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from lakelog.protocol.errors import RemoteError
+
+
+def lakelog(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lakelog.cli", *args], capture_output=True, timeout=60, check=check)
+
+
+def test_create_list_delete_in_confluents_shapes(broker, client):
+    base = f"{broker.url}/v3/clusters/{client.cluster_id}/acls"
+    read = {"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL",
+            "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}
+    r = httpx.post(base, json=read)
+    assert r.status_code == 201 and r.content == b""
+    r = httpx.post(f"{base}:batch", json={"data": [
+        {"resource_type": "Topic", "resource_name": "team-", "pattern_type": "Prefixed", "principal": "User:bob",
+         "operation": "Write"},  # Kafka's spelling; host * and ALLOW by default
+        {"resource_type": "CLUSTER", "resource_name": "kafka-cluster", "principal": "User:broker",
+         "operation": "CLUSTER_ACTION"}]})
+    assert r.status_code == 204
+
+    listed = httpx.get(base).json()
+    assert listed["kind"] == "KafkaAclList" and listed["metadata"]["self"] == base
+    assert listed["data"][0] == {"kind": "KafkaAcl", "metadata": {"self": base, "resource_name": None},
+                                 "cluster_id": client.cluster_id, "resource_type": "CLUSTER",
+                                 "resource_name": "kafka-cluster", "pattern_type": "LITERAL",
+                                 "principal": "User:broker", "host": "*", "operation": "CLUSTER_ACTION",
+                                 "permission": "ALLOW"}
+    assert len(listed["data"]) == 3
+    # MATCH: what applies to a name (the literal name and the prefixes)
+    assert [a["principal"] for a in client.list_acls(resource_type="TOPIC", resource_name="team-a",
+                                                     pattern_type="MATCH")] == ["User:bob"]
+    assert client.list_acls(principal="User:alice") == [read]
+    assert client.list_acls(resource_type="GROUP") == []
+
+    removed = client.delete_acls(resource_type="TOPIC", principal="User:bob")
+    assert [(a["resource_name"], a["pattern_type"]) for a in removed] == [("team-", "PREFIXED")]
+    assert {a["principal"] for a in client.list_acls()} == {"User:alice", "User:broker"}
+    r = httpx.delete(base)  # resource_type is required (ANY for all)
+    assert (r.status_code, r.json()["error_code"]) == (400, 40001) and "resource_type" in r.text
+    assert len(client.delete_acls(resource_type="ANY")) == 2 and client.list_acls() == []
+
+
+def test_invalid_acls_are_refused_and_nothing_is_stored(broker, client):
+    base = f"{broker.url}/v3/clusters/{client.cluster_id}/acls"
+    good = {"resource_type": "TOPIC", "resource_name": "t", "principal": "User:a", "operation": "READ"}
+    bad = {"resource_type": "GROUP", "resource_name": "g", "principal": "User:a", "operation": "WRITE"}
+    r = httpx.post(f"{base}:batch", json={"data": [good, bad]})
+    assert r.status_code == 400 and r.json()["error_code"] == 40021
+    assert "Operation Write does not apply to a Group" in r.json()["message"]
+    assert client.list_acls() == []  # all or none
+    r = httpx.post(base, json={**good, "principal": "alice"})
+    assert (r.status_code, r.json()["error_code"]) == (400, 40021) and "use Type:name" in r.json()["message"]
+    r = httpx.get(base, params={"operation": "FLY"})
+    assert (r.status_code, r.json()["error_code"]) == (400, 40021)
+    r = httpx.get(f"{broker.url}/v3/clusters/not-this-one/acls")
+    assert (r.status_code, r.json()["error_code"]) == (404, 40404)
+    with pytest.raises(RemoteError) as e:
+        client.create_acls([bad])
+    assert e.value.error_code == 40021
+
+
+def test_cli_adds_lists_and_removes_like_kafka_acls(broker, client):
+    b = ["--bootstrap-server", broker.url]
+    out = lakelog("acls", "add", "--allow-principal", "User:alice", "--allow-principal", "User:bob",
+                  "--operation", "Read", "--operation", "Describe", "--topic", "orders", *b).stdout.decode()
+    assert "Added 4 ACLs" in out
+    lakelog("acls", "add", "--deny-principal", "User:mallory", "--deny-host", "10.0.0.9", "--operation", "Read",
+            "--topic", "ord", "--resource-pattern-type", "prefixed", *b)
+    assert len(client.list_acls()) == 5
+    listed = lakelog("acls", "list", "--topic", "orders", "--resource-pattern-type", "match", *b).stdout.decode()
+    assert "User:mallory" in listed and "10.0.0.9" in listed and listed.count("User:alice") == 2
+
+    out = lakelog("acls", "remove", "--allow-principal", "User:bob", "--topic", "orders", "--force", *b).stdout.decode()
+    assert "Removed 2 ACLs" in out and {a["principal"] for a in client.list_acls()} == {"User:alice", "User:mallory"}
+    out = lakelog("acls", "remove", "--topic", "orders", "--force", *b).stdout.decode()  # all of the resource's
+    assert "Removed 2 ACLs" in out and [a["principal"] for a in client.list_acls()] == ["User:mallory"]
+
+    wrong = lakelog("acls", "add", "--allow-principal", "User:a", "--operation", "Write", "--group", "g", *b,
+                    check=False)
+    assert wrong.returncode == 1 and "does not apply to a Group" in wrong.stderr.decode()
+    missing = lakelog("acls", "add", "--operation", "Read", "--topic", "t", *b, check=False)
+    assert missing.returncode == 1 and "name a principal" in missing.stderr.decode()
