@@ -16,9 +16,14 @@ JVM start.
 :func:`ensure_delta_jars` fills the cache once (e.g. while building an image or in CI set-up), falling
 back to ``mvn dependency:get`` into ``~/.m2`` when Spark's resolver can not reach the repository.
 
-Precedence of settings, highest first: ``conf=`` argument; ``master=`` argument, then env
-``LAKELOG_SPARK_MASTER`` (``spark.master`` only); ``conf/spark-defaults.conf``; the defaults below
+Precedence of settings, highest first: ``conf=`` argument; ``master=`` argument; the settings
+``spark-submit`` gave a driver it started (``--master``, ``--conf``, ...; see :func:`submitted_conf`);
+env ``LAKELOG_SPARK_MASTER`` (``spark.master`` only); ``conf/spark-defaults.conf``; the defaults below
 (``local[*]``, ``spark.sql.session.timeZone=UTC``, ``spark.ui.enabled=false``); Spark's own defaults.
+
+Under ``spark-submit`` the driver's JVM is running before :func:`session` is called, so JVM settings
+(``spark.jars.packages``, driver memory and Java options) must be given to ``spark-submit`` itself:
+Delta's jars with ``--packages io.delta:delta-spark_4.2_2.13:<delta-spark version>``.
 """
 
 from __future__ import annotations
@@ -103,16 +108,24 @@ DRIVER_THREAD_STACK = "16m"
 
 
 def session_conf(*, master: str | None = None, app_name: str = "lakelog",
-                 conf: dict[str, str] | None = None) -> dict[str, str]:
+                 conf: dict[str, str] | None = None, submitted: dict[str, str] | None = None) -> dict[str, str]:
     """The complete Spark configuration :func:`session` starts with, without starting anything.
+
+    ``submitted`` is what ``spark-submit`` gave the driver (:func:`submitted_conf`): it wins over
+    ``LAKELOG_SPARK_MASTER`` and ``conf/spark-defaults.conf``, so ``spark-submit --master spark://...``
+    runs on that master and not on the conf file's ``local[*]``.
 
     Returns ``{key: value}`` with the precedence described in the module docstring, plus the settings
     Delta needs (``spark.sql.extensions``, ``spark.sql.catalog.spark_catalog``,
     ``spark.jars.packages``) and the log4j2 config file in ``spark.driver.extraJavaOptions``.
     """
+    submitted = dict(submitted or {})
     values: dict[str, str] = dict(BUILTIN_DEFAULTS)
     values.update(read_spark_defaults())
-    values["spark.master"] = master or os.environ.get(MASTER_ENV) or values.get("spark.master") or DEFAULT_MASTER
+    file_master = values.get("spark.master")
+    values.update(submitted)
+    values["spark.master"] = (master or submitted.get("spark.master") or os.environ.get(MASTER_ENV) or file_master
+                              or DEFAULT_MASTER)
     values["spark.app.name"] = app_name
     values.update({k: _expand_home(str(v)) for k, v in (conf or {}).items()})
 
@@ -152,7 +165,8 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     """Get or create the SparkSession with Delta Lake configured, for lakelog's SQL and jobs.
 
     Args:
-        master: ``spark.master``. Default: env ``LAKELOG_SPARK_MASTER``, else ``spark.master`` from
+        master: ``spark.master``. Default: ``spark-submit``'s ``--master`` when ``spark-submit`` started
+            this driver, else env ``LAKELOG_SPARK_MASTER``, else ``spark.master`` from
             ``conf/spark-defaults.conf``, else ``local[*]``.
         app_name: ``spark.app.name``. Default: ``lakelog``.
         conf: extra Spark settings; they win over everything else except the Delta extension, the
@@ -172,7 +186,12 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    values = session_conf(master=master, app_name=app_name, conf=conf)
+    submitted = submitted_conf()
+    values = session_conf(master=master, app_name=app_name, conf=conf, submitted=submitted)
+    if submitted and not _has_delta_jars(submitted):
+        log.warning("This driver was started by spark-submit without Delta's jars, and they can not be added "
+                    "now (the JVM is running): Delta tables will not work. Pass --packages %s to spark-submit",
+                    delta_maven_coordinates()[0])
     builder = SparkSession.builder
     for key, value in values.items():
         if key != "spark.jars.packages":
@@ -198,6 +217,28 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
 
     register(spark)
     return spark
+
+
+def submitted_conf() -> dict[str, str]:
+    """The settings ``spark-submit`` gave this driver, or ``{}`` when ``spark-submit`` did not start it.
+
+    ``spark-submit app.py`` starts the driver's JVM first and then this Python, telling it the JVM's
+    port in env ``PYSPARK_GATEWAY_PORT``; the JVM's system properties hold ``--master``, ``--conf``,
+    ``--packages`` (``spark.jars.packages``) and the jars they resolved (``spark.jars``). Read before
+    a SparkContext runs (a running context's settings are not re-applied anyway): ``{}`` after that.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if "PYSPARK_GATEWAY_PORT" not in os.environ or SparkContext._active_spark_context is not None:
+        return {}
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    return dict(SparkConf().getAll())  # loadDefaults: the JVM's spark.* system properties
+
+
+def _has_delta_jars(settings: dict[str, str]) -> bool:
+    """Whether ``spark.jars.packages`` or ``spark.jars`` in ``settings`` has Delta's delta-spark jar."""
+    artifact = delta_maven_coordinates()[0].split(":")[1]
+    return any(artifact in settings.get(key, "") for key in ("spark.jars.packages", "spark.jars"))
 
 
 # Child process of ensure_delta_jars: start a small session, prove Delta works (write and read a

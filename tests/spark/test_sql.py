@@ -429,6 +429,16 @@ def test_session_conf_precedence(monkeypatch):
     assert session_module.session_conf()["spark.master"] == "local[3]"
     assert session_module.session_conf(master="local[1]")["spark.master"] == "local[1]"
 
+    # a driver spark-submit started: its --master and --conf win over the env and the conf file
+    submitted = {"spark.master": "spark://127.0.0.1:7077", "spark.executor.memory": "512m",
+                 "spark.sql.shuffle.partitions": "3"}
+    conf = session_module.session_conf(submitted=submitted)
+    assert (conf["spark.master"], conf["spark.executor.memory"]) == ("spark://127.0.0.1:7077", "512m")
+    assert conf["spark.sql.shuffle.partitions"] == "3"
+    assert session_module.session_conf(master="local[1]", submitted=submitted)["spark.master"] == "local[1]"
+    assert not session_module._has_delta_jars(submitted)
+    assert session_module._has_delta_jars({"spark.jars.packages": session_module.delta_maven_coordinates()[0]})
+
     conf = session_module.session_conf(app_name="job", conf={
         "spark.ui.enabled": "true",
         "spark.sql.extensions": "com.example.Ext",
