@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lakelog-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast bench bench-latency clean
+.PHONY: install demo test test-fast bench bench-latency pyfiles clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,17 @@ bench: install
 LATENCY_ARGS ?=
 bench-latency: install
 	$(BIN)/python bench/latency.py $(LATENCY_ARGS)
+
+# lakelog's own code as one zip for `spark-submit --py-files build/lakelog.zip`, for Spark executors whose
+# Python has lakelog's dependencies (pyarrow, deltalake, httpx, ...) but not lakelog (README, "Running on a
+# Spark cluster"). `zip -r` writes directory entries, which Python needs to import the namespace package
+# `lakelog` from a zip (a wheel has none).
+pyfiles:
+	rm -rf build/pyfiles build/lakelog.zip
+	mkdir -p build/pyfiles
+	ln -s ../../platform build/pyfiles/lakelog
+	ln -s ../../plugins/pyspark_lakelog build/pyfiles/pyspark_lakelog
+	cd build/pyfiles && zip -qr ../lakelog.zip lakelog pyspark_lakelog -x '*__pycache__*'
 
 clean:
 	rm -rf data/demo .pytest_cache
