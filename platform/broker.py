@@ -55,6 +55,7 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
+from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class Broker:
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
+        self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
                                             leader_client=self.leader_client, create_topic=self.create_topic)

@@ -12,6 +12,7 @@
     lakelog producers init --transactional-id orders-etl-1     # the id's producer id, epoch + 1
     lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
     lakelog acls add --allow-principal User:alice --operation Read --topic orders   # also: acls list, remove
+    lakelog users add alice --password-stdin    # a SCRAM-SHA-512 credential; also: users list, delete
     lakelog consume orders --from-beginning [--follow]
     lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
@@ -21,7 +22,7 @@
     lakelog demo
 
 The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions``, ``cli_acls`` and
+start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions``, ``cli_acls``, ``cli_users`` and
 ``cli_records`` (produce, consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
 point :func:`main`.
 """
@@ -45,6 +46,7 @@ from lakelog.cli_producers import producers_app
 from lakelog.cli_records import consume, produce
 from lakelog.cli_topics import topics_app
 from lakelog.cli_transactions import transactions_app
+from lakelog.cli_users import users_app
 
 app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -55,6 +57,7 @@ app.add_typer(groups_app, name="groups")
 app.add_typer(producers_app, name="producers")
 app.add_typer(transactions_app, name="transactions")
 app.add_typer(acls_app, name="acls")
+app.add_typer(users_app, name="users")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.command("up")(up)

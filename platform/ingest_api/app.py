@@ -14,6 +14,7 @@
   (InitProducerId);
 - :mod:`~lakelog.ingest_api.transactions_api`: the cluster's transactional ids (list, describe);
 - :mod:`~lakelog.ingest_api.v3_acls_api`: v3 ACLs (list, create, delete; kept in ZooKeeper);
+- :mod:`~lakelog.ingest_api.users_api`: users' SCRAM-SHA-512 credentials (list, set, delete);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
   transaction coordinators;
@@ -44,6 +45,7 @@ from lakelog.ingest_api import (
     replica_api,
     topics_api,
     transactions_api,
+    users_api,
     v3_acls_api,
     v3_api,
     v3_cluster_api,
@@ -78,7 +80,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
-                   v3_acls_api):
+                   v3_acls_api, users_api):
         app.include_router(module.router)
     app.include_router(console_api.router)
     app.mount("/console/assets", console_api.console_assets(), name="console-assets")

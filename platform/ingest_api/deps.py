@@ -31,6 +31,7 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
+from lakelog.security.user_credentials import UserCredentials
 
 
 @runtime_checkable
@@ -116,6 +117,15 @@ def get_acl_store(request: Request) -> AclStore:
 
 #: The cluster's :class:`~lakelog.security.acl_store.AclStore` (the v3 ACL routes).
 AclStoreDep = Annotated[AclStore, Depends(get_acl_store)]
+
+
+def get_user_credentials(request: Request) -> UserCredentials:
+    """Users' SCRAM credentials in ZooKeeper (``Broker.user_credentials``)."""
+    return request.app.state.broker.user_credentials
+
+
+#: The cluster's :class:`~lakelog.security.user_credentials.UserCredentials` (the users routes).
+UserCredentialsDep = Annotated[UserCredentials, Depends(get_user_credentials)]
 
 
 def get_request_stats(request: Request) -> RequestStats | None:

@@ -21,11 +21,11 @@ import orjson
 import pyarrow as pa
 
 from lakelog.protocol import media_types
-from lakelog.protocol.acl_requests import AclRequests
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
 from lakelog.protocol.idempotent_producer import IdempotentProducer
+from lakelog.protocol.security_requests import SecurityRequests
 from lakelog.protocol.transaction_requests import TransactionRequests
 
 
@@ -46,11 +46,11 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     return out
 
 
-class LakelogClient(FetchRequests, TransactionRequests, AclRequests):
+class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
     """Synchronous client of one or more gateways; an idempotent producer by default. Producer ids and
     transactions: the methods of :class:`~lakelog.protocol.transaction_requests.TransactionRequests`; fetch:
-    those of :class:`~lakelog.protocol.fetch_requests.FetchRequests`; ACLs: those of
-    :class:`~lakelog.protocol.acl_requests.AclRequests`.
+    those of :class:`~lakelog.protocol.fetch_requests.FetchRequests`; ACLs and users: those of
+    :class:`~lakelog.protocol.security_requests.SecurityRequests`.
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from lakelog.errors import LakelogError
 
-__all__ = ["AuthenticationError", "AuthorizationError", "InvalidAclError", "SecurityError"]
+__all__ = ["AuthenticationError", "AuthorizationError", "InvalidAclError", "InvalidCredentialError", "SecurityError",
+           "UnknownUserError"]
 
 
 class SecurityError(LakelogError):
@@ -36,3 +37,17 @@ class InvalidAclError(SecurityError):
 
     http_status = 400
     error_code = 40021
+
+
+class InvalidCredentialError(SecurityError):
+    """A user name or password that cannot be stored: empty, or iterations outside Kafka's range. 400 / 40022."""
+
+    http_status = 400
+    error_code = 40022
+
+
+class UnknownUserError(SecurityError):
+    """No SCRAM credential for that user name. Kafka: RESOURCE_NOT_FOUND (91). 404 / 40412."""
+
+    http_status = 404
+    error_code = 40412

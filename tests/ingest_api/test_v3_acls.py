@@ -1,4 +1,4 @@
-"""v3 ACL routes (Confluent's shapes) and ``lakelog acls`` against a real broker and ZooKeeper."""
+"""v3 ACL routes (Confluent's shapes), the users routes, and `lakelog acls`/`lakelog users` against a real broker."""
 
 from __future__ import annotations
 
@@ -90,3 +90,21 @@ def test_cli_adds_lists_and_removes_like_kafka_acls(broker, client):
     assert wrong.returncode == 1 and "does not apply to a Group" in wrong.stderr.decode()
     missing = lakelog("acls", "add", "--operation", "Read", "--topic", "t", *b, check=False)
     assert missing.returncode == 1 and "name a principal" in missing.stderr.decode()
+
+
+def test_users_routes_and_cli(broker, client):
+    b = ["--bootstrap-server", broker.url]
+    out = subprocess.run([sys.executable, "-m", "lakelog.cli", "users", "add", "alice", "--password-stdin", *b],
+                         input=b"s3cret\n", capture_output=True, timeout=60, check=True).stdout.decode()
+    assert "Set the SCRAM-SHA-512 credential of User:alice" in out
+    client.upsert_user("bob", "pw", iterations=8192)
+    assert client.list_users() == ["alice", "bob"]
+    assert lakelog("users", "list", *b).stdout.decode().split() == ["alice", "bob"]
+    r = httpx.put(f"{broker.url}/lakelog/v1/users/carol", json={"password": "pw", "iterations": 10})
+    assert (r.status_code, r.json()["error_code"]) == (422, 42222) and "iterations" in r.text  # a body field
+    lakelog("users", "delete", "alice", *b)
+    assert client.list_users() == ["bob"]
+    gone = lakelog("users", "delete", "alice", *b, check=False)
+    assert gone.returncode == 1 and "No user 'alice'" in gone.stderr.decode()
+    no_stdin = lakelog("users", "add", "dave", *b, check=False)
+    assert no_stdin.returncode == 1 and "--password-stdin" in no_stdin.stderr.decode()
