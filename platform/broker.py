@@ -55,6 +55,7 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
+from lakelog.security.authentication import Authenticator
 from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,11 @@ class Broker:
                                                      tail_cache_max_bytes=settings.log_tail_cache_max_bytes,
                                                      segment_files_max=settings.log_segment_files_max)
         self.log_dirs = self.log_manager.log_dirs
-        self.leader_client = leader_client or LeaderClient(request_timeout_ms=settings.request_timeout_ms)
+        basic = settings.authentication_methods == "basic"
+        inter_broker_password = settings.inter_broker_password.get_secret_value() if basic else None
+        self.leader_client = leader_client or LeaderClient(
+            request_timeout_ms=settings.request_timeout_ms,
+            auth=(settings.inter_broker_username, inter_broker_password) if basic else None)
         self.replica_manager = replica_manager or ReplicaManager(
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
@@ -98,6 +103,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
         self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
+        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk)
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
                                             leader_client=self.leader_client, create_topic=self.create_topic)
@@ -133,6 +139,10 @@ class Broker:
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
         await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
+        if self.settings.authentication_methods == "basic":  # brokers authenticate to each other as this user
+            await asyncio.to_thread(self.authenticator.ensure_user, self.settings.inter_broker_username,
+                                    self.settings.inter_broker_password.get_secret_value())
+        await asyncio.to_thread(self.authenticator.start)
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
@@ -163,6 +173,7 @@ class Broker:
             self._import.cancel()
         self.cache.stop()
         self.lease_watch.stop()
+        self.authenticator.close()
         self.coordinator.stop()
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()

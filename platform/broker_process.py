@@ -99,7 +99,8 @@ class BrokerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/v3/clusters", timeout=1).status_code == 200:
+                # /health: answered once the broker started, without credentials (authentication.methods)
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
                     self.startup_s = time.monotonic() - t0
                     return self
             except httpx.TransportError:

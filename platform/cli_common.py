@@ -7,6 +7,7 @@ Layer 5, as :mod:`lakelog.cli`; the ``cli_*`` modules import from here, never fr
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Annotated
 
@@ -39,13 +40,29 @@ def parse_configs(items: list[str] | None) -> dict[str, str]:
     return configs
 
 
+#: Environment variables with the user and password the commands authenticate with (HTTP Basic; brokers
+#: with ``authentication.methods=basic``). Both or neither.
+USERNAME_ENV, PASSWORD_ENV = "LAKELOG_USERNAME", "LAKELOG_PASSWORD"
+
+
+def credentials() -> tuple[str, str] | None:
+    """``(user, password)`` from :data:`USERNAME_ENV` and :data:`PASSWORD_ENV`, or None when neither is set."""
+    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
+    if not user and not password:
+        return None
+    if not user or password is None:
+        fail(f"set both {USERNAME_ENV} and {PASSWORD_ENV} (or neither)")
+    return user, password
+
+
 @contextlib.contextmanager
 def gateway_client(bootstrap: str):
-    """A :class:`LakelogClient`; a gateway error or an unreachable gateway ends the command with its message."""
+    """A :class:`LakelogClient` (with the credentials of :func:`credentials`); a gateway error or an
+    unreachable gateway ends the command with its message."""
     from lakelog.client import GatewayError, LakelogClient
 
     try:
-        with LakelogClient(bootstrap) as client:
+        with LakelogClient(bootstrap, auth=credentials()) as client:
             yield client
     except (GatewayError, ConnectionError) as e:
         fail(str(e))

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDict
 
 from lakelog.errors import ConfigError
@@ -122,6 +122,18 @@ class BrokerSettings(BaseSettings):
     request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40801 and the connection is closed. Default: 30000.")
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
     max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
+    # -- security (lakelog.security) --
+    authentication_methods: Literal["none", "basic"] = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS) or basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add). /health and /ready never ask for credentials. Default: none.")
+    inter_broker_username: str = Field("broker", min_length=1, description="inter.broker.username: the user brokers authenticate as to each other with authentication.methods=basic (replica fetch, forwarding, coordinators); a broker creates it at start when it does not exist. Default: broker.")
+    inter_broker_password: SecretStr | None = Field(None, description="inter.broker.password: that user's password; required with authentication.methods=basic (never logged). Default: none.")
+
+    @model_validator(mode="after")
+    def _inter_broker_password_with_basic(self) -> "BrokerSettings":
+        if self.authentication_methods == "basic" and not (self.inter_broker_password and
+                                                           self.inter_broker_password.get_secret_value()):
+            raise ValueError("inter.broker.password must be set with authentication.methods=basic: brokers "
+                             "authenticate to each other as inter.broker.username")
+        return self
 
     @classmethod
     def load(cls, *, config_file: str | Path | None = None, **overrides: Any) -> "BrokerSettings":

@@ -29,7 +29,7 @@ answered by :mod:`~lakelog.ingest_api.error_handlers` as ``{"error_code": status
 from __future__ import annotations
 
 import contextlib
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from pydantic.json_schema import models_json_schema
 
 from lakelog.ingest_api import (
@@ -51,7 +51,7 @@ from lakelog.ingest_api import (
     v3_cluster_api,
     v3_groups_api,
 )
-from lakelog.ingest_api.deps import GatewayBroker
+from lakelog.ingest_api.deps import GatewayBroker, authenticate
 from lakelog.ingest_api.error_handlers import install_error_handlers
 from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
@@ -75,6 +75,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
         description="Kafka-style topics whose partition logs are Delta tables. Confluent REST Proxy v2/v3 "
                     "compatible produce, fetch, metadata and topic admin, plus Arrow IPC produce and fetch.",
         lifespan=lifespan,
+        dependencies=[Depends(authenticate)],  # every route: who is asking (authentication.methods)
     )
     app.state.broker = broker
     install_error_handlers(app)

@@ -31,6 +31,7 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
+from lakelog.security.authentication import ANONYMOUS, Authenticator
 from lakelog.security.user_credentials import UserCredentials
 
 
@@ -48,6 +49,8 @@ class GatewayBroker(Protocol):
     controller: Controller
     #: True while the broker's registration znode is written by its current ZooKeeper session
     registered: bool
+    #: who each request is (``authentication.methods``)
+    authenticator: Authenticator
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -135,3 +138,30 @@ def get_request_stats(request: Request) -> RequestStats | None:
 
 #: The gateway's :class:`~lakelog.ingest_api.request_metrics.RequestStats` (None: metrics off).
 RequestStatsDep = Annotated[RequestStats | None, Depends(get_request_stats)]
+
+
+#: Routes answered without credentials: liveness and readiness probes (Kubernetes sends none).
+UNAUTHENTICATED_PATHS = frozenset({"/health", "/ready"})
+
+
+async def authenticate(request: Request) -> str:
+    """The request's principal (``User:name``; ``User:ANONYMOUS`` with ``authentication.methods=none``),
+    kept on ``request.state.principal``; every route runs it (the app's dependency), except
+    :data:`UNAUTHENTICATED_PATHS`.
+
+    Raises:
+        lakelog.security.errors.AuthenticationError: 401 / 40101 with ``WWW-Authenticate``.
+    """
+    authenticator = request.app.state.broker.authenticator
+    if request.url.path in UNAUTHENTICATED_PATHS:
+        principal = ANONYMOUS
+    else:
+        principal = authenticator.authenticate(request.headers.get("authorization"),
+                                               client_host=request.client.host if request.client else "-",
+                                               route=f"{request.method} {request.url.path}")
+    request.state.principal = principal
+    return principal
+
+
+#: The request's principal (:func:`authenticate`).
+PrincipalDep = Annotated[str, Depends(authenticate)]

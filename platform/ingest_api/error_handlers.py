@@ -37,8 +37,9 @@ ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedEr
 
 def error_response(exc: LakelogError) -> JSONResponse:
     """The REST Proxy error answer of ``exc``."""
-    return JSONResponse(exc.to_body(), status_code=exc.http_status,
-                        headers={RETRIABLE_HEADER: "true" if exc.retriable else "false"})
+    headers = {RETRIABLE_HEADER: "true" if exc.retriable else "false"}
+    headers.update(getattr(exc, "response_headers", None) or {})  # e.g. WWW-Authenticate of a 401
+    return JSONResponse(exc.to_body(), status_code=exc.http_status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

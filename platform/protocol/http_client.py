@@ -65,6 +65,8 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         retry_backoff_ms: ``retry.backoff.ms``: the first wait between tries of a produce request; it
             doubles on each retry. Default: 100.
         retry_backoff_max_ms: ``retry.backoff.max.ms``: the longest wait between tries. Default: 1000.
+        auth: ``(user, password)`` sent as HTTP Basic credentials with every request (brokers with
+            ``authentication.methods=basic``). Default: None.
 
     Raises:
         ValueError: no bootstrap server, or a retry setting out of range.
@@ -72,9 +74,10 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0,
                  enable_idempotence: bool = True, delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 1000) -> None:
+                 retry_backoff_max_ms: int = 1000, auth: tuple[str, str] | None = None) -> None:
         self.urls = parse_bootstrap(bootstrap_servers)
-        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s)
+        self.auth = None if auth is None else httpx.BasicAuth(*auth)
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth)
         self.timeout_s = timeout_s
         self._cluster_id: str | None = None
         self._server = 0  # index in urls of the server idempotent produce requests go to
@@ -338,7 +341,7 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
                              headers={"Content-Type": media_types.V2}).json()
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
-                            timeout_s=self.http.timeout.read or 60.0)
+                            timeout_s=self.http.timeout.read or 60.0, auth=self.auth)
 
 
 class HttpConsumer:
@@ -350,12 +353,12 @@ class HttpConsumer:
     """
 
     def __init__(self, base_uri: str, *, group: str, instance_id: str, format: str = "binary",
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, auth: httpx.Auth | None = None) -> None:
         self.base_uri = base_uri.rstrip("/")
         self.group = group
         self.instance_id = instance_id
         self.format = format
-        self.http = httpx.Client(timeout=timeout_s)
+        self.http = httpx.Client(timeout=timeout_s, auth=auth)
         self.closed = False
         self.last_generation: int | None = None
 

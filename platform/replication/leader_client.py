@@ -81,14 +81,18 @@ class LeaderClient:
         request_timeout_ms: timeout of a forwarded produce on top of which 5 s are allowed for the
             transfer (``request.timeout.ms``). Default: 30000.
         max_connections: connection pool size. Default: 200.
+        auth: ``(inter.broker.username, inter.broker.password)``: every call carries them as HTTP Basic
+            credentials (``authentication.methods=basic``). Default: None (no credentials).
 
     Use inside the event loop that serves the gateway; :meth:`aclose` when the broker stops.
     """
 
-    def __init__(self, *, request_timeout_ms: int = 30_000, max_connections: int = 200) -> None:
+    def __init__(self, *, request_timeout_ms: int = 30_000, max_connections: int = 200,
+                 auth: tuple[str, str] | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
-        self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=min(50, max_connections)))
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(50, max_connections))
+        self._http = httpx.AsyncClient(timeout=30, limits=limits,
+                                       auth=None if auth is None else httpx.BasicAuth(*auth))
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -9,5 +9,7 @@ operation from which host; a Deny wins; ``super.users`` may do anything.
 - :mod:`~lakelog.security.acl_cache`: a broker's in-memory copy, kept current by a kazoo ``TreeCache``;
 - :mod:`~lakelog.security.scram`: SCRAM-SHA-512 credentials (RFC 5802), checking a password against one;
 - :mod:`~lakelog.security.user_credentials`: users' credentials in ZooKeeper;
+- :mod:`~lakelog.security.authentication`: a request's principal from its HTTP credentials
+  (``authentication.methods``: none, basic);
 - :mod:`~lakelog.security.errors`: 401 / 40101, 403 / 40301, 400 / 40021 and 40022, 404 / 40412.
 """

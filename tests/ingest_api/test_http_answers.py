@@ -19,6 +19,7 @@ from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 from lakelog.replication.zookeeper_server import free_port
+from lakelog.security.authentication import Authenticator
 from lakelog.server import uvicorn_config
 from tests.harness import wait_for
 
@@ -34,6 +35,7 @@ class StandInBroker:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.cache = _Cache()
+        self.authenticator = Authenticator()  # authentication.methods=none: every request is User:ANONYMOUS
 
     async def refresh_topics(self) -> None:
         raise RuntimeError("planted bug")

@@ -1,0 +1,180 @@
+"""Who a request is: its principal, from its HTTP credentials (``authentication.methods``).
+
+- ``none`` (the default): every request is ``User:ANONYMOUS``, as a Kafka PLAINTEXT listener's clients.
+- ``basic``: HTTP Basic (RFC 7617) checked against the user's SCRAM-SHA-512 credential in ZooKeeper
+  (:mod:`~lakelog.security.user_credentials`; Kafka's SASL/SCRAM users): the principal is ``User:{name}``.
+  Use it behind TLS only: the password crosses the wire in every request.
+
+Checking a password derives the SCRAM key again (PBKDF2, 4096 iterations: milliseconds, on purpose);
+a successful check is remembered, keyed by a SHA-256 of the credential and the password sent, for
+``cache_ttl_s`` seconds, so a client's next requests cost one hash. A changed or deleted credential
+changes or drops the key at once (the credentials are followed with a kazoo ``TreeCache``).
+
+A failure raises :class:`~lakelog.security.errors.AuthenticationError` (401 / 40101, with
+``WWW-Authenticate: Basic realm="lakelog"``) and is logged with the user name, the client's address and
+the route, never with the password.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import threading
+import time
+from typing import Literal
+
+from kazoo.client import KazooClient
+from kazoo.recipe.cache import TreeCache, TreeEvent
+
+from lakelog.security.errors import AuthenticationError, SecurityError
+from lakelog.security.scram import ScramCredential, verify_password
+from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of
+from urllib.parse import unquote
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ANONYMOUS", "AuthenticationMethod", "Authenticator", "REALM", "basic_credentials"]
+
+#: The principal of an unauthenticated request (Kafka's ``KafkaPrincipal.ANONYMOUS``).
+ANONYMOUS = "User:ANONYMOUS"
+#: The realm named in ``WWW-Authenticate``.
+REALM = "lakelog"
+#: ``authentication.methods`` values.
+AuthenticationMethod = Literal["none", "basic"]
+
+
+def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
+    """``(user, password)`` of an ``Authorization: Basic <base64(user:password)>`` header; None when the
+    header is absent or of another scheme.
+
+    Raises:
+        AuthenticationError: a Basic header that is not base64 of ``user:password`` (UTF-8).
+    """
+    if not authorization:
+        return None
+    scheme, _, value = authorization.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise _failure("the Basic credentials are not base64 of user:password") from None
+    if not sep or not user:
+        raise _failure("the Basic credentials are not base64 of user:password")
+    return user, password
+
+
+def _failure(reason: str) -> AuthenticationError:
+    err = AuthenticationError(f"Authentication failed: {reason}. Send HTTP Basic credentials of a lakelog user "
+                              "(lakelog users add NAME --password-stdin).")
+    err.response_headers = {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'}
+    return err
+
+
+class Authenticator:
+    """Turns a request's ``Authorization`` header into its principal.
+
+    Args:
+        method: ``none`` or ``basic`` (``authentication.methods``).
+        zk: a started kazoo client of the cluster; required for ``basic``.
+        cache_ttl_s: how long a successful password check is remembered. Default: 300.
+        max_cached: at most this many remembered checks (the oldest go first). Default: 10000.
+    """
+
+    def __init__(self, *, method: AuthenticationMethod = "none", zk: KazooClient | None = None,
+                 cache_ttl_s: float = 300.0, max_cached: int = 10_000, users_root: str = USERS_PATH) -> None:
+        if method == "basic" and zk is None:
+            raise SecurityError("authentication.methods=basic needs ZooKeeper (the users' credentials)")
+        self.method = method
+        self.zk = zk
+        self.users_root = users_root
+        self.cache_ttl_s = cache_ttl_s
+        self.max_cached = max_cached
+        self._credentials: dict[str, ScramCredential] = {}
+        self._verified: dict[bytes, float] = {}  # sha256(credential, password) -> expiry (monotonic s)
+        self._initialized = threading.Event()
+        self._tree: TreeCache | None = None
+
+    def start(self, *, timeout_s: float = 30.0) -> "Authenticator":
+        """Load the users' credentials and follow their changes (``basic``); nothing for ``none``.
+
+        Raises:
+            SecurityError: the credentials were not loaded within ``timeout_s``.
+        """
+        if self.method != "basic" or self.zk is None:
+            return self
+        self.zk.ensure_path(self.users_root)
+        self._tree = TreeCache(self.zk, self.users_root)
+        self._tree.listen(self._on_event)
+        self._tree.start()
+        if not self._initialized.wait(timeout_s):
+            raise SecurityError(f"users' credentials not loaded from ZooKeeper within {timeout_s} s")
+        return self
+
+    def close(self) -> None:
+        """Stop following ZooKeeper."""
+        if self._tree is not None:
+            self._tree.close()
+            self._tree = None
+
+    def ensure_user(self, name: str, password: str) -> None:
+        """Create ``name`` with ``password`` unless the user exists (the inter-broker user at a broker's start)."""
+        if self.zk is None:
+            return
+        users = UserCredentials(self.zk, root=self.users_root)
+        if name not in users.names():
+            users.upsert(name, password)
+
+    def _on_event(self, event: TreeEvent) -> None:
+        if event.event_type == TreeEvent.INITIALIZED:
+            self._initialized.set()
+            return
+        data = event.event_data
+        if data is None or data.path.count("/") != self.users_root.count("/") + 1:
+            return
+        name = unquote(data.path.rsplit("/", 1)[1])
+        if event.event_type == TreeEvent.NODE_REMOVED:
+            self._credentials.pop(name, None)
+        elif event.event_type in (TreeEvent.NODE_ADDED, TreeEvent.NODE_UPDATED):
+            try:
+                self._credentials[name] = credential_of(data.data)
+            except SecurityError as e:
+                log.error("ignoring the unreadable credential of user %s: %s", name, e)
+                self._credentials.pop(name, None)
+
+    def authenticate(self, authorization: str | None, *, client_host: str = "-", route: str = "-") -> str:
+        """The principal of a request with this ``Authorization`` header (``User:name``).
+
+        Raises:
+            AuthenticationError: ``basic`` and no credentials, an unknown user or a wrong password.
+        """
+        if self.method == "none":
+            return ANONYMOUS
+        try:
+            given = basic_credentials(authorization)
+            if given is None:
+                raise _failure("no credentials")
+            user, password = given
+            credential = self._credentials.get(user)
+            if credential is None or not self._check(credential, user, password):
+                raise _failure(f"unknown user or wrong password for {user!r}")
+        except AuthenticationError as e:
+            log.warning("authentication failed from %s on %s: %s", client_host, route, e.message.split(". ")[0])
+            raise
+        return f"User:{user}"
+
+    def _check(self, credential: ScramCredential, user: str, password: str) -> bool:
+        key = hashlib.sha256(b"\0".join((credential.salt, credential.stored_key, user.encode(),
+                                          password.encode()))).digest()
+        now = time.monotonic()
+        expiry = self._verified.get(key)
+        if expiry is not None and expiry > now:
+            return True
+        if not verify_password(credential, password):
+            return False
+        if len(self._verified) >= self.max_cached:
+            self._verified.pop(next(iter(self._verified)))
+        self._verified[key] = now + self.cache_ttl_s
+        return True

@@ -1,0 +1,88 @@
+"""Who a request is: HTTP Basic against SCRAM credentials (authentication.methods=basic), brokers included."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from lakelog.client import LakelogClient
+from lakelog.protocol.errors import RemoteError
+from lakelog.security.authentication import ANONYMOUS, Authenticator, basic_credentials
+from lakelog.security.errors import AuthenticationError
+from lakelog.security.user_credentials import UserCredentials
+
+BROKER_PASSWORD = "inter-broker-s3cret"
+SECURE = {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_INTER_BROKER_PASSWORD": BROKER_PASSWORD}
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_basic_header_parsing_and_the_none_method():
+    assert basic_credentials(basic("alice", "p:w")) == ("alice", "p:w")  # the first colon splits
+    assert basic_credentials(None) is None and basic_credentials("Bearer abc") is None
+    with pytest.raises(AuthenticationError, match="not base64 of user:password"):
+        basic_credentials("Basic !!!")
+    assert Authenticator().authenticate(None) == ANONYMOUS
+    assert Authenticator(method="none").authenticate(basic("x", "y")) == ANONYMOUS
+
+
+def test_basic_checks_the_scram_credential_and_follows_changes(zk_client, caplog):
+    UserCredentials(zk_client).upsert("alice", "s3cret")
+    auth = Authenticator(method="basic", zk=zk_client).start()
+    try:
+        assert auth.authenticate(basic("alice", "s3cret")) == "User:alice"
+        assert auth.authenticate(basic("alice", "s3cret")) == "User:alice"  # remembered
+        with caplog.at_level("WARNING", logger="lakelog.security"):
+            for header in (None, basic("alice", "Xyzzy-9"), basic("nobody", "s3cret")):
+                with pytest.raises(AuthenticationError) as e:
+                    auth.authenticate(header, client_host="10.0.0.5", route="GET /topics")
+                assert e.value.http_status == 401 and e.value.error_code == 40101
+                assert e.value.response_headers["WWW-Authenticate"].startswith('Basic realm="lakelog"')
+        assert "10.0.0.5" in caplog.text and "'alice'" in caplog.text and "Xyzzy-9" not in caplog.text and "s3cret" not in caplog.text
+        UserCredentials(zk_client).upsert("alice", "n3w")  # a new password: the old one stops working
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                auth.authenticate(basic("alice", "s3cret"))
+            except AuthenticationError:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the old password still works 10 s after the change")
+        assert auth.authenticate(basic("alice", "n3w")) == "User:alice"
+    finally:
+        auth.close()
+
+
+@pytest.mark.cluster
+def test_a_basic_cluster_replicates_and_refuses_requests_without_credentials(broker_factory, topic_name):
+    brokers = [broker_factory(i, extra_env=SECURE) for i in range(2)]
+    url = brokers[0].url
+    r = httpx.get(f"{url}/topics")
+    assert r.status_code == 401 and r.json()["error_code"] == 40101
+    assert r.headers["WWW-Authenticate"].startswith('Basic realm="lakelog"')
+    assert httpx.get(f"{url}/topics", auth=("broker", "wrong")).status_code == 401
+    assert httpx.get(f"{url}/health").status_code == 200  # probes need no credentials
+
+    with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the inter-broker user exists
+        admin.upsert_user("alice", "alice-pw")
+    with LakelogClient(",".join(b.url for b in brokers), auth=("alice", "alice-pw")) as alice:
+        alice.create_topic(topic_name, partitions=2, replication_factor=2)
+        for p in range(2):  # acks=all: each answer waits for the follower's authenticated replica fetch
+            alice.produce_arrow(topic_name, p, pa.table({"value": pa.array([b"v%d" % i for i in range(10)])}))
+        logs = {log["partition"]: log for log in alice.topic_logs(topic_name)}
+        assert all(logs[p]["high_watermark"] == 10 for p in range(2))
+        got = alice.fetch_page(topic_name, 1, 0, max_bytes=1 << 20, form="arrow").records
+        assert got.column("value").to_pylist() == [b"v%d" % i for i in range(10)]
+    with LakelogClient(url, auth=("alice", "not-it"), enable_idempotence=False) as mallory:
+        with pytest.raises(RemoteError) as e:
+            mallory.topic_logs(topic_name)
+        assert e.value.error_code == 40101
+    for b in brokers:
+        assert BROKER_PASSWORD not in b.log_tail(400) and "alice-pw" not in b.log_tail(400)
