@@ -539,11 +539,11 @@ def report(results: list[Result], args, cores: int, broker_pid: int, reference: 
            f"pairs' records/s ratios (each pair: idempotent / plain). Targets: records/s for the 100 B rows, "
            f"≥ {IDEMPOTENT_TARGET}x plain for the idempotent rows (every size).\n"
            if any(r.idempotent for r in results) else "")
-        + f"MB/s = 10^6 bytes/s of record values; MB/s HTTP = request (produce) or response (fetch) bodies; "
-        f"rec/commit = records per append commit (group commit batching; compaction commits not counted; tables start empty); CPU 100% = one "
-        f"core; broker loop = its event-loop thread (HTTP, decode, encode), py = its asyncio.to_thread workers "
-        f"(appends, reads: Python parts and native calls made from them), native = delta-rs/Arrow threads; other = the rest of the machine (other processes, py-spy) during the run: above ~15% the "
-        f"figures are lower than the machine can do.")
+        + "MB/s = 10^6 bytes/s of record values; MB/s HTTP = request (produce) or response (fetch) bodies; "
+        "rec/commit = records per append commit (group commit batching; compaction commits not counted; tables start empty); CPU 100% = one "
+        "core; broker loop = its event-loop thread (HTTP, decode, encode), py = its asyncio.to_thread workers "
+        "(appends, reads: Python parts and native calls made from them), native = delta-rs/Arrow threads; other = the rest of the machine (other processes, py-spy) during the run: above ~15% the "
+        "figures are lower than the machine can do.")
     for line in reference:
         console.print(line)
 
