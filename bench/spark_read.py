@@ -1,6 +1,6 @@
 """Spark read throughput: ``format("lakelog")`` beside Spark's Kafka source and raw ``format("delta")``.
 
-    .venv/bin/python bench/spark_read.py [--records 2000000] [--value-bytes 100] [--repeat 3]
+    .venv/bin/python bench/spark_read.py [--records 2000000] [--value-bytes 100] [--repeat 3] [--warmup 1]
 
 Starts its own ZooKeeper and lakelog broker and a single-node Apache Kafka broker (KRaft, combined
 broker and controller, :mod:`_kafka`: Kafka's jars come from Maven Central through ``mvn`` once and are
@@ -18,7 +18,8 @@ SparkSession with Delta and ``org.apache.spark:spark-sql-kafka-0-10_2.13`` at th
   sink (``startingOffsets`` earliest for Kafka and lakelog).
 
 Each read aggregates every row (``count(*)``, ``sum(length(value))``), so every value is materialised.
-The readers take turns, ``--repeat`` rounds, and the best time of each is shown. Targets (issue 16):
+The readers take turns, ``--warmup`` untimed rounds (default 1) and then ``--repeat`` timed ones; the
+best time of each is shown. Targets (issue 16):
 lakelog at least 2x the Kafka source's records/s in the same mode, and within 1.3x of Delta's time.
 The load average is printed before and after: the figures are only comparable on a quiet machine.
 """
@@ -89,6 +90,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per reader (best is shown). Default: 3.")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed rounds first (the JVM loads and compiles each reader's classes, Python "
+                             "workers start and import). Default: 1.")
     parser.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"Apache Kafka broker. Default: {KAFKA_VERSION}.")
     args = parser.parse_args()
 
@@ -191,16 +195,18 @@ def main() -> None:
         ]
         best: dict[str, float] = {}
         progress: dict[str, list] = {}  # a stream's micro-batches in its best run
-        for round_ in range(args.repeat):  # the readers take turns: a change of the machine's load hits all
+        # the readers take turns: a change of the machine's load hits all
+        for round_ in range(-args.warmup, args.repeat):
             for name, _, _, fn in readers:
                 elapsed, result = timed(fn)
                 assert result["n"] == args.records, (name, result)
                 assert result["bytes"] == args.records * args.value_bytes, (name, result)
-                if elapsed < best.get(name, float("inf")):
+                label = "warm-up" if round_ < 0 else f"round {round_ + 1}"
+                console.print(f"  {label:>7}: {name:<52} {elapsed:6.2f} s  (load {load()})")
+                if round_ >= 0 and elapsed < best.get(name, float("inf")):
                     best[name] = elapsed
                     if "progress" in result:
                         progress[name] = result["progress"]
-                console.print(f"  round {round_ + 1}: {name:<52} {elapsed:6.2f} s  (load {load()})")
         console.print(f"load average at end: {load()}")
 
         secs = {(mode, kind): best[name] for name, mode, kind, _ in readers}
