@@ -6,7 +6,8 @@ Starts its own ZooKeeper and lakelog broker and a single-node Apache Kafka broke
 broker and controller, :mod:`_kafka`: Kafka's jars come from Maven Central through ``mvn`` once and are
 cached in ``~/.cache/lakelog-bench``), all on ports free at start, data in one temp dir, stopped by pid
 at the end. Produces the same ``--records`` records into a 6-partition topic of each: keys ``k0`` to
-``k9999``, one random ``--value-bytes`` value, 10,000-record chunks round-robin over the partitions
+``k9999``, one random ``--value-bytes`` value (``--distinct-values``: each record its own, SHA-512 bytes
+of its index), 10,000-record chunks round-robin over the partitions
 (lakelog: Arrow produce, one request per chunk; Kafka: Spark's Kafka sink with a ``partition`` column,
 ``batch.size`` 512 KiB, ``linger.ms`` 20, no compression). Then times, in one ``local[2]``
 SparkSession with Delta and ``org.apache.spark:spark-sql-kafka-0-10_2.13`` at the pyspark version:
@@ -27,6 +28,7 @@ The load average is printed before and after: the figures are only comparable on
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import tempfile
@@ -46,29 +48,47 @@ KAFKA_SPEED_TARGET = 2.0  # lakelog records/s / Kafka source records/s, same mod
 DELTA_TIME_TARGET = 1.3  # lakelog seconds / Delta seconds, same mode
 
 
-def produce(url: str, topic: str, records: int, value: bytes) -> None:
+def distinct_value(i: int, value_bytes: int) -> bytes:
+    """Record ``i``'s value with ``--distinct-values``: SHA-512 of ``"{i}/0"``, ``"{i}/1"``, ... concatenated, cut
+    to ``value_bytes`` (the same bytes as :func:`kafka_value_sql`)."""
+    return b"".join(hashlib.sha512(b"%d/%d" % (i, j)).digest() for j in range(-(-value_bytes // 64)))[:value_bytes]
+
+
+def kafka_value_sql(value: bytes | None, value_bytes: int) -> str:
+    """The Spark SQL of a record's value for the Kafka sink: the one value, or :func:`distinct_value` of ``id``."""
+    if value is not None:
+        return f"unhex('{value.hex()}')"
+    hashes = ", ".join(f"sha2(concat(cast(id AS string), '/{j}'), 512)" for j in range(-(-value_bytes // 64)))
+    return f"substring(unhex(concat({hashes})), 1, {value_bytes})"
+
+
+def produce(url: str, topic: str, records: int, value: bytes | None, value_bytes: int) -> None:
+    """``records`` records: keys ``k0``..``k9999`` per 10,000-record chunk, chunk ``c`` to partition ``c % 6``;
+    every value ``value``, or with None record ``i``'s value :func:`distinct_value`."""
     from lakelog.client import LakelogClient
 
-    values = pa.array([value] * CHUNK, pa.binary())
+    same = pa.array([value] * CHUNK, pa.binary()) if value is not None else None
     keys = pa.array([b"k%d" % i for i in range(CHUNK)], pa.binary())
     with LakelogClient(url) as client:
         client.create_topic(topic, partitions=PARTITIONS)
         sent = 0
         while sent < records:
             n = min(CHUNK, records - sent)
+            values = same.slice(0, n) if same is not None else pa.array(
+                [distinct_value(i, value_bytes) for i in range(sent, sent + n)], pa.binary())
             client.produce_arrow(topic, (sent // CHUNK) % PARTITIONS,
-                                 pa.table({"key": keys.slice(0, n), "value": values.slice(0, n)}))
+                                 pa.table({"key": keys.slice(0, n), "value": values}))
             sent += n
         # every reader below reads the Delta tables: wait until the flushers committed every tail
         while any(log["lake_end_offset"] < log["high_watermark"] for log in client.topic_logs(topic)):
             time.sleep(0.2)
 
 
-def produce_kafka(spark, bootstrap: str, topic: str, records: int, value: bytes) -> None:
-    """The same records as :func:`produce` (keys, value, partition of each chunk), through Spark's Kafka sink."""
+def produce_kafka(spark, bootstrap: str, topic: str, records: int, value: bytes | None, value_bytes: int) -> None:
+    """The same records as :func:`produce` (keys, values, partition of each chunk), through Spark's Kafka sink."""
     (spark.range(records, numPartitions=2)
      .selectExpr(f"cast(concat('k', cast(id % {CHUNK} AS string)) AS binary) AS key",
-                 f"unhex('{value.hex()}') AS value",
+                 f"{kafka_value_sql(value, value_bytes)} AS value",
                  f"cast((id div {CHUNK}) % {PARTITIONS} AS int) AS partition")
      .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
      .option("kafka.batch.size", str(512 * 1024)).option("kafka.linger.ms", "20")
@@ -89,6 +109,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--distinct-values", action="store_true",
+                        help="every record its own value (SHA-512 bytes of its index, incompressible) instead of "
+                             "one random value for all (which Parquet stores once per page, as a dictionary)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per reader (best is shown). Default: 3.")
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed rounds first (the JVM loads and compiles each reader's classes, Python "
@@ -97,6 +120,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import pyspark
+    from pyspark.sql import functions as F
 
     from lakelog.client import LakelogClient
     from lakelog.broker_process import BrokerProcess
@@ -116,9 +140,11 @@ def main() -> None:
                                log_file=data_dir / "broker.log", new_session=True).start()
         url = broker.url
         topic = "bench"
-        value = os.urandom(args.value_bytes)
-        elapsed, _ = timed(lambda: produce(url, topic, args.records, value))
-        console.print(f"lakelog: produced {args.records:,} x {args.value_bytes} B in {elapsed:.1f} s (Arrow produce)")
+        value = None if args.distinct_values else os.urandom(args.value_bytes)
+        values = "distinct values" if args.distinct_values else "one value"
+        elapsed, _ = timed(lambda: produce(url, topic, args.records, value, args.value_bytes))
+        console.print(f"lakelog: produced {args.records:,} x {args.value_bytes} B ({values}) in {elapsed:.1f} s "
+                      "(Arrow produce)")
         with LakelogClient(url) as client:
             uris = [p["table_uri"] for p in client.topic_logs(topic)]
         elapsed, _ = timed(kafka.start)
@@ -134,7 +160,7 @@ def main() -> None:
                               "spark.kafka.producer.cache.timeout": "5s",
                               "spark.kafka.producer.cache.evictorThreadRunInterval": "5s"})
         register(spark)
-        elapsed, _ = timed(lambda: produce_kafka(spark, kafka.bootstrap, topic, args.records, value))
+        elapsed, _ = timed(lambda: produce_kafka(spark, kafka.bootstrap, topic, args.records, value, args.value_bytes))
         console.print(f"Kafka: produced {args.records:,} x {args.value_bytes} B in {elapsed:.1f} s (Spark's Kafka sink)")
         agg = ["count(*) AS n", "sum(length(value)) AS bytes"]
 
@@ -184,6 +210,18 @@ def main() -> None:
             return stream(spark.readStream.format("lakelog").option("lakelog.bootstrap.servers", url)
                           .option("subscribe", topic).option("startingOffsets", "earliest").load())
 
+        # both topics hold the same records: per partition the same count and sums of the keys' and values' CRC32s
+        def digest(df):
+            return [tuple(r) for r in df.groupBy("partition").agg(
+                F.count("*"), F.sum(F.crc32("key")), F.sum(F.crc32("value"))).orderBy("partition").collect()]
+
+        ours = digest(spark.read.format("lakelog").option("lakelog.bootstrap.servers", url).option("subscribe", topic)
+                      .load())
+        theirs = digest(spark.read.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                        .option("subscribe", topic).option("startingOffsets", "earliest").load())
+        assert ours == theirs, ("the topics differ", ours, theirs)
+        console.print("the lakelog and Kafka topics hold the same records (count and key/value CRC32 sums per partition)")
+
         # (name, mode, kind, fn)
         readers = [
             ('spark.read.format("delta"), the 6 partition tables', "batch", "delta", delta_read),
@@ -211,7 +249,7 @@ def main() -> None:
 
         secs = {(mode, kind): best[name] for name, mode, kind, _ in readers}
         table = Table("reader", "seconds", "records/s", "MB/s values", "speed vs Kafka", "time vs Delta", "target",
-                      "result", title=f"Spark reads of {args.records:,} x {args.value_bytes} B records, "
+                      "result", title=f"Spark reads of {args.records:,} x {args.value_bytes} B records ({values}), "
                       f"{PARTITIONS} partitions, local[2], best of {args.repeat}; load average {load()}")
         for name, mode, kind, _ in readers:
             s = best[name]
