@@ -56,6 +56,7 @@ from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
+from lakelog.security.authorizer import Authorizer, parse_super_users
 from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ class Broker:
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
         self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
         self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk)
+        self.authorizer = Authorizer(  # the brokers' own principal is a super user (ClusterAction)
+            enabled=settings.authorizer_enabled, zk=self.zk,
+            super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},
+            allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
                                             leader_client=self.leader_client, create_topic=self.create_topic)
@@ -143,6 +148,7 @@ class Broker:
             await asyncio.to_thread(self.authenticator.ensure_user, self.settings.inter_broker_username,
                                     self.settings.inter_broker_password.get_secret_value())
         await asyncio.to_thread(self.authenticator.start)
+        await asyncio.to_thread(self.authorizer.start)
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
@@ -174,6 +180,7 @@ class Broker:
         self.cache.stop()
         self.lease_watch.stop()
         self.authenticator.close()
+        self.authorizer.close()
         self.coordinator.stop()
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()

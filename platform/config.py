@@ -126,6 +126,9 @@ class BrokerSettings(BaseSettings):
     authentication_methods: Literal["none", "basic"] = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS) or basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add). /health and /ready never ask for credentials. Default: none.")
     inter_broker_username: str = Field("broker", min_length=1, description="inter.broker.username: the user brokers authenticate as to each other with authentication.methods=basic (replica fetch, forwarding, coordinators); a broker creates it at start when it does not exist. Default: broker.")
     inter_broker_password: SecretStr | None = Field(None, description="inter.broker.password: that user's password; required with authentication.methods=basic (never logged). Default: none.")
+    authorizer_enabled: bool = Field(False, description="authorizer.enabled: check Kafka's ACLs (lakelog acls) on the routes that check them: today the internal replica and coordinator routes need ClusterAction on the cluster. The brokers' principal User:{inter.broker.username} is always a super user. Default: false.")
+    super_users: str = Field("", description="super.users: principals allowed everything, separated by ';' (User:admin;User:ops). Default: none.")
+    allow_everyone_if_no_acl_found: bool = Field(False, description="allow.everyone.if.no.acl.found: allow a request on a resource no ACL applies to. Default: false (Kafka's).")
 
     @model_validator(mode="after")
     def _inter_broker_password_with_basic(self) -> "BrokerSettings":

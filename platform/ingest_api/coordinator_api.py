@@ -38,17 +38,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep
+from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep, require_cluster_action
 from lakelog.producers.transaction_coordinator import metadata_to_dict
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.leader_client import COORDINATOR_PREFIX
 
-router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False)
+router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False,
+                   dependencies=[Depends(require_cluster_action)])  # brokers only (ClusterAction)
 
 
 class _Offset(BaseModel):

@@ -31,7 +31,9 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
+from lakelog.security.acls import Operation, ResourceType
 from lakelog.security.authentication import ANONYMOUS, Authenticator
+from lakelog.security.authorizer import Authorizer
 from lakelog.security.user_credentials import UserCredentials
 
 
@@ -51,6 +53,8 @@ class GatewayBroker(Protocol):
     registered: bool
     #: who each request is (``authentication.methods``)
     authenticator: Authenticator
+    #: whether they may (``authorizer.enabled``)
+    authorizer: Authorizer
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -165,3 +169,15 @@ async def authenticate(request: Request) -> str:
 
 #: The request's principal (:func:`authenticate`).
 PrincipalDep = Annotated[str, Depends(authenticate)]
+
+
+async def require_cluster_action(request: Request, principal: PrincipalDep) -> None:
+    """Only brokers (or a principal an ACL allows ``ClusterAction`` on the cluster) may call the internal
+    replica and coordinator routes (Kafka's check for LeaderAndIsr, Fetch from a follower, WriteTxnMarkers).
+
+    Raises:
+        lakelog.security.errors.AuthorizationError: 403 / 40301 (``authorizer.enabled``).
+    """
+    request.app.state.broker.authorizer.check(principal=principal,
+                                              host=request.client.host if request.client else "-",
+                                              operation=Operation.CLUSTER_ACTION, resource_type=ResourceType.CLUSTER)

@@ -32,11 +32,11 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, Field
 from fastapi.responses import Response
 
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, require_cluster_action
 from lakelog.log_tables.records import fetched_range
 from lakelog.producers.transaction_markers import write_marker
 from lakelog.protocol.arrow_ipc import arrow_ipc
@@ -44,7 +44,8 @@ from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.replication import replica_fetch as leader_side
 from lakelog.replication.leader_client import REPLICA_PREFIX
 
-router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False)
+router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False,
+                   dependencies=[Depends(require_cluster_action)])  # brokers only (ClusterAction)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", response_class=Response)

@@ -125,3 +125,14 @@ def test_rest_shape_and_filters():
     assert [a for a in every if AclFilter(principal="User:a").matches(a)] == [lit, other]
     assert [a for a in every if AclFilter(pattern_type=PatternType.PREFIXED).matches(a)] == [pre]
     assert [a for a in every if AclFilter(operation=Operation.WRITE, permission=Permission.ALLOW).matches(a)] == [other]
+
+
+def test_super_users_and_a_disabled_authorizer():
+    from lakelog.security.authorizer import Authorizer, parse_super_users
+
+    assert parse_super_users("User:admin; User:ops ;") == frozenset({"User:admin", "User:ops"})
+    assert parse_super_users("") == frozenset()
+    with pytest.raises(InvalidAclError, match="Invalid principal 'admin'"):
+        parse_super_users("admin")
+    off = Authorizer(enabled=False, zk=None)  # type: ignore[arg-type] - never started: no ZooKeeper needed
+    off.check(principal="User:anyone", host="h", operation=Operation.CLUSTER_ACTION, resource_type=CLUSTER)

@@ -86,3 +86,29 @@ def test_a_basic_cluster_replicates_and_refuses_requests_without_credentials(bro
         assert e.value.error_code == 40101
     for b in brokers:
         assert BROKER_PASSWORD not in b.log_tail(400) and "alice-pw" not in b.log_tail(400)
+
+
+@pytest.mark.cluster
+def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
+    brokers = [broker_factory(i, extra_env={**SECURE, "LAKELOG_AUTHORIZER_ENABLED": "true"}) for i in range(2)]
+    url = brokers[0].url
+    with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
+        admin.upsert_user("alice", "alice-pw")
+        admin.create_topic(topic_name, partitions=1, replication_factor=2)
+        admin.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"a", b"b"])}))  # replicated: brokers may
+        assert admin.topic_logs(topic_name)[0]["high_watermark"] == 2
+    internal = [f"{b.url}/lakelog/v1/coordinator/groups" for b in brokers]
+    internal += [f"{b.url}/lakelog/v1/replica/topics/{topic_name}/partitions/0/epoch-end-offset?epoch=0&leader_epoch=0"
+                 for b in brokers]
+    for route in internal:  # a client cannot pose as a broker (nor fetch as a follower and move the HW)
+        r = httpx.get(route, auth=("alice", "alice-pw"))
+        assert r.status_code == 403 and r.json()["error_code"] == 40301, route
+        assert "User:alice is not authorized to ClusterAction on Cluster 'kafka-cluster'" in r.json()["message"]
+    assert httpx.get(internal[0], auth=("broker", BROKER_PASSWORD)).status_code == 200
+    with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
+        admin.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster", "principal": "User:alice",
+                            "operation": "CLUSTER_ACTION"}])
+    deadline = time.monotonic() + 10
+    while httpx.get(internal[0], auth=("alice", "alice-pw")).status_code != 200:  # the ACL reaches the cache
+        assert time.monotonic() < deadline, "the ClusterAction ACL did not take effect in 10 s"
+        time.sleep(0.05)
