@@ -136,6 +136,9 @@ class BrokerSettings(BaseSettings):
                                                            self.inter_broker_password.get_secret_value()):
             raise ValueError("inter.broker.password must be set with authentication.methods=basic: brokers "
                              "authenticate to each other as inter.broker.username")
+        if self.authorizer_enabled and self.authentication_methods == "none":
+            raise ValueError("authorizer.enabled=true needs authentication.methods=basic: without authentication "
+                             "every request, the brokers' own included, is User:ANONYMOUS")
         return self
 
     @classmethod

@@ -112,3 +112,13 @@ def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
     while httpx.get(internal[0], auth=("alice", "alice-pw")).status_code != 200:  # the ACL reaches the cache
         assert time.monotonic() < deadline, "the ClusterAction ACL did not take effect in 10 s"
         time.sleep(0.05)
+
+
+def test_settings_that_cannot_work_are_refused():
+    from lakelog.config import BrokerSettings
+    from lakelog.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="inter.broker.password must be set"):
+        BrokerSettings.load(authentication_methods="basic")
+    with pytest.raises(ConfigError, match="authorizer.enabled=true needs authentication.methods=basic"):
+        BrokerSettings.load(authorizer_enabled=True)
