@@ -23,7 +23,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
@@ -34,6 +34,7 @@ __all__ = [
     "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SINK_OPTIONS", "SOURCE_OPTIONS",
     "SinkOptions", "SourceOptions", "TopicPartition", "check_known_options", "isolation_level_option",
     "offsets_from_json", "offsets_to_json", "read_tail_option",
+    "READ_MODE", "ReadMode", "read_mode_option",
 ]
 
 #: A partition of a topic: ``(topic, partition)``.
@@ -243,7 +244,7 @@ class SourceOptions:
     None it takes the mode's default: True when ``streaming``, else False.
 
     ``isolation_level`` is ``isolation.level`` / ``kafka.isolation.level`` (see
-    :func:`isolation_level_option`).
+    :func:`isolation_level_option`); ``read_mode`` is ``lakelog.read.mode`` (see :func:`read_mode_option`).
 
     ``group_id`` is ``kafka.group.id`` (or lakelog's earlier name ``group.id``): the consumer group whose
     offsets a stream commits after each micro-batch; ``group_id_prefix`` is ``groupIdPrefix``: without a
@@ -277,6 +278,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     read_tail: bool | None = None
     isolation_level: IsolationLevel = "read_uncommitted"
+    read_mode: "ReadMode" = "auto"
 
     def __post_init__(self) -> None:
         if self.read_tail is None:  # frozen: set through object.__setattr__, as dataclasses do
@@ -411,6 +413,7 @@ class SourceOptions:
                                             if "fetchoffset.retryintervalms" in opts else 1000),
             read_tail=read_tail_option(opts, streaming=streaming),
             isolation_level=isolation_level_option(opts),
+            read_mode=read_mode_option(opts),
         )
 
 
@@ -448,6 +451,40 @@ def read_tail_option(opts: Mapping[str, str], *, streaming: bool) -> bool:
             f"{e} (true: read up to the high watermark, fetching the offsets not in the Delta tables yet from "
             f"the partition leaders; false: read the Delta tables only, up to their lake end offsets; default "
             f"{'true' if streaming else 'false'} for {'streaming' if streaming else 'batch'} queries)") from None
+
+
+#: The option that says where executors read a partition's Delta table offsets from.
+READ_MODE = "lakelog.read.mode"
+
+#: The values of ``lakelog.read.mode`` (see :func:`read_mode_option`).
+ReadMode = Literal["direct", "broker", "auto"]
+READ_MODES: tuple[str, ...] = ("direct", "broker", "auto")
+
+
+def read_mode_option(opts: Mapping[str, str]) -> ReadMode:
+    """``lakelog.read.mode`` of lower-cased ``opts``: how executors read the offsets below the lake end offset.
+
+    - ``direct``: from the partition's Delta table (its path as the gateway reported it), only the
+      files and row groups the offsets (and pushed-down timestamp filters) need; the executor must be
+      able to open that path.
+    - ``broker``: the executor fetches its whole offset range through the partition leader's Arrow fetch
+      (the gateway), which serves any offset, the history in Delta included: for executors that cannot
+      reach the brokers' storage, at the price of loading the leaders.
+    - ``auto`` (default): ``direct`` when the executor can open the table, else ``broker``.
+
+    Applies to batch and streaming reads; the offsets past the lake end offset (``lakelog.read.tail``)
+    always come from the leader.
+
+    Raises:
+        SourceOptionError: another value (the values are case-insensitive).
+    """
+    value = opts.get(READ_MODE.lower(), "auto").strip().lower()
+    if value not in READ_MODES:
+        raise SourceOptionError(
+            f"Option '{READ_MODE}' must be 'direct' (executors read the Delta tables), 'broker' (executors fetch "
+            f"through the partition leaders) or 'auto' (direct when the table can be opened, else broker; the "
+            f"default), got {opts[READ_MODE.lower()]!r}")
+    return value  # type: ignore[return-value]
 
 
 #: The names of the isolation level option: lakelog's, and the Kafka consumer option as Spark's Kafka source passes it.
