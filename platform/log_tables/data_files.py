@@ -2,7 +2,8 @@
 
 A partition log table's files each hold a run of offsets; Delta keeps ``min``/``max`` statistics of the
 ``offset``, ``timestamp`` and ``leader_epoch`` columns per file in its log, so a read by offset range
-opens only the files (:class:`DataFile`) whose ``[min.offset, max.offset]`` overlaps the range.
+opens only the files (:class:`DataFile`) whose ``[min.offset, max.offset]`` overlaps the range, and a
+read with timestamp bounds only those whose ``[min.timestamp, max.timestamp]`` may meet them.
 :class:`FileSnapshot` is such a file list, frozen, together with the filesystem to open the files with:
 the broker keeps one in memory for its own table (refreshed after its commits), readers outside the
 broker build one from a :class:`deltalake.DeltaTable` snapshot (:meth:`FileSnapshot.of_table`).
@@ -41,6 +42,10 @@ class DataFile:
         size_bytes: file size in bytes.
         min_leader_epoch: ``min.leader_epoch`` statistic, or None.
         max_leader_epoch: ``max.leader_epoch`` statistic, or None.
+        min_timestamp_us: ``min.timestamp`` statistic in microseconds since the epoch, or None.
+
+    Delta writes timestamp statistics truncated to milliseconds, so a file's timestamps lie in
+    ``[min_timestamp_us, max_timestamp_us + 999]`` (:meth:`may_hold_timestamps`).
     """
 
     path: str
@@ -51,11 +56,25 @@ class DataFile:
     size_bytes: int
     min_leader_epoch: int | None = None
     max_leader_epoch: int | None = None
+    min_timestamp_us: int | None = None
 
     @property
     def has_offset_stats(self) -> bool:
         """True when both ``min.offset`` and ``max.offset`` are known."""
         return self.min_offset is not None and self.max_offset is not None
+
+    def may_hold_timestamps(self, low_us: int | None, high_us: int | None) -> bool:
+        """False only when the ``timestamp`` statistics prove no record of the file has a timestamp in
+        ``[low_us, high_us]`` (microseconds since the epoch, inclusive; None = unbounded).
+
+        The statistics are read as Delta writes them, truncated to milliseconds: the file's largest
+        timestamp may be up to 999 µs above ``max.timestamp``. Without statistics: True.
+        """
+        if low_us is not None and self.max_timestamp_us is not None and self.max_timestamp_us + 999 < low_us:
+            return False
+        if high_us is not None and self.min_timestamp_us is not None and self.min_timestamp_us > high_us:
+            return False
+        return True
 
     def overlaps(self, start: int, end: int) -> bool:
         """True when the file may hold an offset in ``[start, end)`` (always, without statistics)."""
@@ -109,10 +128,11 @@ def data_files(table: DeltaTable) -> list[DataFile]:
 
     files = [
         DataFile(path=unquote(path), min_offset=lo, max_offset=hi, max_timestamp_us=_us(thi), num_records=n,
-                 size_bytes=int(size), min_leader_epoch=elo, max_leader_epoch=ehi)
-        for path, lo, hi, thi, n, size, elo, ehi in zip(
-            column("path"), column("min.offset"), column("max.offset"), column("max.timestamp"),
-            column("num_records"), column("size_bytes"), column("min.leader_epoch"), column("max.leader_epoch"))
+                 size_bytes=int(size), min_leader_epoch=elo, max_leader_epoch=ehi, min_timestamp_us=_us(tlo))
+        for path, lo, hi, tlo, thi, n, size, elo, ehi in zip(
+            column("path"), column("min.offset"), column("max.offset"), column("min.timestamp"),
+            column("max.timestamp"), column("num_records"), column("size_bytes"), column("min.leader_epoch"),
+            column("max.leader_epoch"))
     ]
     files.sort(key=lambda f: (f.min_offset is None, f.min_offset if f.min_offset is not None else 0, f.path))
     return files

@@ -3,6 +3,9 @@
 :func:`scan_offsets` yields the records ``start <= offset < end`` of a :class:`FileSnapshot` in offset
 order, lazily (a caller that has enough stops iterating and nothing more is read):
 
+- with timestamp bounds (``timestamps``, Spark's pushed-down ``timestamp`` filters) only the records
+  whose timestamp lies within them, skipping the files and row groups whose ``timestamp`` statistics
+  rule them out;
 - only the data files whose ``min.offset``/``max.offset`` statistics overlap the range are opened
   (files without statistics are always read), and within a file only the row groups whose offset
   statistics overlap it; row groups are read one at a time when their ranges are ascending and
@@ -30,18 +33,23 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.log_tables.data_files import DataFile, FileSnapshot
+from lakelog.log_tables.data_files import DataFile, FileSnapshot, _us
 from lakelog.log_tables.errors import LogTableError
-from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
 
 log = logging.getLogger(__name__)
 
 #: How often :func:`scan_offsets` moves to a newer snapshot when files vanish under it (VACUUM).
 MAX_SNAPSHOT_RELOADS = 5
 
-__all__ = ["MAX_SNAPSHOT_RELOADS", "DataLoss", "groups_of_files", "read_file_range", "scan_offsets", "target_schema"]
+__all__ = ["MAX_SNAPSHOT_RELOADS", "DataLoss", "TimestampBounds", "filter_timestamps", "groups_of_files",
+           "read_file_range", "scan_offsets", "target_schema"]
+
+#: ``(low_us, high_us)``: timestamps in microseconds since the epoch, both inclusive, None = unbounded.
+TimestampBounds = tuple["int | None", "int | None"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,44 @@ def _row_groups(meta: pq.FileMetaData, offset_index: int, start: int, end: int) 
     return groups
 
 
+def _timestamp_groups(meta: pq.FileMetaData, groups: list[int], bounds: TimestampBounds) -> list[int]:
+    """Those of ``groups`` whose ``timestamp`` statistics may meet ``bounds`` (all lacking statistics)."""
+    index = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == "timestamp"), None)
+    if index is None:
+        return groups
+    low, high = bounds
+    out = []
+    for i in groups:
+        stats = meta.row_group(i).column(index).statistics
+        if stats is not None and stats.has_min_max:
+            lo, hi = _us(stats.min), _us(stats.max)  # exact, truncated to whole microseconds
+            if (low is not None and hi is not None and hi < low) or (high is not None and lo is not None and lo > high):
+                continue
+        out.append(i)
+    return out
+
+
+def filter_timestamps(table: "pa.Table | pa.RecordBatch", bounds: TimestampBounds | None) -> "pa.Table | pa.RecordBatch":
+    """The rows of ``table`` whose ``timestamp`` lies in ``bounds`` (µs since the epoch, inclusive), in order.
+
+    ``table`` must have a ``timestamp`` column (any unit). None or ``(None, None)``: ``table`` itself.
+    """
+    if bounds is None or bounds == (None, None) or table.num_rows == 0:
+        return table
+    us = timestamps_us(table.column("timestamp"))
+    low, high = bounds
+    mask = None
+    if low is not None:
+        mask = pc.greater_equal(us, low)
+    if high is not None:
+        upper = pc.less_equal(us, high)
+        mask = upper if mask is None else pc.and_(mask, upper)
+    mask = pc.fill_null(mask, False)
+    if pc.all(mask).as_py():
+        return table
+    return table.filter(mask)
+
+
 def _in_range(table: pa.Table, start: int, end: int) -> pa.Table:
     """The rows of ``table`` with ``start <= offset < end``, in offset order (a slice when already sorted)."""
     if table.num_rows == 0:
@@ -123,14 +169,17 @@ class _FileVanished(Exception):
 
 
 def read_file_range(snapshot: FileSnapshot, f: DataFile, start: int, end: int,
-                    read_columns: Sequence[str]) -> Iterator[pa.Table]:
+                    read_columns: Sequence[str], timestamps: TimestampBounds | None = None) -> Iterator[pa.Table]:
     """Tables of ``start <= offset < end`` from one file, each in offset order, consecutive in offset order.
 
     Args:
         snapshot: where the file is read from.
         f: the file.
         start, end: the offset range, end exclusive.
-        read_columns: the columns to read; must include ``offset``. Columns the file lacks are left out.
+        read_columns: the columns to read; must include ``offset`` (and ``timestamp`` with
+            ``timestamps``). Columns the file lacks are left out.
+        timestamps: only rows with a timestamp in these bounds (:data:`TimestampBounds`); row groups
+            whose ``timestamp`` statistics rule them out are not read. Default None: all rows.
 
     Raises:
         _FileVanished: the file is gone (a VACUUM deleted it).
@@ -151,6 +200,8 @@ def read_file_range(snapshot: FileSnapshot, f: DataFile, start: int, end: int,
         # row-group statistics are per leaf column: find the leaf "offset" (nested headers count twice)
         offset_index = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == "offset")
         groups = _row_groups(meta, offset_index, start, end)
+        if timestamps is not None and groups:
+            groups = _timestamp_groups(meta, groups, timestamps)
         if not groups:
             return
         # Groups can be streamed one at a time when their offset ranges are disjoint and ascending;
@@ -168,7 +219,7 @@ def read_file_range(snapshot: FileSnapshot, f: DataFile, start: int, end: int,
             # Normalise types (files of other writers may use binary_view, ns timestamps, ...)
             if not table.schema.equals(schema):
                 table = table.cast(schema)
-            table = _in_range(table, start, end)
+            table = filter_timestamps(_in_range(table, start, end), timestamps)
             if table.num_rows:
                 yield table
 
@@ -194,11 +245,11 @@ def groups_of_files(files: Sequence[DataFile]) -> list[list[DataFile]]:
 
 
 def _read_group(snapshot: FileSnapshot, group: list[DataFile], start: int, end: int,
-                read_columns: Sequence[str]) -> Iterator[pa.Table]:
+                read_columns: Sequence[str], timestamps: TimestampBounds | None = None) -> Iterator[pa.Table]:
     if len(group) == 1:
-        yield from read_file_range(snapshot, group[0], start, end, read_columns)
+        yield from read_file_range(snapshot, group[0], start, end, read_columns, timestamps)
         return
-    parts = [t for f in group for t in read_file_range(snapshot, f, start, end, read_columns)]
+    parts = [t for f in group for t in read_file_range(snapshot, f, start, end, read_columns, timestamps)]
     if parts:
         yield _in_range(pa.concat_tables(parts), start, end)
 
@@ -207,7 +258,8 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
                  refresh: Callable[[], FileSnapshot] | None = None,
                  on_data_loss: Callable[[DataLoss], None] | None = None,
                  check_head: bool = True, end_is_committed: bool = False,
-                 recorded_end: Callable[[], int | None] | None = None) -> Iterator[pa.Table]:
+                 recorded_end: Callable[[], int | None] | None = None,
+                 timestamps: TimestampBounds | None = None) -> Iterator[pa.Table]:
     """Yield the records ``start <= offset < end`` of ``snapshot``'s files, in offset order.
 
     Args:
@@ -233,6 +285,11 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
             when the files end before ``end``: a table whose last offsets compaction removed (a gap
             at its end, ``cleanup.policy=compact``) still records the end it had, a truncated one
             records its new end. Default None: the files' end is the table's end.
+        timestamps: only the records whose timestamp lies in these bounds (:data:`TimestampBounds`,
+            µs since the epoch, inclusive): files whose ``timestamp`` statistics rule them out are not
+            opened (:meth:`DataFile.may_hold_timestamps`), nor such row groups read, and the other
+            rows are filtered. Timestamps are not monotonic in offsets (CreateTime), so this prunes only
+            what the statistics prove. Default None: every record.
 
     Gaps in the offsets (compaction kept only the latest record per key; aborted transactions) are
     skipped: they are not data loss, as in Kafka. Only offsets below the snapshot's first offset
@@ -247,6 +304,8 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
         LogTableError: data files kept vanishing over :data:`MAX_SNAPSHOT_RELOADS` reloads.
     """
     read_columns = list(dict.fromkeys(["offset", *(LOG_SCHEMA.names if columns is None else columns)]))
+    if timestamps is not None and "timestamp" not in read_columns:
+        read_columns.append("timestamp")  # to filter by; yielded too (callers select their columns)
     target_schema(read_columns)  # unknown columns fail before anything is read
     if start >= end:
         return
@@ -267,10 +326,16 @@ def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence
                     return
         try:
             for group in groups_of_files(snapshot.overlapping(expected, end)):
-                for table in _read_group(snapshot, group, expected, end, read_columns):
+                if timestamps is not None:
+                    group_end = (min(end, max(f.max_offset for f in group) + 1)
+                                 if all(f.has_offset_stats for f in group) else None)
+                    group = [f for f in group if f.may_hold_timestamps(*timestamps)]
+                for table in _read_group(snapshot, group, expected, end, read_columns, timestamps):
                     last = table["offset"][-1].as_py()
                     yield table
                     expected = last + 1
+                if timestamps is not None and group_end is not None:
+                    expected = max(expected, group_end)  # all of the group seen, the filtered rows too
             break
         except _FileVanished as e:
             if reload == MAX_SNAPSHOT_RELOADS:

@@ -6,7 +6,8 @@ no broker, no ZooKeeper and no Spark: one :class:`deltalake.DeltaTable` snapshot
 its ``min.offset``/``max.offset`` statistics) and pyarrow to read the Parquet files.
 
 - :func:`read_offset_range` yields the records ``start <= offset < end`` in offset order, opening only
-  the data files (and within them only the row groups) whose offset statistics overlap the range.
+  the data files (and within them only the row groups) whose offset statistics overlap the range
+  (and, given timestamp bounds, whose timestamp statistics meet them).
 - :func:`data_loss` tells whether retention already removed offsets of a range (they are below the
   table's current first offset), :func:`log_start_offset` gives that first offset.
 - :func:`offset_for_timestamp` finds the first offset whose timestamp is at or after a time (Kafka's
@@ -38,8 +39,8 @@ from deltalake import DeltaTable
 
 from lakelog.log_tables.data_files import DataFile, FileSnapshot, data_files, open_table
 from lakelog.log_tables.errors import LogTableError
-from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, groups_of_files, read_file_range,
-                                            scan_offsets, target_schema)
+from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, TimestampBounds, groups_of_files,
+                                            read_file_range, scan_offsets, target_schema)
 from lakelog.log_tables.recovery import log_start_offset_of
 from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
 from lakelog.log_tables.table_writes import recorded_lake_end_offset, recorded_log_start_offset
@@ -127,7 +128,8 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
                       batch_rows: int = DEFAULT_BATCH_ROWS, version: int | None = None,
                       storage_options: dict[str, str] | None = None,
                       on_data_loss: Callable[[DataLoss], None] | None = None,
-                      end_is_committed: bool = False) -> Iterator[pa.RecordBatch]:
+                      end_is_committed: bool = False,
+                      timestamps: TimestampBounds | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the records ``start <= offset < end`` of a partition table, in offset order.
 
     Only the data files whose ``min.offset``/``max.offset`` statistics overlap the range are opened
@@ -154,6 +156,10 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
             since: report that as data loss too. A table whose files end early because compaction
             removed its last records is not truncated: the lake end offset its commits record
             (:func:`~lakelog.log_tables.table_writes.recorded_lake_end_offset`) tells them apart.
+        timestamps: ``(low_us, high_us)``, µs since the epoch, inclusive, None = unbounded: only the
+            records whose timestamp lies within, and only the files and row groups whose ``timestamp``
+            statistics allow such records are opened (Spark's pushed-down ``timestamp`` filters).
+            Default None: every record.
 
     Offsets missing between records (a compacted topic, ``cleanup.policy=compact``: offsets never
     change, so gaps appear) are skipped, not reported: as in Kafka they are not data loss.
@@ -182,7 +188,8 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
     dt = open_table(table_uri, version=version, storage_options=storage_options)
     snapshot = FileSnapshot.of_table(dt, storage_options=storage_options)
     for table in scan_offsets(snapshot, start, end, out_columns, on_data_loss=report,
-                              end_is_committed=end_is_committed, recorded_end=lambda: recorded_lake_end_offset(dt)):
+                              end_is_committed=end_is_committed, recorded_end=lambda: recorded_lake_end_offset(dt),
+                              timestamps=timestamps):
         if table.column_names != out_columns:
             table = table.select(out_columns)
         for batch in table.to_batches(max_chunksize=batch_rows):
