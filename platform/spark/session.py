@@ -117,7 +117,8 @@ def session_conf(*, master: str | None = None, app_name: str = "lakelog",
 
     Returns ``{key: value}`` with the precedence described in the module docstring, plus the settings
     Delta needs (``spark.sql.extensions``, ``spark.sql.catalog.spark_catalog``,
-    ``spark.jars.packages``) and the log4j2 config file in ``spark.driver.extraJavaOptions``.
+    ``spark.jars.packages``) and the log4j2 config file in ``spark.driver.extraJavaOptions``, and
+    ``spark.sql.python.filterPushdown.enabled=true`` (the ``lakelog`` source's filter pushdown).
     """
     submitted = dict(submitted or {})
     values: dict[str, str] = dict(BUILTIN_DEFAULTS)
@@ -151,6 +152,10 @@ def session_conf(*, master: str | None = None, app_name: str = "lakelog",
     java_opts = values.get("spark.driver.extraJavaOptions", "")
     if "-Xss" not in java_opts:
         values["spark.driver.extraJavaOptions"] = f"-Xss{DRIVER_THREAD_STACK} {java_opts}".strip()
+
+    # The lakelog source's batch reader pushes filters down (lakelog.spark.source.pushdown); PySpark 4.2
+    # calls pushFilters only with this on, and refuses to plan such a reader with it off (its default).
+    values["spark.sql.python.filterPushdown.enabled"] = "true"
 
     # Local Python workers must run this interpreter (it has pyspark and pyarrow), not whatever
     # "python3" is first on PATH, which is pyspark's default.

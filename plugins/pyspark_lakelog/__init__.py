@@ -5,8 +5,11 @@ session looks up a data source: a Python worker (``pyspark/sql/worker/lookup_dat
 top-level modules with :func:`pkgutil.iter_modules`, imports each whose name starts with ``pyspark_``,
 and registers its ``DefaultSource`` (a :class:`pyspark.sql.datasource.DataSource` subclass) under
 ``DefaultSource.name()``. This module is that entry for lakelog: ``DefaultSource`` is
-:class:`lakelog.spark.source.LakelogDataSource`, so ``spark.read.format("lakelog")`` works in
-``spark-submit`` jobs and notebooks that never import lakelog.
+:class:`lakelog.spark.source.LakelogPlainDataSource`, so ``spark.read.format("lakelog")`` works in
+``spark-submit`` jobs and notebooks that never import lakelog. It is the source without filter
+pushdown: PySpark 4.2 refuses to plan a reader with ``pushFilters`` unless the session sets
+``spark.sql.python.filterPushdown.enabled=true`` (default false), which such a session may not do.
+:func:`lakelog.spark.register` and :func:`lakelog.spark.session` register the source with pushdown.
 
 Conditions (``DataSourceManager`` in Spark's ``sql/core``): the lookup runs once per driver JVM, with
 the Python of ``PYSPARK_DRIVER_PYTHON``, else ``PYSPARK_PYTHON``, else ``python3`` on ``PATH``; lakelog
@@ -16,6 +19,6 @@ must be installed in that Python as a regular package (``pip install lakelog``).
 session with :func:`lakelog.spark.session`, which registers the source itself.
 """
 
-from lakelog.spark.source import LakelogDataSource as DefaultSource
+from lakelog.spark.source import LakelogPlainDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -49,6 +49,8 @@ def test_session_registers_the_source(client, create_topic, topic_name, tmp_path
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     out = run_app("session", client.urls[0], topic_name, tmp_path, env)
     assert out["rows"] == expected
+    assert out["filtered"] == [r for r in expected if r[0] == 1 and r[1] >= 1]
+    assert out["pushdown"] == "true"  # the session's source pushes filters down
 
 
 def test_any_session_finds_the_installed_source(client, create_topic, topic_name, tmp_path):
@@ -68,4 +70,9 @@ def test_any_session_finds_the_installed_source(client, create_topic, topic_name
     env.update(PYTHONPATH=str(site), PYSPARK_PYTHON=sys.executable)
     out = run_app("plain", client.urls[0], topic_name, work, env)
     assert out["rows"] == expected
+    # filters work without pushdown (PySpark 4.2 would refuse a reader with pushFilters here)
+    assert out["filtered"] == [r for r in expected if r[0] == 1 and r[1] >= 1]
+    assert out["pushdown"] in (None, "false")
     assert out["loaded_lakelog"] is False  # the driver process never imported lakelog
+    # register() then replaces the found source with the one that pushes filters down
+    assert out["registered_filtered"] == out["filtered"] and out["registered_pushdown"] == "true"

@@ -126,7 +126,9 @@ from lakelog.spark.source.options import (EARLIEST, LATEST, READ_TAIL, SinkOptio
 from lakelog.spark.source.planning import (INTERNAL_TOPICS, OffsetRangePartition, batch_ranges, latest_offsets,
                                            micro_batch_ranges, rate_limit, readable_end, resolve_ending_offsets,
                                            resolve_starting_offsets, split_ranges)
-from lakelog.spark.source.read import LakelogBatchReader, kafka_schema, read_partition, tail_fetch
+from lakelog.spark.source.pushdown import PushedFilters, push_filters
+from lakelog.spark.source.read import (LakelogBatchReader, LakelogPushdownBatchReader, kafka_schema, read_partition,
+                                       tail_fetch)
 from lakelog.spark.source.tail import TailFetch
 from lakelog.spark.source.sink import LakelogCommitMessage, LakelogStreamWriter, LakelogWriter, check_sink_schema
 from lakelog.spark.source.stream import LakelogStreamReader
@@ -135,15 +137,24 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EARLIEST", "FORMAT", "INTERNAL_TOPICS", "LATEST", "READ_TAIL", "DataLoss", "DataLossError",
-    "LakelogBatchReader", "LakelogCommitMessage", "LakelogDataSource", "LakelogStreamReader", "LakelogStreamWriter",
-    "LakelogWriter", "OffsetRangePartition", "PartitionLogInfo", "SinkOptions", "SourceError", "SourceOptionError",
-    "SourceOptions", "TailFetch", "TopicPartition", "batch_ranges", "kafka_schema", "latest_offsets",
-    "micro_batch_ranges", "offsets_from_json", "offsets_to_json", "rate_limit", "read_partition", "readable_end",
-    "register", "resolve_ending_offsets", "resolve_starting_offsets", "split_ranges", "tail_fetch",
+    "LakelogBatchReader", "LakelogCommitMessage", "LakelogDataSource", "LakelogPlainDataSource",
+    "LakelogPushdownBatchReader", "LakelogStreamReader", "LakelogStreamWriter", "LakelogWriter", "OffsetRangePartition",
+    "PUSHDOWN_CONF", "PartitionLogInfo", "PushedFilters", "REGISTERED_CONF", "SinkOptions", "SourceError",
+    "SourceOptionError", "SourceOptions", "TailFetch", "TopicPartition", "batch_ranges", "kafka_schema",
+    "latest_offsets", "micro_batch_ranges", "offsets_from_json", "offsets_to_json", "push_filters", "rate_limit",
+    "read_partition", "readable_end", "register", "resolve_ending_offsets", "resolve_starting_offsets",
+    "split_ranges", "tail_fetch",
 ]
 
 #: The data source's short name: ``spark.read.format(FORMAT)``.
 FORMAT = "lakelog"
+
+#: The SQL setting without which PySpark 4.2 never pushes filters to a Python data source (default false);
+#: :func:`register` and :func:`lakelog.spark.session` set it to true.
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+#: The session setting with which :func:`register` marks a session it registered the source in.
+REGISTERED_CONF = "spark.lakelog.source.registered"
 
 
 class LakelogDataSource(DataSource):
@@ -172,10 +183,12 @@ class LakelogDataSource(DataSource):
                 f"(expected {expected.simpleString()}, got {schema.simpleString()})")
 
     def reader(self, schema: StructType) -> LakelogBatchReader:
-        """``spark.read``: the batch reader. Raises :class:`SourceOptionError` for invalid options."""
+        """``spark.read``: the batch reader with filter pushdown (:class:`LakelogPushdownBatchReader`; the
+        session needs :data:`PUSHDOWN_CONF` true, which :func:`register` sets). Raises
+        :class:`SourceOptionError` for invalid options."""
         options = SourceOptions.parse(self.options, streaming=False)
         self._check_schema(schema, options)
-        return LakelogBatchReader(options, schema)
+        return LakelogPushdownBatchReader(options, schema)
 
     def streamReader(self, schema: StructType) -> LakelogStreamReader:
         """``spark.readStream``: the stream reader. Raises :class:`SourceOptionError` for invalid options."""
@@ -199,14 +212,31 @@ class LakelogDataSource(DataSource):
         return LakelogStreamWriter(options, schema)
 
 
-def register(spark) -> None:
-    """Make ``format("lakelog")`` available in ``spark`` (``spark.dataSource.register``); idempotent.
+class LakelogPlainDataSource(LakelogDataSource):
+    """The ``lakelog`` format without filter pushdown: the ``DefaultSource`` Spark finds by itself
+    (``pyspark_lakelog``) in sessions that never call :func:`register`.
 
-    :func:`lakelog.spark.session` calls it; any other session whose Python has lakelog installed as a
-    regular package finds the source by itself (the ``pyspark_lakelog`` module, see its docstring).
-    When ``lakelog`` already resolves in ``spark`` (registered before, or found that way) nothing is
-    registered again: Spark would log a warning that the new registration replaced the old one
-    (``DataSourceManager.registerDataSource``).
+    Its batch reader is :class:`LakelogBatchReader`, which does not override ``pushFilters``: PySpark
+    4.2 refuses to plan a reader that does while :data:`PUSHDOWN_CONF` is false, its default, and such
+    a session may never have set it. Queries work the same; filters are evaluated by Spark only.
+    """
+
+    def reader(self, schema: StructType) -> LakelogBatchReader:
+        """``spark.read``: the batch reader without pushdown. Raises :class:`SourceOptionError` for invalid options."""
+        options = SourceOptions.parse(self.options, streaming=False)
+        self._check_schema(schema, options)
+        return LakelogBatchReader(options, schema)
+
+
+def register(spark) -> None:
+    """Make ``format("lakelog")`` available in ``spark`` with filter pushdown; idempotent.
+
+    Registers :class:`LakelogDataSource` (``spark.dataSource.register``) and sets :data:`PUSHDOWN_CONF`
+    to true, once per session (marked with :data:`REGISTERED_CONF`). :func:`lakelog.spark.session`
+    calls it. A session whose Python has lakelog installed as a regular package finds the source by
+    itself (the ``pyspark_lakelog`` module, see its docstring), but without pushdown
+    (:class:`LakelogPlainDataSource`); registering replaces that one in the session (Spark does not
+    warn when a registration shadows a source it found that way).
 
     Spark's Python workers (planning, reading, writing) must be able to import ``lakelog``. PySpark
     starts them with ``SparkContext.pythonExec``, which it takes from the environment variable
@@ -219,17 +249,7 @@ def register(spark) -> None:
     if conf_python and "PYSPARK_PYTHON" not in os.environ and sc.pythonExec != conf_python:
         log.info("Python workers will run %s (spark.pyspark.python) instead of %s", conf_python, sc.pythonExec)
         sc.pythonExec = conf_python
-    if not _resolves(spark, FORMAT):
+    if spark.conf.get(REGISTERED_CONF, "false") != "true":
         spark.dataSource.register(LakelogDataSource)
-
-
-def _resolves(spark, name: str) -> bool:
-    """Whether ``spark`` has a Python data source ``name``, registered in it or found among the installed ones.
-
-    Asks the session's JVM ``DataSourceManager.dataSourceExists``; False when that cannot be asked.
-    """
-    try:
-        return bool(spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(name))
-    except Exception as e:  # noqa: BLE001 - then register: at worst Spark logs that it replaced one
-        log.debug("could not ask Spark whether data source %s exists: %s", name, e)
-        return False
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        spark.conf.set(REGISTERED_CONF, "true")

@@ -12,34 +12,38 @@ Spark's Kafka source rows (:func:`kafka_schema`):
   (:func:`lakelog.spark.source.tail.fetch_offset_range`).
 
 The end is never past the high watermark the driver saw when it planned the batch, so uncommitted
-records are never returned. :class:`LakelogBatchReader` is ``spark.read.format("lakelog")``.
+records are never returned. ``spark.read.format("lakelog")`` is :class:`LakelogPushdownBatchReader`
+(filter pushdown, :mod:`~lakelog.spark.source.pushdown`) in sessions where :func:`lakelog.spark.source.register`
+ran, else :class:`LakelogBatchReader` (the same without ``pushFilters``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
 from lakelog.spark.errors import SourceError
 from lakelog.spark.source.options import SourceOptions
 from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePartition, _Cluster, batch_ranges,
                                            report_data_loss, resolve_ending_offsets, resolve_starting_offsets,
                                            split_ranges)
+from lakelog.spark.source.pushdown import PushedFilters, push_filters
 from lakelog.spark.source.tail import TailFetch, fetch_offset_range, tail_fetch
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "LakelogBatchReader", "OffsetRangePartition", "kafka_schema", "read_partition", "report_data_loss",
-    "split_ranges", "tail_fetch",
+    "LakelogBatchReader", "LakelogPushdownBatchReader", "OffsetRangePartition", "kafka_schema",
+    "read_partition", "report_data_loss", "split_ranges", "tail_fetch",
 ]
 
 # -- schema --------------------------------------------------------------------------------------
@@ -104,7 +108,7 @@ def _kafka_rows(batch: pa.RecordBatch, part: OffsetRangePartition, names: list[s
 
 def read_partition(part: OffsetRangePartition | InputPartition | None, schema: StructType, *,
                    fail_on_data_loss: bool, batch_rows: int = 64 * 1024,
-                   tail: TailFetch | None = None) -> Iterator[pa.RecordBatch]:
+                   tail: TailFetch | None = None, timestamps: TimestampBounds | None = None) -> Iterator[pa.RecordBatch]:
     """The Kafka-shaped rows of one planned offset range, as Arrow batches with exactly ``schema``.
 
     Offsets below the range's ``lake_end_offset`` are read from the Delta table
@@ -123,6 +127,9 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         batch_rows: at most this many rows per batch. Default: 65,536.
         tail: how to fetch the tail part (:func:`tail_fetch`). Default None: a range with a tail part
             raises :class:`~lakelog.spark.errors.SourceError`.
+        timestamps: ``(low_us, high_us)`` (µs since the epoch, inclusive, None = unbounded): only
+            records whose timestamp lies within, pruning Delta files and row groups by their statistics
+            (pushed-down ``timestamp`` filters). Default None: every record.
 
     Yields:
         ``pyarrow.RecordBatch`` es in offset order; ``headers`` is null for a record without headers.
@@ -141,7 +148,7 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
 
     delta_start, delta_end = part.delta_range
     for batch in read_offset_range(part.table_uri, delta_start, delta_end, columns=columns, batch_rows=batch_rows,
-                                   on_data_loss=on_data_loss, end_is_committed=True):
+                                   on_data_loss=on_data_loss, end_is_committed=True, timestamps=timestamps):
         yield _kafka_rows(batch, part, names, arrow_schema)
     tail_start, tail_end = part.tail_range
     if tail_start >= tail_end:
@@ -153,7 +160,7 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         for table in fetch_offset_range(client, tail, topic=part.topic, partition=part.partition,
                                         table_uri=part.table_uri, start=tail_start, end=tail_end,
                                         on_data_loss=on_data_loss):
-            for batch in table.select(columns).to_batches(max_chunksize=batch_rows):
+            for batch in filter_timestamps(table.select(columns), timestamps).to_batches(max_chunksize=batch_rows):
                 if batch.num_rows:
                     yield _kafka_rows(batch, part, names, arrow_schema)
 
@@ -161,18 +168,24 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
 # -- batch ------------------------------------------------------------------------------------------
 
 class LakelogBatchReader(DataSourceReader):
-    """``spark.read.format("lakelog")``: one planned offset range per Spark task.
+    """``spark.read.format("lakelog")`` without filter pushdown: one planned offset range per Spark task.
 
     :meth:`partitions` runs on the driver (asks the gateway, resolves the starting and ending
     options, checks for data loss); :meth:`read` runs in the executors' Python workers. With
     ``lakelog.read.tail=false`` (the batch default) "latest" is each partition's lake end offset and
     every task reads only the Delta tables; with ``true`` it is the high watermark and tasks fetch the
     offsets past the lake end offset from the leaders.
+
+    This class does not override ``pushFilters``: PySpark 4.2 fails the planning of a reader that does
+    when ``spark.sql.python.filterPushdown.enabled`` is false (its default), so sessions that found the
+    source by themselves (``pyspark_lakelog``) get this one; :class:`LakelogPushdownBatchReader` adds
+    the pushdown. :attr:`pushed` (None here) narrows the ranges and filters timestamps when set.
     """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        self.pushed: PushedFilters | None = None
         self._cluster = _Cluster(options)
 
     def partitions(self) -> list[OffsetRangePartition]:
@@ -192,10 +205,29 @@ class LakelogBatchReader(DataSourceReader):
             self._cluster.close()
         ranges = batch_ranges(states, start, end, fail_on_data_loss=opts.fail_on_data_loss,
                               tail=bool(opts.read_tail))
+        if self.pushed is not None:
+            ranges = self.pushed.narrow(ranges)
         return split_ranges(ranges, min_partitions=opts.min_partitions,
                             max_records_per_partition=opts.max_records_per_partition)
 
     def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of one task (:func:`read_partition`)."""
         return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
-                              tail=tail_fetch(self.options))
+                              tail=tail_fetch(self.options),
+                              timestamps=None if self.pushed is None else self.pushed.timestamps)
+
+
+class LakelogPushdownBatchReader(LakelogBatchReader):
+    """:class:`LakelogBatchReader` with filter pushdown (:mod:`~lakelog.spark.source.pushdown`).
+
+    Spark calls :meth:`pushFilters` on the driver before :meth:`~LakelogBatchReader.partitions`, only
+    with ``spark.sql.python.filterPushdown.enabled=true`` (:func:`lakelog.spark.source.register` sets
+    it; with it false PySpark 4.2 refuses to plan this reader, ``DATA_SOURCE_PUSHDOWN_DISABLED``).
+    """
+
+    def pushFilters(self, filters: Sequence[Filter]) -> Iterator[Filter]:
+        """Keep what narrows the read (:func:`~lakelog.spark.source.pushdown.push_filters`) in
+        :attr:`pushed`; yield the filters Spark must still evaluate (``timestamp`` ones among them)."""
+        self.pushed, rest = push_filters(list(filters))
+        log.debug("pushed filters: %s; left to Spark: %s", self.pushed, rest)
+        return iter(rest)
