@@ -6,10 +6,13 @@
   checked against the same filter applied by Spark to a cached, unfiltered read.
   (The pruning of files and row groups by timestamp statistics is tested without Spark in
   ``tests/log_tables/test_timestamp_pruning.py``.)
+- ``lakelog.read.mode``: ``broker`` gives the rows ``direct`` gives; ``auto`` falls back to the leader when
+  the table cannot be opened; other values are refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import Counter
 
@@ -21,7 +24,8 @@ from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In
 
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.spark import source
-from lakelog.spark.source import OffsetRangePartition, TailFetch, kafka_schema, push_filters, read_partition
+from lakelog.spark.source import (OffsetRangePartition, SourceOptionError, SourceOptions, TailFetch, kafka_schema,
+                                  push_filters, read_partition)
 from lakelog.spark.source.pushdown import MAX_OFFSET_INTERVALS, PushedFilters
 
 pytestmark = pytest.mark.spark
@@ -152,3 +156,62 @@ def test_the_tail_fetched_from_the_leader_is_filtered_by_timestamp_too(client, c
                                                     tail=TailFetch(client.urls[0]), timestamps=bounds)))
     want = [i for i in range(2, 18) if i % 7 and 4 <= i <= 15]
     assert got["offset"].to_pylist() == want
+
+
+# -- lakelog.read.mode --------------------------------------------------------------------------------
+
+def test_read_mode_option_values():
+    base = {"lakelog.bootstrap.servers": "localhost:1", "subscribe": "t"}
+    assert SourceOptions.parse(base, streaming=False).read_mode == "auto"
+    for value in ("direct", "BROKER", " auto "):
+        assert SourceOptions.parse({**base, "lakelog.read.mode": value}, streaming=True).read_mode == value.strip().lower()
+    with pytest.raises(SourceOptionError, match="'lakelog.read.mode' must be 'direct'.*got 'gateway'"):
+        SourceOptions.parse({**base, "lakelog.read.mode": "gateway"}, streaming=False)
+
+
+def test_broker_and_auto_modes_read_the_rows_direct_reads(lakelog_spark, client, create_topic, topic_name, tmp_path):
+    spark, t = lakelog_spark, topic_name
+    create_topic(t, partitions=2)
+    produce_batches(client, t, partitions=2, batches=3, per_batch=4)
+
+    def load(mode=None, **more):
+        r = (spark.read.format("lakelog").option("lakelog.bootstrap.servers", client.urls[0]).option("subscribe", t)
+             .option("includeHeaders", "true"))
+        if mode is not None:
+            r = r.option("lakelog.read.mode", mode)
+        for k, v in more.items():
+            r = r.option(k, v)
+        return r.load()
+
+    direct = bag(load("direct"))
+    assert sum(direct.values()) == 24
+    assert bag(load("broker")) == direct and bag(load()) == direct
+    assert bag(load("broker").where("offset >= 5 AND timestamp >= TIMESTAMP '2023-11-14 22:13:27 UTC'")) == \
+        bag(load("direct").where("offset >= 5 AND timestamp >= TIMESTAMP '2023-11-14 22:13:27 UTC'"))
+    with pytest.raises(Exception, match="lakelog.read.mode"):
+        load("sometimes").collect()
+
+    # streams too: an availableNow query through the leader gets every record once
+    seen = []
+    query = (spark.readStream.format("lakelog").option("lakelog.bootstrap.servers", client.urls[0])
+             .option("subscribe", t).option("startingOffsets", "earliest").option("lakelog.read.mode", "broker")
+             .option("includeHeaders", "true").load().writeStream
+             .foreachBatch(lambda df, _id: seen.extend(df.collect()))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert Counter(freeze(r) for r in seen) == direct
+
+    # auto, on an executor that cannot open the table: read through the leader
+    uri = client.topic_logs(t)[0]["table_uri"]
+    moved = OffsetRangePartition(t, 0, str(tmp_path / "not-here"), 1, 11)
+    fetch = TailFetch(client.urls[0])
+    schema = kafka_schema(True)
+    there = pa.Table.from_batches(list(read_partition(dataclasses.replace(moved, table_uri=uri), schema,
+                                                      fail_on_data_loss=True, mode="direct")))
+    assert there["offset"].to_pylist() == list(range(1, 11))
+    for mode in ("auto", "broker"):
+        got = pa.Table.from_batches(list(read_partition(moved, schema, fail_on_data_loss=True, tail=fetch, mode=mode)))
+        assert got.equals(there), mode
+    with pytest.raises(source.SourceError, match="read through the partition leader \\(lakelog.read.mode=broker\\)"):
+        list(read_partition(moved, schema, fail_on_data_loss=True, mode="broker"))

@@ -11,6 +11,11 @@ Spark's Kafka source rows (:func:`kafka_schema`):
   driver saw (``lakelog.read.tail=true``), from the partition leader's Arrow fetch through the gateway
   (:func:`lakelog.spark.source.tail.fetch_offset_range`).
 
+``lakelog.read.mode`` (:func:`~lakelog.spark.source.options.read_mode_option`) says where the first part
+comes from: ``direct`` the table path, ``broker`` the leader's Arrow fetch (the whole range, which the
+leader serves from its Delta table too), ``auto`` (default) direct when the executor can open the table,
+else broker (:func:`direct_table`).
+
 The end is never past the high watermark the driver saw when it planned the batch, so uncommitted
 records are never returned. ``spark.read.format("lakelog")`` is :class:`LakelogPushdownBatchReader`
 (filter pushdown, :mod:`~lakelog.spark.source.pushdown`) in sessions where :func:`lakelog.spark.source.register`
@@ -20,18 +25,21 @@ ran, else :class:`LakelogBatchReader` (the same without ``pushFilters``).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Iterator, Sequence
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
 from lakelog.spark.errors import SourceError
-from lakelog.spark.source.options import SourceOptions
+from lakelog.spark.source.options import ReadMode, SourceOptions
 from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePartition, _Cluster, batch_ranges,
                                            report_data_loss, resolve_ending_offsets, resolve_starting_offsets,
                                            split_ranges)
@@ -42,7 +50,7 @@ from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "LakelogBatchReader", "LakelogPushdownBatchReader", "OffsetRangePartition", "kafka_schema",
+    "LakelogBatchReader", "LakelogPushdownBatchReader", "OffsetRangePartition", "direct_table", "kafka_schema",
     "read_partition", "report_data_loss", "split_ranges", "tail_fetch",
 ]
 
@@ -106,9 +114,54 @@ def _kafka_rows(batch: pa.RecordBatch, part: OffsetRangePartition, names: list[s
         [arrays[name].cast(arrow_schema.field(name).type) for name in names], schema=arrow_schema)
 
 
+_logged_modes: set[tuple[str, str]] = set()  # (table URI, how it is read) this worker logged already
+
+
+def _local_path(uri: str) -> str | None:
+    """The local filesystem path of a table URI (a plain path or ``file://``), None for other schemes."""
+    if uri.startswith("file://"):
+        return unquote(uri[len("file://"):])
+    return None if "://" in uri else uri
+
+
+def direct_table(table_uri: str, mode: ReadMode) -> "str | DeltaTable | None":
+    """What an executor reads the Delta part of a range from under ``lakelog.read.mode`` ``mode``.
+
+    Returns:
+        ``direct``: ``table_uri``. ``broker``: None (fetch through the leader). ``auto``: the opened
+        :class:`DeltaTable` when the executor can open it (a local path is first checked for its
+        ``_delta_log`` folder, so a missing one costs no delta-rs call), else None; which of them is
+        logged once per table and Python worker (info).
+    """
+    if mode == "direct":
+        return table_uri
+    if mode == "broker":
+        return None
+    local = _local_path(table_uri)
+    table: DeltaTable | None = None
+    why = ""
+    if local is not None and not os.path.isdir(os.path.join(local, "_delta_log")):
+        why = f"{local}/_delta_log is not there"
+    else:
+        try:
+            table = DeltaTable(table_uri)
+        except Exception as e:  # noqa: BLE001 - whatever keeps it from being opened: read through the leader
+            why = f"{type(e).__name__}: {e}"
+    key = (table_uri, "direct" if table is not None else "broker")
+    if key not in _logged_modes:
+        _logged_modes.add(key)
+        if table is not None:
+            log.info("lakelog.read.mode=auto: reading %s directly", table_uri)
+        else:
+            log.info("lakelog.read.mode=auto: %s cannot be opened here (%s); reading it through the partition "
+                     "leader", table_uri, why)
+    return table
+
+
 def read_partition(part: OffsetRangePartition | InputPartition | None, schema: StructType, *,
                    fail_on_data_loss: bool, batch_rows: int = 64 * 1024,
-                   tail: TailFetch | None = None, timestamps: TimestampBounds | None = None) -> Iterator[pa.RecordBatch]:
+                   tail: TailFetch | None = None, mode: ReadMode = "direct",
+                   timestamps: TimestampBounds | None = None) -> Iterator[pa.RecordBatch]:
     """The Kafka-shaped rows of one planned offset range, as Arrow batches with exactly ``schema``.
 
     Offsets below the range's ``lake_end_offset`` are read from the Delta table
@@ -126,7 +179,10 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
             with a warning (False).
         batch_rows: at most this many rows per batch. Default: 65,536.
         tail: how to fetch the tail part (:func:`tail_fetch`). Default None: a range with a tail part
-            raises :class:`~lakelog.spark.errors.SourceError`.
+            (or any range in ``broker`` mode) raises :class:`~lakelog.spark.errors.SourceError`.
+        mode: ``lakelog.read.mode``: where the Delta part is read from (:func:`direct_table`); in
+            ``broker`` mode (or ``auto`` when the table cannot be opened) the whole range is fetched
+            from the leader. Default ``direct``.
         timestamps: ``(low_us, high_us)`` (µs since the epoch, inclusive, None = unbounded): only
             records whose timestamp lies within, pruning Delta files and row groups by their statistics
             (pushed-down ``timestamp`` filters). Default None: every record.
@@ -147,15 +203,21 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         log.warning("%s Skipping them (failOnDataLoss=false).", message)
 
     delta_start, delta_end = part.delta_range
-    for batch in read_offset_range(part.table_uri, delta_start, delta_end, columns=columns, batch_rows=batch_rows,
-                                   on_data_loss=on_data_loss, end_is_committed=True, timestamps=timestamps):
-        yield _kafka_rows(batch, part, names, arrow_schema)
     tail_start, tail_end = part.tail_range
+    table = direct_table(part.table_uri, mode) if delta_start < delta_end else None
+    if table is None:
+        tail_start = delta_start  # broker mode: the leader's fetch serves the Delta part too
+    else:
+        for batch in read_offset_range(table, delta_start, delta_end, columns=columns, batch_rows=batch_rows,
+                                       on_data_loss=on_data_loss, end_is_committed=True, timestamps=timestamps):
+            yield _kafka_rows(batch, part, names, arrow_schema)
     if tail_start >= tail_end:
         return
     if tail is None:
-        raise SourceError(f"{part.topic}-{part.partition}: offsets {tail_start} to {tail_end - 1} are not in the "
-                          "Delta table and no gateway was given to fetch them from the leader")
+        where = "are not in the Delta table" if table is not None or delta_start >= delta_end else \
+            f"are to be read through the partition leader (lakelog.read.mode={mode})"
+        raise SourceError(f"{part.topic}-{part.partition}: offsets {tail_start} to {tail_end - 1} {where} and no "
+                          "gateway was given to fetch them from the leader")
     with tail.client() as client:
         for table in fetch_offset_range(client, tail, topic=part.topic, partition=part.partition,
                                         table_uri=part.table_uri, start=tail_start, end=tail_end,
@@ -213,7 +275,7 @@ class LakelogBatchReader(DataSourceReader):
     def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of one task (:func:`read_partition`)."""
         return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
-                              tail=tail_fetch(self.options),
+                              tail=tail_fetch(self.options), mode=self.options.read_mode,
                               timestamps=None if self.pushed is None else self.pushed.timestamps)
 
 
