@@ -23,7 +23,7 @@ broker's flusher commits records to the partition's Delta table every ``lake.com
 the topic, so the table holds the offsets below the *lake end offset*, and the offsets from there up
 to the high watermark (HW) are in the leader's segment tail. Executors read the partition tables
 directly with :func:`lakelog.log_tables.reader.read_offset_range` (only the files whose offset
-statistics overlap the range), as Arrow record batches, up to the lake end offset the driver saw;
+statistics overlap the range; ``lakelog.read.mode=broker`` fetches them through the leader), as Arrow record batches, up to the lake end offset the driver saw;
 with ``lakelog.read.tail=true`` they fetch the rest of their range from the partition leader (the
 gateway's Arrow fetch). Never at or past the end offset the driver planned the batch with, which is
 at most the HW (``lakelog.read.tail=true``) or the lake end offset (``false``), so uncommitted
@@ -60,6 +60,12 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   records show up about ``lake.commit.interval.ms`` after they were produced), which suits batch
   queries over history. Any other value than ``true``/``false`` is refused (see
   :func:`~lakelog.spark.source.options.read_tail_option`);
+- ``lakelog.read.mode`` (lakelog's; ``direct`` | ``broker`` | ``auto``, default ``auto``): where
+  executors read the offsets below the lake end offset, batch and streaming: ``direct`` from the
+  partition's Delta table path, ``broker`` through the partition leader's Arrow fetch (the leader
+  serves any offset, history from its Delta table included: for executors that cannot open the
+  brokers' storage), ``auto`` directly when the executor can open the table, else through the leader
+  (see :func:`~lakelog.spark.source.options.read_mode_option`, :func:`~lakelog.spark.source.read.direct_table`);
 - ``isolation.level`` (or ``kafka.isolation.level``, as Spark's Kafka source passes Kafka consumer options):
   ``read_uncommitted`` (default) or ``read_committed``: "latest" is then each partition's last stable
   offset (the first offset of a still-open transaction) instead of its high watermark, and what is
@@ -82,6 +88,16 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   refused with an error listing the known ones
   (:func:`~lakelog.spark.source.options.check_known_options`).
 
+Filter pushdown (batch reads, :mod:`~lakelog.spark.source.pushdown`): ``topic``, ``partition`` and
+``offset`` compared with literals narrow the planned offset ranges on the driver (exact: files of other
+offsets are never opened and Spark does not filter again); ``timestamp`` compared with a timestamp
+literal prunes Delta files and Parquet row groups by their statistics and filters rows, and Spark
+filters again; other filters are Spark's. PySpark 4.2 pushes filters only with
+``spark.sql.python.filterPushdown.enabled=true``, which :func:`register` and :func:`lakelog.spark.session`
+set; a session that found the source by itself (``pyspark_lakelog``) gets :class:`LakelogPlainDataSource`,
+without pushdown. No column pruning: Spark 4.2's Python data source API passes a reader no required
+columns; the reader reads only the columns of its schema (``headers`` only with ``includeHeaders``).
+
 The sink (``df.write.format("lakelog")`` / ``writeStream.format("lakelog")``, ``mode("append")``)
 takes Spark's Kafka sink's columns and produces through the gateway: at-least-once for batch writes,
 exactly-once for streaming writes (each micro-batch in transactions committed once per batch id; options
@@ -93,8 +109,9 @@ Modules, by responsibility:
 - :mod:`~lakelog.spark.source.planning`: the partitions a read covers (through the gateway), starting
   and ending offsets, ``maxOffsetsPerTrigger``, the planned ranges (:class:`OffsetRangePartition`,
   one Spark task) and splitting them;
-- :mod:`~lakelog.spark.source.read`: reading a range (Delta table, then the leader's tail), the
-  batch reader;
+- :mod:`~lakelog.spark.source.pushdown`: which of Spark's filters narrow a batch read (:func:`push_filters`);
+- :mod:`~lakelog.spark.source.read`: reading a range (Delta table, then the leader's tail; ``lakelog.read.mode``),
+  the batch readers;
 - :mod:`~lakelog.spark.source.tail`: the leader's Arrow fetch of the offsets past the lake end offset;
 - :mod:`~lakelog.spark.source.stream`: the stream reader (micro-batches, restarts, ``group.id``
   commits, and the PySpark specifics they rely on);
@@ -104,7 +121,7 @@ Modules, by responsibility:
 A SparkSession built otherwise gets the source with :func:`register`, or without any call when its
 Python has lakelog installed as a regular package (Spark's automatic registration of Python data
 sources finds the top-level module ``pyspark_lakelog``, whose ``DefaultSource`` is
-:class:`LakelogDataSource`).
+:class:`LakelogPlainDataSource`, the source without filter pushdown).
 
 This package holds the data source itself (:class:`LakelogDataSource`) and :func:`register`, and
 re-exports the names above, so ``from lakelog.spark.source import X`` works for each of them.
