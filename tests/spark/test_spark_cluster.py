@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -179,6 +180,12 @@ def test_source_and_sink_on_a_standalone_cluster(leftovers, spark_cluster, broke
     # ... whose Python imported lakelog from this checkout (the venv's editable install)
     assert Path(imported_from).is_relative_to(Path(__file__).resolve().parents[2] / "platform"), imported_from
     assert out["delta_rows"] == 3  # Delta's jars (--packages) reached the executor
+    # lakelog.read.mode=broker: the executors read the source topic through the leader's fetch (a direct
+    # read of these tables, whose records are all in Delta, would fetch nothing): per partition, at least
+    # one fetch for the batch read and one for the stream
+    metrics = httpx.get(f"{broker.url}/metrics").text
+    fetches = re.search(rf'^lakelog_fetch_requests_total{{topic="{re.escape(source_topic)}"}} (\S+)$', metrics, re.M)
+    assert fetches is not None and float(fetches.group(1)) >= 4, metrics[:2000]
     # the sink's output, through the gateway (binary format: keys and values in base64)
     written = Counter((b64decode(r["key"]).decode(), b64decode(r["value"]).decode())
                       for p in range(2) for r in read_partition(broker.url, sink_topic, p))
