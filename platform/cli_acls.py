@@ -7,6 +7,7 @@
     lakelog acls add --deny-principal User:mallory --deny-host 10.0.0.9 --operation Read --topic '*'
     lakelog acls list [--topic orders --resource-pattern-type match] [--principal User:alice]
     lakelog acls remove --allow-principal User:alice --operation Read --topic orders [--force]
+    lakelog acls remove --topic orders --force         # every ACL of the topic
 
 Each ``add`` stores every combination of its principals, hosts, operations and resources (all or none);
 ``remove`` removes the ACLs that match what it names (only a resource: all of that resource's ACLs),
@@ -115,17 +116,20 @@ def acls_remove(allow_principal: AllowPrincipal = None, deny_principal: DenyPrin
                 cluster: Cluster = False, resource_pattern_type: PatternTypeOpt = "literal",
                 force: Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")] = False,
                 bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
-    """Remove the ACLs of the resources named that match the principals, hosts and operations given; only
-    a resource: all of its ACLs (kafka-acls.sh --remove)."""
+    """Remove the ACLs of the resources named that match the principals, hosts and operations given (with
+    principals, --operation defaults to All, as kafka-acls.sh); only a resource: all of its ACLs
+    (kafka-acls.sh --remove)."""
     resources = _resources(topic, group, transactional_id, cluster)
     if not resources:
         fail("name a resource: --topic, --group, --transactional-id or --cluster")
     entries = _entries(allow_principal, deny_principal, allow_host, deny_host) or [(None, None, None)]
+    # as kafka-acls.sh: with principals, --operation defaults to All (only the All ACLs go); without, any
+    operations = operation or (["All"] if entries[0][1] is not None else [None])
     if not force and not typer.confirm(f"Remove the matching ACLs of {', '.join(n for _, n in resources)}?"):
         raise typer.Exit(1)
     removed: list[dict] = []
     with gateway_client(bootstrap_server) as client:
-        for (rt, name), (permission, principal, host), op in product(resources, entries, operation or [None]):
+        for (rt, name), (permission, principal, host), op in product(resources, entries, operations):
             removed += client.delete_acls(resource_type=rt, resource_name=name, pattern_type=resource_pattern_type,
                                           principal=principal, host=host if principal else None, operation=op,
                                           permission=permission)

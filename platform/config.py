@@ -269,6 +269,9 @@ def _explain(e: ValidationError, known: list[str] | None = None) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "config"
         if err["type"] == "extra_forbidden":
             msg = f"unknown config '{loc}'" + (f" (known: {', '.join(known)})" if known else "")
+        elif not err["loc"] or any("password" in str(x) for x in err["loc"]):
+            # a check of the whole settings (its input is every value, secrets included) or of a secret
+            msg = f"'{loc}': {err['msg']}"
         else:
             msg = f"'{loc}': {err['msg']} (got {err.get('input')!r})"
         parts.append(msg)

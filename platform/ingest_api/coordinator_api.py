@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from lakelog.consumer_groups.offset_records import CommittedOffset
@@ -49,7 +49,7 @@ from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.leader_client import COORDINATOR_PREFIX
 
 router = APIRouter(prefix=COORDINATOR_PREFIX, tags=["coordinator (internal)"], include_in_schema=False,
-                   dependencies=[Depends(require_cluster_action)])  # brokers only (ClusterAction)
+                   dependencies=[require_cluster_action])  # brokers only (ClusterAction)
 
 
 class _Offset(BaseModel):

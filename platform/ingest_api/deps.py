@@ -9,6 +9,7 @@ in a broker process) on ``app.state.broker`` and the consumer manager on
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Annotated, Protocol, runtime_checkable
 
@@ -151,7 +152,8 @@ UNAUTHENTICATED_PATHS = frozenset({"/health", "/ready"})
 async def authenticate(request: Request) -> str:
     """The request's principal (``User:name``; ``User:ANONYMOUS`` with ``authentication.methods=none``),
     kept on ``request.state.principal``; every route runs it (the app's dependency), except
-    :data:`UNAUTHENTICATED_PATHS`.
+    :data:`UNAUTHENTICATED_PATHS` (and what FastAPI serves outside routes: ``/openapi.json``, ``/docs``, the
+    console's static files). A password check that is not remembered runs in a thread (PBKDF2, milliseconds).
 
     Raises:
         lakelog.security.errors.AuthenticationError: 401 / 40101 with ``WWW-Authenticate``.
@@ -160,9 +162,12 @@ async def authenticate(request: Request) -> str:
     if request.url.path in UNAUTHENTICATED_PATHS:
         principal = ANONYMOUS
     else:
-        principal = authenticator.authenticate(request.headers.get("authorization"),
-                                               client_host=request.client.host if request.client else "-",
-                                               route=f"{request.method} {request.url.path}")
+        header = request.headers.get("authorization")
+        principal = authenticator.cached_principal(header)
+        if principal is None:  # a password check (PBKDF2, milliseconds): off the event loop
+            principal = await asyncio.to_thread(authenticator.authenticate, header,
+                                                client_host=request.client.host if request.client else "-",
+                                                route=f"{request.method} {request.url.path}")
     request.state.principal = principal
     return principal
 
@@ -171,13 +176,29 @@ async def authenticate(request: Request) -> str:
 PrincipalDep = Annotated[str, Depends(authenticate)]
 
 
-async def require_cluster_action(request: Request, principal: PrincipalDep) -> None:
-    """Only brokers (or a principal an ACL allows ``ClusterAction`` on the cluster) may call the internal
-    replica and coordinator routes (Kafka's check for LeaderAndIsr, Fetch from a follower, WriteTxnMarkers).
+def cluster_permission(operation: Operation):
+    """A route dependency: the request's principal needs ``operation`` on the Cluster resource
+    (``authorizer.enabled``; else allowed): ``ClusterAction`` for the internal replica and coordinator
+    routes (Kafka's check of follower fetches, WriteTxnMarkers), ``Describe`` to list and ``Alter`` to change
+    ACLs and users' credentials (Kafka's DescribeAcls / CreateAcls / DeleteAcls, Describe- and
+    AlterUserScramCredentials).
 
-    Raises:
-        lakelog.security.errors.AuthorizationError: 403 / 40301 (``authorizer.enabled``).
+    Raises (from the dependency):
+        lakelog.security.errors.AuthorizationError: 403 / 40301 naming the operation and the resource.
     """
-    request.app.state.broker.authorizer.check(principal=principal,
-                                              host=request.client.host if request.client else "-",
-                                              operation=Operation.CLUSTER_ACTION, resource_type=ResourceType.CLUSTER)
+
+    async def check(request: Request, principal: PrincipalDep) -> None:
+        request.app.state.broker.authorizer.check(principal=principal,
+                                                  host=request.client.host if request.client else "-",
+                                                  operation=operation, resource_type=ResourceType.CLUSTER)
+
+    check.__name__ = f"require_cluster_{operation.name.lower()}"
+    return Depends(check)
+
+
+#: Only brokers (or a principal an ACL allows ``ClusterAction`` on the cluster): the internal routes.
+require_cluster_action = cluster_permission(Operation.CLUSTER_ACTION)
+#: Listing ACLs and users: ``Describe`` on the cluster.
+require_cluster_describe = cluster_permission(Operation.DESCRIBE)
+#: Creating and deleting ACLs, setting and deleting users' credentials: ``Alter`` on the cluster.
+require_cluster_alter = cluster_permission(Operation.ALTER)

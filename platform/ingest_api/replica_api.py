@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 from fastapi.responses import Response
 
@@ -45,7 +45,7 @@ from lakelog.replication import replica_fetch as leader_side
 from lakelog.replication.leader_client import REPLICA_PREFIX
 
 router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False,
-                   dependencies=[Depends(require_cluster_action)])  # brokers only (ClusterAction)
+                   dependencies=[require_cluster_action])  # brokers only (ClusterAction)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", response_class=Response)

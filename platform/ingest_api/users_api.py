@@ -7,7 +7,9 @@ AlterUserScramCredentials, KIP-554):
 - ``DELETE /lakelog/v1/users/{name}``: 204; 404 / 40412 when there is no such user.
 
 Credentials are kept in ZooKeeper (:class:`~lakelog.security.user_credentials.UserCredentials`); passwords
-are never stored nor logged. Errors: 400 / 40022 (an empty name or password, iterations outside 4096-16384).
+are never stored nor logged. With ``authorizer.enabled``, listing needs ``Describe`` and changing ``Alter``
+on the Cluster (403 / 40301). The brokers' own user (``inter.broker.username``) cannot be changed here
+(400 / 40022): its password is the brokers' ``inter.broker.password``. Errors: 400 / 40022 (an empty name or password, iterations outside 4096-16384).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import asyncio
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import UserCredentialsDep
+from lakelog.ingest_api.deps import BrokerDep, UserCredentialsDep, require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.openapi_docs import v3_read_errors
+from lakelog.security.errors import InvalidCredentialError
 
 router = APIRouter(tags=["security"])
 
@@ -32,30 +35,40 @@ class UserPassword(BaseModel):
     iterations: int = Field(4096, ge=4096, le=16384, description="PBKDF2 iterations. Default: 4096 (Kafka's).")
 
 
+def _not_the_brokers(broker, name: str) -> None:
+    """The brokers' user (``inter.broker.username``) is theirs: its password is their ``inter.broker.password``."""
+    if name == broker.settings.inter_broker_username:
+        raise InvalidCredentialError(f"User {name!r} is the brokers' own (inter.broker.username): change its password "
+                                     "through inter.broker.password in every broker's settings, not here.")
+
+
 class UserList(BaseModel):
     """The users that have a credential."""
 
     users: list[str]
 
 
-@router.get("/lakelog/v1/users", response_model=UserList, responses=USER_ERRORS, summary="List users")
+@router.get("/lakelog/v1/users", response_model=UserList, responses=USER_ERRORS, summary="List users",
+            dependencies=[require_cluster_describe])
 async def list_users(credentials: UserCredentialsDep) -> UserList:
     """Every user with a SCRAM-SHA-512 credential, sorted."""
     return UserList(users=await asyncio.to_thread(credentials.names))
 
 
 @router.put("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
-            summary="Set a user's password")
-async def upsert_user(body: UserPassword, credentials: UserCredentialsDep,
+            summary="Set a user's password", dependencies=[require_cluster_alter])
+async def upsert_user(body: UserPassword, credentials: UserCredentialsDep, broker: BrokerDep,
                       name: str = Path(min_length=1, description="User name (the principal is User:name)")) -> Response:
-    """Create the user or replace their credential."""
+    """Create the user or replace their credential (not the brokers' own user)."""
+    _not_the_brokers(broker, name)
     await asyncio.to_thread(credentials.upsert, name, body.password, iterations=body.iterations)
     return Response(status_code=204)
 
 
 @router.delete("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
-               summary="Delete a user")
-async def delete_user(credentials: UserCredentialsDep, name: str = Path(min_length=1)) -> Response:
-    """Remove the user's credential."""
+               summary="Delete a user", dependencies=[require_cluster_alter])
+async def delete_user(credentials: UserCredentialsDep, broker: BrokerDep, name: str = Path(min_length=1)) -> Response:
+    """Remove the user's credential (not the brokers' own user)."""
+    _not_the_brokers(broker, name)
     await asyncio.to_thread(credentials.delete, name)
     return Response(status_code=204)

@@ -15,7 +15,8 @@ Shapes are Confluent REST Proxy v3's (``api/v3/openapi.yaml`` of confluentinc/ka
   required, as Kafka's DeleteAcls takes a filter per type or ``ANY``) and answers them ``{"data": [...]}``.
 
 ACLs are kept in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`); every broker's authorizer
-follows them. Errors: 404 / 40404 (not this cluster's id); 400 / 40021 (an unknown resource type,
+follows them. With ``authorizer.enabled``, listing needs ``Describe`` and changing ``Alter`` on the Cluster
+(Kafka's DescribeAcls, CreateAcls, DeleteAcls): 403 / 40301. Errors: 404 / 40404 (not this cluster's id); 400 / 40021 (an unknown resource type,
 operation, permission or pattern type, an operation the resource type does not have, an invalid principal).
 """
 
@@ -27,7 +28,7 @@ from typing import Annotated, Optional
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import AclStoreDep, BrokerDep
+from lakelog.ingest_api.deps import AclStoreDep, BrokerDep, require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.models import ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
@@ -140,6 +141,7 @@ _FILTER_DOC = ("Each parameter narrows the ACLs; left out or ANY: anything. patt
 
 
 @router.get("/v3/clusters/{cluster_id}/acls", response_model=AclDataList, responses=ACL_ERRORS,
+            dependencies=[require_cluster_describe],
             summary="List ACLs", description=_FILTER_DOC)
 async def list_acls(cluster_id: str, request: Request, broker: BrokerDep, store: AclStoreDep,
                     resource_type: FilterParam = None, resource_name: FilterParam = None, pattern_type: FilterParam = None,
@@ -155,6 +157,7 @@ async def list_acls(cluster_id: str, request: Request, broker: BrokerDep, store:
 
 
 @router.post("/v3/clusters/{cluster_id}/acls", status_code=201, response_class=Response,
+             dependencies=[require_cluster_alter],
              responses=ACL_ERRORS, summary="Create an ACL")
 async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: BrokerDep,
                      store: AclStoreDep) -> Response:
@@ -166,6 +169,7 @@ async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: Broker
 
 
 @router.post("/v3/clusters/{cluster_id}/acls:batch", status_code=204, response_class=Response,
+             dependencies=[require_cluster_alter],
              responses=ACL_ERRORS, summary="Create several ACLs")
 async def create_acls(cluster_id: str, body: CreateAclBatchRequest, broker: BrokerDep,
                       store: AclStoreDep) -> Response:
@@ -177,6 +181,7 @@ async def create_acls(cluster_id: str, body: CreateAclBatchRequest, broker: Brok
 
 
 @router.delete("/v3/clusters/{cluster_id}/acls", response_model=DeleteAclsResponse, responses=ACL_ERRORS,
+               dependencies=[require_cluster_alter],
                summary="Delete ACLs", description=_FILTER_DOC + " resource_type is required (ANY for every type).")
 async def delete_acls(cluster_id: str, request: Request, broker: BrokerDep, store: AclStoreDep,
                       resource_type: Annotated[str, Query()], resource_name: FilterParam = None,

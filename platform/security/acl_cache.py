@@ -85,9 +85,10 @@ class AclCache:
             return
         try:
             entries = entries_from_json(event.event_data.data)
-        except Exception as e:  # noqa: BLE001 - a broken znode must not stop the cache; it grants nothing
-            log.error("ignoring the unreadable ACL znode %s: %s", event.event_data.path, e)
-            entries = frozenset()
+        except Exception as e:  # noqa: BLE001 - a broken znode must not stop the cache
+            # keep what the pattern held (its Deny entries above all): dropping them could open the resource
+            log.error("unreadable ACL znode %s (%s): keeping its last good entries", event.event_data.path, e)
+            return
         if entries:
             self._acls[pattern] = entries
         else:

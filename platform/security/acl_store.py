@@ -138,14 +138,14 @@ class AclStore:
 
     def remove(self, acl_filter: AclFilter) -> list[AclBinding]:
         """Remove the stored ACLs that pass ``acl_filter``; returns them (Kafka's DeleteAcls answer)."""
-        removed: list[AclBinding] = []
+        removed: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for pattern in self.patterns():
             def change(old: frozenset[AccessControlEntry], pattern=pattern) -> frozenset[AccessControlEntry]:
                 gone = {e for e in old if acl_filter.matches(AclBinding(pattern, e))}
-                removed.extend(AclBinding(pattern, e) for e in gone)
+                removed[pattern] = gone  # the last attempt's (a retried compare-and-set saw another version)
                 return old - gone
             self._update(pattern, change)
-        return sorted(set(removed), key=_sort_key)
+        return sorted((AclBinding(p, e) for p, gone in removed.items() for e in gone), key=_sort_key)
 
 
 def _sort_key(acl: AclBinding) -> tuple:

@@ -21,9 +21,11 @@ import base64
 import binascii
 import hashlib
 import logging
+import os
 import threading
 import time
 from typing import Literal
+from urllib.parse import unquote
 
 from kazoo.client import KazooClient
 from kazoo.recipe.cache import TreeCache, TreeEvent
@@ -31,7 +33,6 @@ from kazoo.recipe.cache import TreeCache, TreeEvent
 from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.scram import ScramCredential, verify_password
 from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of
-from urllib.parse import unquote
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,20 @@ def _failure(reason: str) -> AuthenticationError:
                               "(lakelog users add NAME --password-stdin).")
     err.response_headers = {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'}
     return err
+
+
+class _Dummy:
+    """A credential no password matches, made on first use: unknown users cost a check like known ones."""
+
+    _credential: ScramCredential | None = None
+
+    def credential(self) -> ScramCredential:
+        if self._credential is None:
+            self._credential = ScramCredential.from_password(base64.b64encode(os.urandom(24)).decode())
+        return self._credential
+
+
+_DUMMY = _Dummy()
 
 
 class Authenticator:
@@ -120,12 +135,21 @@ class Authenticator:
             self._tree = None
 
     def ensure_user(self, name: str, password: str) -> None:
-        """Create ``name`` with ``password`` unless the user exists (the inter-broker user at a broker's start)."""
+        """Create ``name`` with ``password`` unless the user exists (the inter-broker user at a broker's start).
+
+        Raises:
+            SecurityError: the user exists with another password: this broker could not authenticate to the
+                others (every inter-broker call would answer 401), so it must not start.
+        """
         if self.zk is None:
             return
         users = UserCredentials(self.zk, root=self.users_root)
         if name not in users.names():
             users.upsert(name, password)
+        elif not verify_password(users.get(name), password):
+            raise SecurityError(f"inter.broker.password does not match the stored credential of user {name!r}: give "
+                                "every broker the same inter.broker.password (or delete the user to let a broker "
+                                "create it again)")
 
     def _on_event(self, event: TreeEvent) -> None:
         if event.event_type == TreeEvent.INITIALIZED:
@@ -158,19 +182,46 @@ class Authenticator:
                 raise _failure("no credentials")
             user, password = given
             credential = self._credentials.get(user)
-            if credential is None or not self._check(credential, user, password):
+            if credential is None:
+                verify_password(_DUMMY.credential(), password)  # as long as a known user's check: no user probing
+                raise _failure(f"unknown user or wrong password for {user!r}")
+            if not self._check(credential, user, password):
                 raise _failure(f"unknown user or wrong password for {user!r}")
         except AuthenticationError as e:
             log.warning("authentication failed from %s on %s: %s", client_host, route, e.message.split(". ")[0])
             raise
         return f"User:{user}"
 
+    def cached_principal(self, authorization: str | None) -> str | None:
+        """The principal when it needs no password check now (``none``, or Basic credentials checked within
+        ``cache_ttl_s``); None when :meth:`authenticate` has to check (PBKDF2, milliseconds: callers on an
+        event loop run that in a thread). Never raises."""
+        if self.method == "none":
+            return ANONYMOUS
+        try:
+            given = basic_credentials(authorization)
+        except AuthenticationError:
+            return None
+        if given is None:
+            return None
+        credential = self._credentials.get(given[0])
+        if credential is None or not self._remembered(credential, *given):
+            return None
+        return f"User:{given[0]}"
+
+    @staticmethod
+    def _key(credential: ScramCredential, user: str, password: str) -> bytes:
+        return hashlib.sha256(b"\0".join((credential.salt, credential.stored_key, user.encode(),
+                                           password.encode()))).digest()
+
+    def _remembered(self, credential: ScramCredential, user: str, password: str) -> bool:
+        expiry = self._verified.get(self._key(credential, user, password))
+        return expiry is not None and expiry > time.monotonic()
+
     def _check(self, credential: ScramCredential, user: str, password: str) -> bool:
-        key = hashlib.sha256(b"\0".join((credential.salt, credential.stored_key, user.encode(),
-                                          password.encode()))).digest()
+        key = self._key(credential, user, password)
         now = time.monotonic()
-        expiry = self._verified.get(key)
-        if expiry is not None and expiry > now:
+        if self._remembered(credential, user, password):
             return True
         if not verify_password(credential, password):
             return False

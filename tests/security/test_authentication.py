@@ -108,6 +108,18 @@ def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
         admin.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster", "principal": "User:alice",
                             "operation": "CLUSTER_ACTION"}])
+    # nor grant herself anything: ACLs and users need Describe / Alter on the cluster
+    with LakelogClient(url, auth=("alice", "alice-pw")) as alice:
+        for call in (alice.list_acls, alice.list_users, lambda: alice.upsert_user("mallory", "pw"),
+                     lambda: alice.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster",
+                                                 "principal": "User:alice", "operation": "ALL"}])):
+            with pytest.raises(RemoteError) as e:
+                call()
+            assert e.value.error_code == 40301
+    with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the brokers' own user is not changed here
+        with pytest.raises(RemoteError) as e:
+            admin.upsert_user("broker", "taken-over")
+        assert e.value.error_code == 40022 and "inter.broker.password" in str(e.value)
     deadline = time.monotonic() + 10
     while httpx.get(internal[0], auth=("alice", "alice-pw")).status_code != 200:  # the ACL reaches the cache
         assert time.monotonic() < deadline, "the ClusterAction ACL did not take effect in 10 s"
@@ -122,3 +134,38 @@ def test_settings_that_cannot_work_are_refused():
         BrokerSettings.load(authentication_methods="basic")
     with pytest.raises(ConfigError, match="authorizer.enabled=true needs authentication.methods=basic"):
         BrokerSettings.load(authorizer_enabled=True)
+
+
+def test_config_errors_never_show_a_password():
+    from lakelog.config import BrokerSettings
+    from lakelog.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        BrokerSettings.load(authorizer_enabled=True, inter_broker_password="S3cretPW")
+    assert "S3cretPW" not in str(e.value) and "authorizer.enabled=true needs" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        BrokerSettings.load(inter_broker_password=["S3cretPW"])  # not a string
+    assert "S3cretPW" not in str(e.value)
+
+
+def test_a_broker_with_another_inter_broker_password_does_not_start(zk_client):
+    first = Authenticator(method="basic", zk=zk_client)
+    first.ensure_user("broker", "one")
+    first.ensure_user("broker", "one")  # the same password: nothing to do
+    from lakelog.security.errors import SecurityError
+    with pytest.raises(SecurityError, match="inter.broker.password does not match"):
+        Authenticator(method="basic", zk=zk_client).ensure_user("broker", "two")
+
+
+def test_only_a_remembered_check_skips_the_password_derivation(zk_client):
+    UserCredentials(zk_client).upsert("alice", "s3cret")
+    auth = Authenticator(method="basic", zk=zk_client).start()
+    try:
+        assert auth.cached_principal(basic("alice", "s3cret")) is None  # not checked yet: the slow path
+        assert auth.authenticate(basic("alice", "s3cret")) == "User:alice"
+        assert auth.cached_principal(basic("alice", "s3cret")) == "User:alice"
+        assert auth.cached_principal(basic("alice", "other")) is None and auth.cached_principal(None) is None
+        assert auth.cached_principal("Basic !!") is None
+        assert Authenticator().cached_principal(None) == ANONYMOUS
+    finally:
+        auth.close()
