@@ -95,6 +95,7 @@ class PartitionLog:
         self.partition = partition
         self.table_uri = table_uri
         self.config = config
+        self.table_id: str = table.metadata().id  #: the table's metaData.id: tells replicas' tables apart
         fs, root = pafs.FileSystem.from_uri(table_uri)
         segments = _segment_log(table_uri, config)
         self._state = state = LogState(FileSnapshot(table_uri, (), fs, root), SegmentView(Path(table_uri) / SEGMENT_DIR),
@@ -176,8 +177,7 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """Kafka's LSO: the first offset of a still-open transaction, at most the high watermark; a
-        read_committed consumer sees the records below it that no transaction aborted."""
+        """Kafka's LSO: the first offset of an open transaction, at most the HW (read_committed reads end there)."""
         return self._state.view().last_stable_offset
 
     @property

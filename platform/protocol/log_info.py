@@ -60,6 +60,8 @@ class PartitionLogInfo(BaseModel):
             Delta table never holds records of open or aborted transactions, so ``lake_end_offset`` never
             passes it.
         table_version: the Delta table's version on the leader (its last commit); None when not given.
+        table_id: the leader's Delta table's ``metaData.id``; a reader opening ``table_uri`` elsewhere (another
+            machine may hold another replica's table at the same path) checks it. None when not given.
         table_files: the data files of that version (Parquet files the table lists); None when not given.
         size_bytes: bytes on the leader's disk of its replica: data files (also removed ones VACUUM has
             not deleted yet), ``_delta_log`` and the segment tail (Kafka's ``kafka.log:type=Log,name=Size``);
@@ -86,6 +88,8 @@ class PartitionLogInfo(BaseModel):
     last_stable_offset: int = Field(-1, description="First offset of an open transaction, at most the high "
                                                     "watermark (absent: the high watermark)")
     table_version: Optional[int] = Field(None, description="The Delta table's version on the leader")
+    table_id: Optional[str] = Field(None, description="The leader's Delta table's id (metaData.id): a direct reader "
+                                                      "checks that the table it opens at table_uri is this one")
     table_files: Optional[int] = Field(None, description="Data files in that version of the table")
     size_bytes: Optional[int] = Field(None, description="Bytes on the leader's disk of its replica (data files, "
                                                         "_delta_log, segment tail); null for an object store")

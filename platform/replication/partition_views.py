@@ -178,4 +178,4 @@ async def partition_log_info(rm: ReplicaManager, topic: str, partition: int, *,
                             high_watermark=part.log.high_watermark, leader_epoch=part.leader_epoch,
                             last_stable_offset=min(part.log.last_stable_offset, part.log.high_watermark),
                             timestamp_type=meta.config.timestamp_type_id,
-                            table_version=version, table_files=files, size_bytes=size)
+                            table_version=version, table_files=files, size_bytes=size, table_id=log.table_id)

@@ -18,6 +18,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNull, LessThan, LessThanOrEqual,
                                     Not)
@@ -215,3 +216,11 @@ def test_broker_and_auto_modes_read_the_rows_direct_reads(lakelog_spark, client,
         assert got.equals(there), mode
     with pytest.raises(source.SourceError, match="read through the partition leader \\(lakelog.read.mode=broker\\)"):
         list(read_partition(moved, schema, fail_on_data_loss=True, mode="broker"))
+
+    # auto, where the path holds another table (as another replica's at the same path on another machine):
+    # the leader's table id tells them apart, so the range is read through the leader, not from that table
+    logs = {log["partition"]: log for log in client.topic_logs(t)}
+    assert logs[0]["table_id"] == DeltaTable(uri).metadata().id != logs[1]["table_id"]
+    elsewhere = OffsetRangePartition(t, 0, logs[1]["table_uri"], 1, 11, table_id=logs[0]["table_id"])
+    got = pa.Table.from_batches(list(read_partition(elsewhere, schema, fail_on_data_loss=True, tail=fetch, mode="auto")))
+    assert got.equals(there)

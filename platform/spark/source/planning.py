@@ -107,6 +107,8 @@ class OffsetRangePartition(InputPartition):
             read from the Delta table (:attr:`delta_range`), the rest from the leader's Arrow fetch
             (:attr:`tail_range`). It may be stale when the task runs; the table only grows and the
             leader serves any offset, so that is fine. Default None: the whole range from Delta.
+        table_id: the leader's Delta table's id (``PartitionLogInfo.table_id``): ``lakelog.read.mode=auto``
+            reads a table it opens at ``table_uri`` only when it is this one. Default None: not known.
     """
 
     topic: str
@@ -116,6 +118,7 @@ class OffsetRangePartition(InputPartition):
     end: int
     timestamp_type: int = 0
     lake_end_offset: int | None = None
+    table_id: str | None = None
 
     @property
     def size(self) -> int:
@@ -141,7 +144,7 @@ class OffsetRangePartition(InputPartition):
 
 def _range(state: PartitionLogInfo, start: int, end: int) -> OffsetRangePartition:
     return OffsetRangePartition(state.topic, state.partition, state.table_uri, start, end, state.timestamp_type,
-                                lake_end(state))
+                                lake_end(state), table_id=state.table_id)
 
 
 def _divide(r: OffsetRangePartition, parts: int) -> list[OffsetRangePartition]:

@@ -124,14 +124,16 @@ def _local_path(uri: str) -> str | None:
     return None if "://" in uri else uri
 
 
-def direct_table(table_uri: str, mode: ReadMode) -> "str | DeltaTable | None":
+def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None) -> "str | DeltaTable | None":
     """What an executor reads the Delta part of a range from under ``lakelog.read.mode`` ``mode``.
 
     Returns:
         ``direct``: ``table_uri``. ``broker``: None (fetch through the leader). ``auto``: the opened
         :class:`DeltaTable` when the executor can open it (a local path is first checked for its
-        ``_delta_log`` folder, so a missing one costs no delta-rs call), else None; which of them is
-        logged once per table and Python worker (info).
+        ``_delta_log`` folder, so a missing one costs no delta-rs call) and it is the leader's table (its
+        ``metaData.id`` is ``table_id``, when given: on another machine the same path may hold another
+        replica's table, which can lag or have diverged), else None; which of them is logged once per
+        table and Python worker (info).
     """
     if mode == "direct":
         return table_uri
@@ -147,6 +149,9 @@ def direct_table(table_uri: str, mode: ReadMode) -> "str | DeltaTable | None":
             table = DeltaTable(table_uri)
         except Exception as e:  # noqa: BLE001 - whatever keeps it from being opened: read through the leader
             why = f"{type(e).__name__}: {e}"
+        if table is not None and table_id is not None and table.metadata().id != table_id:
+            why = f"the table there is not the leader's (id {table.metadata().id}, the leader's {table_id})"
+            table = None
     key = (table_uri, "direct" if table is not None else "broker")
     if key not in _logged_modes:
         _logged_modes.add(key)
@@ -204,7 +209,7 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
 
     delta_start, delta_end = part.delta_range
     tail_start, tail_end = part.tail_range
-    table = direct_table(part.table_uri, mode) if delta_start < delta_end else None
+    table = direct_table(part.table_uri, mode, table_id=part.table_id) if delta_start < delta_end else None
     if table is None:
         tail_start = delta_start  # broker mode: the leader's fetch serves the Delta part too
     else:
