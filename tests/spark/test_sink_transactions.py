@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.spark.errors import SourceError, SourceOptionError
-from lakelog.spark.source.options import SinkOptions
+from lakelog.spark.source.sink_options import SinkOptions
 from lakelog.spark.source.sink import (BATCHES_TOPIC, StreamTask, commit_transactions, sink_group,
                                        write_transaction)
 

@@ -72,6 +72,9 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   fetched from the leaders drops aborted records. The Delta tables hold only committed records of decided
   transactions, so reads of them are read_committed by construction; no read ever returns transaction
   markers (see :func:`~lakelog.spark.source.options.isolation_level_option`);
+- ``lakelog.auth.username`` and ``lakelog.auth.password`` (both or neither): a lakelog user's credentials,
+  sent as HTTP Basic credentials by the driver's look-ups, the executors' fetches and the sink, for brokers
+  with ``authentication.methods=basic``; never logged (the options objects leave them out of their repr);
 - ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
   10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
   offset look-ups;
@@ -105,7 +108,8 @@ exactly-once for streaming writes (each micro-batch in transactions committed on
 
 Modules, by responsibility:
 
-- :mod:`~lakelog.spark.source.options`: :class:`SourceOptions`, :class:`SinkOptions`, the offsets JSON;
+- :mod:`~lakelog.spark.source.options`: :class:`SourceOptions`, the offsets JSON;
+- :mod:`~lakelog.spark.source.sink_options`: :class:`SinkOptions`;
 - :mod:`~lakelog.spark.source.planning`: the partitions a read covers (through the gateway), starting
   and ending offsets, ``maxOffsetsPerTrigger``, the planned ranges (:class:`OffsetRangePartition`,
   one Spark task) and splitting them;
@@ -138,8 +142,9 @@ from pyspark.sql.types import StructType
 from lakelog.log_tables.reader import DataLoss, DataLossError
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.errors import SourceError, SourceOptionError
-from lakelog.spark.source.options import (EARLIEST, LATEST, READ_TAIL, SinkOptions, SourceOptions, TopicPartition,
-                                          _bool, offsets_from_json, offsets_to_json)
+from lakelog.spark.source.options import (EARLIEST, LATEST, READ_TAIL, SourceOptions, TopicPartition, _bool,
+                                          offsets_from_json, offsets_to_json)
+from lakelog.spark.source.sink_options import SinkOptions
 from lakelog.spark.source.planning import (INTERNAL_TOPICS, OffsetRangePartition, batch_ranges, latest_offsets,
                                            micro_batch_ranges, rate_limit, readable_end, resolve_ending_offsets,
                                            resolve_starting_offsets, split_ranges)

@@ -5,8 +5,7 @@ are case-insensitive, values strings) and checks them as Spark's Kafka source do
 messages where it has the same check; :meth:`SinkOptions.parse` does the same for a write. The option
 names and their meaning are those of Spark's Kafka source (listed in :mod:`lakelog.spark.source`),
 plus lakelog's own ``lakelog.bootstrap.servers``, ``lakelog.read.tail``, ``group.id``,
-``lakelog.max.request.bytes`` and ``lakelog.transactional.id.prefix``, and the Kafka producer's
-``transaction.timeout.ms`` for the exactly-once ``writeStream``.
+and ``lakelog.read.mode``; the sink's options are in :mod:`~lakelog.spark.source.sink_options`.
 
 ``lakelog.read.tail`` exists because a partition log has two tiers (DESIGN.md, "Storage"): the
 broker's flusher commits records to the partition's Delta table every ``lake.commit.interval.ms``, so
@@ -22,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
@@ -31,8 +30,8 @@ from lakelog.spark.errors import SourceOptionError
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SINK_OPTIONS", "SOURCE_OPTIONS",
-    "SinkOptions", "SourceOptions", "TopicPartition", "check_known_options", "isolation_level_option",
+    "AUTH_OPTIONS", "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SOURCE_OPTIONS",
+    "SourceOptions", "TopicPartition", "auth_option", "check_known_options", "isolation_level_option",
     "offsets_from_json", "offsets_to_json", "read_tail_option",
     "READ_MODE", "ReadMode", "read_mode_option",
 ]
@@ -164,7 +163,7 @@ SOURCE_OPTIONS = (
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition", "failOnDataLoss",
     "includeHeaders", "groupIdPrefix", "kafka.group.id", "group.id", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
-    "lakelog.read.mode",
+    "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password",
 )
 
 #: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
@@ -228,6 +227,27 @@ def check_known_options(opts: Mapping[str, str], *, known: tuple[str, ...], igno
                         ignored_lower[name], what)
 
 
+#: The credentials options: a lakelog user's name and password, sent as HTTP Basic credentials by the driver,
+#: the executors' fetches and the sink (brokers with ``authentication.methods=basic``).
+AUTH_OPTIONS = ("lakelog.auth.username", "lakelog.auth.password")
+
+
+def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(user, password)`` of ``lakelog.auth.username`` / ``lakelog.auth.password`` (lower-cased ``opts``), or
+    None when neither is given.
+
+    Raises:
+        SourceOptionError: only one of the two given, or an empty user name.
+    """
+    user, password = opts.get(AUTH_OPTIONS[0]), opts.get(AUTH_OPTIONS[1])
+    if user is None and password is None:
+        return None
+    if not user or password is None:
+        raise SourceOptionError("Options 'lakelog.auth.username' and 'lakelog.auth.password' go together: give "
+                                "both (a lakelog user: lakelog users add NAME --password-stdin), or neither.")
+    return user, password
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """The parsed options of a read, with the names and meaning of Spark's Kafka source options.
@@ -278,6 +298,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     read_tail: bool | None = None
     isolation_level: IsolationLevel = "read_uncommitted"
+    auth: tuple[str, str] | None = field(default=None, repr=False)  # never in a log line
     read_mode: "ReadMode" = "auto"
 
     def __post_init__(self) -> None:
@@ -414,6 +435,7 @@ class SourceOptions:
             read_tail=read_tail_option(opts, streaming=streaming),
             isolation_level=isolation_level_option(opts),
             read_mode=read_mode_option(opts),
+            auth=auth_option(opts),
         )
 
 
@@ -515,87 +537,3 @@ def isolation_level_option(opts: Mapping[str, str]) -> IsolationLevel:
     if len(set(given.values())) > 1:
         raise SourceOptionError(f"Options 'isolation.level' and 'kafka.isolation.level' differ ({given}); give one.")
     return next(iter(given.values()), "read_uncommitted")  # type: ignore[return-value]
-
-
-# -- sink options ---------------------------------------------------------------------------------------
-
-#: Every option of a write (any case): Spark's Kafka sink's, lakelog's own, and the options Spark's
-#: ``DataStreamWriter`` keeps among a sink's options (``checkpointLocation``, ``path``, ``queryName``).
-SINK_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "lakelog.max.request.bytes",
-                "lakelog.transactional.id.prefix", "transaction.timeout.ms", "kafka.transaction.timeout.ms",
-                "checkpointLocation", "path", "queryName")
-
-#: Kafka producer options Spark's Kafka sink passes to its producer, which lakelog has none of: ignored
-#: with a warning (the sink's produce requests use the gateway's default ``acks=all``).
-IGNORED_SINK_OPTIONS = tuple("kafka." + name for name in (
-    "acks", "batch.size", "buffer.memory", "client.id", "compression.type", "delivery.timeout.ms",
-    "enable.idempotence", "linger.ms", "max.block.ms", "max.in.flight.requests.per.connection",
-    "max.request.size", "request.timeout.ms", "retries", "retry.backoff.ms", "send.buffer.bytes"))
-
-#: Kafka producer options Spark's Kafka sink refuses (``KafkaSourceProvider.validateSinkOptions``).
-REFUSED_SINK_OPTIONS = {
-    "kafka.key.serializer": "Kafka option 'key.serializer' is not supported, as keys are written as bytes. "
-                            "Use DataFrame operations to serialize the keys explicitly (a binary or string 'key').",
-    "kafka.value.serializer": "Kafka option 'value.serializer' is not supported, as values are written as "
-                              "bytes. Use DataFrame operations to serialize the values explicitly.",
-}
-
-#: The option naming the transactional id prefix of a streaming write's tasks.
-TRANSACTIONAL_ID_PREFIX = "lakelog.transactional.id.prefix"
-#: The names of the transaction timeout option: lakelog's, and the Kafka producer option as Spark passes it.
-TRANSACTION_TIMEOUT_OPTIONS = ("transaction.timeout.ms", "kafka.transaction.timeout.ms")
-#: Kafka's producer default ``transaction.timeout.ms``.
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-
-
-@dataclass(frozen=True)
-class SinkOptions:
-    """The parsed options of a write: gateways, an optional fixed topic, request size and, for
-    ``writeStream`` (exactly-once, :mod:`lakelog.spark.source.sink`), the transactions' settings.
-
-    Attributes:
-        bootstrap_servers: ``lakelog.bootstrap.servers`` (required), comma list of gateway ``host:port``.
-        topic: ``topic`` (as the Kafka sink's): every row goes to it, whatever its ``topic`` column says.
-        max_request_bytes: ``lakelog.max.request.bytes`` (>= 1024, default 8 MiB): the size of one
-            produce request's Arrow body, roughly.
-        transactional_id_prefix: ``lakelog.transactional.id.prefix``: a streaming write task's
-            transactional id is ``{prefix}-{Spark partition id}``. None (the default): ``spark-{query id}``.
-            A prefix must belong to one query (one checkpoint) at a time: two queries with the same prefix
-            fence each other's transactions.
-        transaction_timeout_ms: ``transaction.timeout.ms`` (or ``kafka.transaction.timeout.ms``; >= 1,
-            default 60000 as Kafka's producer): the coordinator aborts a task's transaction open longer,
-            from the task's first record to the driver's commit of the micro-batch; set it above the
-            longest micro-batch. The broker refuses one above its ``transaction.max.timeout.ms``.
-    """
-
-    bootstrap_servers: str
-    topic: str | None = None
-    max_request_bytes: int = 8 * 1024 * 1024
-    transactional_id_prefix: str | None = None
-    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
-        """Check and parse the options of a write (names case-insensitive).
-
-        Raises:
-            SourceOptionError: an unknown option, no ``lakelog.bootstrap.servers``, an invalid ``lakelog.max.request.bytes`` or
-                ``transaction.timeout.ms``, the two timeout options with different values, or an empty
-                ``lakelog.transactional.id.prefix``.
-        """
-        opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
-        check_known_options(opts, known=SINK_OPTIONS, ignored=IGNORED_SINK_OPTIONS, refused=REFUSED_SINK_OPTIONS,
-                            what="lakelog sink")
-        topic = (opts.get("topic") or "").strip() or None
-        max_bytes = _int(opts, "lakelog.max.request.bytes", minimum=1024)
-        timeouts = {name: _int(opts, name, minimum=1) for name in TRANSACTION_TIMEOUT_OPTIONS if name in opts}
-        if len(set(timeouts.values())) > 1:
-            raise SourceOptionError(f"Options 'transaction.timeout.ms' and 'kafka.transaction.timeout.ms' differ "
-                                    f"({timeouts}); give one.")
-        prefix = opts.get(TRANSACTIONAL_ID_PREFIX)
-        if prefix is not None and not prefix.strip():
-            raise SourceOptionError(f"Option '{TRANSACTIONAL_ID_PREFIX}' is empty: name a prefix, or leave it out "
-                                    "for spark-{query id}.")
-        return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024,
-                   None if prefix is None else prefix.strip(),
-                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 
 import numpy as np
@@ -61,6 +61,8 @@ class TailFetch:
         retry_interval_ms: ms between those retries. Default: 1000 (``fetchOffset.retryIntervalMs``).
         isolation_level: the fetches' Kafka ``isolation.level`` (``isolation.level`` option):
             read_committed drops aborted records. Default: read_uncommitted.
+        auth: the read's ``lakelog.auth.username`` / ``lakelog.auth.password``, sent as HTTP Basic
+            credentials. Default: None.
     """
 
     bootstrap_servers: str
@@ -68,10 +70,11 @@ class TailFetch:
     retries: int = 3
     retry_interval_ms: int = 1000
     isolation_level: IsolationLevel = "read_uncommitted"
+    auth: tuple[str, str] | None = field(default=None, repr=False)  # never in a log line
 
     def client(self) -> LakelogClient:
         """A new gateway client (the caller closes it)."""
-        return LakelogClient(self.bootstrap_servers)
+        return LakelogClient(self.bootstrap_servers, auth=self.auth)
 
 
 def tail_fetch(options: SourceOptions) -> TailFetch:
@@ -80,7 +83,7 @@ def tail_fetch(options: SourceOptions) -> TailFetch:
     ``isolation.level``, pages of :data:`TAIL_FETCH_MAX_BYTES`."""
     return TailFetch(options.bootstrap_servers, retries=options.fetch_offset_retries,
                      retry_interval_ms=options.fetch_offset_retry_interval_ms,
-                     isolation_level=options.isolation_level)
+                     isolation_level=options.isolation_level, auth=options.auth)
 
 
 def retry_remote(call: Callable[[], T], *, retries: int, retry_interval_ms: int, what: str) -> T:

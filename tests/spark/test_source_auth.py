@@ -1,0 +1,64 @@
+"""The source and sink against brokers with authentication.methods=basic: lakelog.auth.* credentials reach the
+driver's look-ups, the executors' fetches and the sink's produce requests."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakelog.client import LakelogClient
+from lakelog.spark import source
+from lakelog.spark.source import SinkOptions, SourceOptions
+
+PASSWORD = "inter-broker-s3cret"
+SECURE = {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_INTER_BROKER_PASSWORD": PASSWORD}
+
+
+def test_credentials_go_together_and_stay_out_of_reprs():
+    base = {"lakelog.bootstrap.servers": "h:1", "subscribe": "t"}
+    opts = SourceOptions.parse({**base, "lakelog.auth.username": "etl", "lakelog.auth.password": "pw-123"},
+                               streaming=True)
+    assert opts.auth == ("etl", "pw-123") and "pw-123" not in repr(opts)
+    assert source.tail_fetch(opts).auth == ("etl", "pw-123") and "pw-123" not in repr(source.tail_fetch(opts))
+    with pytest.raises(source.SourceOptionError, match="go together"):
+        SourceOptions.parse({**base, "lakelog.auth.username": "etl"}, streaming=False)
+    sink = SinkOptions.parse({"lakelog.bootstrap.servers": "h:1", "lakelog.auth.username": "etl",
+                              "lakelog.auth.password": "pw-123"})
+    assert sink.auth == ("etl", "pw-123") and "pw-123" not in repr(sink)
+
+
+@pytest.fixture(scope="module")
+def lakelog_spark(spark):
+    source.register(spark)
+    return spark
+
+
+@pytest.mark.spark
+def test_read_and_write_a_basic_cluster(lakelog_spark, broker_factory, topic_name):
+    spark = lakelog_spark
+    broker = broker_factory(0, extra_env=SECURE)
+    with LakelogClient(broker.url, auth=("broker", PASSWORD)) as admin:
+        admin.upsert_user("etl", "etl-pw")
+    with LakelogClient(broker.url, auth=("etl", "etl-pw")) as etl:
+        etl.create_topic(topic_name, partitions=2, configs={"lake.commit.interval.ms": "0"})
+        etl.create_topic(f"{topic_name}-out", partitions=1)
+        for p in range(2):
+            etl.produce_arrow(topic_name, p, pa.table({"value": pa.array([b"%d-%d" % (p, i) for i in range(5)])}))
+
+    def read(**options):
+        r = spark.read.format("lakelog").option("kafka.bootstrap.servers", f"127.0.0.1:{broker.port}") \
+            .option("subscribe", topic_name).option("lakelog.read.mode", "broker")
+        for k, v in options.items():
+            r = r.option(k, v)
+        return r.load()
+
+    with pytest.raises(Exception, match="40101"):  # no credentials: the driver's look-up is refused
+        read().collect()
+    df = read(**{"lakelog.auth.username": "etl", "lakelog.auth.password": "etl-pw"})
+    assert sorted(bytes(r.value) for r in df.collect()) == sorted(b"%d-%d" % (p, i) for p in range(2) for i in range(5))
+
+    (df.select("value").write.format("lakelog").option("lakelog.bootstrap.servers", f"127.0.0.1:{broker.port}")
+     .option("topic", f"{topic_name}-out").option("lakelog.auth.username", "etl")
+     .option("lakelog.auth.password", "etl-pw").mode("append").save())
+    with LakelogClient(broker.url, auth=("etl", "etl-pw")) as etl:
+        assert sum(log["high_watermark"] for log in etl.topic_logs(f"{topic_name}-out")) == 10
