@@ -6,7 +6,9 @@ operation from which host; a Deny wins; ``super.users`` may do anything.
 
 - :mod:`~lakelog.security.acls`: the ACL model and the authorizer's decision (pure functions);
 - :mod:`~lakelog.security.acl_store`: ACLs in ZooKeeper (add, list, remove);
-- :mod:`~lakelog.security.acl_cache`: a broker's in-memory copy, kept current by a kazoo ``TreeCache``;
+- :mod:`~lakelog.security.acl_cache`: a broker's in-memory copy, kept current by a kazoo ``TreeCache``
+  (:mod:`~lakelog.security.followed_tree`, shared with the users' credentials);
+- :mod:`~lakelog.security.authorizer`: the broker's decision per request (``authorizer.enabled``);
 - :mod:`~lakelog.security.scram`: SCRAM-SHA-512 credentials (RFC 5802), checking a password against one;
 - :mod:`~lakelog.security.user_credentials`: users' credentials in ZooKeeper;
 - :mod:`~lakelog.security.authentication`: a request's principal from its HTTP credentials

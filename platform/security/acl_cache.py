@@ -13,16 +13,14 @@ brokers do between a change and its notification.
 from __future__ import annotations
 
 import logging
-import threading
 from types import MappingProxyType
 from typing import Mapping
 
 from kazoo.client import KazooClient
-from kazoo.recipe.cache import TreeCache, TreeEvent
 
 from lakelog.security.acl_store import ACLS_PATH, entries_from_json, pattern_of_path
 from lakelog.security.acls import AccessControlEntry, Operation, ResourcePattern, ResourceType, authorize
-from lakelog.security.errors import SecurityError
+from lakelog.security.followed_tree import FollowedTree
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +45,7 @@ class AclCache:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        self._initialized = threading.Event()
-        self._tree: TreeCache | None = None
+        self._tree = FollowedTree(zk, root, self._on_node, what="ACLs")
 
     def start(self, *, timeout_s: float = 30.0) -> "AclCache":
         """Load every ACL and follow changes; returns once the first load is complete.
@@ -56,38 +53,25 @@ class AclCache:
         Raises:
             SecurityError: the tree was not loaded within ``timeout_s`` seconds.
         """
-        self.zk.ensure_path(self.root)
-        self._tree = TreeCache(self.zk, self.root)
-        self._tree.listen(self._on_event)
-        self._tree.start()
-        if not self._initialized.wait(timeout_s):
-            raise SecurityError(f"ACLs not loaded from ZooKeeper ({self.root}) within {timeout_s} s")
+        self._tree.start(timeout_s=timeout_s)
         return self
 
     def close(self) -> None:
         """Stop following ZooKeeper (the cache keeps what it has)."""
-        if self._tree is not None:
-            self._tree.close()
-            self._tree = None
+        self._tree.close()
 
-    def _on_event(self, event: TreeEvent) -> None:
-        if event.event_type == TreeEvent.INITIALIZED:
-            self._initialized.set()
-            return
-        if event.event_data is None or event.event_type not in (TreeEvent.NODE_ADDED, TreeEvent.NODE_UPDATED,
-                                                                TreeEvent.NODE_REMOVED):
-            return
-        pattern = pattern_of_path(event.event_data.path, root=self.root)
+    def _on_node(self, path: str, data: bytes | None) -> None:
+        pattern = pattern_of_path(path, root=self.root)
         if pattern is None:
             return
-        if event.event_type == TreeEvent.NODE_REMOVED:
+        if data is None:
             self._acls.pop(pattern, None)
             return
         try:
-            entries = entries_from_json(event.event_data.data)
+            entries = entries_from_json(data)
         except Exception as e:  # noqa: BLE001 - a broken znode must not stop the cache
             # keep what the pattern held (its Deny entries above all): dropping them could open the resource
-            log.error("unreadable ACL znode %s (%s): keeping its last good entries", event.event_data.path, e)
+            log.error("unreadable ACL znode %s (%s): keeping its last good entries", path, e)
             return
         if entries:
             self._acls[pattern] = entries

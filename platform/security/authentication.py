@@ -22,15 +22,14 @@ import binascii
 import hashlib
 import logging
 import os
-import threading
 import time
 from typing import Literal
 from urllib.parse import unquote
 
 from kazoo.client import KazooClient
-from kazoo.recipe.cache import TreeCache, TreeEvent
 
 from lakelog.security.errors import AuthenticationError, SecurityError
+from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.scram import ScramCredential, verify_password
 from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of
 
@@ -109,8 +108,7 @@ class Authenticator:
         self.max_cached = max_cached
         self._credentials: dict[str, ScramCredential] = {}
         self._verified: dict[bytes, float] = {}  # sha256(credential, password) -> expiry (monotonic s)
-        self._initialized = threading.Event()
-        self._tree: TreeCache | None = None
+        self._tree = None if zk is None else FollowedTree(zk, users_root, self._on_node, what="users' credentials")
 
     def start(self, *, timeout_s: float = 30.0) -> "Authenticator":
         """Load the users' credentials and follow their changes (``basic``); nothing for ``none``.
@@ -118,21 +116,14 @@ class Authenticator:
         Raises:
             SecurityError: the credentials were not loaded within ``timeout_s``.
         """
-        if self.method != "basic" or self.zk is None:
-            return self
-        self.zk.ensure_path(self.users_root)
-        self._tree = TreeCache(self.zk, self.users_root)
-        self._tree.listen(self._on_event)
-        self._tree.start()
-        if not self._initialized.wait(timeout_s):
-            raise SecurityError(f"users' credentials not loaded from ZooKeeper within {timeout_s} s")
+        if self.method == "basic" and self._tree is not None:
+            self._tree.start(timeout_s=timeout_s)
         return self
 
     def close(self) -> None:
         """Stop following ZooKeeper."""
         if self._tree is not None:
             self._tree.close()
-            self._tree = None
 
     def ensure_user(self, name: str, password: str) -> None:
         """Create ``name`` with ``password`` unless the user exists (the inter-broker user at a broker's start).
@@ -151,22 +142,18 @@ class Authenticator:
                                 "every broker the same inter.broker.password (or delete the user to let a broker "
                                 "create it again)")
 
-    def _on_event(self, event: TreeEvent) -> None:
-        if event.event_type == TreeEvent.INITIALIZED:
-            self._initialized.set()
+    def _on_node(self, path: str, data: bytes | None) -> None:
+        if path.count("/") != self.users_root.count("/") + 1:
             return
-        data = event.event_data
-        if data is None or data.path.count("/") != self.users_root.count("/") + 1:
-            return
-        name = unquote(data.path.rsplit("/", 1)[1])
-        if event.event_type == TreeEvent.NODE_REMOVED:
+        name = unquote(path.rsplit("/", 1)[1])
+        if data is None:
             self._credentials.pop(name, None)
-        elif event.event_type in (TreeEvent.NODE_ADDED, TreeEvent.NODE_UPDATED):
-            try:
-                self._credentials[name] = credential_of(data.data)
-            except SecurityError as e:
-                log.error("ignoring the unreadable credential of user %s: %s", name, e)
-                self._credentials.pop(name, None)
+            return
+        try:
+            self._credentials[name] = credential_of(data)
+        except SecurityError as e:
+            log.error("ignoring the unreadable credential of user %s: %s", name, e)
+            self._credentials.pop(name, None)
 
     def authenticate(self, authorization: str | None, *, client_host: str = "-", route: str = "-") -> str:
         """The principal of a request with this ``Authorization`` header (``User:name``).
