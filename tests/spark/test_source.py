@@ -160,8 +160,10 @@ def test_batch_planning_errors_read_like_the_kafka_sources(client, create_topic,
             plan(client, **options)
     # a topic that does not exist (yet) has nothing to read, as with Kafka's subscribe
     assert plan(client, subscribe=t + "-nope") == []
-    assert plan(client, subscribe=t) == [OffsetRangePartition(t, 0, client.topic_logs(t)[0]["table_uri"], 0, 3,
-                                                              lake_end_offset=3)]
+    log = client.topic_logs(t)[0]
+    assert plan(client, subscribe=t) == [OffsetRangePartition(t, 0, log["table_uri"], 0, 3, lake_end_offset=3,
+                                                              table_id=log["table_id"])]
+    assert log["table_id"]  # the leader's table id travels with the range (lakelog.read.mode=auto checks it)
 
 
 @pytest.mark.spark
