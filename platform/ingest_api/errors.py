@@ -17,6 +17,16 @@ class ClusterNotFoundError(LakelogError):
     error_code = 40404
 
 
+def check_cluster(broker, cluster_id: str) -> None:
+    """Refuse a v3 path whose cluster id is not ``broker``'s.
+
+    Raises:
+        ClusterNotFoundError: 404 / 40404, naming this cluster's id.
+    """
+    if cluster_id != broker.cluster_id:
+        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
+
+
 class RequestTimeoutError(LakelogError):
     """A request's headers or body did not arrive within ``request.header.timeout.ms`` /
     ``request.body.timeout.ms`` (a slow or stalled client); the connection is closed. 408 / 40801."""

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from lakelog.consumer_groups.instances import validate_group_id
 from lakelog.consumer_groups.offset_records import offsets_of
 from lakelog.ingest_api.deps import BrokerDep, CoordinatorDep, TransactionCoordinatorDep
-from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
@@ -112,11 +112,6 @@ def _cluster_url(request: Request, cluster_id: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/v3/clusters/{quote(cluster_id, safe='')}"
 
 
-def _check_cluster(broker, cluster_id: str) -> None:
-    if cluster_id != broker.cluster_id:
-        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
-
-
 def _data(request: Request, cluster_id: str, coordinator_id: int | None, m: TransactionMetadata, *,
           now_ms: int) -> TransactionData:
     cluster_url = _cluster_url(request, cluster_id)
@@ -143,7 +138,7 @@ async def list_transactions(
 ) -> TransactionDataList:
     """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id.
     `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     found = await transactions.list_transactions()
     now_ms = int(time.time() * 1000)
     return TransactionDataList(
@@ -161,7 +156,7 @@ async def get_transaction(
 ) -> TransactionData:
     """The id as its coordinator holds it (Kafka's DescribeTransactions); 404 / 40408 when it knows none
     (never initialized, or expired after transactional.id.expiration.ms)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     metadata = await transactions.describe(transactional_id)
     if metadata is None:
         raise TransactionalIdNotFoundError(
@@ -184,7 +179,7 @@ END_ERRORS = error_responses(400, 404, 408, 409, 422, 500, 503)
 
 async def _end(cluster_id: str, request: Request, broker, transactions, transactional_id: str,
                body: EndTransactionRequest, *, commit: bool) -> TransactionData:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     metadata = await transactions.end_transaction(transactional_id, producer_id=body.producer_id,
                                                   producer_epoch=body.producer_epoch, commit=commit)
     coordinator_id = await transactions.coordinator_id(transactional_id)
@@ -257,7 +252,7 @@ async def commit_offsets_in_transaction(
     transaction makes them the group's committed offsets together with the records the transaction wrote;
     an abort leaves the group's offsets as they were. 400 / 40008 for a group id ZooKeeper cannot hold;
     the errors of the transaction (409 / 40915 fenced, 40919 another producer id, 40920 retriable)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     validate_group_id(body.group_id)
     producer = ProducerBatch(body.producer_id, body.producer_epoch, 0, transactional_id)
     await groups.commit(body.group_id, offsets_of(body.group_id, [o.model_dump() for o in body.offsets]),

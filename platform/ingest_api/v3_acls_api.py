@@ -29,7 +29,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from lakelog.ingest_api.deps import AclStoreDep, BrokerDep, require_cluster_alter, require_cluster_describe
-from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
@@ -97,11 +97,6 @@ class DeleteAclsResponse(BaseModel):
     data: list[AclData]
 
 
-def _check_cluster(broker, cluster_id: str) -> None:
-    if cluster_id != broker.cluster_id:
-        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
-
-
 def _any(value: Optional[str]) -> Optional[str]:
     """A filter parameter: None when left out or ``ANY`` (any case)."""
     return None if value is None or value.strip().upper() == "ANY" else value.strip()
@@ -148,7 +143,7 @@ async def list_acls(cluster_id: str, request: Request, broker: BrokerDep, store:
                     principal: FilterParam = None, host: FilterParam = None, operation: FilterParam = None,
                     permission: FilterParam = None) -> AclDataList:
     """The ACLs that pass the filter (DescribeAcls)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     flt = acl_filter(resource_type=resource_type, resource_name=resource_name, pattern_type=pattern_type,
                      principal=principal, host=host, operation=operation, permission=permission)
     acls = await asyncio.to_thread(store.list, flt)
@@ -162,7 +157,7 @@ async def list_acls(cluster_id: str, request: Request, broker: BrokerDep, store:
 async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: BrokerDep,
                      store: AclStoreDep) -> Response:
     """Store one ACL (CreateAcls); storing one that exists changes nothing."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     acl = body.binding()
     await asyncio.to_thread(store.add, [acl])
     return Response(status_code=201)
@@ -174,7 +169,7 @@ async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: Broker
 async def create_acls(cluster_id: str, body: CreateAclBatchRequest, broker: BrokerDep,
                       store: AclStoreDep) -> Response:
     """Store several ACLs; every one is checked before any is stored."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     acls = [item.binding() for item in body.data]
     await asyncio.to_thread(store.add, acls)
     return Response(status_code=204)
@@ -188,7 +183,7 @@ async def delete_acls(cluster_id: str, request: Request, broker: BrokerDep, stor
                       pattern_type: FilterParam = None, principal: FilterParam = None, host: FilterParam = None,
                       operation: FilterParam = None, permission: FilterParam = None) -> DeleteAclsResponse:
     """Remove the ACLs that pass the filter (DeleteAcls) and answer them."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     if not resource_type.strip():
         raise InvalidAclError("resource_type must be given to delete ACLs (ANY for every resource type)")
     flt = acl_filter(resource_type=resource_type, resource_name=resource_name, pattern_type=pattern_type,

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
-from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
@@ -28,11 +28,6 @@ CHANGE_ERRORS = {**ERRORS, **error_responses(409)}
 
 def _base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
-
-
-def _check_cluster(broker, cluster_id: str) -> None:
-    if cluster_id != broker.cluster_id:
-        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
 
 
 def _topic_data(request: Request, broker, meta: TopicMetadata) -> models.TopicData:
@@ -58,7 +53,7 @@ def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) 
 @router.get("/v3/clusters/{cluster_id}/topics", response_model=models.TopicList, responses=ERRORS,
             summary="List topics")
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> models.TopicList:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     await broker.refresh_topics()
     data = [_topic_data(request, broker, m) for _, m in sorted(broker.topics().items())]
     return models.TopicList(metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics", "next": None},
@@ -69,7 +64,7 @@ async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> m
              responses=ERRORS, summary="Create a topic")
 async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request: Request,
                        broker: BrokerDep) -> models.TopicData:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     configs = {c.name: c.value for c in body.configs if c.value is not None}
     meta = await broker.create_topic(body.topic_name, partitions=body.partitions_count,
                                      replication_factor=body.replication_factor, configs=configs)
@@ -79,14 +74,14 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=ERRORS,
             summary="Describe a topic")
 async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> models.TopicData:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     return _topic_data(request, broker, await broker.topic_fresh(topic))
 
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, responses=ERRORS,
                summary="Delete a topic and its partition logs", response_class=Response)
 async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     await broker.delete_topic(topic)
     return Response(status_code=204)
 
@@ -98,7 +93,7 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
     """Grow the topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``). A count
     not above the current one is refused with 400 / 40005 (Kafka's INVALID_PARTITIONS). Records with
     keys may map to other partitions from now on (murmur2 over the new count)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     meta = await broker.add_partitions(topic, partitions_count=body.partitions_count)
     return _topic_data(request, broker, meta)
 
@@ -107,7 +102,7 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
             responses=ERRORS, summary="Every config of a topic with its effective value")
 async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request,
                              broker: BrokerDep) -> models.TopicConfigList:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     meta = await broker.topic_fresh(topic)
     return models.TopicConfigList(
         metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics/{topic}/configs", "next": None},
@@ -119,7 +114,7 @@ async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request
 async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request: Request,
                            broker: BrokerDep) -> models.TopicConfigData:
     """404 / 40440 when ``name`` is not a topic config."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     meta = await broker.topic_fresh(topic)
     return _config_data(request, broker, topic, meta.config_entry(name))
 
@@ -131,7 +126,7 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
     """SET and DELETE configs in one change (``kafka-configs --alter --add-config/--delete-config``);
     running brokers apply it to the topic's open logs without a restart. An unknown key or an invalid
     value is refused with 400 / 40003 naming the key (so is a key named twice), and nothing is written."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     await broker.alter_topic_configs(topic, [(e.name, e.operation, e.value) for e in body.data],
                                      validate_only=body.validate_only)
     return Response(status_code=204)
@@ -143,7 +138,7 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
 async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
                   broker: BrokerDep) -> models.V3ProduceResponse:
     """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     producer = producer_batch_from_headers(request.headers)
     meta = await broker.topic_fresh(topic)
     batch = codecs.decode_v3_record(body)

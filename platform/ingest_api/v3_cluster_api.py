@@ -26,7 +26,7 @@ from fastapi import APIRouter, Path, Request
 
 from lakelog.ingest_api import v3_models as m
 from lakelog.ingest_api.deps import BrokerDep
-from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import INT32_MAX
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, v3_read_errors
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
@@ -56,11 +56,6 @@ REPLICA_ERRORS = v3_read_errors("cluster (40404), topic (40401), partition (4040
 
 def _cluster_url(request: Request, cluster_id: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/v3/clusters/{cluster_id}"
-
-
-def _check_cluster(broker, cluster_id: str) -> None:
-    if cluster_id != broker.cluster_id:
-        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
 
 
 def _collection(url: str) -> m.ResourceCollectionMetadata:
@@ -122,7 +117,7 @@ async def list_clusters(request: Request, broker: BrokerDep) -> m.ClusterDataLis
 @router.get("/v3/clusters/{cluster_id}", response_model=m.ClusterData, responses=CLUSTER_ERRORS,
             summary="Describe the cluster: its controller, brokers, topics")
 async def get_cluster(cluster_id: str, request: Request, broker: BrokerDep) -> m.ClusterData:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     return await _cluster_data(request, broker)
 
 
@@ -131,7 +126,7 @@ async def get_cluster(cluster_id: str, request: Request, broker: BrokerDep) -> m
 @router.get("/v3/clusters/{cluster_id}/brokers", response_model=m.BrokerDataList, responses=CLUSTER_ERRORS,
             summary="The live brokers: id, host, port, rack")
 async def list_brokers(cluster_id: str, request: Request, broker: BrokerDep) -> m.BrokerDataList:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     brokers = await broker.cache.brokers()
     return m.BrokerDataList(metadata=_collection(f"{_cluster_url(request, cluster_id)}/brokers"),
                             data=[_broker_data(request, cluster_id, info) for _, info in sorted(brokers.items())])
@@ -141,7 +136,7 @@ async def list_brokers(cluster_id: str, request: Request, broker: BrokerDep) -> 
             responses=BROKER_ERRORS, summary="One live broker")
 async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, broker: BrokerDep) -> m.BrokerData:
     """404 / 40410 when no live broker has ``broker_id`` (a stopped broker is not listed)."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     return _broker_data(request, cluster_id, await live_broker(broker.cache, broker_id))
 
 
@@ -151,7 +146,7 @@ async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, bro
             responses=PARTITION_ERRORS, summary="A topic's partitions with links to their leader and replicas")
 async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
                           broker: BrokerDep) -> m.PartitionDataList:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     meta = await broker.topic_fresh(topic)
     parts = await topic_partition_replicas(broker.cache, meta)
     return m.PartitionDataList(
@@ -163,7 +158,7 @@ async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
             responses=PARTITION_ERRORS, summary="One partition")
 async def get_partition(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.PartitionData:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
     return _partition_data(request, cluster_id, p)
 
@@ -173,7 +168,7 @@ async def get_partition(cluster_id: str, topic: TopicName, partition_id: Partiti
             summary="A partition's replicas: leader and in-sync (ISR) flags")
 async def list_replicas(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.ReplicaDataList:
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
     return m.ReplicaDataList(
         metadata=_collection(f"{_partition_url(request, cluster_id, topic, partition_id)}/replicas"),
@@ -185,6 +180,6 @@ async def list_replicas(cluster_id: str, topic: TopicName, partition_id: Partiti
 async def get_replica(cluster_id: str, topic: TopicName, partition_id: PartitionId, broker_id: BrokerId,
                       request: Request, broker: BrokerDep) -> m.ReplicaData:
     """404 / 40411 when ``broker_id`` holds no replica of the partition."""
-    _check_cluster(broker, cluster_id)
+    check_cluster(broker, cluster_id)
     p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
     return _replica_data(request, cluster_id, p, p.replica(broker_id))

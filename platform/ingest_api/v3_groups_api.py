@@ -35,7 +35,7 @@ from lakelog.consumer_groups import group_views as views
 from lakelog.consumer_groups.instances import validate_group_id
 from lakelog.ingest_api import v3_group_models as m
 from lakelog.ingest_api.deps import BrokerDep, ConsumerManagerDep, OffsetsAdminBrokerDep
-from lakelog.ingest_api.errors import ClusterNotFoundError
+from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import CONSUMER_NAME_PATTERN, Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
@@ -70,11 +70,6 @@ LAG_ERRORS = _errors("group, or no committed offset of the group (for the partit
 
 
 # -- URLs ------------------------------------------------------------------------------------------
-
-def _check_cluster(broker, cluster_id: str) -> None:
-    if cluster_id != broker.cluster_id:
-        raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
-
 
 def _q(segment: str) -> str:
     return quote(segment, safe="")
@@ -155,7 +150,7 @@ def _lag_data(request: Request, cluster_id: str, group: str, lag: views.Partitio
             responses=LIST_ERRORS, summary="Consumer groups: those with committed offsets or live members")
 async def list_consumer_groups(cluster_id: str, request: Request, broker: OffsetsAdminBrokerDep,
                                gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerGroupDataList:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     groups = await views.list_group_views(consumers=consumers, broker=broker)
     return m.ConsumerGroupDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/consumer-groups"),
@@ -167,7 +162,7 @@ async def list_consumer_groups(cluster_id: str, request: Request, broker: Offset
 async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, request: Request,
                              broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                              consumers: ConsumerManagerDep) -> m.ConsumerGroupData:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
     return _group_data(request, cluster_id, view)
 
@@ -179,7 +174,7 @@ async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, reques
 async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: Request,
                          broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                          consumers: ConsumerManagerDep) -> m.ConsumerDataList:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
     return m.ConsumerDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/consumers"),
@@ -191,7 +186,7 @@ async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: R
 async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
                        broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                        consumers: ConsumerManagerDep) -> m.ConsumerData:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
     return _consumer_data(request, cluster_id, consumer_group_id, view.member(consumer_id).member_id)
 
@@ -202,7 +197,7 @@ async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id:
 async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
                            broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                            consumers: ConsumerManagerDep) -> m.ConsumerAssignmentDataList:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     assignments = await views.member_assignments(consumers=consumers, broker=broker, group=consumer_group_id,
                                                  member_id=consumer_id)
     url = f"{_consumer_url(request, cluster_id, consumer_group_id, consumer_id)}/assignments"
@@ -217,7 +212,7 @@ async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer
 async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, topic_name: TopicName,
                          partition_id: PartitionId, request: Request, broker: OffsetsAdminBrokerDep,
                          gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerAssignmentData:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     assignments = await views.member_assignments(consumers=consumers, broker=broker, group=consumer_group_id,
                                                  member_id=consumer_id)
     a = views.find_assignment(assignments, member_id=consumer_id, topic=topic_name, partition=partition_id)
@@ -231,7 +226,7 @@ async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_i
 async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Request, broker: OffsetsAdminBrokerDep,
                     gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerLagDataList:
     """``log_end_offset`` is the partition's high watermark (lakelog's consumers read below it)."""
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
     return m.ConsumerLagDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/lags"),
@@ -243,7 +238,7 @@ async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Reques
 async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: TopicName, partition_id: PartitionId,
                   request: Request, broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                   consumers: ConsumerManagerDep) -> m.ConsumerLagData:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
     lag = views.find_lag(lags, group=consumer_group_id, topic=topic_name, partition=partition_id)
     return _lag_data(request, cluster_id, consumer_group_id, lag)
@@ -255,7 +250,7 @@ async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: Topic
 async def get_lag_summary(cluster_id: str, consumer_group_id: GroupId, request: Request,
                           broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                           consumers: ConsumerManagerDep) -> m.ConsumerGroupLagSummaryData:
-    _check_cluster(gateway, cluster_id)
+    check_cluster(gateway, cluster_id)
     lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
     s = views.summarize_lags(lags, group=consumer_group_id)
     url = f"{_group_url(request, cluster_id, consumer_group_id)}/lag-summary"

@@ -202,13 +202,12 @@ class Authenticator:
                                            password.encode()))).digest()
 
     def _remembered(self, credential: ScramCredential, user: str, password: str) -> bool:
-        expiry = self._verified.get(self._key(credential, user, password))
-        return expiry is not None and expiry > time.monotonic()
+        return self._verified.get(self._key(credential, user, password), 0.0) > time.monotonic()
 
     def _check(self, credential: ScramCredential, user: str, password: str) -> bool:
         key = self._key(credential, user, password)
         now = time.monotonic()
-        if self._remembered(credential, user, password):
+        if self._verified.get(key, 0.0) > now:  # remembered
             return True
         if not verify_password(credential, password):
             return False
