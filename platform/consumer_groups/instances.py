@@ -21,6 +21,7 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Literal
 
 from lakelog.consumer_groups.assignors import TopicPartition
@@ -30,6 +31,8 @@ EmbeddedFormat = Literal["binary", "json"]
 OffsetReset = Literal["earliest", "latest"]
 #: Kafka's consumer ``isolation.level`` (:data:`lakelog.log_tables.transaction_index.IsolationLevel`).
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
+#: Keeps, of some topic names, those a consumer instance's principal may read (set where ACLs are checked).
+TopicFilter = Callable[[list[str]], list[str]]
 
 #: Kafka's ``auto.commit.interval.ms`` default: with auto commit, positions are committed on a
 #: records request at most this often (and always on revocation and close).
@@ -92,6 +95,9 @@ class ConsumerInstance:
             high watermark, open and aborted transactions included; ``read_committed`` below the last
             stable offset, no aborted records ("latest" is then the last stable offset). Neither reads
             transaction markers; positions move past them.
+        principal: who created it (``User:name``); only that principal may use it. Default: ``User:ANONYMOUS``.
+        topic_filter: keeps, of the topics a pattern matches, those the principal may read (set where ACLs
+            are checked; Kafka's consumers see only the topics their metadata shows). Default: None (all).
     """
 
     group: str
@@ -103,6 +109,8 @@ class ConsumerInstance:
     request_timeout_ms: int = 1000
     assignor: str = "range"
     isolation_level: IsolationLevel = "read_uncommitted"
+    principal: str = "User:ANONYMOUS"
+    topic_filter: TopicFilter | None = None
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # subscription: explicit topics, a pattern, or a manual assignment (mutually exclusive)
     topics: list[str] | None = None
@@ -138,7 +146,8 @@ class ConsumerInstance:
         """The topics of its subscription: the explicit list, or the existing topics its pattern matches
         in full (Java ``Pattern.matcher(topic).matches()``), sorted."""
         if self.pattern is not None:
-            return sorted(t for t in all_topics if self.pattern.fullmatch(t))
+            matched = sorted(t for t in all_topics if self.pattern.fullmatch(t))
+            return matched if self.topic_filter is None else self.topic_filter(matched)
         return sorted(self.topics or [])
 
     def notify(self) -> None:

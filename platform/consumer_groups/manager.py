@@ -32,7 +32,7 @@ from lakelog.consumer_groups.errors import (
     IllegalConsumerStateError,
     InvalidConsumerConfigError,
 )
-from lakelog.consumer_groups.instances import (ConsumerInstance, IsolationLevel, validate_group_id,
+from lakelog.consumer_groups.instances import (ConsumerInstance, IsolationLevel, TopicFilter, validate_group_id,
                                                validate_instance_name)
 from lakelog.consumer_groups.membership import GroupMembership
 from lakelog.consumer_groups.offset_records import CommittedOffset
@@ -104,10 +104,10 @@ class ConsumerManager:
 
     async def create(self, group: str, *, name: str, format: str = "binary", auto_offset_reset: str = "latest",
                      auto_commit: bool = True, fetch_min_bytes: int = 1, request_timeout_ms: int = 1000,
-                     assignor: str | None = None,
-                     isolation_level: IsolationLevel = "read_uncommitted") -> ConsumerInstance:
+                     assignor: str | None = None, isolation_level: IsolationLevel = "read_uncommitted",
+                     principal: str = "User:ANONYMOUS", topic_filter: TopicFilter | None = None) -> ConsumerInstance:
         """Create instance ``name`` of ``group`` (REST Proxy ``POST /consumers/{group}``) reading with Kafka's
-        ``isolation.level`` ``isolation_level`` (``read_uncommitted`` or ``read_committed``).
+        ``isolation.level`` ``isolation_level``, owned by ``principal`` (see :class:`ConsumerInstance`).
 
         Raises:
             ConsumerAlreadyExistsError: the name is taken in the group, on any broker (409 / 40902).
@@ -135,7 +135,7 @@ class ConsumerManager:
         inst = ConsumerInstance(group=group, name=name, format=format, auto_offset_reset=auto_offset_reset,  # type: ignore[arg-type]
                                 auto_commit=auto_commit, fetch_min_bytes=fetch_min_bytes,
                                 request_timeout_ms=request_timeout_ms, assignor=chosen,
-                                isolation_level=isolation_level)
+                                isolation_level=isolation_level, principal=principal, topic_filter=topic_filter)
         self._instances[(group, name)] = inst
         try:
             await asyncio.to_thread(self.membership.register_instance, group, name,

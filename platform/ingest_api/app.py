@@ -53,6 +53,7 @@ from lakelog.ingest_api import (
 )
 from lakelog.ingest_api.deps import GatewayBroker, authenticate
 from lakelog.ingest_api.error_handlers import install_error_handlers
+from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
 
@@ -82,7 +83,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
                    v3_acls_api, users_api):
-        app.include_router(module.router)
+        # 401 / 403 on every route but the probes (authentication, then the route's permissions)
+        app.include_router(module.router, responses={} if module is metrics_api else error_responses(401, 403))
     app.include_router(console_api.router)
     app.mount("/console/assets", console_api.console_assets(), name="console-assets")
     if broker.settings.metrics_enabled:  # per-route request counts and latency for GET /metrics

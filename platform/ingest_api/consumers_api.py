@@ -37,12 +37,13 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
 
 from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
-from lakelog.consumer_groups.instances import EmbeddedFormat, validate_group_id
+from lakelog.consumer_groups.instances import ConsumerInstance, EmbeddedFormat, validate_group_id
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
 from lakelog.ingest_api import codecs
 from lakelog.ingest_api.deps import ConsumerManagerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
+from lakelog.ingest_api.permissions import PermissionsDep, group_permission
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
     CommitRequest,
@@ -55,6 +56,7 @@ from lakelog.ingest_api.models import (
     SubscriptionRequest,
     TopicsResponse,
 )
+from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v2 consumers"])
 
@@ -72,6 +74,21 @@ def _group_id(group: Annotated[str, Path(
 GroupName = Annotated[str, Depends(_group_id)]
 InstanceName = Annotated[str, Path(description="Consumer instance name (its instance_id)",
                                    pattern=CONSUMER_NAME_PATTERN)]
+
+
+
+async def _owned_instance(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
+                          permissions: PermissionsDep) -> ConsumerInstance:
+    inst = consumers.get(group, instance)
+    permissions.require_owner(owner=inst.principal, what=f"consumer instance {instance!r} of group {group!r}")
+    return inst
+
+
+#: The path's consumer instance (404 / 40403 when it does not live here), which only the principal that
+#: created it may use (403 / 40301 for any other).
+OwnedInstance = Annotated[ConsumerInstance, Depends(_owned_instance)]
+#: Consumer instances join their group: Read on it (Kafka's JoinGroup, SyncGroup, Heartbeat, OffsetCommit).
+READ_GROUP = group_permission(Operation.READ)
 
 #: A records answer with more records than this is encoded off the event loop (one thread hop).
 ENCODE_INLINE_MAX_ROWS = 500
@@ -113,34 +130,40 @@ def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
 # -- instances ----------------------------------------------------------------------------------
 
 @router.post("/consumers/{group}", response_model=CreateConsumerResponse, response_class=KafkaV2Response,
-             responses=_CONSUMER_RESPONSES, summary="Create a consumer instance in a group")
+             responses=_CONSUMER_RESPONSES, summary="Create a consumer instance in a group",
+             dependencies=[READ_GROUP])
 async def create_instance(group: GroupName, body: CreateConsumerRequest, request: Request,
-                          consumers: ConsumerManagerDep) -> KafkaV2Response:
+                          consumers: ConsumerManagerDep, permissions: PermissionsDep) -> KafkaV2Response:
+    """The instance belongs to the request's principal; a topic pattern it subscribes to matches only the
+    topics that principal may Read."""
     name = body.id or body.name or f"rest-consumer-{uuid.uuid4()}"
     await consumers.create(
         group, name=name, format=body.format, auto_offset_reset=body.auto_offset_reset,
         auto_commit=body.auto_commit_enable, fetch_min_bytes=body.fetch_min_bytes,
         request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy,
-        isolation_level=body.isolation_level)
+        isolation_level=body.isolation_level, principal=permissions.principal,
+        topic_filter=permissions.topic_filter(Operation.READ) if permissions.enabled else None)
     base = str(request.base_url).rstrip("/")
     path = f"/consumers/{quote(group, safe='')}/instances/{quote(name, safe=':@')}"  # any group id: quoted
     return KafkaV2Response({"instance_id": name, "base_uri": base + path})
 
 
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204, response_class=Response,
-               responses=_CONSUMER_RESPONSES, summary="Delete a consumer instance (commits with auto commit)")
-async def delete_instance(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep) -> Response:
-    await consumers.delete(group, instance)
+               responses=_CONSUMER_RESPONSES, summary="Delete a consumer instance (commits with auto commit)",
+            dependencies=[READ_GROUP])
+async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
+    await consumers.delete(inst.group, inst.name)
     return Response(status_code=204)
 
 
 # -- subscription -------------------------------------------------------------------------------
 
 @router.post("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
-             responses=_CONSUMER_RESPONSES, summary="Subscribe to topics or a topic pattern")
-async def subscribe(group: GroupName, instance: InstanceName, body: SubscriptionRequest,
-                    consumers: ConsumerManagerDep) -> Response:
-    inst = consumers.get(group, instance)
+             responses=_CONSUMER_RESPONSES, summary="Subscribe to topics or a topic pattern",
+            dependencies=[READ_GROUP])
+async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, consumers: ConsumerManagerDep,
+                    permissions: PermissionsDep) -> Response:
+    """A topic list needs Read on each topic; a pattern matches the topics the principal may Read."""
     if (body.topics is None) == (body.topic_pattern is None) or (body.topics is not None and not body.topics):
         raise InvalidConsumerConfigError(
             "A subscription needs either a non-empty 'topics' list or a 'topic_pattern', not both.")
@@ -150,64 +173,71 @@ async def subscribe(group: GroupName, instance: InstanceName, body: Subscription
             pattern = re.compile(body.topic_pattern)
         except re.error as e:
             raise InvalidConsumerConfigError(f"topic_pattern {body.topic_pattern!r} is not a valid regex: {e}") from None
+    if body.topics is not None:
+        permissions.require_all(Operation.READ, ResourceType.TOPIC, body.topics)
     await consumers.subscribe(inst, topics=body.topics, pattern=pattern)
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", response_model=TopicsResponse,
-            response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES, summary="The subscribed topics")
-async def get_subscription(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep) -> KafkaV2Response:
-    inst = consumers.get(group, instance)
+            response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES, summary="The subscribed topics",
+            dependencies=[READ_GROUP])
+async def get_subscription(inst: OwnedInstance, consumers: ConsumerManagerDep) -> KafkaV2Response:
     return KafkaV2Response({"topics": await consumers.subscription_topics(inst)})
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
-               responses=_CONSUMER_RESPONSES, summary="Unsubscribe (and drop a manual assignment)")
-async def unsubscribe(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep) -> Response:
-    await consumers.unsubscribe(consumers.get(group, instance))
+               responses=_CONSUMER_RESPONSES, summary="Unsubscribe (and drop a manual assignment)",
+            dependencies=[READ_GROUP])
+async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
+    await consumers.unsubscribe(inst)
     return Response(status_code=204)
 
 
 # -- manual assignment --------------------------------------------------------------------------
 
 @router.post("/consumers/{group}/instances/{instance}/assignments", status_code=204, response_class=Response,
-             responses=_CONSUMER_RESPONSES, summary="Assign partitions manually (no group membership)")
-async def assign(group: GroupName, instance: InstanceName, body: PartitionsRequest,
-                 consumers: ConsumerManagerDep) -> Response:
-    await consumers.assign(consumers.get(group, instance), _partitions(body))
+             responses=_CONSUMER_RESPONSES, summary="Assign partitions manually (no group membership)",
+            dependencies=[READ_GROUP])
+async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep,
+                 permissions: PermissionsDep) -> Response:
+    """Read on each topic assigned."""
+    permissions.require_all(Operation.READ, ResourceType.TOPIC, (p.topic for p in body.partitions))
+    await consumers.assign(inst, _partitions(body))
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", response_model=PartitionsRequest,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
-            summary="The partitions the instance reads now")
-async def get_assignments(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep) -> KafkaV2Response:
-    inst = consumers.get(group, instance)
+            summary="The partitions the instance reads now",
+            dependencies=[READ_GROUP])
+async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
     return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in sorted(inst.owned)]})
 
 
 # -- positions ----------------------------------------------------------------------------------
 
 @router.post("/consumers/{group}/instances/{instance}/positions", status_code=204, response_class=Response,
-             responses=_CONSUMER_RESPONSES, summary="Seek to offsets")
-async def seek(group: GroupName, instance: InstanceName, body: SeekRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek(consumers.get(group, instance), {(o.topic, o.partition): o.offset for o in body.offsets})
+             responses=_CONSUMER_RESPONSES, summary="Seek to offsets",
+            dependencies=[READ_GROUP])
+async def seek(inst: OwnedInstance, body: SeekRequest, consumers: ConsumerManagerDep) -> Response:
+    await consumers.seek(inst, {(o.topic, o.partition): o.offset for o in body.offsets})
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/beginning", status_code=204,
-             response_class=Response, responses=_CONSUMER_RESPONSES, summary="Seek to the log start offsets")
-async def seek_to_beginning(group: GroupName, instance: InstanceName, body: PartitionsRequest,
-                            consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(consumers.get(group, instance), _partitions(body), end=False)
+             response_class=Response, responses=_CONSUMER_RESPONSES, summary="Seek to the log start offsets",
+            dependencies=[READ_GROUP])
+async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
+    await consumers.seek_to(inst, _partitions(body), end=False)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/end", status_code=204, response_class=Response,
-             responses=_CONSUMER_RESPONSES, summary="Seek to the high watermarks")
-async def seek_to_end(group: GroupName, instance: InstanceName, body: PartitionsRequest,
-                      consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(consumers.get(group, instance), _partitions(body), end=True)
+             responses=_CONSUMER_RESPONSES, summary="Seek to the high watermarks",
+            dependencies=[READ_GROUP])
+async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
+    await consumers.seek_to(inst, _partitions(body), end=True)
     return Response(status_code=204)
 
 
@@ -239,17 +269,20 @@ def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
                                             "headers}; binary keys and values are base64. Header "
                                             "X-Lakelog-Generation: the group generation they were read in.",
                              "content": {codecs.BINARY_V2: {}, codecs.JSON_V2: {}}}, **_CONSUMER_RESPONSES},
-            summary="Read records of the instance's partitions (long-poll up to timeout ms)")
+            summary="Read records of the instance's partitions (long-poll up to timeout ms)",
+            dependencies=[READ_GROUP])
 async def records(
-    group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
+    inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
     timeout: Annotated[Optional[int], Query(ge=0, le=60_000, description="Max ms to wait for records. "
                                             "Default: the instance's consumer.request.timeout.ms.")] = None,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024, description="Max bytes of keys and values "
                                     "(at least one record). Default: 64 MiB.")] = DEFAULT_MAX_BYTES,
     accept: Annotated[Optional[str], Header()] = None,
 ) -> Response:
-    inst = consumers.get(group, instance)
+    """Read on the group and on each topic of the instance's partitions (checked on every read, as Kafka's
+    Fetch: a revoked ACL stops the next read)."""
     _check_accept(accept, inst.format)
+    permissions.require_all(Operation.READ, ResourceType.TOPIC, (t for t, _ in inst.owned))
     result = await consumers.records(inst, timeout_ms=timeout, max_bytes=max_bytes)
     if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
         body = await asyncio.to_thread(encode_poll, result, inst.format)
@@ -263,10 +296,14 @@ async def records(
 
 @router.post("/consumers/{group}/instances/{instance}/offsets", status_code=200, response_class=Response,
              responses=_CONSUMER_RESPONSES,
-             summary="Commit offsets (each the last processed record's); an empty body commits all fetched")
-async def commit_offsets(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
+             summary="Commit offsets (each the last processed record's); an empty body commits all fetched",
+            dependencies=[READ_GROUP])
+async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
                          body: Union[CommitRequest, None] = None) -> Response:
-    inst = consumers.get(group, instance)
+    """Read on the group and on each topic committed (Kafka's OffsetCommit)."""
+    committed_topics = (o.topic for o in body.offsets) if body is not None and body.offsets else (
+        t for t, _ in inst.owned)
+    permissions.require_all(Operation.READ, ResourceType.TOPIC, committed_topics)
     offsets = None
     if body is not None and body.offsets:
         # REST Proxy commits offset + 1: the group resumes after the last record processed
@@ -277,10 +314,10 @@ async def commit_offsets(group: GroupName, instance: InstanceName, consumers: Co
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", response_model=CommittedOffsetsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
-            summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)")
-async def committed_offsets(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
+            summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)",
+            dependencies=[READ_GROUP])
+async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
-    inst = consumers.get(group, instance)
     committed = await consumers.committed(inst, _partitions(body) if body is not None else None)
     return KafkaV2Response({"offsets": [{"topic": c.topic, "partition": c.partition, "offset": c.offset,
                                          "metadata": c.metadata or ""} for c in committed]})
@@ -290,7 +327,8 @@ async def committed_offsets(group: GroupName, instance: InstanceName, consumers:
 
 @router.get("/lakelog/v1/consumers/{group}/members", response_model=GroupMembers, tags=["lakelog"],
             responses=error_responses(400, 408, 422, 500, 503),
-            summary="Members of a group (cluster-wide), its generation and each member's partitions")
+            summary="Members of a group (cluster-wide), its generation and each member's partitions",
+            dependencies=[group_permission(Operation.DESCRIBE)])
 async def group_members(group: GroupName, consumers: ConsumerManagerDep) -> GroupMembers:
     desc = await consumers.describe(group)
     return GroupMembers(

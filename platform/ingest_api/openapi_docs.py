@@ -27,6 +27,10 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "40004 bad name, 40005-40007); idempotent producer headers incomplete or out of range (40009); "
          "a transaction timeout out of (0, transaction.max.timeout.ms] (40011); an empty transactional_id "
          "(40012).",
+    401: "Unauthorized (40101): no credentials, or wrong ones, with authentication.methods other than none; "
+         "`WWW-Authenticate` names the scheme to use.",
+    403: "Forbidden (40301): the principal may not do this operation on this resource (authorizer.enabled; "
+         "the message names both). A topic the principal may not Describe answers 403 whether it exists or not.",
     404: "Not found: topic (40401), partition (40402), consumer instance (40403), cluster (40404), "
          "no live leader (40406), group (40407), transactional id (40408), topic config (40440), or no such "
          "route.",

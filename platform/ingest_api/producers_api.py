@@ -24,8 +24,10 @@ from pydantic import BaseModel, Field
 from lakelog.ingest_api.deps import BrokerDep, ProducerIdsDep, TransactionCoordinatorDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import error_responses
+from lakelog.ingest_api.permissions import PermissionsDep
 from lakelog.producers.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
 from lakelog.protocol.producer_headers import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
+from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v3 producers"])
 
@@ -63,7 +65,7 @@ class InitProducerIdResponse(BaseModel):
              responses=error_responses(400, 404, 408, 409, 422, 500, 503, 504),
              summary="Get a producer id for an idempotent or transactional producer (Kafka's InitProducerId)")
 async def init_producer_id(cluster_id: str, broker: BrokerDep, producer_ids: ProducerIdsDep,
-                           transactions: TransactionCoordinatorDep,
+                           transactions: TransactionCoordinatorDep, permissions: PermissionsDep,
                            body: Optional[InitProducerIdRequest] = Body(None)) -> InitProducerIdResponse:
     """Without a `transactional_id` (`{}` or no body): a new producer id, unique in the cluster, with
     epoch 0. The producer numbers its produce requests 0, 1, 2, ... and sends the three headers
@@ -78,14 +80,20 @@ async def init_producer_id(cluster_id: str, broker: BrokerDep, producer_ids: Pro
     Errors: 400 / 40011 a `transaction_timeout_ms` out of (0, transaction.max.timeout.ms], 400 / 40012 an
     empty `transactional_id`; 404 / 40404 another cluster id; 409 / 40920 the id's previous transaction is
     being completed (retriable); 503 / 50304 ZooKeeper unreachable, 503 / 50320-50321 no coordinator
-    answered within request.timeout.ms (retriable)."""
+    answered within request.timeout.ms (retriable).
+
+    With ACLs checked: Write on the `transactional_id`; without one, IdempotentWrite on the cluster or Write
+    on some topic (KIP-679); else 403 / 40301."""
     if cluster_id != broker.cluster_id:
         raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
     if body is not None and body.transactional_id is not None:
+        permissions.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
         timeout_ms = body.transaction_timeout_ms
         answer = await transactions.init_producer_id(
             body.transactional_id,
             transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout_ms is None else timeout_ms)
     else:
+        if permissions.enabled:
+            permissions.require_idempotent_write(broker.topics())
         answer = await asyncio.to_thread(producer_ids.init_producer_id)
     return InitProducerIdResponse(producer_id=answer.producer_id, producer_epoch=answer.producer_epoch)

@@ -25,6 +25,7 @@ from fastapi.responses import Response, StreamingResponse
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import GatewayBroker, get_broker
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
+from lakelog.ingest_api.permissions import produce_permission, topic_permission
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.protocol.errors import (
@@ -47,6 +48,7 @@ from lakelog.protocol.producer_headers import (
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 from lakelog.replication.consumer_fetch import next_offset
+from lakelog.security.acls import Operation
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
@@ -267,13 +269,14 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
-             openapi_extra=_PRODUCE_BODY)
+             openapi_extra=_PRODUCE_BODY, dependencies=[produce_permission()])
 async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, None, allow_arrow=False)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
-             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY)
+             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
+             dependencies=[produce_permission()])
 async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, partition, allow_arrow=True)
 
@@ -281,13 +284,14 @@ async def produce_partition(topic: TopicName, partition: PartitionId, request: R
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
-             openapi_extra=_ARROW_BODY)
+             openapi_extra=_ARROW_BODY, dependencies=[produce_permission()])
 async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
     return await _produce(request, broker, topic, partition, allow_arrow=True)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", responses=_FETCH_RESPONSES, tags=["fetch"],
-            summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response)
+            summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response,
+            dependencies=[topic_permission(Operation.READ)])
 async def fetch(
     topic: TopicName, partition: PartitionId, broker: BrokerDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,

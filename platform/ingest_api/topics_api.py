@@ -21,8 +21,10 @@ from fastapi import APIRouter, Path, Query
 from lakelog.ingest_api import models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
+from lakelog.ingest_api.permissions import PermissionsDep, topic_permission
 from lakelog.log_tables.records import MAX_TIMESTAMP_MS
 from lakelog.replication.metadata import TopicMetadata
+from lakelog.security.acls import Operation, ResourceType
 from lakelog.replication.partition_views import (
     PartitionSummary,
     leader_offsets,
@@ -37,6 +39,8 @@ __all__ = ["ERRORS", "PartitionId", "TopicName", "router"]  # ERRORS: the router
 
 TopicName = Annotated[str, Path(description="Topic name")]
 PartitionId = Annotated[int, Path(ge=0, le=models.INT32_MAX, description="Partition number (int32 >= 0)")]
+#: Metadata, offsets and logs of a topic: Describe on it (Kafka's Metadata and ListOffsets).
+DESCRIBE_TOPIC = topic_permission(Operation.DESCRIBE)
 
 
 def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
@@ -55,26 +59,29 @@ async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]
 
 @router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
             summary="List topic names")
-async def list_topics(broker: BrokerDep) -> list[str]:
+async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
     await broker.refresh_topics()
-    return sorted(broker.topics())
+    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(broker.topics()))
 
 
 @router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
-            summary="Describe a topic: configs and partitions")
+            summary="Describe a topic: configs and partitions",
+            dependencies=[DESCRIBE_TOPIC])
 async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
     meta = await broker.topic_fresh(topic)
     return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, meta))
 
 
 @router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=ERRORS,
-            tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR")
+            tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR",
+            dependencies=[DESCRIBE_TOPIC])
 async def list_partitions(topic: TopicName, broker: BrokerDep) -> list[models.PartitionInfo]:
     return await _partitions(broker, await broker.topic_fresh(topic))
 
 
 @router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=ERRORS,
-            tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets")
+            tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets",
+            dependencies=[DESCRIBE_TOPIC])
 async def get_partition(topic: TopicName, partition: PartitionId, broker: BrokerDep) -> models.PartitionInfo:
     meta = await broker.topic_fresh(topic)
     broker.check_partition(meta, partition)
@@ -90,7 +97,8 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
 @router.get("/topics/{topic}/partitions/{partition}/offsets", response_model=models.PartitionOffsets,
             response_model_exclude_none=True, responses=ERRORS, tags=["v2 partitions"],
             summary="Beginning (log start), end (high watermark) and last stable offsets; with timestamp_ms, the "
-                    "offset of a time")
+                    "offset of a time",
+            dependencies=[DESCRIBE_TOPIC])
 async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:
@@ -103,7 +111,8 @@ async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDe
 
 @router.get("/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",
             response_model=models.OffsetForTimestamp, responses=ERRORS, tags=["lakelog"],
-            summary="The first offset at or after a time, looked up on this broker (the partition's leader)")
+            summary="The first offset at or after a time, looked up on this broker (the partition's leader)",
+            dependencies=[DESCRIBE_TOPIC])
 async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                                       timestamp_ms: Annotated[int, Query(**_TIMESTAMP_MS)]) -> models.OffsetForTimestamp:
     """Answered only by the partition's leader (421 naming the leader elsewhere): the lookup another
@@ -114,7 +123,8 @@ async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, 
 
 @router.get("/lakelog/v1/topics/{topic}/logs", response_model=list[models.PartitionLogInfo], responses=ERRORS,
             tags=["lakelog"], summary="Partition tables (version, files, bytes on disk) and their offsets, for direct "
-                                      "readers (Spark) and the console")
+                                      "readers (Spark) and the console",
+            dependencies=[DESCRIBE_TOPIC])
 async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[int] = Query(
         None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)"),
         details: bool = Query(False, description="also the table's version, data files and the replica's bytes on "

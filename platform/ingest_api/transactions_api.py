@@ -39,10 +39,12 @@ from lakelog.ingest_api.deps import BrokerDep, CoordinatorDep, TransactionCoordi
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
+from lakelog.ingest_api.permissions import PermissionsDep, transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 from lakelog.producers.errors import TransactionalIdNotFoundError
 from lakelog.producers.transaction_state import NO_TIMESTAMP, TransactionMetadata
 from lakelog.protocol.producer_headers import ProducerBatch
+from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v3 transactions"])
 
@@ -133,23 +135,27 @@ def _data(request: Request, cluster_id: str, coordinator_id: int | None, m: Tran
             summary="Transactional ids of the cluster: state, producer, open transaction's partitions and age")
 async def list_transactions(
         cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
-        state: Annotated[Optional[list[StateName]], Query(
+        permissions: PermissionsDep, state: Annotated[Optional[list[StateName]], Query(
             description="Only ids in these states (repeat the parameter for several); all when left out.")] = None,
 ) -> TransactionDataList:
     """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id.
-    `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones."""
+    `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones. Only the ids the principal
+    may Describe."""
     check_cluster(broker, cluster_id)
     found = await transactions.list_transactions()
+    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                     [m.transactional_id for _, m in found]))
     now_ms = int(time.time() * 1000)
     return TransactionDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/transactions"),
         data=[_data(request, cluster_id, coordinator_id, m, now_ms=now_ms) for coordinator_id, m in found
-              if state is None or m.state.value in state])
+              if (state is None or m.state.value in state) and m.transactional_id in visible])
 
 
 @router.get("/v3/clusters/{cluster_id}/transactions/{transactional_id}", response_model=TransactionData,
             responses=DESCRIBE_ERRORS, summary="One transactional id: state, producer, open transaction's "
-                                               "partitions and age")
+                                               "partitions and age",
+            dependencies=[transactional_id_permission(Operation.DESCRIBE)])
 async def get_transaction(
         cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
@@ -187,7 +193,8 @@ async def _end(cluster_id: str, request: Request, broker, transactions, transact
 
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/commit", response_model=TransactionData,
-             responses=END_ERRORS, summary="Commit the producer's open transaction (Kafka's EndTxn)")
+             responses=END_ERRORS, summary="Commit the producer's open transaction (Kafka's EndTxn)",
+            dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_transaction(
         cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
@@ -203,7 +210,8 @@ async def commit_transaction(
 
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/abort", response_model=TransactionData,
-             responses=END_ERRORS, summary="Abort the producer's open transaction (Kafka's EndTxn)")
+             responses=END_ERRORS, summary="Abort the producer's open transaction (Kafka's EndTxn)",
+            dependencies=[transactional_id_permission(Operation.WRITE)])
 async def abort_transaction(
         cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
@@ -241,9 +249,10 @@ class TransactionOffsetsResponse(BaseModel):
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/offsets",
              response_model=TransactionOffsetsResponse, responses=END_ERRORS,
-             summary="Commit a consumer group's offsets in the producer's transaction (Kafka's TxnOffsetCommit)")
+             summary="Commit a consumer group's offsets in the producer's transaction (Kafka's TxnOffsetCommit)",
+            dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_offsets_in_transaction(
-        cluster_id: str, broker: BrokerDep, groups: CoordinatorDep,
+        cluster_id: str, broker: BrokerDep, groups: CoordinatorDep, permissions: PermissionsDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: TransactionOffsetsRequest,
 ) -> TransactionOffsetsResponse:
@@ -251,9 +260,12 @@ async def commit_offsets_in_transaction(
     consumed) join the producer's open transaction, beginning it if none is open. A later commit of the
     transaction makes them the group's committed offsets together with the records the transaction wrote;
     an abort leaves the group's offsets as they were. 400 / 40008 for a group id ZooKeeper cannot hold;
-    the errors of the transaction (409 / 40915 fenced, 40919 another producer id, 40920 retriable)."""
+    the errors of the transaction (409 / 40915 fenced, 40919 another producer id, 40920 retriable).
+    Write on the transactional id, Read on the group and its topics (Kafka's AddOffsetsToTxn, TxnOffsetCommit)."""
     check_cluster(broker, cluster_id)
     validate_group_id(body.group_id)
+    permissions.require(Operation.READ, ResourceType.GROUP, body.group_id)
+    permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in body.offsets))
     producer = ProducerBatch(body.producer_id, body.producer_epoch, 0, transactional_id)
     await groups.commit(body.group_id, offsets_of(body.group_id, [o.model_dump() for o in body.offsets]),
                         producer=producer)

@@ -14,11 +14,13 @@ from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
+from lakelog.ingest_api.permissions import PermissionsDep, produce_permission, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
+from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v3"])
 
@@ -51,11 +53,14 @@ def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) 
 
 
 @router.get("/v3/clusters/{cluster_id}/topics", response_model=models.TopicList, responses=ERRORS,
-            summary="List topics")
-async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> models.TopicList:
+            summary="List topics (those the principal may Describe)")
+async def list_topics(cluster_id: str, request: Request, broker: BrokerDep,
+                      permissions: PermissionsDep) -> models.TopicList:
     check_cluster(broker, cluster_id)
     await broker.refresh_topics()
-    data = [_topic_data(request, broker, m) for _, m in sorted(broker.topics().items())]
+    topics = broker.topics()
+    data = [_topic_data(request, broker, topics[t])
+            for t in permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(topics))]
     return models.TopicList(metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics", "next": None},
                             data=data)
 
@@ -63,8 +68,10 @@ async def list_topics(cluster_id: str, request: Request, broker: BrokerDep) -> m
 @router.post("/v3/clusters/{cluster_id}/topics", response_model=models.TopicData, status_code=201,
              responses=ERRORS, summary="Create a topic")
 async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request: Request,
-                       broker: BrokerDep) -> models.TopicData:
+                       broker: BrokerDep, permissions: PermissionsDep) -> models.TopicData:
+    """Create on the cluster, or Create on the topic, when ACLs are checked (Kafka's CreateTopics)."""
     check_cluster(broker, cluster_id)
+    permissions.require_create_topic(body.topic_name)
     configs = {c.name: c.value for c in body.configs if c.value is not None}
     meta = await broker.create_topic(body.topic_name, partitions=body.partitions_count,
                                      replication_factor=body.replication_factor, configs=configs)
@@ -72,14 +79,15 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=ERRORS,
-            summary="Describe a topic")
+            summary="Describe a topic", dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> models.TopicData:
     check_cluster(broker, cluster_id)
     return _topic_data(request, broker, await broker.topic_fresh(topic))
 
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, responses=ERRORS,
-               summary="Delete a topic and its partition logs", response_class=Response)
+               summary="Delete a topic and its partition logs", response_class=Response,
+               dependencies=[topic_permission(Operation.DELETE)])
 async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
     check_cluster(broker, cluster_id)
     await broker.delete_topic(topic)
@@ -87,7 +95,7 @@ async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> 
 
 
 @router.patch("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=CHANGE_ERRORS,
-              summary="Add partitions to a topic (never fewer)")
+              summary="Add partitions to a topic (never fewer)", dependencies=[topic_permission(Operation.ALTER)])
 async def update_partition_count(cluster_id: str, topic: TopicName, body: models.UpdatePartitionCountRequest,
                                  request: Request, broker: BrokerDep) -> models.TopicData:
     """Grow the topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``). A count
@@ -99,7 +107,8 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs", response_model=models.TopicConfigList,
-            responses=ERRORS, summary="Every config of a topic with its effective value")
+            responses=ERRORS, summary="Every config of a topic with its effective value",
+            dependencies=[topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request,
                              broker: BrokerDep) -> models.TopicConfigList:
     check_cluster(broker, cluster_id)
@@ -110,7 +119,7 @@ async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}", response_model=models.TopicConfigData,
-            responses=ERRORS, summary="One config of a topic")
+            responses=ERRORS, summary="One config of a topic", dependencies=[topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request: Request,
                            broker: BrokerDep) -> models.TopicConfigData:
     """404 / 40440 when ``name`` is not a topic config."""
@@ -120,7 +129,8 @@ async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request
 
 
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/configs:alter", status_code=204, responses=CHANGE_ERRORS,
-             summary="Set and delete topic configs (all or nothing)", response_class=Response)
+             summary="Set and delete topic configs (all or nothing)", response_class=Response,
+             dependencies=[topic_permission(Operation.ALTER_CONFIGS)])
 async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.AlterConfigBatchRequest,
                               broker: BrokerDep) -> Response:
     """SET and DELETE configs in one change (``kafka-configs --alter --add-config/--delete-config``);
@@ -134,7 +144,7 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
 
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
              responses=CHANGE_ERRORS, summary="Produce one record (REST Proxy v3)",
-             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS})
+             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS}, dependencies=[produce_permission()])
 async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
                   broker: BrokerDep) -> models.V3ProduceResponse:
     """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""

@@ -29,6 +29,7 @@ from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import INT32_MAX
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, v3_read_errors
+from lakelog.ingest_api.permissions import topic_permission
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
 from lakelog.replication.cluster_views import (
     PartitionReplicas,
@@ -38,6 +39,7 @@ from lakelog.replication.cluster_views import (
     topic_partition_replicas,
 )
 from lakelog.replication.metadata import BrokerInfo
+from lakelog.security.acls import Operation
 from lakelog.replication.partition_views import ReplicaSummary
 
 router = APIRouter(tags=["v3"])
@@ -143,7 +145,8 @@ async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, bro
 # -- partitions and replicas -----------------------------------------------------------------------
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions", response_model=m.PartitionDataList,
-            responses=PARTITION_ERRORS, summary="A topic's partitions with links to their leader and replicas")
+            responses=PARTITION_ERRORS, summary="A topic's partitions with links to their leader and replicas",
+            dependencies=[topic_permission(Operation.DESCRIBE)])
 async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
                           broker: BrokerDep) -> m.PartitionDataList:
     check_cluster(broker, cluster_id)
@@ -155,7 +158,8 @@ async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}", response_model=m.PartitionData,
-            responses=PARTITION_ERRORS, summary="One partition")
+            responses=PARTITION_ERRORS, summary="One partition",
+            dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_partition(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.PartitionData:
     check_cluster(broker, cluster_id)
@@ -165,7 +169,8 @@ async def get_partition(cluster_id: str, topic: TopicName, partition_id: Partiti
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}/replicas",
             response_model=m.ReplicaDataList, responses=PARTITION_ERRORS,
-            summary="A partition's replicas: leader and in-sync (ISR) flags")
+            summary="A partition's replicas: leader and in-sync (ISR) flags",
+            dependencies=[topic_permission(Operation.DESCRIBE)])
 async def list_replicas(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.ReplicaDataList:
     check_cluster(broker, cluster_id)
@@ -176,7 +181,8 @@ async def list_replicas(cluster_id: str, topic: TopicName, partition_id: Partiti
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}/replicas/{broker_id}",
-            response_model=m.ReplicaData, responses=REPLICA_ERRORS, summary="One replica of a partition")
+            response_model=m.ReplicaData, responses=REPLICA_ERRORS, summary="One replica of a partition",
+            dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_replica(cluster_id: str, topic: TopicName, partition_id: PartitionId, broker_id: BrokerId,
                       request: Request, broker: BrokerDep) -> m.ReplicaData:
     """404 / 40411 when ``broker_id`` holds no replica of the partition."""

@@ -38,8 +38,10 @@ from lakelog.ingest_api.deps import BrokerDep, ConsumerManagerDep, OffsetsAdminB
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import CONSUMER_NAME_PATTERN, Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
+from lakelog.ingest_api.permissions import PermissionsDep, group_permission
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
+from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v3 consumer groups"])
 
@@ -144,21 +146,36 @@ def _lag_data(request: Request, cluster_id: str, group: str, lag: views.Partitio
         consumer_id=lag.consumer_id, instance_id=None, client_id=lag.consumer_id)
 
 
+#: Every route of one group: Describe on it (Kafka's DescribeGroups, OffsetFetch).
+DESCRIBE_GROUP = group_permission(Operation.DESCRIBE)
+
+
+def _visible(permissions, lags: list[views.PartitionLagView]) -> list[views.PartitionLagView]:
+    """The lags of the topics the principal may Describe."""
+    topics = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {lag.topic for lag in lags}))
+    return [lag for lag in lags if lag.topic in topics]
+
+
 # -- groups ----------------------------------------------------------------------------------------
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups", response_model=m.ConsumerGroupDataList,
             responses=LIST_ERRORS, summary="Consumer groups: those with committed offsets or live members")
 async def list_consumer_groups(cluster_id: str, request: Request, broker: OffsetsAdminBrokerDep,
-                               gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerGroupDataList:
+                               gateway: BrokerDep, consumers: ConsumerManagerDep,
+                               permissions: PermissionsDep) -> m.ConsumerGroupDataList:
+    """Only the groups the principal may Describe (Kafka's ListGroups)."""
     check_cluster(gateway, cluster_id)
     groups = await views.list_group_views(consumers=consumers, broker=broker)
+    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.GROUP, [v.group for v in groups]))
+    groups = [v for v in groups if v.group in visible]
     return m.ConsumerGroupDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/consumer-groups"),
         data=[_group_data(request, cluster_id, v) for v in groups])
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}", response_model=m.ConsumerGroupData,
-            responses=GROUP_ERRORS, summary="A consumer group: state, assignor, coordinator")
+            responses=GROUP_ERRORS, summary="A consumer group: state, assignor, coordinator",
+            dependencies=[DESCRIBE_GROUP])
 async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, request: Request,
                              broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                              consumers: ConsumerManagerDep) -> m.ConsumerGroupData:
@@ -170,7 +187,8 @@ async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, reques
 # -- consumers and assignments ---------------------------------------------------------------------
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers",
-            response_model=m.ConsumerDataList, responses=GROUP_ERRORS, summary="A group's live members")
+            response_model=m.ConsumerDataList, responses=GROUP_ERRORS, summary="A group's live members",
+            dependencies=[DESCRIBE_GROUP])
 async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: Request,
                          broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                          consumers: ConsumerManagerDep) -> m.ConsumerDataList:
@@ -182,7 +200,8 @@ async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: R
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}",
-            response_model=m.ConsumerData, responses=CONSUMER_ERRORS, summary="One live member of a group")
+            response_model=m.ConsumerData, responses=CONSUMER_ERRORS, summary="One live member of a group",
+            dependencies=[DESCRIBE_GROUP])
 async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
                        broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                        consumers: ConsumerManagerDep) -> m.ConsumerData:
@@ -193,7 +212,8 @@ async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id:
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments",
             response_model=m.ConsumerAssignmentDataList, responses=CONSUMER_ERRORS,
-            summary="A member's partitions in the group's current generation")
+            summary="A member's partitions in the group's current generation",
+            dependencies=[DESCRIBE_GROUP])
 async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
                            broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
                            consumers: ConsumerManagerDep) -> m.ConsumerAssignmentDataList:
@@ -208,7 +228,8 @@ async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments/"
             "{topic_name}/partitions/{partition_id}", response_model=m.ConsumerAssignmentData,
-            responses=ASSIGNMENT_ERRORS, summary="One partition a member owns")
+            responses=ASSIGNMENT_ERRORS, summary="One partition a member owns",
+            dependencies=[DESCRIBE_GROUP])
 async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, topic_name: TopicName,
                          partition_id: PartitionId, request: Request, broker: OffsetsAdminBrokerDep,
                          gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerAssignmentData:
@@ -222,23 +243,27 @@ async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_i
 # -- lags ------------------------------------------------------------------------------------------
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lags", response_model=m.ConsumerLagDataList,
-            responses=LAG_ERRORS, summary="The group's lag per partition it committed an offset for")
+            responses=LAG_ERRORS, summary="The group's lag per partition it committed an offset for",
+            dependencies=[DESCRIBE_GROUP])
 async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Request, broker: OffsetsAdminBrokerDep,
-                    gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerLagDataList:
-    """``log_end_offset`` is the partition's high watermark (lakelog's consumers read below it)."""
+                    gateway: BrokerDep, consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerLagDataList:
+    """``log_end_offset`` is the partition's high watermark (lakelog's consumers read below it). Topics the
+    principal may not Describe are left out (Kafka's OffsetFetch)."""
     check_cluster(gateway, cluster_id)
-    lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
+    lags = _visible(permissions, await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id))
     return m.ConsumerLagDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/lags"),
         data=[_lag_data(request, cluster_id, consumer_group_id, lag) for lag in lags])
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lags/{topic_name}/partitions/{partition_id}",
-            response_model=m.ConsumerLagData, responses=LAG_ERRORS, summary="The group's lag on one partition")
+            response_model=m.ConsumerLagData, responses=LAG_ERRORS, summary="The group's lag on one partition",
+            dependencies=[DESCRIBE_GROUP])
 async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: TopicName, partition_id: PartitionId,
                   request: Request, broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                  consumers: ConsumerManagerDep) -> m.ConsumerLagData:
+                  consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerLagData:
     check_cluster(gateway, cluster_id)
+    permissions.require(Operation.DESCRIBE, ResourceType.TOPIC, topic_name)
     lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
     lag = views.find_lag(lags, group=consumer_group_id, topic=topic_name, partition=partition_id)
     return _lag_data(request, cluster_id, consumer_group_id, lag)
@@ -246,12 +271,14 @@ async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: Topic
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lag-summary",
             response_model=m.ConsumerGroupLagSummaryData, responses=LAG_ERRORS,
-            summary="The group's largest lag and total lag")
+            summary="The group's largest lag and total lag",
+            dependencies=[DESCRIBE_GROUP])
 async def get_lag_summary(cluster_id: str, consumer_group_id: GroupId, request: Request,
                           broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                          consumers: ConsumerManagerDep) -> m.ConsumerGroupLagSummaryData:
+                          consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerGroupLagSummaryData:
+    """Over the topics the principal may Describe."""
     check_cluster(gateway, cluster_id)
-    lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
+    lags = _visible(permissions, await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id))
     s = views.summarize_lags(lags, group=consumer_group_id)
     url = f"{_group_url(request, cluster_id, consumer_group_id)}/lag-summary"
     return m.ConsumerGroupLagSummaryData(
