@@ -187,15 +187,18 @@ def pooled(runs: list[Result]) -> Result:
 
 class Load:
     """Runs ``job(client, worker_index) -> (records, value_bytes, wire_bytes)`` in ``threads`` threads, each with
-    its own keep-alive client, until ``max_records`` records or ``max_seconds`` seconds."""
+    its own keep-alive client, until ``max_records`` records or ``max_seconds`` seconds. ``client_options``:
+    more ``httpx.Client`` arguments for those clients (``auth``, ``verify``, ``cert``). Default: none."""
 
-    def __init__(self, url: str, threads: int, max_records: int, max_seconds: float) -> None:
+    def __init__(self, url: str, threads: int, max_records: int, max_seconds: float, *,
+                 client_options: dict | None = None) -> None:
         self.url, self.threads, self.max_records, self.max_seconds = url, threads, max_records, max_seconds
+        self.client_options = client_options or {}
 
     def run(self, result: Result, broker: Broker, job, spy: PySpy) -> Result:
         lock = threading.Lock()
         stop = threading.Event()
-        clients = [httpx.Client(base_url=self.url, timeout=120.0) for _ in range(self.threads)]
+        clients = [httpx.Client(base_url=self.url, timeout=120.0, **self.client_options) for _ in range(self.threads)]
         started = threading.Barrier(self.threads + 1)
 
         def worker(i: int) -> None:
