@@ -57,6 +57,7 @@ from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
+from lakelog.security.oauth import jwt_validator
 from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Broker:
                                                      tail_cache_max_bytes=settings.log_tail_cache_max_bytes,
                                                      segment_files_max=settings.log_segment_files_max)
         self.log_dirs = self.log_manager.log_dirs
-        basic = settings.authentication_methods == "basic"
+        basic = settings.authenticates  # brokers send HTTP Basic credentials whatever the clients' methods
         inter_broker_password = settings.inter_broker_password.get_secret_value() if basic else None
         self.leader_client = leader_client or LeaderClient(
             request_timeout_ms=settings.request_timeout_ms,
@@ -104,7 +105,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
         self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
-        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk)
+        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk, oauth=jwt_validator(settings),
+                                           inter_broker_user=settings.inter_broker_username)
         self.authorizer = Authorizer(  # the brokers' own principal is a super user (ClusterAction)
             enabled=settings.authorizer_enabled, zk=self.zk,
             super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},
@@ -144,7 +146,7 @@ class Broker:
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
         await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
-        if self.settings.authentication_methods == "basic":  # brokers authenticate to each other as this user
+        if self.settings.authenticates:  # brokers authenticate to each other as this user
             await asyncio.to_thread(self.authenticator.ensure_user, self.settings.inter_broker_username,
                                     self.settings.inter_broker_password.get_secret_value())
         await asyncio.to_thread(self.authenticator.start)

@@ -56,6 +56,24 @@ def _dotted_to_field(values: dict[str, Any]) -> dict[str, Any]:
     return {k.replace(".", "_").replace("-", "_"): v for k, v in values.items()}
 
 
+#: Kafka's names of settings lakelog names otherwise, accepted in a properties file: Kafka name -> lakelog name.
+KAFKA_SETTING_ALIASES: dict[str, str] = {
+    "sasl.oauthbearer.jwks.endpoint.url": "oauth.jwks.url",
+    "sasl.oauthbearer.expected.issuer": "oauth.expected.issuer",
+    "sasl.oauthbearer.expected.audience": "oauth.expected.audience",
+    "sasl.oauthbearer.clock.skew.seconds": "oauth.clock.skew.s",
+    "sasl.oauthbearer.sub.claim.name": "oauth.principal.claim",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "oauth.jwks.refresh.ms",
+}
+
+
+def _kafka_aliases(values: dict[str, str]) -> dict[str, str]:
+    """Kafka-named keys of :data:`KAFKA_SETTING_ALIASES` renamed to lakelog's (lakelog's own name wins)."""
+    out = {KAFKA_SETTING_ALIASES.get(k, k): v for k, v in values.items() if k in KAFKA_SETTING_ALIASES}
+    out.update({k: v for k, v in values.items() if k not in KAFKA_SETTING_ALIASES})
+    return out
+
+
 INT64_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE, the default of its "never" configs
 
 #: Topic configs whose default a broker setting gives (Kafka's synonyms): topic key -> broker key.
@@ -123,22 +141,50 @@ class BrokerSettings(BaseSettings):
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
     max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
     # -- security (lakelog.security) --
-    authentication_methods: Literal["none", "basic"] = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS) or basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add). /health and /ready never ask for credentials. Default: none.")
-    inter_broker_username: str = Field("broker", min_length=1, description="inter.broker.username: the user brokers authenticate as to each other with authentication.methods=basic (replica fetch, forwarding, coordinators); a broker creates it at start when it does not exist. Default: broker.")
-    inter_broker_password: SecretStr | None = Field(None, description="inter.broker.password: that user's password; required with authentication.methods=basic (never logged). Default: none.")
+    authentication_methods: str = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS), or a comma-separated list (as Kafka's sasl.enabled.mechanisms) of basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add) and oauthbearer (Authorization: Bearer <JWT> checked against oauth.jwks.url, oauth.expected.issuer, oauth.expected.audience; principal User:{oauth.principal.claim}); the scheme of a request's Authorization header picks the method. Brokers authenticate to each other with HTTP Basic as inter.broker.username: with oauthbearer alone, Basic stays accepted for that user only. /health and /ready never ask for credentials. Default: none.")
+    oauth_jwks_url: str | None = Field(None, description="oauth.jwks.url (Kafka: sasl.oauthbearer.jwks.endpoint.url, accepted as an alias in a properties file): the JWKS (RFC 7517) whose keys sign the bearer tokens: an http(s):// URL (fetched, cached for oauth.jwks.refresh.ms, fetched again at once for an unknown kid, at most every 30 s) or a file path / file:// URL (read again when it changes). Required with oauthbearer. Default: none.")
+    oauth_expected_issuer: str | None = Field(None, description="oauth.expected.issuer (Kafka: sasl.oauthbearer.expected.issuer): the iss claim every token must have. Default: none (not checked).")
+    oauth_expected_audience: str | None = Field(None, description="oauth.expected.audience (Kafka: sasl.oauthbearer.expected.audience): comma-separated audiences; a token's aud must hold one of them. Default: none (not checked).")
+    oauth_clock_skew_s: float = Field(30, ge=0, description="oauth.clock.skew.s (Kafka: sasl.oauthbearer.clock.skew.seconds): leeway in seconds of the exp, nbf and iat checks. Default: 30 (Kafka's).")
+    oauth_principal_claim: str = Field("sub", min_length=1, description="oauth.principal.claim (Kafka: sasl.oauthbearer.sub.claim.name): the claim whose string value is the principal's name (User:{claim}). Default: sub.")
+    oauth_jwks_refresh_ms: int = Field(3600000, gt=0, description="oauth.jwks.refresh.ms (Kafka: sasl.oauthbearer.jwks.endpoint.refresh.ms): how long a JWKS fetched from a URL is used before it is fetched again. Default: 3600000 (Kafka's).")
+    inter_broker_username: str = Field("broker", min_length=1, description="inter.broker.username: the user brokers authenticate as to each other with HTTP Basic whenever authentication.methods is not none (replica fetch, forwarding, coordinators); a broker creates it at start when it does not exist. Default: broker.")
+    inter_broker_password: SecretStr | None = Field(None, description="inter.broker.password: that user's password; required unless authentication.methods=none (never logged). Default: none.")
     authorizer_enabled: bool = Field(False, description="authorizer.enabled: check Kafka's ACLs (lakelog acls) on the routes that check them: today the internal replica and coordinator routes need ClusterAction on the cluster. The brokers' principal User:{inter.broker.username} is always a super user. Default: false.")
     super_users: str = Field("", description="super.users: principals allowed everything, separated by ';' (User:admin;User:ops). Default: none.")
     allow_everyone_if_no_acl_found: bool = Field(False, description="allow.everyone.if.no.acl.found: allow a request on a resource no ACL applies to. Default: false (Kafka's).")
 
+    @field_validator("authentication_methods")
+    @classmethod
+    def _methods(cls, v: str) -> str:
+        names = {m.strip().lower() for m in v.split(",") if m.strip()}
+        if not names or names - {"none", "basic", "oauthbearer"} or ("none" in names and len(names) > 1):
+            raise ValueError("expected none, or a comma-separated list of basic and oauthbearer "
+                             "(e.g. basic,oauthbearer)")
+        return ",".join(sorted(names))
+
+    @property
+    def authentication_method_set(self) -> frozenset[str]:
+        """``authentication.methods`` as a set: ``{"none"}``, ``{"basic", "oauthbearer"}``, ..."""
+        return frozenset(self.authentication_methods.split(","))
+
+    @property
+    def authenticates(self) -> bool:
+        """True unless ``authentication.methods=none``: brokers then send inter.broker.* credentials."""
+        return self.authentication_methods != "none"
+
     @model_validator(mode="after")
     def _inter_broker_password_with_basic(self) -> "BrokerSettings":
-        if self.authentication_methods == "basic" and not (self.inter_broker_password and
-                                                           self.inter_broker_password.get_secret_value()):
-            raise ValueError("inter.broker.password must be set with authentication.methods=basic: brokers "
-                             "authenticate to each other as inter.broker.username")
-        if self.authorizer_enabled and self.authentication_methods == "none":
-            raise ValueError("authorizer.enabled=true needs authentication.methods=basic: without authentication "
+        if self.authenticates and not (self.inter_broker_password and
+                                       self.inter_broker_password.get_secret_value()):
+            raise ValueError(f"inter.broker.password must be set with authentication.methods={self.authentication_methods}: "
+                             "brokers authenticate to each other as inter.broker.username")
+        if self.authorizer_enabled and not self.authenticates:
+            raise ValueError("authorizer.enabled=true needs authentication.methods=basic (or oauthbearer): without authentication "
                              "every request, the brokers' own included, is User:ANONYMOUS")
+        if "oauthbearer" in self.authentication_method_set and not self.oauth_jwks_url:
+            raise ValueError("authentication.methods=oauthbearer needs oauth.jwks.url: the JWKS URL or file "
+                             "whose keys sign the tokens")
         return self
 
     @classmethod
@@ -147,7 +193,7 @@ class BrokerSettings(BaseSettings):
 
         Raises :class:`ConfigError` naming the bad key when a value is invalid or unknown.
         """
-        file_values = _dotted_to_field(read_properties(config_file)) if config_file else {}
+        file_values = _dotted_to_field(_kafka_aliases(read_properties(config_file))) if config_file else {}
         overrides = {k: v for k, v in overrides.items() if v is not None}
 
         class _Layered(cls):  # type: ignore[misc, valid-type]

@@ -12,6 +12,7 @@ operation from which host; a Deny wins; ``super.users`` may do anything.
 - :mod:`~lakelog.security.scram`: SCRAM-SHA-512 credentials (RFC 5802), checking a password against one;
 - :mod:`~lakelog.security.user_credentials`: users' credentials in ZooKeeper;
 - :mod:`~lakelog.security.authentication`: a request's principal from its HTTP credentials
-  (``authentication.methods``: none, basic);
+  (``authentication.methods``: none, or basic and/or oauthbearer);
+- :mod:`~lakelog.security.oauth`: JWT bearer tokens checked against a JWKS file or URL (PyJWT);
 - :mod:`~lakelog.security.errors`: 401 / 40101, 403 / 40301, 400 / 40021 and 40022, 404 / 40412.
 """

@@ -1,18 +1,27 @@
 """Who a request is: its principal, from its HTTP credentials (``authentication.methods``).
 
+``authentication.methods`` is ``none`` or a comma-separated list of ``basic`` and ``oauthbearer`` (as Kafka's
+``sasl.enabled.mechanisms``); the scheme of a request's ``Authorization`` header picks the method:
+
 - ``none`` (the default): every request is ``User:ANONYMOUS``, as a Kafka PLAINTEXT listener's clients.
 - ``basic``: HTTP Basic (RFC 7617) checked against the user's SCRAM-SHA-512 credential in ZooKeeper
   (:mod:`~lakelog.security.user_credentials`; Kafka's SASL/SCRAM users): the principal is ``User:{name}``.
   Use it behind TLS only: the password crosses the wire in every request.
+- ``oauthbearer``: ``Authorization: Bearer <JWT>`` (RFC 6750) checked against a JWKS, issuer, audience and
+  expiry (:mod:`~lakelog.security.oauth`; Kafka's SASL/OAUTHBEARER, KIP-768): ``User:{sub}``. Brokers
+  still authenticate to each other with HTTP Basic as ``inter.broker.username``: with ``oauthbearer``
+  alone, Basic is accepted for that one user only (``inter_broker_user``).
 
 Checking a password derives the SCRAM key again (PBKDF2, 4096 iterations: milliseconds, on purpose);
 a successful check is remembered, keyed by a SHA-256 of the credential and the password sent, for
 ``cache_ttl_s`` seconds, so a client's next requests cost one hash. A changed or deleted credential
-changes or drops the key at once (the credentials are followed with a kazoo ``TreeCache``).
+changes or drops the key at once (the credentials are followed with a kazoo ``TreeCache``). A verified
+token is remembered until its expiry (at most ``cache_ttl_s``).
 
 A failure raises :class:`~lakelog.security.errors.AuthenticationError` (401 / 40101, with
-``WWW-Authenticate: Basic realm="lakelog"``) and is logged with the user name, the client's address and
-the route, never with the password.
+``WWW-Authenticate: Basic realm="lakelog"`` and/or ``Bearer realm="lakelog"``, the latter with
+``error="invalid_token"`` when a token was refused) and is logged with the user name (or the token's
+unverified principal claim), the client's address and the route, never with the password or the token.
 """
 
 from __future__ import annotations
@@ -30,19 +39,35 @@ from kazoo.client import KazooClient
 
 from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.followed_tree import FollowedTree
+from lakelog.security.oauth import InvalidTokenError, JwtValidator, bearer_token
 from lakelog.security.scram import ScramCredential, verify_password
 from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ANONYMOUS", "AuthenticationMethod", "Authenticator", "REALM", "basic_credentials"]
+__all__ = ["ANONYMOUS", "AuthenticationMethod", "Authenticator", "REALM", "basic_credentials", "parse_methods"]
 
 #: The principal of an unauthenticated request (Kafka's ``KafkaPrincipal.ANONYMOUS``).
 ANONYMOUS = "User:ANONYMOUS"
 #: The realm named in ``WWW-Authenticate``.
 REALM = "lakelog"
 #: ``authentication.methods`` values.
-AuthenticationMethod = Literal["none", "basic"]
+AuthenticationMethod = Literal["none", "basic", "oauthbearer"]
+METHODS = ("none", "basic", "oauthbearer")
+
+
+def parse_methods(methods: str) -> frozenset[str]:
+    """``"basic,oauthbearer"`` -> ``{"basic", "oauthbearer"}`` (spaces and case ignored).
+
+    Raises:
+        SecurityError: an unknown method, none at all, or ``none`` with another one.
+    """
+    names = frozenset(m.strip().lower() for m in methods.split(",") if m.strip())
+    unknown = sorted(names - set(METHODS))
+    if unknown or not names or ("none" in names and len(names) > 1):
+        raise SecurityError(f"authentication.methods {methods!r}: expected none, or a comma-separated list of "
+                            "basic and oauthbearer (e.g. basic,oauthbearer)")
+    return names
 
 
 def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
@@ -66,10 +91,25 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return user, password
 
 
-def _failure(reason: str) -> AuthenticationError:
-    err = AuthenticationError(f"Authentication failed: {reason}. Send HTTP Basic credentials of a lakelog user "
-                              "(lakelog users add NAME --password-stdin).")
-    err.response_headers = {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'}
+_BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
+_HOW = {"basic": "HTTP Basic credentials of a lakelog user (lakelog users add NAME --password-stdin)",
+        "oauthbearer": "a JWT of the identity provider as Authorization: Bearer <token>"}
+
+
+def _failure(reason: str, *, methods: frozenset[str] = frozenset({"basic"}),
+             token_error: bool = False) -> AuthenticationError:
+    """A 401 naming what to send, with a ``WWW-Authenticate`` challenge per method; a refused token gets
+    RFC 6750's ``error="invalid_token"`` and ``error_description`` (quotes and backslashes dropped)."""
+    how = " or ".join(_HOW[m] for m in sorted(methods) if m in _HOW)
+    err = AuthenticationError(f"Authentication failed: {reason}. Send {how}.")
+    challenges = [_BASIC_CHALLENGE] if "basic" in methods else []
+    if "oauthbearer" in methods:
+        bearer = f'Bearer realm="{REALM}"'
+        if token_error:
+            description = "".join(c for c in reason if c not in '"\\' and 0x20 <= ord(c) < 0x7F)
+            bearer += f', error="invalid_token", error_description="{description}"'
+        challenges.append(bearer)
+    err.response_headers = {"WWW-Authenticate": ", ".join(challenges)}
     return err
 
 
@@ -91,17 +131,32 @@ class Authenticator:
     """Turns a request's ``Authorization`` header into its principal.
 
     Args:
-        method: ``none`` or ``basic`` (``authentication.methods``).
-        zk: a started kazoo client of the cluster; required for ``basic``.
+        method: ``authentication.methods``: ``none``, or a comma-separated list of ``basic`` and
+            ``oauthbearer`` (:func:`parse_methods`). Default: ``none``.
+        zk: a started kazoo client of the cluster; required for HTTP Basic (the users' credentials).
+        oauth: the JWT checks; required with ``oauthbearer``. Default: None.
+        inter_broker_user: with ``oauthbearer`` but not ``basic``, the one user whose HTTP Basic credentials
+            are still accepted (``inter.broker.username``: brokers authenticate to each other so). Default: None.
         cache_ttl_s: how long a successful password check is remembered. Default: 300.
         max_cached: at most this many remembered checks (the oldest go first). Default: 10000.
+
+    Raises:
+        SecurityError: an unknown method, HTTP Basic without ``zk``, ``oauthbearer`` without ``oauth``.
     """
 
-    def __init__(self, *, method: AuthenticationMethod = "none", zk: KazooClient | None = None,
-                 cache_ttl_s: float = 300.0, max_cached: int = 10_000, users_root: str = USERS_PATH) -> None:
-        if method == "basic" and zk is None:
-            raise SecurityError("authentication.methods=basic needs ZooKeeper (the users' credentials)")
-        self.method = method
+    def __init__(self, *, method: str = "none", zk: KazooClient | None = None, oauth: JwtValidator | None = None,
+                 inter_broker_user: str | None = None, cache_ttl_s: float = 300.0, max_cached: int = 10_000,
+                 users_root: str = USERS_PATH) -> None:
+        self.methods = parse_methods(method)
+        self.method = ",".join(sorted(self.methods))
+        #: None: every user's Basic credentials are checked; a name: only that user's (oauthbearer alone)
+        self.basic_only_user = None if "basic" in self.methods else inter_broker_user
+        self.basic = "basic" in self.methods or (inter_broker_user is not None and "oauthbearer" in self.methods)
+        if self.basic and zk is None:
+            raise SecurityError("authentication.methods with HTTP Basic needs ZooKeeper (the users' credentials)")
+        if "oauthbearer" in self.methods and oauth is None:
+            raise SecurityError("authentication.methods=oauthbearer needs the JWT checks (oauth.jwks.url)")
+        self.oauth = oauth if "oauthbearer" in self.methods else None
         self.zk = zk
         self.users_root = users_root
         self.cache_ttl_s = cache_ttl_s
@@ -111,13 +166,21 @@ class Authenticator:
         self._tree = None if zk is None else FollowedTree(zk, users_root, self._on_node, what="users' credentials")
 
     def start(self, *, timeout_s: float = 30.0) -> "Authenticator":
-        """Load the users' credentials and follow their changes (``basic``); nothing for ``none``.
+        """Load the users' credentials and follow their changes (HTTP Basic); read the JWKS (``oauthbearer``:
+        an unreadable file stops the start, an unreachable URL is logged and fetched again on use).
 
         Raises:
-            SecurityError: the credentials were not loaded within ``timeout_s``.
+            SecurityError: the credentials were not loaded within ``timeout_s``, or the JWKS file is unreadable.
         """
-        if self.method == "basic" and self._tree is not None:
+        if self.basic and self._tree is not None:
             self._tree.start(timeout_s=timeout_s)
+        if self.oauth is not None:
+            try:
+                self.oauth.load()
+            except SecurityError as e:
+                if not self.oauth.fetched:
+                    raise
+                log.error("%s; bearer tokens are refused until it answers", e)
         return self
 
     def close(self) -> None:
@@ -156,40 +219,61 @@ class Authenticator:
             self._credentials.pop(name, None)
 
     def authenticate(self, authorization: str | None, *, client_host: str = "-", route: str = "-") -> str:
-        """The principal of a request with this ``Authorization`` header (``User:name``).
+        """The principal of a request with this ``Authorization`` header (``User:name``); may block
+        (a password derivation, a JWKS fetch).
 
         Raises:
-            AuthenticationError: ``basic`` and no credentials, an unknown user or a wrong password.
+            AuthenticationError: no credentials of an enabled method, an unknown user or a wrong password, or
+                a refused token.
         """
-        if self.method == "none":
+        if "none" in self.methods:
             return ANONYMOUS
+        token = bearer_token(authorization) if self.oauth is not None else None
         try:
-            given = basic_credentials(authorization)
+            if token is not None:
+                return self._bearer(token, client_host=client_host, route=route)
+            given = basic_credentials(authorization) if self.basic else None
             if given is None:
-                raise _failure("no credentials")
+                raise _failure("no credentials", methods=self.methods)
             user, password = given
             credential = self._credentials.get(user)
-            if credential is None:
+            if credential is None or (self.basic_only_user is not None and user != self.basic_only_user):
                 verify_password(_DUMMY.credential(), password)  # as long as a known user's check: no user probing
-                raise _failure(f"unknown user or wrong password for {user!r}")
+                raise _failure(f"unknown user or wrong password for {user!r}", methods=self.methods)
             if not self._check(credential, user, password):
-                raise _failure(f"unknown user or wrong password for {user!r}")
+                raise _failure(f"unknown user or wrong password for {user!r}", methods=self.methods)
         except AuthenticationError as e:
             log.warning("authentication failed from %s on %s: %s", client_host, route, e.message.split(". ")[0])
             raise
         return f"User:{user}"
 
-    def cached_principal(self, authorization: str | None) -> str | None:
-        """The principal when it needs no password check now (``none``, or Basic credentials checked within
-        ``cache_ttl_s``); None when :meth:`authenticate` has to check (PBKDF2, milliseconds: callers on an
-        event loop run that in a thread). Never raises."""
-        if self.method == "none":
-            return ANONYMOUS
+    def _bearer(self, token: str, *, client_host: str, route: str) -> str:
+        assert self.oauth is not None
         try:
-            given = basic_credentials(authorization)
+            return self.oauth.principal(token)
+        except InvalidTokenError as e:
+            log.warning("authentication failed from %s on %s: bearer token of %s (unverified): %s", client_host,
+                        route, e.who, e.reason)
+            raise _failure(e.reason, methods=self.methods, token_error=True) from None
+        except SecurityError as e:  # the JWKS could not be fetched: the client may retry later
+            log.error("authentication failed from %s on %s: %s", client_host, route, e)
+            raise _failure("the identity provider's keys (JWKS) cannot be read now; retry later",
+                           methods=self.methods) from None
+
+    def cached_principal(self, authorization: str | None) -> str | None:
+        """The principal when it needs no check now (``none``, Basic credentials checked within ``cache_ttl_s``,
+        a token verified before and not expired); None when :meth:`authenticate` has to check (PBKDF2 or a
+        JWKS fetch: callers on an event loop run that in a thread). Never raises."""
+        if "none" in self.methods:
+            return ANONYMOUS
+        token = bearer_token(authorization) if self.oauth is not None else None
+        if token is not None:
+            return self.oauth.cached_principal(token)
+        try:
+            given = basic_credentials(authorization) if self.basic else None
         except AuthenticationError:
             return None
-        if given is None:
+        if given is None or (self.basic_only_user is not None and given[0] != self.basic_only_user):
             return None
         credential = self._credentials.get(given[0])
         if credential is None or not self._remembered(credential, *given):
