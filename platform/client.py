@@ -15,6 +15,7 @@ import lakelog.log_tables.errors  # noqa: F401
 import lakelog.producers.errors  # noqa: F401
 import lakelog.producers.producer_ids  # noqa: F401  (TransactionsNotSupportedError)
 import lakelog.replication.errors  # noqa: F401
+from lakelog.protocol.client_auth import BearerToken  # noqa: F401  (re-exported: auth=BearerToken(jwt))
 from lakelog.protocol.http_client import (  # noqa: F401  (re-exported)
     GatewayError,
     HttpConsumer,
@@ -23,4 +24,4 @@ from lakelog.protocol.http_client import (  # noqa: F401  (re-exported)
     parse_bootstrap,
 )
 
-__all__ = ["GatewayError", "HttpConsumer", "LakelogClient", "arrow_body", "parse_bootstrap"]
+__all__ = ["BearerToken", "GatewayError", "HttpConsumer", "LakelogClient", "arrow_body", "parse_bootstrap"]

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc
+from lakelog.protocol.client_auth import ClientAuth, http_auth
 from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
 from lakelog.protocol.idempotent_producer import IdempotentProducer
@@ -65,18 +66,20 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         retry_backoff_ms: ``retry.backoff.ms``: the first wait between tries of a produce request; it
             doubles on each retry. Default: 100.
         retry_backoff_max_ms: ``retry.backoff.max.ms``: the longest wait between tries. Default: 1000.
-        auth: ``(user, password)`` sent as HTTP Basic credentials with every request (brokers with
-            ``authentication.methods=basic``). Default: None.
+        auth: credentials sent with every request (:mod:`~lakelog.protocol.client_auth`): ``(user, password)``
+            as HTTP Basic (``authentication.methods`` with ``basic``), a bearer token (``str`` or
+            :class:`~lakelog.protocol.client_auth.BearerToken`, ``oauthbearer``) or any ``httpx.Auth``.
+            Default: None.
 
     Raises:
-        ValueError: no bootstrap server, or a retry setting out of range.
+        ValueError: no bootstrap server, a retry setting out of range, or ``auth`` of another kind.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0,
                  enable_idempotence: bool = True, delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 1000, auth: tuple[str, str] | None = None) -> None:
+                 retry_backoff_max_ms: int = 1000, auth: ClientAuth = None) -> None:
         self.urls = parse_bootstrap(bootstrap_servers)
-        self.auth = None if auth is None else httpx.BasicAuth(*auth)
+        self.auth = http_auth(auth)
         self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth)
         self.timeout_s = timeout_s
         self._cluster_id: str | None = None

@@ -27,6 +27,27 @@ def test_credentials_go_together_and_stay_out_of_reprs():
     assert sink.auth == ("etl", "pw-123") and "pw-123" not in repr(sink)
 
 
+def test_a_bearer_token_reaches_the_executors_pickled_and_stays_out_of_reprs():
+    import pickle
+
+    from lakelog.client import BearerToken
+
+    base = {"lakelog.bootstrap.servers": "h:1", "subscribe": "t"}
+    opts = SourceOptions.parse({**base, "lakelog.auth.token": "eyJ.tok-en.sig"}, streaming=True)
+    assert opts.auth == BearerToken("eyJ.tok-en.sig") and "tok-en" not in repr(opts)
+    fetch = pickle.loads(pickle.dumps(source.tail_fetch(opts)))  # what an executor receives
+    assert fetch.auth == BearerToken("eyJ.tok-en.sig") and "tok-en" not in repr(fetch)
+    with fetch.client() as client:  # the executor's requests carry it
+        assert next(client.auth.auth_flow(client.http.build_request("GET", "/t"))).headers["Authorization"] == \
+            "Bearer eyJ.tok-en.sig"
+    with pytest.raises(source.SourceOptionError, match="not both"):
+        SourceOptions.parse({**base, "lakelog.auth.token": "t", "lakelog.auth.username": "etl"}, streaming=False)
+    with pytest.raises(source.SourceOptionError, match="lakelog.auth.token"):
+        SourceOptions.parse({**base, "lakelog.auth.token": " "}, streaming=False)
+    sink = SinkOptions.parse({"lakelog.bootstrap.servers": "h:1", "lakelog.auth.token": "eyJ.tok-en.sig"})
+    assert sink.auth == BearerToken("eyJ.tok-en.sig") and "tok-en" not in repr(sink)
+
+
 @pytest.fixture(scope="module")
 def lakelog_spark(spark):
     source.register(spark)

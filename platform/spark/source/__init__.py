@@ -74,7 +74,9 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   markers (see :func:`~lakelog.spark.source.options.isolation_level_option`);
 - ``lakelog.auth.username`` and ``lakelog.auth.password`` (both or neither): a lakelog user's credentials,
   sent as HTTP Basic credentials by the driver's look-ups, the executors' fetches and the sink, for brokers
-  with ``authentication.methods=basic``; never logged (the options objects leave them out of their repr);
+  with ``authentication.methods=basic``; or ``lakelog.auth.token``: a bearer token (a JWT), sent as
+  ``Authorization: Bearer`` the same way (``oauthbearer``); never logged (the options objects leave them
+  out of their repr);
 - ``fetchOffset.numRetries`` (default 3), ``fetchOffset.retryIntervalMs`` (default 1000, Kafka's is
   10: a gateway failover takes longer than a Kafka metadata refresh): retries of the driver's
   offset look-ups;

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from lakelog.protocol.client_auth import BearerToken
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
 
@@ -163,7 +164,7 @@ SOURCE_OPTIONS = (
     "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition", "failOnDataLoss",
     "includeHeaders", "groupIdPrefix", "kafka.group.id", "group.id", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
-    "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password",
+    "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token",
 )
 
 #: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
@@ -227,19 +228,31 @@ def check_known_options(opts: Mapping[str, str], *, known: tuple[str, ...], igno
                         ignored_lower[name], what)
 
 
-#: The credentials options: a lakelog user's name and password, sent as HTTP Basic credentials by the driver,
-#: the executors' fetches and the sink (brokers with ``authentication.methods=basic``).
-AUTH_OPTIONS = ("lakelog.auth.username", "lakelog.auth.password")
+#: The credentials options: a lakelog user's name and password, sent as HTTP Basic credentials, or a bearer
+#: token (a JWT), sent as ``Authorization: Bearer``, by the driver, the executors' fetches and the sink
+#: (brokers with ``authentication.methods`` holding ``basic`` or ``oauthbearer``).
+AUTH_OPTIONS = ("lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token")
 
 
-def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | None:
-    """``(user, password)`` of ``lakelog.auth.username`` / ``lakelog.auth.password`` (lower-cased ``opts``), or
-    None when neither is given.
+def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | BearerToken | None:
+    """``(user, password)`` of ``lakelog.auth.username`` / ``lakelog.auth.password``, or a
+    :class:`~lakelog.protocol.client_auth.BearerToken` of ``lakelog.auth.token`` (lower-cased ``opts``), or
+    None when none is given. The token travels to the executors inside the options (pickled) and stays out
+    of every repr.
 
     Raises:
-        SourceOptionError: only one of the two given, or an empty user name.
+        SourceOptionError: only one of user and password given, an empty user name, a token with a user
+            name or password too, or an empty token.
     """
-    user, password = opts.get(AUTH_OPTIONS[0]), opts.get(AUTH_OPTIONS[1])
+    user, password, token = (opts.get(name) for name in AUTH_OPTIONS)
+    if token is not None:
+        if user is not None or password is not None:
+            raise SourceOptionError("Give either 'lakelog.auth.token' (a bearer token) or 'lakelog.auth.username' "
+                                    "and 'lakelog.auth.password', not both.")
+        try:
+            return BearerToken(token)
+        except ValueError as e:
+            raise SourceOptionError(f"Option 'lakelog.auth.token': {e}.") from None
     if user is None and password is None:
         return None
     if not user or password is None:
@@ -298,7 +311,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     read_tail: bool | None = None
     isolation_level: IsolationLevel = "read_uncommitted"
-    auth: tuple[str, str] | None = field(default=None, repr=False)  # never in a log line
+    auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
     read_mode: "ReadMode" = "auto"
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
 The names and meaning are those of Spark's Kafka sink (``kafka.bootstrap.servers`` as an alias of
 ``lakelog.bootstrap.servers``, ``topic``), plus lakelog's ``lakelog.max.request.bytes`` and
 ``lakelog.transactional.id.prefix``, the Kafka producer's ``transaction.timeout.ms`` for the exactly-once
-``writeStream``, and the credentials ``lakelog.auth.username`` / ``lakelog.auth.password`` (as the source's,
+``writeStream``, and the credentials ``lakelog.auth.username`` / ``lakelog.auth.password`` or ``lakelog.auth.token`` (as the source's,
 :func:`~lakelog.spark.source.options.auth_option`).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from lakelog.protocol.client_auth import BearerToken
 from lakelog.spark.errors import SourceOptionError
 from lakelog.spark.source.options import AUTH_OPTIONS, _bootstrap, _int, auth_option, check_known_options
 
@@ -66,8 +67,9 @@ class SinkOptions:
             default 60000 as Kafka's producer): the coordinator aborts a task's transaction open longer,
             from the task's first record to the driver's commit of the micro-batch; set it above the
             longest micro-batch. The broker refuses one above its ``transaction.max.timeout.ms``.
-        auth: ``(lakelog.auth.username, lakelog.auth.password)``: HTTP Basic credentials of every produce
-            (:func:`~lakelog.spark.source.options.auth_option`). None: none sent.
+        auth: ``(lakelog.auth.username, lakelog.auth.password)``: HTTP Basic credentials of every produce, or
+            the bearer token of ``lakelog.auth.token`` (:func:`~lakelog.spark.source.options.auth_option`).
+            None: none sent.
     """
 
     bootstrap_servers: str
@@ -75,7 +77,7 @@ class SinkOptions:
     max_request_bytes: int = 8 * 1024 * 1024
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-    auth: tuple[str, str] | None = field(default=None, repr=False)  # never in a log line
+    auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":

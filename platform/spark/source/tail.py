@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from lakelog.log_tables.fetch import first_offset_at_or_after
 from lakelog.log_tables.reader import DataLoss
+from lakelog.protocol.client_auth import BearerToken
 from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.fetch_requests import IsolationLevel
 from lakelog.protocol.http_client import LakelogClient
@@ -62,7 +63,7 @@ class TailFetch:
         isolation_level: the fetches' Kafka ``isolation.level`` (``isolation.level`` option):
             read_committed drops aborted records. Default: read_uncommitted.
         auth: the read's ``lakelog.auth.username`` / ``lakelog.auth.password``, sent as HTTP Basic
-            credentials. Default: None.
+            credentials, or its ``lakelog.auth.token`` (a bearer token). Default: None.
     """
 
     bootstrap_servers: str
@@ -70,7 +71,7 @@ class TailFetch:
     retries: int = 3
     retry_interval_ms: int = 1000
     isolation_level: IsolationLevel = "read_uncommitted"
-    auth: tuple[str, str] | None = field(default=None, repr=False)  # never in a log line
+    auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
 
     def client(self) -> LakelogClient:
         """A new gateway client (the caller closes it)."""
