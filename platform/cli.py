@@ -13,6 +13,7 @@
     lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
     lakelog acls add --allow-principal User:alice --operation Read --topic orders   # also: acls list, remove
     lakelog users add alice --password-stdin    # a SCRAM-SHA-512 credential; also: users list, delete
+    lakelog --command-config client.properties topics list   # sasl.username/sasl.password or sasl.oauthbearer.token
     lakelog consume orders --from-beginning [--follow]
     lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
@@ -38,7 +39,8 @@ import typer
 from rich.table import Table
 
 from lakelog.cli_acls import acls_app
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client
+from lakelog.cli_common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, gateway_client,
+                                set_command_config)
 from lakelog.cli_groups import groups_app
 from lakelog.cli_jobs import job_app
 from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
@@ -50,6 +52,19 @@ from lakelog.cli_users import users_app
 
 app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _security(command_config: CommandConfigOpt = None) -> None:
+    """lakelog: Kafka-style topics whose partition logs are Delta tables.
+
+    Credentials of the commands that talk to brokers, highest precedence first: --command-config FILE (or
+    LAKELOG_COMMAND_CONFIG) alone when given; else LAKELOG_TOKEN (a bearer token) or LAKELOG_USERNAME and
+    LAKELOG_PASSWORD (HTTP Basic).
+    """
+    set_command_config(command_config)
+
+
 app.add_typer(zookeeper_app, name="zookeeper")
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")

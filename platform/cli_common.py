@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -41,28 +42,93 @@ def parse_configs(items: list[str] | None) -> dict[str, str]:
 
 
 #: Environment variables with the user and password the commands authenticate with (HTTP Basic; brokers
-#: with ``authentication.methods=basic``). Both or neither.
+#: with ``authentication.methods`` holding ``basic``). Both or neither.
 USERNAME_ENV, PASSWORD_ENV = "LAKELOG_USERNAME", "LAKELOG_PASSWORD"
+#: Environment variable with a bearer token (a JWT; brokers with ``oauthbearer``), instead of a user and password.
+TOKEN_ENV = "LAKELOG_TOKEN"
+#: Keys of a ``--command-config`` file (librdkafka's names): the credentials, and the TLS files of the client.
+COMMAND_CONFIG_KEYS = ("sasl.username", "sasl.password", "sasl.oauthbearer.token",
+                       "ssl.cafile", "ssl.certfile", "ssl.keyfile")
+
+CommandConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--command-config", envvar="LAKELOG_COMMAND_CONFIG", dir_okay=False,
+    help="A .properties file with the client's security settings, as Kafka tools' --command-config: "
+         "sasl.username and sasl.password (HTTP Basic) or sasl.oauthbearer.token (a bearer token). When given, "
+         "it alone holds the credentials: LAKELOG_USERNAME, LAKELOG_PASSWORD and LAKELOG_TOKEN are then ignored.")]
+
+#: The ``--command-config`` file of this invocation (set by the app's callback; None: the environment's credentials).
+_command_config: Path | None = None
 
 
-def credentials() -> tuple[str, str] | None:
-    """``(user, password)`` from :data:`USERNAME_ENV` and :data:`PASSWORD_ENV`, or None when neither is set."""
-    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
+def set_command_config(path: Path | None) -> None:
+    """Use ``path`` (a ``--command-config`` file) for the credentials of every command of this invocation."""
+    global _command_config
+    _command_config = path
+
+
+def _auth_of(user: str | None, password: str | None, token: str | None, *, names: tuple[str, str, str]):
+    """``(user, password)``, a :class:`~lakelog.client.BearerToken` or None; ends the command when they do not fit."""
+    from lakelog.client import BearerToken
+
+    if token is not None:
+        if user is not None or password is not None:
+            fail(f"give either {names[2]} or {names[0]} and {names[1]}, not both")
+        try:
+            return BearerToken(token)
+        except ValueError as e:
+            fail(f"{names[2]}: {e}")
     if not user and not password:
         return None
     if not user or password is None:
-        fail(f"set both {USERNAME_ENV} and {PASSWORD_ENV} (or neither)")
+        fail(f"set both {names[0]} and {names[1]} (or neither)")
     return user, password
+
+
+def command_config(path: Path) -> dict:
+    """The :class:`LakelogClient` keyword arguments of a ``--command-config`` file (:data:`COMMAND_CONFIG_KEYS`);
+    ends the command on an unreadable file, an unknown key or credentials that do not fit."""
+    from lakelog.config import read_properties
+    from lakelog.errors import ConfigError
+
+    try:
+        values = read_properties(path)
+    except ConfigError as e:
+        fail(str(e))
+    unknown = sorted(set(values) - set(COMMAND_CONFIG_KEYS))
+    if unknown:
+        fail(f"--command-config {path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(COMMAND_CONFIG_KEYS)})")
+    tls = sorted(k for k in values if k.startswith("ssl."))
+    if tls:
+        fail(f"--command-config {path}: {', '.join(tls)}: TLS settings of the client are not supported yet")
+    return {"auth": _auth_of(values.get("sasl.username"), values.get("sasl.password"),
+                             values.get("sasl.oauthbearer.token"),
+                             names=("sasl.username", "sasl.password", "sasl.oauthbearer.token"))}
+
+
+def client_settings() -> dict:
+    """The :class:`LakelogClient` keyword arguments of this invocation's security settings, highest precedence
+    first: the ``--command-config`` file (or ``LAKELOG_COMMAND_CONFIG``) when given, alone; else
+    :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and :data:`PASSWORD_ENV` (not both kinds)."""
+    if _command_config is not None:
+        return command_config(_command_config)
+    return {"auth": credentials()}
+
+
+def credentials():
+    """The environment's credentials: ``(user, password)`` from :data:`USERNAME_ENV` and :data:`PASSWORD_ENV`,
+    a :class:`~lakelog.client.BearerToken` from :data:`TOKEN_ENV`, or None when none is set."""
+    return _auth_of(os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV), os.environ.get(TOKEN_ENV),
+                    names=(USERNAME_ENV, PASSWORD_ENV, TOKEN_ENV))
 
 
 @contextlib.contextmanager
 def gateway_client(bootstrap: str):
-    """A :class:`LakelogClient` (with the credentials of :func:`credentials`); a gateway error or an
+    """A :class:`LakelogClient` (with the security settings of :func:`client_settings`); a gateway error or an
     unreachable gateway ends the command with its message."""
     from lakelog.client import GatewayError, LakelogClient
 
     try:
-        with LakelogClient(bootstrap, auth=credentials()) as client:
+        with LakelogClient(bootstrap, **client_settings()) as client:
             yield client
     except (GatewayError, ConnectionError) as e:
         fail(str(e))

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, credentials, err_console, fail, gateway_client
+from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, client_settings, err_console, fail, gateway_client
 
 
 @contextlib.contextmanager
@@ -21,7 +21,7 @@ def producer_client(bootstrap: str, *, enable_idempotence: bool):
     from lakelog.client import GatewayError, LakelogClient
 
     try:
-        with LakelogClient(bootstrap, enable_idempotence=enable_idempotence, auth=credentials()) as client:
+        with LakelogClient(bootstrap, enable_idempotence=enable_idempotence, **client_settings()) as client:
             yield client
     except (GatewayError, ConnectionError) as e:
         fail(str(e))

@@ -8,15 +8,21 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
+import httpx
 import jwt
+import pyarrow as pa
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
+from lakelog.client import BearerToken, LakelogClient
 from lakelog.security.authentication import Authenticator
 from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.oauth import InvalidTokenError, JwtValidator
@@ -270,3 +276,43 @@ def test_settings(tmp_path):
     assert validator.fetched and validator.expected_audience == ["a", "b"] and validator.clock_skew_s == 5
     assert validator.principal_claim == "client_id" and validator.expected_issuer == "https://idp.example"
     assert jwt_validator(BrokerSettings.load()) is None
+
+
+def lakelog_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    return subprocess.run([sys.executable, "-m", "lakelog.cli", *args], capture_output=True, timeout=60,
+                          env={**clean, "COLUMNS": "400", **(env or {})})
+
+
+def test_a_broker_with_oauthbearer_takes_tokens_and_refuses_requests_without(broker_factory, tmp_path, keys,
+                                                                             topic_name):
+    jwks = write_jwks(tmp_path / "jwks.json", keys["rsa"])
+    broker = broker_factory(extra_env={
+        "LAKELOG_AUTHENTICATION_METHODS": "oauthbearer", "LAKELOG_INTER_BROKER_PASSWORD": "inter-broker-s3cret",
+        "LAKELOG_OAUTH_JWKS_URL": jwks, "LAKELOG_OAUTH_EXPECTED_ISSUER": ISSUER,
+        "LAKELOG_OAUTH_EXPECTED_AUDIENCE": AUDIENCE})
+    token = keys["rsa"].sign(sub="etl")
+    with LakelogClient(broker.url, auth=BearerToken(token)) as etl:
+        etl.create_topic(topic_name, partitions=1)
+        etl.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"a", b"b", b"c"])}))
+        assert etl.fetch_page(topic_name, 0, 0, max_bytes=1 << 20, form="arrow").records.column(
+            "value").to_pylist() == [b"a", b"b", b"c"]
+    r = httpx.post(f"{broker.url}/topics/{topic_name}", json={"records": [{"value": "eA=="}]},
+                   headers={"Content-Type": "application/vnd.kafka.binary.v2+json"})
+    assert r.status_code == 401 and r.json()["error_code"] == 40101
+    assert r.headers["WWW-Authenticate"] == 'Bearer realm="lakelog"'
+    expired = keys["rsa"].sign(sub="etl", exp=int(time.time()) - 120)
+    r = httpx.get(f"{broker.url}/topics", headers={"Authorization": f"Bearer {expired}"})
+    assert r.status_code == 401 and 'error="invalid_token"' in r.headers["WWW-Authenticate"]
+    assert "the token has expired" in r.json()["message"]
+    with LakelogClient(broker.url, auth=token) as etl:  # a str is a token too
+        assert topic_name in etl.list_topics()
+    # the CLI: LAKELOG_TOKEN, or sasl.oauthbearer.token in a --command-config file
+    assert topic_name in lakelog_cli("topics", "list", "-b", broker.url, env={"LAKELOG_TOKEN": token}).stdout.decode()
+    props = tmp_path / "client.properties"
+    props.write_text(f"sasl.oauthbearer.token={token}\n")
+    out = lakelog_cli("--command-config", str(props), "topics", "list", "-b", broker.url)
+    assert topic_name in out.stdout.decode(), out.stderr.decode()
+    refused = lakelog_cli("topics", "list", "-b", broker.url)
+    assert refused.returncode == 1 and "Authentication failed: no credentials" in refused.stderr.decode()
+    assert token.split(".")[2] not in broker.log_tail(400) and expired.split(".")[2] not in broker.log_tail(400)
