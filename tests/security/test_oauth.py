@@ -316,3 +316,20 @@ def test_a_broker_with_oauthbearer_takes_tokens_and_refuses_requests_without(bro
     refused = lakelog_cli("topics", "list", "-b", broker.url)
     assert refused.returncode == 1 and "Authentication failed: no credentials" in refused.stderr.decode()
     assert token.split(".")[2] not in broker.log_tail(400) and expired.split(".")[2] not in broker.log_tail(400)
+
+
+@pytest.mark.cluster
+def test_oauthbearer_brokers_replicate_with_the_inter_broker_user(broker_factory, tmp_path, keys, topic_name):
+    env = {"LAKELOG_AUTHENTICATION_METHODS": "oauthbearer", "LAKELOG_INTER_BROKER_PASSWORD": "inter-broker-s3cret",
+           "LAKELOG_OAUTH_JWKS_URL": write_jwks(tmp_path / "jwks.json", keys["ec"]),
+           "LAKELOG_AUTHORIZER_ENABLED": "true", "LAKELOG_SUPER_USERS": "User:etl"}
+    brokers = [broker_factory(i, extra_env=env) for i in range(2)]
+    with LakelogClient(",".join(b.url for b in brokers), auth=BearerToken(keys["ec"].sign(sub="etl"))) as etl:
+        etl.create_topic(topic_name, partitions=2, replication_factor=2)
+        for p in range(2):  # acks=all: each answer waits for the follower's replica fetch (Basic, as the brokers)
+            etl.produce_arrow(topic_name, p, pa.table({"value": pa.array([b"v%d" % i for i in range(5)])}))
+        assert all(log["high_watermark"] == 5 for log in etl.topic_logs(topic_name))
+        etl.upsert_user("alice", "alice-pw")
+    r = httpx.get(f"{brokers[1].url}/topics", auth=("alice", "alice-pw"))  # Basic is for the brokers only
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"] == 'Bearer realm="lakelog"'
+    assert httpx.get(f"{brokers[1].url}/topics", auth=("broker", "inter-broker-s3cret")).status_code == 200
