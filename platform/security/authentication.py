@@ -70,9 +70,10 @@ def parse_methods(methods: str) -> frozenset[str]:
     return names
 
 
-def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
+def basic_credentials(authorization: str | None, *,
+                      methods: frozenset[str] = frozenset({"basic"})) -> tuple[str, str] | None:
     """``(user, password)`` of an ``Authorization: Basic <base64(user:password)>`` header; None when the
-    header is absent or of another scheme.
+    header is absent or of another scheme. ``methods``: those the failure's challenges name.
 
     Raises:
         AuthenticationError: a Basic header that is not base64 of ``user:password`` (UTF-8).
@@ -85,9 +86,9 @@ def basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     try:
         user, sep, password = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        raise _failure("the Basic credentials are not base64 of user:password") from None
+        raise _failure("the Basic credentials are not base64 of user:password", methods=methods) from None
     if not sep or not user:
-        raise _failure("the Basic credentials are not base64 of user:password")
+        raise _failure("the Basic credentials are not base64 of user:password", methods=methods)
     return user, password
 
 
@@ -232,12 +233,14 @@ class Authenticator:
         try:
             if token is not None:
                 return self._bearer(token, client_host=client_host, route=route)
-            given = basic_credentials(authorization) if self.basic else None
+            given = basic_credentials(authorization, methods=self.methods) if self.basic else None
             if given is None:
                 raise _failure("no credentials", methods=self.methods)
             user, password = given
+            if self.basic_only_user is not None and user != self.basic_only_user:
+                raise _failure(f"HTTP Basic is for the brokers only, not {user!r}", methods=self.methods)
             credential = self._credentials.get(user)
-            if credential is None or (self.basic_only_user is not None and user != self.basic_only_user):
+            if credential is None:
                 verify_password(_DUMMY.credential(), password)  # as long as a known user's check: no user probing
                 raise _failure(f"unknown user or wrong password for {user!r}", methods=self.methods)
             if not self._check(credential, user, password):

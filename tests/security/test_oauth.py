@@ -243,9 +243,12 @@ def test_basic_and_oauthbearer_together_and_the_inter_broker_user(zk_client, tmp
             both.authenticate(None)
         assert e.value.response_headers["WWW-Authenticate"] == (
             'Basic realm="lakelog", charset="UTF-8", Bearer realm="lakelog"')
+        with pytest.raises(AuthenticationError, match="not base64") as e:
+            both.authenticate("Basic !!")
+        assert "Bearer" in e.value.response_headers["WWW-Authenticate"]
         assert only_bearer.authenticate(basic("broker", "broker-pw")) == "User:broker"  # brokers between themselves
         assert only_bearer.cached_principal(basic("broker", "broker-pw")) == "User:broker"
-        with pytest.raises(AuthenticationError) as e:  # other users need a token
+        with pytest.raises(AuthenticationError, match="HTTP Basic is for the brokers only") as e:  # others: tokens
             only_bearer.authenticate(basic("alice", "alice-pw"))
         assert e.value.response_headers["WWW-Authenticate"] == 'Bearer realm="lakelog"'
         assert only_bearer.cached_principal(basic("alice", "alice-pw")) is None
