@@ -83,3 +83,36 @@ def test_read_and_write_a_basic_cluster(lakelog_spark, broker_factory, topic_nam
      .option("lakelog.auth.password", "etl-pw").mode("append").save())
     with LakelogClient(broker.url, auth=("etl", "etl-pw")) as etl:
         assert sum(log["high_watermark"] for log in etl.topic_logs(f"{topic_name}-out")) == 10
+
+
+@pytest.mark.spark
+def test_read_and_write_an_oauthbearer_broker_with_a_token(lakelog_spark, broker_factory, tmp_path, topic_name):
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from jwt.algorithms import ECAlgorithm
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [
+        {**json.loads(ECAlgorithm.to_jwk(key.public_key())), "kid": "k1", "use": "sig"}]}))
+    token = jwt.encode({"sub": "etl", "exp": int(time.time()) + 600}, key, algorithm="ES256", headers={"kid": "k1"})
+    broker = broker_factory(0, extra_env={"LAKELOG_AUTHENTICATION_METHODS": "oauthbearer",
+                                          "LAKELOG_INTER_BROKER_PASSWORD": PASSWORD,
+                                          "LAKELOG_OAUTH_JWKS_URL": str(tmp_path / "jwks.json")})
+    with LakelogClient(broker.url, auth=token) as etl:
+        etl.create_topic(topic_name, partitions=2, configs={"lake.commit.interval.ms": "0"})
+        etl.create_topic(f"{topic_name}-out", partitions=1)
+        for p in range(2):
+            etl.produce_arrow(topic_name, p, pa.table({"value": pa.array([b"%d-%d" % (p, i) for i in range(5)])}))
+    # read.mode=broker: the executors' fetches go to the leader with the token too
+    df = (lakelog_spark.read.format("lakelog").option("kafka.bootstrap.servers", f"127.0.0.1:{broker.port}")
+          .option("subscribe", topic_name).option("lakelog.read.mode", "broker").option("lakelog.auth.token", token)
+          .load())
+    assert sorted(bytes(r.value) for r in df.collect()) == sorted(b"%d-%d" % (p, i) for p in range(2) for i in range(5))
+    (df.select("value").write.format("lakelog").option("lakelog.bootstrap.servers", f"127.0.0.1:{broker.port}")
+     .option("topic", f"{topic_name}-out").option("lakelog.auth.token", token).mode("append").save())
+    with LakelogClient(broker.url, auth=token) as etl:
+        assert sum(log["high_watermark"] for log in etl.topic_logs(f"{topic_name}-out")) == 10
+    assert token.split(".")[2] not in broker.log_tail(400)
