@@ -188,7 +188,10 @@ class JwtValidator:
         principal = f"User:{claims[self.principal_claim]}"
         until = min(float(claims["exp"]), time.time() + self.cache_ttl_s)
         if len(self._verified) >= self.max_cached:
-            self._verified.pop(next(iter(self._verified)), None)
+            try:  # the oldest goes (another thread may change the dict meanwhile: then one more stays)
+                self._verified.pop(next(iter(self._verified)), None)
+            except (RuntimeError, StopIteration):
+                pass
         self._verified[digest] = (principal, until)
         return principal
 
