@@ -72,6 +72,11 @@ def test_a_basic_cluster_replicates_and_refuses_requests_without_credentials(bro
 
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the inter-broker user exists
         admin.upsert_user("alice", "alice-pw")
+    for b in brokers:  # the new credential reaches each broker's followed copy within ZooKeeper's watch latency
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{b.url}/topics", auth=("alice", "alice-pw")).status_code == 401:
+            assert time.monotonic() < deadline, "alice's credential did not reach the broker in 10 s"
+            time.sleep(0.05)
     with LakelogClient(",".join(b.url for b in brokers), auth=("alice", "alice-pw")) as alice:
         alice.create_topic(topic_name, partitions=2, replication_factor=2)
         for p in range(2):  # acks=all: each answer waits for the follower's authenticated replica fetch
