@@ -41,7 +41,7 @@ from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.oauth import InvalidTokenError, JwtValidator, bearer_token
 from lakelog.security.scram import ScramCredential, verify_password
-from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of
+from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of, has_credential
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +209,11 @@ class Authenticator:
     def _on_node(self, path: str, data: bytes | None) -> None:
         if path.count("/") != self.users_root.count("/") + 1:
             return
-        name = unquote(path.rsplit("/", 1)[1])
-        if data is None:
+        segment = path.rsplit("/", 1)[1]
+        if segment == "<default>":  # the default user's client quotas (a user named <default> is %3Cdefault%3E)
+            return
+        name = unquote(segment)
+        if data is None or not has_credential(data):  # gone, or client quotas only
             self._credentials.pop(name, None)
             return
         try:

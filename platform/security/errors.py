@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from lakelog.errors import LakelogError
 
-__all__ = ["AuthenticationError", "AuthorizationError", "InvalidAclError", "InvalidCredentialError", "SecurityError",
-           "UnknownUserError"]
+__all__ = ["AuthenticationError", "AuthorizationError", "ClientQuotaExceededError", "InvalidAclError",
+           "InvalidCredentialError", "InvalidQuotaError", "SecurityError", "UnknownUserError"]
 
 
 class SecurityError(LakelogError):
@@ -51,3 +51,28 @@ class UnknownUserError(SecurityError):
 
     http_status = 404
     error_code = 40412
+
+
+class InvalidQuotaError(SecurityError):
+    """A client quota that cannot be stored: an unknown quota name, a value that is not a positive number,
+    or an entity without a user nor a client id. Kafka: INVALID_REQUEST. 400 / 40023."""
+
+    http_status = 400
+    error_code = 40023
+
+
+class ClientQuotaExceededError(SecurityError):
+    """The request's user or client id is over its client quota (``producer_byte_rate``,
+    ``consumer_byte_rate`` or ``request_percentage``) on this broker: nothing was done; retry after the
+    ``Retry-After`` seconds (Kafka throttles such a client for the same time). Retriable. 429 / 42902."""
+
+    http_status = 429
+    error_code = 42902
+    retriable = True
+    retry_after_s = 1
+
+    def __init__(self, message: str | None = None, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        #: whole seconds to wait (the throttle time rounded up), also sent as ``Retry-After``
+        self.retry_after_s = retry_after_s
+        self.response_headers = {"Retry-After": str(retry_after_s)}

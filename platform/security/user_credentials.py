@@ -2,7 +2,9 @@
 
 One znode per user, ``/lakelog/config/users/{percent-encoded name}``, with Kafka's JSON:
 ``{"version": 1, "config": {"SCRAM-SHA-512": "salt=...,stored_key=...,server_key=...,iterations=4096"}}``
-(:class:`~lakelog.security.scram.ScramCredential`). Passwords are never stored. ``lakelog users`` and the
+(:class:`~lakelog.security.scram.ScramCredential`). Passwords are never stored. As in Kafka, the same
+``config`` map holds the user's client quotas (:mod:`~lakelog.security.quotas`): setting or deleting a
+credential keeps them, and a znode with quotas but no credential is not a user. ``lakelog users`` and the
 ``/lakelog/v1/users`` routes write them; brokers read them to check HTTP Basic credentials.
 """
 
@@ -12,13 +14,13 @@ import json
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from lakelog.replication.metadata import ROOT
 from lakelog.security.errors import InvalidCredentialError, UnknownUserError
 from lakelog.security.scram import MECHANISM, ScramCredential
 
-__all__ = ["USERS_PATH", "UserCredentials", "user_path"]
+__all__ = ["USERS_PATH", "UserCredentials", "has_credential", "user_path"]
 
 #: Root of the users' credential znodes.
 USERS_PATH = f"{ROOT}/config/users"
@@ -55,12 +57,22 @@ class UserCredentials:
             InvalidCredentialError: an invalid name or password, or iterations out of range.
         """
         credential = ScramCredential.from_password(password, iterations=iterations)
-        data = json.dumps({"version": 1, "config": {MECHANISM: credential.to_text()}}, sort_keys=True).encode()
         path = user_path(_check_name(name), root=self.root)
-        try:
-            self.zk.create(path, data, makepath=True)
-        except NodeExistsError:
-            self.zk.set(path, data)
+        while True:  # compare-and-set: the znode's other configs (client quotas) stay
+            try:
+                old, stat = self.zk.get(path)
+            except NoNodeError:
+                old, stat = b"", None
+            config = {**_config(old), MECHANISM: credential.to_text()}
+            data = json.dumps({"version": 1, "config": config}, sort_keys=True).encode()
+            try:
+                if stat is None:
+                    self.zk.create(path, data, makepath=True)
+                else:
+                    self.zk.set(path, data, version=stat.version)
+                return
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue
 
     def get(self, name: str) -> ScramCredential:
         """``name``'s credential.
@@ -71,15 +83,26 @@ class UserCredentials:
         try:
             data, _ = self.zk.get(user_path(name, root=self.root))
         except NoNodeError:
-            raise UnknownUserError(f"No user {name!r}: add one with lakelog users add") from None
+            data = b""
+        if MECHANISM not in _config(data):
+            raise UnknownUserError(f"No user {name!r}: add one with lakelog users add")
         return credential_of(data)
 
     def names(self) -> list[str]:
-        """Every user with a credential, sorted."""
+        """Every user with a credential, sorted (not the znodes that hold only client quotas)."""
         try:
-            return sorted(unquote(c) for c in self.zk.get_children(self.root))
+            children = self.zk.get_children(self.root)
         except NoNodeError:
             return []
+        names = []
+        for child in children:
+            try:
+                data, _ = self.zk.get(f"{self.root}/{child}")
+            except NoNodeError:
+                continue
+            if MECHANISM in _config(data):
+                names.append(unquote(child))
+        return sorted(names)
 
     def delete(self, name: str) -> None:
         """Remove ``name``'s credential.
@@ -87,10 +110,40 @@ class UserCredentials:
         Raises:
             UnknownUserError: no such user.
         """
-        try:
-            self.zk.delete(user_path(name, root=self.root))
-        except NoNodeError:
-            raise UnknownUserError(f"No user {name!r}") from None
+        path = user_path(name, root=self.root)
+        while True:  # the znode goes only when nothing else (client quotas) is in it
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                data, stat = b"", None
+            config = _config(data)
+            if stat is None or config.pop(MECHANISM, None) is None:
+                raise UnknownUserError(f"No user {name!r}")
+            try:
+                if not config and stat.numChildren == 0:
+                    self.zk.delete(path, version=stat.version)
+                else:
+                    self.zk.set(path, json.dumps({"version": 1, "config": config}, sort_keys=True).encode(),
+                                version=stat.version)
+                return
+            except (BadVersionError, NoNodeError, NotEmptyError):
+                continue
+
+
+def _config(data: bytes | None) -> dict:
+    """The ``config`` map of a user znode (``{}`` when empty or not Kafka's JSON)."""
+    if not data:
+        return {}
+    try:
+        config = json.loads(data).get("config")
+    except (ValueError, AttributeError):
+        return {}
+    return dict(config) if isinstance(config, dict) else {}
+
+
+def has_credential(data: bytes | None) -> bool:
+    """Whether a user znode's data holds a SCRAM-SHA-512 credential (a znode may hold only client quotas)."""
+    return MECHANISM in _config(data)
 
 
 def credential_of(data: bytes) -> ScramCredential:
