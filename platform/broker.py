@@ -58,6 +58,7 @@ from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
 from lakelog.security.oauth import jwt_validator
+from lakelog.security.quotas import ClientQuotaManager, QuotaCache, QuotaStore
 from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,11 @@ class Broker:
             enabled=settings.authorizer_enabled, zk=self.zk,
             super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},
             allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
+        self.quota_store = QuotaStore(self.zk)  # the client quota routes; client_quotas follows the same znodes
+        self.client_quotas = ClientQuotaManager(  # the brokers' own requests are never throttled
+            QuotaCache(self.zk), window_num=settings.quota_window_num,
+            window_size_s=settings.quota_window_size_seconds,
+            exempt_principals={f"User:{settings.inter_broker_username}"})
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
         self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
                                             leader_client=self.leader_client, create_topic=self.create_topic)
@@ -151,6 +157,7 @@ class Broker:
                                     self.settings.inter_broker_password.get_secret_value())
         await asyncio.to_thread(self.authenticator.start)
         await asyncio.to_thread(self.authorizer.start)
+        await asyncio.to_thread(self.client_quotas.cache.start)
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
         await self._register()
@@ -183,6 +190,7 @@ class Broker:
         self.lease_watch.stop()
         self.authenticator.close()
         self.authorizer.close()
+        self.client_quotas.cache.close()
         self.coordinator.stop()
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()

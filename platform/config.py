@@ -153,6 +153,8 @@ class BrokerSettings(BaseSettings):
     authorizer_enabled: bool = Field(False, description="authorizer.enabled: check Kafka's ACLs (lakelog acls) on the routes that check them: today the internal replica and coordinator routes need ClusterAction on the cluster. The brokers' principal User:{inter.broker.username} is always a super user. Default: false.")
     super_users: str = Field("", description="super.users: principals allowed everything, separated by ';' (User:admin;User:ops). Default: none.")
     allow_everyone_if_no_acl_found: bool = Field(False, description="allow.everyone.if.no.acl.found: allow a request on a resource no ACL applies to. Default: false (Kafka's).")
+    quota_window_num: int = Field(11, ge=2, description="quota.window.num: samples of the rates client quotas are measured over (lakelog quotas). Default: 11 (Kafka's).")
+    quota_window_size_seconds: float = Field(1.0, gt=0, description="quota.window.size.seconds: seconds each sample covers. Default: 1 (Kafka's).")
 
     @field_validator("authentication_methods")
     @classmethod

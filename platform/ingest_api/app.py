@@ -15,6 +15,8 @@
 - :mod:`~lakelog.ingest_api.transactions_api`: the cluster's transactional ids (list, describe);
 - :mod:`~lakelog.ingest_api.v3_acls_api`: v3 ACLs (list, create, delete; kept in ZooKeeper);
 - :mod:`~lakelog.ingest_api.users_api`: users' SCRAM-SHA-512 credentials (list, set, delete);
+- :mod:`~lakelog.ingest_api.client_quotas_api`: client quotas (describe, alter; enforced by
+  :mod:`~lakelog.ingest_api.client_quota_hooks`);
 - :mod:`~lakelog.ingest_api.replica_api`: the followers' internal replica fetch;
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
   transaction coordinators;
@@ -46,11 +48,13 @@ from lakelog.ingest_api import (
     topics_api,
     transactions_api,
     users_api,
+    client_quotas_api,
     v3_acls_api,
     v3_api,
     v3_cluster_api,
     v3_groups_api,
 )
+from lakelog.ingest_api.client_quota_hooks import ClientQuotaRecorder, enforce_client_quotas
 from lakelog.ingest_api.deps import GatewayBroker, authenticate
 from lakelog.ingest_api.error_handlers import install_error_handlers
 from lakelog.ingest_api.openapi_docs import error_responses
@@ -76,13 +80,14 @@ def create_app(broker: GatewayBroker) -> FastAPI:
         description="Kafka-style topics whose partition logs are Delta tables. Confluent REST Proxy v2/v3 "
                     "compatible produce, fetch, metadata and topic admin, plus Arrow IPC produce and fetch.",
         lifespan=lifespan,
-        dependencies=[Depends(authenticate)],  # every route: who is asking (authentication.methods)
+        # every route: who is asking (authentication.methods), then whether they are over a client quota
+        dependencies=[Depends(authenticate), Depends(enforce_client_quotas)],
     )
     app.state.broker = broker
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
-                   v3_acls_api, users_api):
+                   v3_acls_api, users_api, client_quotas_api):
         # 401 / 403 on every route but the probes (authentication, then the route's permissions)
         app.include_router(module.router, responses={} if module is metrics_api else error_responses(401, 403))
     app.include_router(console_api.router)
@@ -90,6 +95,8 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     if broker.settings.metrics_enabled:  # per-route request counts and latency for GET /metrics
         app.state.request_stats = RequestStats()
         app.add_middleware(RequestMetrics, stats=app.state.request_stats)
+    # what each request used, once answered (client quotas; nothing while no quota is set)
+    app.add_middleware(ClientQuotaRecorder, manager_of=lambda: getattr(broker, "client_quotas", None))
     _document_raw_body_models(app)
     return app
 

@@ -4,7 +4,7 @@
   gauges and counters and the log histograms (:mod:`lakelog.replication.broker_metrics`), consumer group
   lag of the groups this broker coordinates (:mod:`lakelog.consumer_groups.lag_metrics`), the transactional
   ids it coordinates by state (:mod:`lakelog.producers.transaction_metrics`), and per-route request counts
-  and latency (:class:`RequestStats`).
+  and latency (:class:`RequestStats`), requests refused for client quotas by quota type.
   Everything but the request metrics and the per-topic counters is read at scrape time.
 - ``GET /health``: 200 ``{"status": "ok"}`` while the process serves HTTP (a liveness probe).
 - ``GET /ready``: 200 ``{"status": "ready"}`` once the broker is registered in ZooKeeper, has opened every
@@ -55,6 +55,9 @@ async def metrics(broker: BrokerDep, request_stats: RequestStatsDep) -> Response
     families += await transaction_metrics(broker.transaction_state_manager)
     if request_stats is not None:
         families += list(request_stats.collect())
+    client_quotas = getattr(broker, "client_quotas", None)
+    if client_quotas is not None:  # requests refused for client quotas (lakelog.security.quotas)
+        families += client_quotas.metric_families()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(families))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -50,8 +50,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     422: "Unprocessable: a request body field fails validation (42222 from the body model; 42201 record "
          "too large, 42202 offset out of range, 42203 bad base64, 42204 consumer config, 42206 record "
          "partition missing, ...).",
-    429: "Too many produce bytes in flight on this broker (42901, queued.max.request.bytes); retry after "
-         "`Retry-After` seconds.",
+    429: "Too many produce bytes in flight on this broker (42901, queued.max.request.bytes), or the user or "
+         "client id is over its client quota (42902, lakelog quotas); retry after `Retry-After` seconds.",
     500: "Internal error (50001); answered with `Connection: close`.",
     503: "Unavailable, retriable (`X-Lakelog-Retriable: true`): ZooKeeper unreachable (50304), not enough "
          "in-sync replicas (50301-50303), too many connections (50305, `Retry-After`), no group or "

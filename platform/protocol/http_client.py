@@ -13,6 +13,7 @@ the message and the HTTP status.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ import pyarrow as pa
 from lakelog.protocol import media_types
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.client_auth import ClientAuth, http_auth
+from lakelog.protocol.client_id import CLIENT_ID_HEADER
 from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
 from lakelog.protocol.idempotent_producer import IdempotentProducer
@@ -70,6 +72,12 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
             as HTTP Basic (``authentication.methods`` with ``basic``), a bearer token (``str`` or
             :class:`~lakelog.protocol.client_auth.BearerToken`, ``oauthbearer``) or any ``httpx.Auth``.
             Default: None.
+        client_id: Kafka's ``client.id``, sent with every request (``X-Lakelog-Client-Id``) for the brokers'
+            client quotas. Default: None (no header: the empty client id).
+
+    A request refused for a client quota (429 with ``Retry-After``) is sent again after that many seconds,
+    while the time since its first try stays within ``timeout_s`` (produce requests: within
+    ``delivery.timeout.ms``, with the same sequence), so a throttled client loses nothing.
 
     Raises:
         ValueError: no bootstrap server, a retry setting out of range, or ``auth`` of another kind.
@@ -77,10 +85,12 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0,
                  enable_idempotence: bool = True, delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 1000, auth: ClientAuth = None) -> None:
+                 retry_backoff_max_ms: int = 1000, auth: ClientAuth = None, client_id: str | None = None) -> None:
         self.urls = parse_bootstrap(bootstrap_servers)
         self.auth = http_auth(auth)
-        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth)
+        self.client_id = client_id
+        self.headers = {CLIENT_ID_HEADER: client_id} if client_id else {}
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth, headers=self.headers)
         self.timeout_s = timeout_s
         self._cluster_id: str | None = None
         self._server = 0  # index in urls of the server idempotent produce requests go to
@@ -99,6 +109,18 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        deadline = time.monotonic() + self.timeout_s
+        while True:  # a 429 (client quota, produce bytes in flight): wait Retry-After, then again
+            resp = self._request_once(method, path, **kwargs)
+            wait_s = throttled_for_s(resp)
+            if wait_s is None or time.monotonic() + wait_s > deadline:
+                break
+            time.sleep(wait_s)
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp
+
+    def _request_once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         last: Exception | None = None
         for url in [str(self.http.base_url).rstrip("/")] + [u for u in self.urls if u != str(self.http.base_url).rstrip("/")]:
             try:
@@ -106,10 +128,7 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
             except httpx.TransportError as e:
                 last = e
                 continue
-            resp = self._follow_leader(resp, method, path, **kwargs)
-            if resp.status_code >= 400:
-                raise error_from_response(resp)
-            return resp
+            return self._follow_leader(resp, method, path, **kwargs)
         raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
 
     def _follow_leader(self, resp: httpx.Response, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -344,7 +363,18 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
                              headers={"Content-Type": media_types.V2}).json()
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
-                            timeout_s=self.http.timeout.read or 60.0, auth=self.auth)
+                            timeout_s=self.http.timeout.read or 60.0, auth=self.auth, client_id=self.client_id)
+
+
+def throttled_for_s(resp: httpx.Response) -> float | None:
+    """Seconds to wait before sending a request again that was answered 429 with ``Retry-After`` (a client
+    quota, 42902, or the broker's produce bytes in flight, 42901); None for any other answer."""
+    if resp.status_code != 429:
+        return None
+    try:
+        return max(float(resp.headers.get("Retry-After", "1")), 0.0)
+    except ValueError:
+        return 1.0
 
 
 class HttpConsumer:
@@ -356,12 +386,13 @@ class HttpConsumer:
     """
 
     def __init__(self, base_uri: str, *, group: str, instance_id: str, format: str = "binary",
-                 timeout_s: float = 60.0, auth: httpx.Auth | None = None) -> None:
+                 timeout_s: float = 60.0, auth: httpx.Auth | None = None, client_id: str | None = None) -> None:
         self.base_uri = base_uri.rstrip("/")
         self.group = group
         self.instance_id = instance_id
         self.format = format
-        self.http = httpx.Client(timeout=timeout_s, auth=auth)
+        self.timeout_s = timeout_s
+        self.http = httpx.Client(timeout=timeout_s, auth=auth, headers={CLIENT_ID_HEADER: client_id} if client_id else {})
         self.closed = False
         self.last_generation: int | None = None
 
@@ -370,7 +401,13 @@ class HttpConsumer:
         if body is not None:
             kwargs["content"] = orjson.dumps(body)
             headers.setdefault("Content-Type", media_types.V2)
-        resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+        deadline = time.monotonic() + self.timeout_s
+        while True:  # a 429 (client quota): wait Retry-After, then again
+            resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+            wait_s = throttled_for_s(resp)
+            if wait_s is None or time.monotonic() + wait_s > deadline:
+                break
+            time.sleep(wait_s)
         if resp.status_code >= 400:
             raise error_from_response(resp)
         return resp

@@ -1,5 +1,5 @@
-"""Requests about ACLs (``/v3/clusters/{c}/acls``, Confluent's shapes) and users' SCRAM credentials
-(``/lakelog/v1/users``); mixed into :class:`~lakelog.protocol.http_client.LakelogClient`.
+"""Requests about ACLs (``/v3/clusters/{c}/acls``, Confluent's shapes), users' SCRAM credentials
+(``/lakelog/v1/users``) and client quotas (``/lakelog/v1/client-quotas``); mixed into :class:`~lakelog.protocol.http_client.LakelogClient`.
 
 An ACL travels as Confluent's ``AclData`` without ``kind``/``metadata``: ``{"resource_type": "TOPIC",
 "resource_name", "pattern_type": "LITERAL", "principal": "User:alice", "host": "*", "operation": "READ",
@@ -69,3 +69,37 @@ class SecurityRequests:
             lakelog.security.errors.UnknownUserError: no such user (404 / 40412).
         """
         self._request("DELETE", f"/lakelog/v1/users/{quote(name, safe='')}")
+
+    def describe_client_quotas(self, *, user: str | None = None, client_id: str | None = None,
+                               strict: bool = False) -> list[dict]:
+        """The entities with client quotas that match (``GET /lakelog/v1/client-quotas``; Kafka's
+        DescribeClientQuotas): ``[{"entity": {"user": "alice", "client-id": None}, "values":
+        {"producer_byte_rate": 1048576.0}}]``; in an entity None is the default (``<default>``). A filter left
+        out matches any; ``"<default>"`` the default entity; ``strict``: entities with no other part."""
+        params: dict[str, Any] = {"strict": str(strict).lower()}
+        if user is not None:
+            params["user"] = user
+        if client_id is not None:
+            params["client_id"] = client_id
+        return self._request("GET", "/lakelog/v1/client-quotas", params=params).json()["entries"]
+
+    def alter_client_quotas(self, entity: Mapping[str, str | None], *, set: Mapping[str, float] | None = None,
+                            remove: Sequence[str] = (), validate_only: bool = False) -> dict[str, float]:
+        """Set and remove client quotas of one entity (``POST /lakelog/v1/client-quotas:alter``; Kafka's
+        AlterClientQuotas, ``kafka-configs --alter --add-config producer_byte_rate=1048576 --entity-type users``).
+
+        Args:
+            entity: ``{"user": name, "client-id": name}``, one or both; None or ``"<default>"`` the default.
+            set: quota -> value (> 0): ``producer_byte_rate``, ``consumer_byte_rate`` (bytes/s),
+                ``request_percentage`` (percent). remove: quotas to delete.
+            validate_only: check, write nothing.
+
+        Returns:
+            The entity's quotas after the change.
+
+        Raises:
+            lakelog.security.errors.InvalidQuotaError: an unknown quota, a value not > 0, a bad entity (400 / 40023).
+        """
+        ops = [{"key": k, "value": v} for k, v in (set or {}).items()] + [{"key": k, "remove": True} for k in remove]
+        body = {"entries": [{"entity": dict(entity), "ops": ops}], "validate_only": validate_only}
+        return self._request("POST", "/lakelog/v1/client-quotas:alter", json=body).json()["entries"][0]["values"]

@@ -25,6 +25,9 @@ import math
 import time
 from collections.abc import Iterable
 
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from lakelog.security.errors import ClientQuotaExceededError
 from lakelog.security.quotas.entities import QuotaEntity, resolve_quota
 from lakelog.security.quotas.rate import SampledRate
@@ -125,3 +128,13 @@ class ClientQuotaManager:
     def is_exempt(self, principal: str) -> bool:
         """Whether ``principal`` is never throttled (a broker)."""
         return principal in self.exempt_principals
+
+    def metric_families(self) -> list[Metric]:
+        """``lakelog_client_quota_throttled_requests_total{quota_type}``: requests refused for each quota
+        type (Kafka's per-quota ``throttle-time`` sensors count throttled requests the same way)."""
+        family = CounterMetricFamily("lakelog_client_quota_throttled_requests",
+                                     "Requests answered 429 / 42902 because their user or client id was over a "
+                                     "client quota, by quota type (lakelog quotas).", labels=["quota_type"])
+        for quota_type, count in self.throttled.items():
+            family.add_metric([quota_type], count)
+        return [family]
