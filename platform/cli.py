@@ -45,6 +45,7 @@ from lakelog.cli_groups import groups_app
 from lakelog.cli_jobs import job_app
 from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli_producers import producers_app
+from lakelog.cli_quotas import quotas_app
 from lakelog.cli_records import consume, produce
 from lakelog.cli_topics import topics_app
 from lakelog.cli_transactions import transactions_app
@@ -73,6 +74,7 @@ app.add_typer(producers_app, name="producers")
 app.add_typer(transactions_app, name="transactions")
 app.add_typer(acls_app, name="acls")
 app.add_typer(users_app, name="users")
+app.add_typer(quotas_app, name="quotas")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.command("up")(up)

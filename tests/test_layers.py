@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     "ingest_api": 4, "spark": 4,
     "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5,
     "cli_common": 5, "cli_processes": 5, "cli_topics": 5, "cli_groups": 5, "cli_records": 5, "cli_jobs": 5,
-    "cli_producers": 5, "cli_transactions": 5, "cli_acls": 5, "cli_users": 5,
+    "cli_producers": 5, "cli_transactions": 5, "cli_acls": 5, "cli_users": 5, "cli_quotas": 5,
 }
 
 
