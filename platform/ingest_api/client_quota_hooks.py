@@ -9,7 +9,10 @@ Routes are classified by the path template FastAPI matched (never by editing the
   ``/v3/clusters/{cluster_id}/topics/{topic}/records``;
 - fetch (``consumer_byte_rate``, the answer's bytes): ``GET /topics/{topic}/partitions/{partition}/records``,
   ``/consumers/{group}/instances/{instance}/records``;
-- every request also counts its time against ``request_percentage``;
+- every request also counts its time against ``request_percentage``: from the middleware's start to the
+  end of its answer. Kafka counts a request handler thread's time only; an asynchronous gateway has no such
+  thread, so waits count too (a long-poll fetch's ``max_wait_ms``): give consumers that long-poll a
+  ``request_percentage`` above their waits, or rely on ``consumer_byte_rate``;
 - never throttled: the brokers' internal replica and coordinator routes (Kafka exempts inter-broker
   replication), ``/health``, ``/ready``, ``/metrics``, and requests of the brokers' principal.
 

@@ -49,8 +49,10 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
         # a stricter quota for alice's client id "raw" (more specific than her user quota)
         admin.alter_client_quotas({"user": "alice", "client-id": "raw"}, set={PRODUCE: 1000, FETCH: 1000})
         admin.alter_client_quotas({"user": "<default>"}, set={FETCH: 1})  # never applies to the brokers' user
+        # 5 % of a second: 50 ms of request time per second
+        admin.alter_client_quotas({"user": "alice", "client-id": "slow"}, set={REQUEST: 5})
         assert [e["entity"] for e in admin.describe_client_quotas(user="alice")] == [
-            {"user": "alice"}, {"user": "alice", "client-id": "raw"}]
+            {"user": "alice"}, {"user": "alice", "client-id": "raw"}, {"user": "alice", "client-id": "slow"}]
     time.sleep(0.5)  # the broker follows the quotas (TreeCache)
 
     # -- produce: 300 records of ~330 bytes, 10 a request: ~100 kB at 100 kB/s, throttled, nothing lost
@@ -108,3 +110,12 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
                  params={"offset": 0, "replica_id": 0, "leader_epoch": 0, "max_wait_ms": 0})
     assert r3.status_code != 429
     raw.close()
+
+    # request_percentage: a 300 ms long poll is 30 % of a second, over alice's 5 % with client id "slow"
+    with httpx.Client(base_url=url, auth=ALICE, headers={CLIENT_ID_HEADER: "slow"}) as slow:
+        r = slow.get(f"/topics/{topic_name}/partitions/0/records", params={"offset": len(values) + 1, "max_wait_ms": 300},
+                     headers={"Accept": "application/vnd.kafka.binary.v2+json"})
+        assert r.status_code == 200 and r.json() == []
+        r = slow.get("/topics")
+        assert r.status_code == 429 and "request_percentage=5 of user=alice, client-id=slow" in r.json()["message"]
+    assert _throttled(url, REQUEST) == 1
