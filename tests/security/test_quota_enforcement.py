@@ -51,8 +51,10 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
         admin.alter_client_quotas({"user": "<default>"}, set={FETCH: 1})  # never applies to the brokers' user
         # 5 % of a second: 50 ms of request time per second
         admin.alter_client_quotas({"user": "alice", "client-id": "slow"}, set={REQUEST: 5})
+        admin.alter_client_quotas({"user": "alice", "client-id": "reader"}, set={FETCH: 100_000})
         assert [e["entity"] for e in admin.describe_client_quotas(user="alice")] == [
-            {"user": "alice"}, {"user": "alice", "client-id": "raw"}, {"user": "alice", "client-id": "slow"}]
+            {"user": "alice"}, {"user": "alice", "client-id": "raw"}, {"user": "alice", "client-id": "reader"},
+            {"user": "alice", "client-id": "slow"}]
     time.sleep(0.5)  # the broker follows the quotas (TreeCache)
 
     # -- produce: 300 records of ~330 bytes, 10 a request: ~100 kB at 100 kB/s, throttled, nothing lost
@@ -99,6 +101,18 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     assert got[:len(values)] == values
     print(f"produce {elapsed_s:.1f} s, fetch {time.monotonic() - started:.1f} s")
     assert _throttled(url, FETCH) > fetched_throttles, "no fetch was throttled"
+
+    # a consumer instance's polls are fetches too: throttled, retried by HttpConsumer, nothing lost
+    fetched_throttles = _throttled(url, FETCH)
+    with LakelogClient(url, auth=ALICE, client_id="reader") as alice:
+        with alice.create_consumer("readers", auto_commit=False) as consumer:
+            consumer.assign([(topic_name, 0)])
+            consumer.seek(topic_name, 0, 0)
+            got = []
+            while len(got) < len(values):
+                got += [base64.b64decode(rec["value"]) for rec in consumer.poll(timeout_ms=200, max_bytes=20_000)]
+    assert got[:len(values)] == values
+    assert _throttled(url, FETCH) > fetched_throttles, "no consumer instance poll was throttled"
 
     r1 = raw.get(f"/topics/{topic_name}/partitions/0/records", params={"max_bytes": 20000},
                  headers={"Accept": "application/vnd.kafka.binary.v2+json"})
