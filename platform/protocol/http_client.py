@@ -89,8 +89,8 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         self.urls = parse_bootstrap(bootstrap_servers)
         self.auth = http_auth(auth)
         self.client_id = client_id
-        self.headers = {CLIENT_ID_HEADER: client_id} if client_id else {}
-        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth, headers=self.headers)
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth,
+                                 headers={CLIENT_ID_HEADER: client_id} if client_id else {})
         self.timeout_s = timeout_s
         self._cluster_id: str | None = None
         self._server = 0  # index in urls of the server idempotent produce requests go to
@@ -368,11 +368,11 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
 
 def throttled_for_s(resp: httpx.Response) -> float | None:
     """Seconds to wait before sending a request again that was answered 429 with ``Retry-After`` (a client
-    quota, 42902, or the broker's produce bytes in flight, 42901); None for any other answer."""
+    quota, 42902, or the broker's produce bytes in flight, 42901); None for any other answer. At least 10 ms."""
     if resp.status_code != 429:
         return None
     try:
-        return max(float(resp.headers.get("Retry-After", "1")), 0.0)
+        return max(float(resp.headers.get("Retry-After", "1")), 0.01)
     except ValueError:
         return 1.0
 
