@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.ingest_api.deps import require_cluster_alter, require_cluster_describe
@@ -71,8 +71,13 @@ class QuotaEntries(BaseModel):
     entries: list[QuotaEntry]
 
 
-def _store(request: Request) -> QuotaStore:
+def get_quota_store(request: Request) -> QuotaStore:
+    """The cluster's client quotas in ZooKeeper (``Broker.quota_store``)."""
     return request.app.state.broker.quota_store
+
+
+#: The cluster's :class:`~lakelog.security.quotas.store.QuotaStore` (these routes).
+QuotaStoreDep = Annotated[QuotaStore, Depends(get_quota_store)]
 
 
 def entity_of(parts: dict[str, str | None]) -> QuotaEntity:
@@ -102,22 +107,21 @@ def entity_map(entity: QuotaEntity) -> dict[str, str | None]:
 @router.get("/lakelog/v1/client-quotas", response_model=QuotaEntries, responses=QUOTA_ERRORS,
             summary="Describe client quotas", dependencies=[require_cluster_describe])
 async def describe_client_quotas(
-    request: Request,
+    store: QuotaStoreDep,
     user: Annotated[str | None, Query(description="Only this user's entities (<default>: the default user).")] = None,
     client_id: Annotated[str | None, Query(description="Only this client id's (<default>: the default).")] = None,
     strict: Annotated[bool, Query(description="Only entities with no part other than those filtered.")] = False,
 ) -> QuotaEntries:
     """The entities with quotas that match the filter (Kafka's DescribeClientQuotas)."""
-    found = await asyncio.to_thread(_store(request).describe, user=user, client_id=client_id, strict=strict)
+    found = await asyncio.to_thread(store.describe, user=user, client_id=client_id, strict=strict)
     return QuotaEntries(entries=[QuotaEntry(entity=entity_map(e), values=v) for e, v in found])
 
 
 @router.post("/lakelog/v1/client-quotas:alter", response_model=QuotaEntries, responses=QUOTA_ERRORS,
              summary="Alter client quotas", dependencies=[require_cluster_alter])
-async def alter_client_quotas(body: AlterQuotasRequest, request: Request) -> QuotaEntries:
+async def alter_client_quotas(body: AlterQuotasRequest, store: QuotaStoreDep) -> QuotaEntries:
     """Set and remove quotas of entities; all entries are checked before any is written (Kafka's
     AlterClientQuotas)."""
-    store = _store(request)
     changes = []
     for entry in body.entries:
         entity = entity_of(entry.entity)
