@@ -8,6 +8,7 @@ import re
 import time
 
 import httpx
+import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.ingest_api.client_quota_hooks import quota_types_of
@@ -133,3 +134,25 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
         r = slow.get("/topics")
         assert r.status_code == 429 and "request_percentage=5 of user=alice, client-id=slow" in r.json()["message"]
     assert _throttled(url, REQUEST) == 1
+
+
+@pytest.mark.cluster
+def test_replication_is_never_throttled(broker_factory, topic_name):
+    """authentication.methods=none: brokers and clients are all User:ANONYMOUS, and request_percentage=1 on the
+    default client id covers the followers' replica fetches (long polls: far above 1 % of a second), yet
+    acks=all produce goes on: the replica routes are exempt."""
+    brokers = [broker_factory(i, extra_env={"LAKELOG_QUOTA_WINDOW_NUM": "2",
+                                            "LAKELOG_QUOTA_WINDOW_SIZE_SECONDS": "0.5"}) for i in range(2)]
+    with LakelogClient(",".join(b.url for b in brokers), client_id="producer") as admin:
+        admin.create_topic(topic_name, partitions=1, replication_factor=2)
+        leader = admin.describe_topic(topic_name)["partitions"][0]["leader"]
+        admin.alter_client_quotas({"client-id": "producer"}, set={REQUEST: 1_000_000})  # this client's own first
+        admin.alter_client_quotas({"client-id": "<default>"}, set={REQUEST: 1, FETCH: 1})
+    time.sleep(0.5)
+    with LakelogClient(brokers[leader].url, client_id="producer") as client:  # the leader: nothing forwarded
+        started = time.monotonic()
+        for i in range(20):  # acks=all: each answer waits for the follower's replica fetch
+            client.produce_binary(topic_name, [(None, b"v%d" % i)], partition=0)
+        assert time.monotonic() - started < 15
+        assert client.topic_logs(topic_name)[0]["high_watermark"] == 20
+    assert all(_throttled(b.url, REQUEST) == 0 for b in brokers)
