@@ -11,8 +11,8 @@
 
 Quotas are kept in ZooKeeper (:class:`~lakelog.security.quotas.store.QuotaStore`) and enforced by every
 broker (:mod:`~lakelog.ingest_api.client_quota_hooks`). With ``authorizer.enabled``, describing needs
-``Describe`` and altering ``Alter`` on the Cluster (403 / 40301). Errors: 400 / 40023 (an unknown quota, a
-value that is not > 0, an entity with no user nor client id, an unknown entity type).
+``DescribeConfigs`` and altering ``AlterConfigs`` on the Cluster, as Kafka (403 / 40301). Errors: 400 / 40023
+(an unknown quota, a value that is not > 0, an entity with no user nor client id, an unknown entity type).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import require_cluster_alter, require_cluster_describe
+from lakelog.ingest_api.deps import require_cluster_alter_configs, require_cluster_describe_configs
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.security.errors import InvalidQuotaError
 from lakelog.security.quotas import DEFAULT, QuotaEntity, QuotaStore
@@ -105,7 +105,7 @@ def entity_map(entity: QuotaEntity) -> dict[str, str | None]:
 
 
 @router.get("/lakelog/v1/client-quotas", response_model=QuotaEntries, responses=QUOTA_ERRORS,
-            summary="Describe client quotas", dependencies=[require_cluster_describe])
+            summary="Describe client quotas", dependencies=[require_cluster_describe_configs])
 async def describe_client_quotas(
     store: QuotaStoreDep,
     user: Annotated[str | None, Query(description="Only this user's entities (<default>: the default user).")] = None,
@@ -118,7 +118,7 @@ async def describe_client_quotas(
 
 
 @router.post("/lakelog/v1/client-quotas:alter", response_model=QuotaEntries, responses=QUOTA_ERRORS,
-             summary="Alter client quotas", dependencies=[require_cluster_alter])
+             summary="Alter client quotas", dependencies=[require_cluster_alter_configs])
 async def alter_client_quotas(body: AlterQuotasRequest, store: QuotaStoreDep) -> QuotaEntries:
     """Set and remove quotas of entities; all entries are checked before any is written (Kafka's
     AlterClientQuotas)."""

@@ -202,3 +202,7 @@ require_cluster_action = cluster_permission(Operation.CLUSTER_ACTION)
 require_cluster_describe = cluster_permission(Operation.DESCRIBE)
 #: Creating and deleting ACLs, setting and deleting users' credentials: ``Alter`` on the cluster.
 require_cluster_alter = cluster_permission(Operation.ALTER)
+#: Reading client quotas: ``DescribeConfigs`` on the cluster (Kafka's DescribeClientQuotas).
+require_cluster_describe_configs = cluster_permission(Operation.DESCRIBE_CONFIGS)
+#: Changing client quotas: ``AlterConfigs`` on the cluster (Kafka's AlterClientQuotas).
+require_cluster_alter_configs = cluster_permission(Operation.ALTER_CONFIGS)

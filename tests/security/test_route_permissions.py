@@ -116,6 +116,8 @@ NOBODY_GETS: dict[tuple[str, str], str] = {
     ("GET", "/lakelog/v1/users"): "Describe on Cluster",
     ("PUT", "/lakelog/v1/users/{name}"): "Alter on Cluster",
     ("DELETE", "/lakelog/v1/users/{name}"): "Alter on Cluster",
+    ("GET", "/lakelog/v1/client-quotas"): "DescribeConfigs on Cluster",
+    ("POST", "/lakelog/v1/client-quotas:alter"): "AlterConfigs on Cluster",
 }
 
 
@@ -144,7 +146,9 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
                                                                "ALTER_CONFIGS")]
                           + [_acl("TOPIC", new_topic, "CREATE"), _acl("GROUP", group, "READ"),
                              _acl("GROUP", group, "DELETE"), _acl("TRANSACTIONAL_ID", txn, "WRITE"),
-                             _acl("CLUSTER", "kafka-cluster", "DESCRIBE"), _acl("CLUSTER", "kafka-cluster", "ALTER")])
+                             _acl("CLUSTER", "kafka-cluster", "DESCRIBE"), _acl("CLUSTER", "kafka-cluster", "ALTER"),
+                             _acl("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS"),
+                             _acl("CLUSTER", "kafka-cluster", "ALTER_CONFIGS")])
     _wait_for(lambda: httpx.get(f"{url}/topics", auth=ALICE).json() == [topic], "alice's ACLs reach the broker")
 
     values = {"cluster_id": cluster_id, "topic": topic, "topic_name": topic, "partition": "0", "partition_id": "0",
@@ -235,6 +239,9 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
         ("GET", "/lakelog/v1/users", {}),
         ("PUT", "/lakelog/v1/users/{name}", {"name": "carol", "json": {"password": "carol-pw"}}),
         ("DELETE", "/lakelog/v1/users/{name}", {"name": "carol"}),
+        ("POST", "/lakelog/v1/client-quotas:alter", {"json": {"entries": [
+            {"entity": {"user": "carol"}, "ops": [{"key": "producer_byte_rate", "value": 1048576}]}]}}),
+        ("GET", "/lakelog/v1/client-quotas", {}),
         ("DELETE", "/v3/clusters/{cluster_id}/topics/{topic}", {}),
     ]
     documented = {(method.upper(), path) for path, item in httpx.get(f"{url}/openapi.json").json()["paths"].items()
