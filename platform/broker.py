@@ -93,11 +93,13 @@ class Broker:
                                                      tail_cache_max_bytes=settings.log_tail_cache_max_bytes,
                                                      segment_files_max=settings.log_segment_files_max)
         self.log_dirs = self.log_manager.log_dirs
-        basic = settings.authenticates  # brokers send HTTP Basic credentials whatever the clients' methods
+        basic = settings.inter_broker_basic  # brokers send HTTP Basic credentials (with basic or oauthbearer)
         inter_broker_password = settings.inter_broker_password.get_secret_value() if basic else None
         self.leader_client = leader_client or LeaderClient(
             request_timeout_ms=settings.request_timeout_ms,
-            auth=(settings.inter_broker_username, inter_broker_password) if basic else None)
+            auth=(settings.inter_broker_username, inter_broker_password) if basic else None,
+            # the other brokers verified against ssl.cafile; this broker's certificate is its client certificate
+            ssl_cafile=settings.ssl_cafile, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile)
         self.replica_manager = replica_manager or ReplicaManager(
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
@@ -152,7 +154,7 @@ class Broker:
         self.zk.add_listener(self._on_zk_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
         await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
-        if self.settings.authenticates:  # brokers authenticate to each other as this user
+        if self.settings.inter_broker_basic:  # brokers authenticate to each other as this user
             await asyncio.to_thread(self.authenticator.ensure_user, self.settings.inter_broker_username,
                                     self.settings.inter_broker_password.get_secret_value())
         await asyncio.to_thread(self.authenticator.start)
@@ -177,7 +179,8 @@ class Broker:
 
     async def _register(self) -> None:
         await asyncio.to_thread(self.metadata.register_broker, BrokerInfo(
-            self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000)))
+            self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000),
+            "https" if self.settings.ssl_certfile else "http"))
         self.registered = True
 
     async def stop(self) -> None:

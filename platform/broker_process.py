@@ -26,6 +26,7 @@ from typing import Literal
 import httpx
 
 from lakelog.processes import spawn
+from lakelog.protocol.tls import client_ssl_context
 from lakelog.replication.zookeeper_server import free_port
 
 
@@ -44,17 +45,27 @@ class BrokerProcess:
             which then stops it. Default: False.
         config_file: a ``broker.properties`` passed as ``--config``. Default: none.
         log_format: ``--log-format``: ``text`` or ``json`` (one JSON object per line). Default: ``text``.
+        ssl_certfile, ssl_keyfile, ssl_cafile: the broker's ``ssl.certfile``/``ssl.keyfile``/``ssl.cafile``
+            (PEM; set in its environment, over ``extra_env``): it serves HTTPS, :attr:`url` is ``https://``
+            and the readiness poll verifies it against ``ssl_cafile`` and presents the broker's own
+            certificate (so ``ssl.client.auth=required`` brokers answer it too). Default: none (HTTP).
     """
 
     def __init__(self, *, zookeeper_connect: str, log_dirs: Path, broker_id: int = 0, port: int | None = None,
                  extra_env: dict[str, str] | None = None, log_file: Path | None = None,
                  log_level: str = "warning", new_session: bool = False, config_file: Path | None = None,
-                 log_format: Literal["text", "json"] = "text") -> None:
+                 log_format: Literal["text", "json"] = "text", ssl_certfile: Path | None = None,
+                 ssl_keyfile: Path | None = None, ssl_cafile: Path | None = None) -> None:
         self.zookeeper_connect = zookeeper_connect
         self.log_dirs = Path(log_dirs)
         self.broker_id = broker_id
         self.port = port or free_port()
         self.extra_env = extra_env or {}
+        #: the TLS files (``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``) as LakelogClient keyword arguments
+        self.tls = {k: str(v) for k, v in (("ssl_cafile", ssl_cafile), ("ssl_certfile", ssl_certfile),
+                                           ("ssl_keyfile", ssl_keyfile)) if v is not None}
+        if ssl_certfile is not None:
+            self.extra_env = {**self.extra_env, **{f"LAKELOG_{k.upper()}": v for k, v in self.tls.items()}}
         self.log_file = Path(log_file) if log_file else self.log_dirs.parent / f"broker-{broker_id}-{self.port}.log"
         self.log_level = log_level
         self.log_format = log_format
@@ -65,8 +76,8 @@ class BrokerProcess:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:{port}``: its gateway."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:{port}`` (``https://`` with ``ssl_certfile``): its gateway."""
+        return f"{'https' if 'ssl_certfile' in self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -95,17 +106,19 @@ class BrokerProcess:
         with open(self.log_file, "ab") as log:
             self.process = spawn(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env, start_new_session=self.new_session)
-        while time.monotonic() - t0 < timeout_s:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                # /health: answered once the broker started, without credentials (authentication.methods)
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    self.startup_s = time.monotonic() - t0
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        verify = client_ssl_context(**self.tls) if self.tls else True
+        with httpx.Client(verify=verify, timeout=1) as http:
+            while time.monotonic() - t0 < timeout_s:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")
+                try:
+                    # /health: answered once the broker started, without credentials (authentication.methods)
+                    if http.get(f"{self.url}/health").status_code == 200:
+                        self.startup_s = time.monotonic() - t0
+                        return self
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
         self.kill()
         raise RuntimeError(f"broker {self.broker_id} did not answer within {timeout_s} s:\n{self.log_tail()}")
 

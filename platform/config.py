@@ -141,7 +141,7 @@ class BrokerSettings(BaseSettings):
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
     max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
     # -- security (lakelog.security) --
-    authentication_methods: str = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS), or a comma-separated list (as Kafka's sasl.enabled.mechanisms) of basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add) and oauthbearer (Authorization: Bearer <JWT> checked against oauth.jwks.url, oauth.expected.issuer, oauth.expected.audience; principal User:{oauth.principal.claim}); the scheme of a request's Authorization header picks the method. Brokers authenticate to each other with HTTP Basic as inter.broker.username: with oauthbearer alone, Basic stays accepted for that user only. /health and /ready never ask for credentials. Default: none.")
+    authentication_methods: str = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS), or a comma-separated list (as Kafka's sasl.enabled.mechanisms) of basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add) oauthbearer (Authorization: Bearer <JWT> checked against oauth.jwks.url, oauth.expected.issuer, oauth.expected.audience; principal User:{oauth.principal.claim}) and mtls (the principal is User:{subject} of the client's TLS certificate after ssl.principal.mapping.rules; needs ssl.client.auth=requested or required); the scheme of a request's Authorization header picks the method, and a request without one is the certificate's principal with mtls. Brokers authenticate to each other with HTTP Basic as inter.broker.username: with oauthbearer alone, Basic stays accepted for that user only. /health and /ready never ask for credentials. Default: none.")
     oauth_jwks_url: str | None = Field(None, description="oauth.jwks.url (Kafka: sasl.oauthbearer.jwks.endpoint.url, accepted as an alias in a properties file): the JWKS (RFC 7517) whose keys sign the bearer tokens: an http(s):// URL (fetched, cached for oauth.jwks.refresh.ms, fetched again at once for an unknown kid, at most every 30 s) or a file path / file:// URL (read again when it changes). Required with oauthbearer. Default: none.")
     oauth_expected_issuer: str | None = Field(None, description="oauth.expected.issuer (Kafka: sasl.oauthbearer.expected.issuer): the iss claim every token must have. Default: none (not checked).")
     oauth_expected_audience: str | None = Field(None, description="oauth.expected.audience (Kafka: sasl.oauthbearer.expected.audience): comma-separated audiences; a token's aud must hold one of them. Default: none (not checked).")
@@ -155,13 +155,19 @@ class BrokerSettings(BaseSettings):
     allow_everyone_if_no_acl_found: bool = Field(False, description="allow.everyone.if.no.acl.found: allow a request on a resource no ACL applies to. Default: false (Kafka's).")
     quota_window_num: int = Field(11, ge=2, description="quota.window.num: samples of the rates client quotas are measured over (lakelog quotas). Default: 11 (Kafka's).")
     quota_window_size_seconds: float = Field(1.0, gt=0, description="quota.window.size.seconds: seconds each sample covers. Default: 1 (Kafka's).")
+    # -- TLS (lakelog.security.tls; PEM files) --
+    ssl_certfile: Path | None = Field(None, description="ssl.certfile: PEM certificate (chain) of this broker: with it the gateway serves HTTPS only and advertises https://host:port, and the broker presents it as its client certificate to the other brokers. Default: none (plain HTTP).")
+    ssl_keyfile: Path | None = Field(None, description="ssl.keyfile: PEM private key of ssl.certfile (unencrypted). Default: none (the key is in ssl.certfile).")
+    ssl_cafile: Path | None = Field(None, description="ssl.cafile: PEM CA certificate(s) the broker verifies the other brokers' certificates and its clients' certificates (ssl.client.auth) against. Default: none (the system's trusted CAs).")
+    ssl_client_auth: Literal["none", "requested", "required"] = Field("none", description="ssl.client.auth: none (no client certificate asked), requested (asked; a client without one may connect) or required (the TLS handshake fails without a valid one), as Kafka's. Default: none.")
+    ssl_principal_mapping_rules: str = Field("DEFAULT", description="ssl.principal.mapping.rules: Kafka's rules turning a client certificate's distinguished name (RFC 2253, CN=alice,OU=eng) into a principal name, e.g. RULE:^CN=([^,]+).*$/$1/L,DEFAULT. Default: DEFAULT (the whole distinguished name).")
 
     @field_validator("authentication_methods")
     @classmethod
     def _methods(cls, v: str) -> str:
         names = {m.strip().lower() for m in v.split(",") if m.strip()}
-        if not names or names - {"none", "basic", "oauthbearer"} or ("none" in names and len(names) > 1):
-            raise ValueError("expected none, or a comma-separated list of basic and oauthbearer "
+        if not names or names - {"none", "basic", "oauthbearer", "mtls"} or ("none" in names and len(names) > 1):
+            raise ValueError("expected none, or a comma-separated list of basic, oauthbearer and mtls "
                              "(e.g. basic,oauthbearer)")
         return ",".join(sorted(names))
 
@@ -172,17 +178,28 @@ class BrokerSettings(BaseSettings):
 
     @property
     def authenticates(self) -> bool:
-        """True unless ``authentication.methods=none``: brokers then send inter.broker.* credentials."""
+        """True unless ``authentication.methods=none``."""
         return self.authentication_methods != "none"
+
+    @property
+    def inter_broker_basic(self) -> bool:
+        """Whether brokers authenticate to each other with HTTP Basic as inter.broker.username: with basic or
+        oauthbearer; with mtls alone their certificates do (they map to inter.broker.username)."""
+        return bool(self.authentication_method_set & {"basic", "oauthbearer"})
 
     @model_validator(mode="after")
     def _inter_broker_password_with_basic(self) -> "BrokerSettings":
-        if self.authenticates and not (self.inter_broker_password and
-                                       self.inter_broker_password.get_secret_value()):
+        if self.inter_broker_basic and not (self.inter_broker_password and
+                                            self.inter_broker_password.get_secret_value()):
             raise ValueError(f"inter.broker.password must be set with authentication.methods={self.authentication_methods}: "
                              "brokers authenticate to each other as inter.broker.username")
+        if "mtls" in self.authentication_method_set and (self.ssl_certfile is None or self.ssl_client_auth == "none"):
+            raise ValueError("authentication.methods=mtls needs ssl.certfile and ssl.client.auth=requested or required: "
+                             "the principal comes from the client's TLS certificate")
+        if self.ssl_client_auth != "none" and self.ssl_certfile is None:
+            raise ValueError("ssl.client.auth needs ssl.certfile: client certificates are asked in the TLS handshake")
         if self.authorizer_enabled and not self.authenticates:
-            raise ValueError("authorizer.enabled=true needs authentication.methods=basic (or oauthbearer): without authentication "
+            raise ValueError("authorizer.enabled=true needs authentication.methods=basic, oauthbearer or mtls: without authentication "
                              "every request, the brokers' own included, is User:ANONYMOUS")
         if "oauthbearer" in self.authentication_method_set and not self.oauth_jwks_url:
             raise ValueError("authentication.methods=oauthbearer needs oauth.jwks.url: the JWKS URL or file "
@@ -223,8 +240,8 @@ class BrokerSettings(BaseSettings):
 
     @property
     def advertised_url(self) -> str:
-        """``http://host:port`` of this broker's gateway."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` of this broker's gateway (``https://`` with ``ssl.certfile``)."""
+        return f"{'https' if self.ssl_certfile else 'http'}://{self.host}:{self.port}"
 
 
 class TopicConfig(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Literal
 
 import uvicorn
@@ -97,10 +98,18 @@ def uvicorn_config(app, settings: BrokerSettings, *, log_level: str = "info", li
     """uvicorn's configuration of a broker's gateway: uvloop, httptools guarded against slow and idle
     clients (:mod:`lakelog.ingest_api.http_guard`: ``connections.max.idle.ms``,
     ``request.header.timeout.ms``, ``request.body.timeout.ms``, ``request.body.min.bytes.per.sec``,
-    ``max.connections``). ``log_format="json"``: uvicorn's own loggers keep no handlers of their own,
+    ``max.connections``); HTTPS with ``ssl.certfile`` (uvicorn's own TLS: ``ssl.keyfile``, ``ssl.cafile`` the
+    clients' certificates are verified against, ``ssl.client.auth`` as ``CERT_NONE``/``CERT_OPTIONAL``/
+    ``CERT_REQUIRED``). ``log_format="json"``: uvicorn's own loggers keep no handlers of their own,
     so their records reach the root handler of :func:`configure_logging` (JSON) too."""
     limits = ConnectionLimits.from_settings(settings)
-    extra = {"log_config": None} if log_format == "json" else {}
+    extra: dict = {"log_config": None} if log_format == "json" else {}
+    if settings.ssl_certfile is not None:  # HTTPS only (ssl.certfile, ssl.keyfile, ssl.cafile, ssl.client.auth)
+        extra.update(ssl_certfile=str(settings.ssl_certfile),
+                     ssl_keyfile=None if settings.ssl_keyfile is None else str(settings.ssl_keyfile),
+                     ssl_ca_certs=None if settings.ssl_cafile is None else str(settings.ssl_cafile),
+                     ssl_cert_reqs={"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                                    "required": ssl.CERT_REQUIRED}[settings.ssl_client_auth])
     return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False, **extra,
                           timeout_graceful_shutdown=10, loop=loop, lifespan=lifespan,
                           http=guarded_protocol(limits),

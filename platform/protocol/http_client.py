@@ -13,6 +13,7 @@ the message and the HTTP status.
 from __future__ import annotations
 
 import base64
+import ssl
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from lakelog.protocol.errors import RemoteError, error_from_response
 from lakelog.protocol.fetch_requests import FetchRequests, IsolationLevel
 from lakelog.protocol.idempotent_producer import IdempotentProducer
 from lakelog.protocol.security_requests import SecurityRequests
+from lakelog.protocol.tls import client_ssl_context, describe_tls_failure, disconnect_hint, uses_tls
 from lakelog.protocol.transaction_requests import TransactionRequests
 
 
@@ -37,13 +39,14 @@ from lakelog.protocol.transaction_requests import TransactionRequests
 GatewayError = RemoteError
 
 
-def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
-    """``"host:port,http://host2:port"`` -> ``["http://host:port", "http://host2:port"]``."""
+def parse_bootstrap(servers: str | Sequence[str], *, scheme: str = "http") -> list[str]:
+    """``"host:port,http://host2:port"`` -> ``["http://host:port", "http://host2:port"]``; an item without a
+    scheme gets ``scheme`` (``https`` when the client has TLS settings). Default: ``http``."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out = []
     for item in (s.strip() for s in items):
         if item:
-            out.append(item.rstrip("/") if "://" in item else f"http://{item}")
+            out.append(item.rstrip("/") if "://" in item else f"{scheme}://{item}")
     if not out:
         raise ValueError("no bootstrap server given (e.g. --bootstrap-server localhost:8082)")
     return out
@@ -74,22 +77,33 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
             Default: None.
         client_id: Kafka's ``client.id``, sent with every request (``X-Lakelog-Client-Id``) for the brokers'
             client quotas. Default: None (no header: the empty client id).
+        ssl_cafile: ``ssl.cafile``: PEM CA certificate(s) the gateway's certificate is verified against
+            (:mod:`lakelog.protocol.tls`); with any ``ssl_*`` file, ``host:port`` means ``https://host:port``.
+            Default: None (the system's trusted CAs for ``https://`` URLs).
+        ssl_certfile: ``ssl.certfile``: PEM client certificate presented to brokers that ask for one
+            (``ssl.client.auth``; ``authentication.methods=mtls``). Default: None.
+        ssl_keyfile: ``ssl.keyfile``: PEM key of ``ssl_certfile``. Default: None (in ``ssl_certfile``).
 
     A request refused for a client quota (429 with ``Retry-After``) is sent again after that many seconds,
     while the time since its first try stays within ``timeout_s`` (produce requests: within
     ``delivery.timeout.ms``, with the same sequence), so a throttled client loses nothing.
 
     Raises:
-        ValueError: no bootstrap server, a retry setting out of range, or ``auth`` of another kind.
+        ValueError: no bootstrap server, a retry setting out of range, ``auth`` of another kind, or an
+            unreadable TLS file.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "localhost:8082", *, timeout_s: float = 60.0,
                  enable_idempotence: bool = True, delivery_timeout_ms: int = 120_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 1000, auth: ClientAuth = None, client_id: str | None = None) -> None:
-        self.urls = parse_bootstrap(bootstrap_servers)
+                 retry_backoff_max_ms: int = 1000, auth: ClientAuth = None, client_id: str | None = None,
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
+        tls = {"ssl_cafile": ssl_cafile, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
+        self.urls = parse_bootstrap(bootstrap_servers, scheme="https" if uses_tls(**tls) else "http")
         self.auth = http_auth(auth)
         self.client_id = client_id
-        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth,
+        #: the verifying TLS context of every request (shared by the clients with the same files)
+        self.verify: ssl.SSLContext | bool = client_ssl_context(**tls) if uses_tls(**tls) else True
+        self.http = httpx.Client(base_url=self.urls[0], timeout=timeout_s, auth=self.auth, verify=self.verify,
                                  headers={CLIENT_ID_HEADER: client_id} if client_id else {})
         self.timeout_s = timeout_s
         self._cluster_id: str | None = None
@@ -127,9 +141,13 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
                 resp = self.http.request(method, url + path, **kwargs)
             except httpx.TransportError as e:
                 last = e
+                tls_failure = describe_tls_failure(e, url=url)
+                if tls_failure is not None:
+                    raise ConnectionError(tls_failure) from e
                 continue
             return self._follow_leader(resp, method, path, **kwargs)
-        raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}")
+        hint = "" if last is None else disconnect_hint(last, url=self.urls[-1])
+        raise ConnectionError(f"no gateway reachable at {', '.join(self.urls)}: {last}{hint}")
 
     def _follow_leader(self, resp: httpx.Response, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """On 421 Misdirected Request (NotLeader, body names ``leader_url``) resend to the leader, up to 3 hops."""
@@ -363,7 +381,8 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests):
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
                              headers={"Content-Type": media_types.V2}).json()
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
-                            timeout_s=self.http.timeout.read or 60.0, auth=self.auth, client_id=self.client_id)
+                            timeout_s=self.http.timeout.read or 60.0, auth=self.auth, client_id=self.client_id,
+                            verify=self.verify)
 
 
 def throttled_for_s(resp: httpx.Response) -> float | None:
@@ -386,13 +405,15 @@ class HttpConsumer:
     """
 
     def __init__(self, base_uri: str, *, group: str, instance_id: str, format: str = "binary",
-                 timeout_s: float = 60.0, auth: httpx.Auth | None = None, client_id: str | None = None) -> None:
+                 timeout_s: float = 60.0, auth: httpx.Auth | None = None, client_id: str | None = None,
+                 verify: ssl.SSLContext | bool = True) -> None:
         self.base_uri = base_uri.rstrip("/")
         self.group = group
         self.instance_id = instance_id
         self.format = format
         self.timeout_s = timeout_s
-        self.http = httpx.Client(timeout=timeout_s, auth=auth, headers={CLIENT_ID_HEADER: client_id} if client_id else {})
+        self.http = httpx.Client(timeout=timeout_s, auth=auth, verify=verify,
+                                 headers={CLIENT_ID_HEADER: client_id} if client_id else {})
         self.closed = False
         self.last_generation: int | None = None
 

@@ -35,6 +35,7 @@ Errors are mapped once, here: a transport failure (connection refused, timeout) 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,6 +49,7 @@ from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import error_from_response
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER
 from lakelog.protocol.producer_headers import ProducerBatch
+from lakelog.protocol.tls import client_ssl_context, describe_tls_failure, uses_tls
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError
 
@@ -83,16 +85,23 @@ class LeaderClient:
         max_connections: connection pool size. Default: 200.
         auth: ``(inter.broker.username, inter.broker.password)``: every call carries them as HTTP Basic
             credentials (``authentication.methods=basic``). Default: None (no credentials).
+        ssl_cafile: ``ssl.cafile``: the other brokers' TLS certificates are verified against it
+            (:func:`lakelog.protocol.tls.client_ssl_context`). Default: None (the system's trusted CAs).
+        ssl_certfile, ssl_keyfile: this broker's ``ssl.certfile``/``ssl.keyfile``, presented as its client
+            certificate (``ssl.client.auth``; ``authentication.methods=mtls``). Default: None.
 
     Use inside the event loop that serves the gateway; :meth:`aclose` when the broker stops.
     """
 
     def __init__(self, *, request_timeout_ms: int = 30_000, max_connections: int = 200,
-                 auth: tuple[str, str] | None = None) -> None:
+                 auth: tuple[str, str] | None = None, ssl_cafile: str | Path | None = None,
+                 ssl_certfile: str | Path | None = None, ssl_keyfile: str | Path | None = None) -> None:
         self.request_timeout_ms = request_timeout_ms
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(50, max_connections))
+        tls = {"ssl_cafile": ssl_cafile, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
         self._http = httpx.AsyncClient(timeout=30, limits=limits,
-                                       auth=None if auth is None else httpx.BasicAuth(*auth))
+                                       auth=None if auth is None else httpx.BasicAuth(*auth),
+                                       verify=client_ssl_context(**tls) if uses_tls(**tls) else True)
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -103,8 +112,9 @@ class LeaderClient:
         try:
             resp = await self._http.request(method, url, **kwargs)
         except httpx.HTTPError as e:
+            tls_failure = describe_tls_failure(e, url=url.split("/", 3)[:3][-1])
             raise LeaderNotAvailableError(f"The leader of {what} at {url.split('/', 3)[:3][-1]} did not answer "
-                                          f"({type(e).__name__}); retry.") from None
+                                          f"({tls_failure or type(e).__name__}); retry.") from None
         if resp.status_code >= 400:
             raise error_from_response(resp)
         return resp

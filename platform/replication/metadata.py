@@ -141,11 +141,13 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     started_at: int = 0
+    #: ``https`` when the broker serves TLS (``ssl.certfile``), else ``http``
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the broker's gateway."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` (or ``https://``) of the broker's gateway."""
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,8 @@ class ClusterMetadata:
         Raises:
             BrokerIdInUseError: a live broker already holds this id.
         """
-        data = {"host": info.host, "port": info.port, "rack": info.rack, "started_at": info.started_at or int(time.time() * 1000)}
+        data = {"host": info.host, "port": info.port, "rack": info.rack, "started_at": info.started_at or int(time.time() * 1000),
+                "scheme": info.scheme}
         try:
             self.zk.create(f"{BROKERS_PATH}/{info.broker_id}", _dump(data), ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -322,7 +325,8 @@ class ClusterMetadata:
                 data = _load(self.zk.get(f"{BROKERS_PATH}/{child}")[0])
             except NoNodeError:
                 continue
-            out[int(child)] = BrokerInfo(int(child), data["host"], int(data["port"]), data.get("rack"), data.get("started_at", 0))
+            out[int(child)] = BrokerInfo(int(child), data["host"], int(data["port"]), data.get("rack"), data.get("started_at", 0),
+                                         data.get("scheme", "http"))
         return dict(sorted(out.items()))
 
     # -- topics ---------------------------------------------------------------------------------
