@@ -84,6 +84,19 @@ def _auth_of(user: str | None, password: str | None, token: str | None, *, names
     return user, password
 
 
+#: Environment variables with the commands' TLS files (PEM; Kafka's client ``ssl.cafile``, ``ssl.certfile``,
+#: ``ssl.keyfile``): the CA the brokers' certificates are verified against, and a client certificate with its
+#: key for brokers that ask for one (``ssl.client.auth``, ``authentication.methods=mtls``). Any of them set:
+#: ``--bootstrap-server host:port`` means ``https://host:port``.
+TLS_ENVS = {"ssl_cafile": "LAKELOG_SSL_CAFILE", "ssl_certfile": "LAKELOG_SSL_CERTFILE",
+            "ssl_keyfile": "LAKELOG_SSL_KEYFILE"}
+
+
+def tls_options() -> dict[str, str]:
+    """The :class:`LakelogClient` TLS keyword arguments (``ssl_cafile``, ...) set in :data:`TLS_ENVS`."""
+    return {arg: os.environ[env] for arg, env in TLS_ENVS.items() if os.environ.get(env)}
+
+
 def command_config(path: Path) -> dict:
     """The :class:`LakelogClient` keyword arguments of a ``--command-config`` file (:data:`COMMAND_CONFIG_KEYS`);
     ends the command on an unreadable file, an unknown key or credentials that do not fit."""
@@ -97,21 +110,20 @@ def command_config(path: Path) -> dict:
     unknown = sorted(set(values) - set(COMMAND_CONFIG_KEYS))
     if unknown:
         fail(f"--command-config {path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(COMMAND_CONFIG_KEYS)})")
-    tls = sorted(k for k in values if k.startswith("ssl."))
-    if tls:
-        fail(f"--command-config {path}: {', '.join(tls)}: TLS settings of the client are not supported yet")
+    tls = {f"ssl_{k[4:]}": v for k, v in values.items() if k.startswith("ssl.") and v}  # ssl.cafile -> ssl_cafile
     return {"auth": _auth_of(values.get("sasl.username"), values.get("sasl.password"),
                              values.get("sasl.oauthbearer.token"),
-                             names=("sasl.username", "sasl.password", "sasl.oauthbearer.token"))}
+                             names=("sasl.username", "sasl.password", "sasl.oauthbearer.token")), **tls}
 
 
 def client_settings() -> dict:
     """The :class:`LakelogClient` keyword arguments of this invocation's security settings, highest precedence
     first: the ``--command-config`` file (or ``LAKELOG_COMMAND_CONFIG``) when given, alone; else
-    :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and :data:`PASSWORD_ENV` (not both kinds)."""
+    :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and :data:`PASSWORD_ENV` (not both kinds) and the TLS files of
+    :data:`TLS_ENVS`."""
     if _command_config is not None:
         return command_config(_command_config)
-    return {"auth": credentials()}
+    return {"auth": credentials(), **tls_options()}
 
 
 def credentials():
@@ -122,13 +134,13 @@ def credentials():
 
 
 @contextlib.contextmanager
-def gateway_client(bootstrap: str):
-    """A :class:`LakelogClient` (with the security settings of :func:`client_settings`); a gateway error or an
-    unreachable gateway ends the command with its message."""
+def gateway_client(bootstrap: str, **kwargs):
+    """A :class:`LakelogClient` (with the security settings of :func:`client_settings`; ``kwargs`` go to it
+    too); a gateway error, an unreachable gateway or an unreadable TLS file ends the command with its message."""
     from lakelog.client import GatewayError, LakelogClient
 
     try:
-        with LakelogClient(bootstrap, **client_settings()) as client:
+        with LakelogClient(bootstrap, **client_settings(), **kwargs) as client:
             yield client
-    except (GatewayError, ConnectionError) as e:
+    except (GatewayError, ConnectionError, ValueError) as e:
         fail(str(e))

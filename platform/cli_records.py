@@ -23,7 +23,7 @@ def producer_client(bootstrap: str, *, enable_idempotence: bool):
     try:
         with LakelogClient(bootstrap, enable_idempotence=enable_idempotence, **client_settings()) as client:
             yield client
-    except (GatewayError, ConnectionError) as e:
+    except (GatewayError, ConnectionError, ValueError) as e:
         fail(str(e))
 
 

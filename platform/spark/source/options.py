@@ -32,10 +32,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "AUTH_OPTIONS", "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SOURCE_OPTIONS",
-    "SourceOptions", "TopicPartition", "auth_option", "check_known_options", "isolation_level_option",
+    "SSL_OPTIONS", "SourceOptions", "TopicPartition", "auth_option", "check_known_options", "isolation_level_option",
     "offsets_from_json", "offsets_to_json", "read_tail_option",
-    "READ_MODE", "ReadMode", "read_mode_option",
-]
+    "READ_MODE", "ReadMode", "read_mode_option", "ssl_option"]
 
 #: A partition of a topic: ``(topic, partition)``.
 TopicPartition = tuple[str, int]
@@ -165,6 +164,7 @@ SOURCE_OPTIONS = (
     "includeHeaders", "groupIdPrefix", "kafka.group.id", "group.id", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
     "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token",
+    "lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile",
 )
 
 #: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
@@ -261,6 +261,19 @@ def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | BearerToken | None
     return user, password
 
 
+#: The TLS options (PEM files; Kafka's client ``ssl.cafile``, ``ssl.certfile``, ``ssl.keyfile``): the CA the
+#: brokers' certificates are verified against, and a client certificate with its key for brokers that ask
+#: for one (``ssl.client.auth``); used by the driver, the executors (the files must be at the same paths
+#: there) and the sink.
+SSL_OPTIONS = ("lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile")
+
+
+def ssl_option(opts: Mapping[str, str]) -> dict[str, str]:
+    """The :class:`~lakelog.client.LakelogClient` TLS keyword arguments (``ssl_cafile``, ``ssl_certfile``,
+    ``ssl_keyfile``) of the :data:`SSL_OPTIONS` given in (lower-cased) ``opts``; ``{}`` when none is."""
+    return {name.split(".", 1)[1].replace(".", "_"): opts[name] for name in SSL_OPTIONS if opts.get(name)}
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """The parsed options of a read, with the names and meaning of Spark's Kafka source options.
@@ -313,6 +326,8 @@ class SourceOptions:
     isolation_level: IsolationLevel = "read_uncommitted"
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
     read_mode: "ReadMode" = "auto"
+    #: LakelogClient TLS keyword arguments (:func:`ssl_option`)
+    tls: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.read_tail is None:  # frozen: set through object.__setattr__, as dataclasses do
@@ -449,6 +464,7 @@ class SourceOptions:
             isolation_level=isolation_level_option(opts),
             read_mode=read_mode_option(opts),
             auth=auth_option(opts),
+            tls=ssl_option(opts),
         )
 
 

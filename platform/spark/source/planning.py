@@ -211,7 +211,7 @@ class _Cluster:
     @property
     def client(self) -> LakelogClient:
         if self._client is None:
-            self._client = LakelogClient(self.options.bootstrap_servers, auth=self.options.auth)
+            self._client = LakelogClient(self.options.bootstrap_servers, auth=self.options.auth, **self.options.tls)
         return self._client
 
     def close(self) -> None:

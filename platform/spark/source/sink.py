@@ -167,7 +167,7 @@ class _Producer:
 
     def __init__(self, options: SinkOptions, client: LakelogClient | None = None) -> None:
         self.options = options
-        self.client = client or LakelogClient(options.bootstrap_servers, enable_idempotence=True, auth=options.auth)
+        self.client = client or LakelogClient(options.bootstrap_servers, enable_idempotence=True, auth=options.auth, **options.tls)
         self._partition_counts: dict[str, int] = {}
         self._sticky = random.randrange(1 << 30)
         self.records: dict[TopicPartition, int] = {}
@@ -326,7 +326,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
             ConnectionError: no gateway answered.
     """
     transactional_id = task.transactional_id(options)
-    client = LakelogClient(options.bootstrap_servers, auth=options.auth)
+    client = LakelogClient(options.bootstrap_servers, auth=options.auth, **options.tls)
     try:
         answer = client.init_transactions(transactional_id, transaction_timeout_ms=options.transaction_timeout_ms)
         # after InitProducerId: a previous transaction of this id is complete, its offsets applied or dropped
@@ -374,7 +374,7 @@ def commit_transactions(options: SinkOptions, messages: Iterable[LakelogCommitMe
     open_ones = [m for m in messages if m is not None and m.open_transaction]
     if not open_ones:
         return 0
-    with LakelogClient(options.bootstrap_servers, enable_idempotence=False, auth=options.auth) as client:
+    with LakelogClient(options.bootstrap_servers, enable_idempotence=False, auth=options.auth, **options.tls) as client:
         def end(m: LakelogCommitMessage) -> str:
             return client.end_transaction(m.transactional_id, producer_id=m.producer_id,
                                           producer_epoch=m.producer_epoch, commit=commit)["state"]

@@ -14,7 +14,8 @@ from typing import Mapping
 
 from lakelog.protocol.client_auth import BearerToken
 from lakelog.spark.errors import SourceOptionError
-from lakelog.spark.source.options import AUTH_OPTIONS, _bootstrap, _int, auth_option, check_known_options
+from lakelog.spark.source.options import (AUTH_OPTIONS, SSL_OPTIONS, _bootstrap, _int, auth_option,
+                                          check_known_options, ssl_option)
 
 __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "SINK_OPTIONS", "SinkOptions", "TRANSACTIONAL_ID_PREFIX",
            "TRANSACTION_TIMEOUT_OPTIONS"]
@@ -24,7 +25,7 @@ __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "SINK_OPTIONS", "SinkOptions", "TRA
 #: ``DataStreamWriter`` keeps among a sink's options (``checkpointLocation``, ``path``, ``queryName``).
 SINK_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "lakelog.max.request.bytes",
                 "lakelog.transactional.id.prefix", "transaction.timeout.ms", "kafka.transaction.timeout.ms",
-                "checkpointLocation", "path", "queryName") + AUTH_OPTIONS
+                "checkpointLocation", "path", "queryName") + AUTH_OPTIONS + SSL_OPTIONS
 
 #: Kafka producer options Spark's Kafka sink passes to its producer, which lakelog has none of: ignored
 #: with a warning (the sink's produce requests use the gateway's default ``acks=all``).
@@ -70,6 +71,9 @@ class SinkOptions:
         auth: ``(lakelog.auth.username, lakelog.auth.password)``: HTTP Basic credentials of every produce, or
             the bearer token of ``lakelog.auth.token`` (:func:`~lakelog.spark.source.options.auth_option`).
             None: none sent.
+        tls: ``lakelog.ssl.cafile`` / ``lakelog.ssl.certfile`` / ``lakelog.ssl.keyfile`` as LakelogClient keyword
+            arguments (:func:`~lakelog.spark.source.options.ssl_option`). Default: none (plain HTTP or the
+            system's CAs).
     """
 
     bootstrap_servers: str
@@ -78,6 +82,7 @@ class SinkOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
+    tls: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -103,4 +108,4 @@ class SinkOptions:
                                     "for spark-{query id}.")
         return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024,
                    None if prefix is None else prefix.strip(),
-                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), auth_option(opts))
+                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), auth_option(opts), ssl_option(opts))

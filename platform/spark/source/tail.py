@@ -64,6 +64,8 @@ class TailFetch:
             read_committed drops aborted records. Default: read_uncommitted.
         auth: the read's ``lakelog.auth.username`` / ``lakelog.auth.password``, sent as HTTP Basic
             credentials, or its ``lakelog.auth.token`` (a bearer token). Default: None.
+        tls: the read's ``lakelog.ssl.*`` files as LakelogClient keyword arguments (the same paths on every
+            executor). Default: none.
     """
 
     bootstrap_servers: str
@@ -72,10 +74,11 @@ class TailFetch:
     retry_interval_ms: int = 1000
     isolation_level: IsolationLevel = "read_uncommitted"
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
+    tls: dict[str, str] = field(default_factory=dict)
 
     def client(self) -> LakelogClient:
         """A new gateway client (the caller closes it)."""
-        return LakelogClient(self.bootstrap_servers, auth=self.auth)
+        return LakelogClient(self.bootstrap_servers, auth=self.auth, **self.tls)
 
 
 def tail_fetch(options: SourceOptions) -> TailFetch:
@@ -84,7 +87,7 @@ def tail_fetch(options: SourceOptions) -> TailFetch:
     ``isolation.level``, pages of :data:`TAIL_FETCH_MAX_BYTES`."""
     return TailFetch(options.bootstrap_servers, retries=options.fetch_offset_retries,
                      retry_interval_ms=options.fetch_offset_retry_interval_ms,
-                     isolation_level=options.isolation_level, auth=options.auth)
+                     isolation_level=options.isolation_level, auth=options.auth, tls=options.tls)
 
 
 def retry_remote(call: Callable[[], T], *, retries: int, retry_interval_ms: int, what: str) -> T:
