@@ -33,6 +33,7 @@ import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings
+from lakelog.errors import ConfigError
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.log_tables.log_manager import LogManager
@@ -59,9 +60,37 @@ from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
 from lakelog.security.oauth import jwt_validator
 from lakelog.security.quotas import ClientQuotaManager, QuotaCache, QuotaStore
+from lakelog.security.errors import SecurityError
+from lakelog.security.tls_principal import SslPrincipalMapper, certificate_file_subject
 from lakelog.security.user_credentials import UserCredentials
 
 log = logging.getLogger(__name__)
+
+
+def broker_principal_mapper(settings: BrokerSettings) -> SslPrincipalMapper:
+    """``ssl.principal.mapping.rules`` parsed; with ``mtls`` as the brokers' way to authenticate to each other
+    (``authentication.methods`` with mtls and neither basic nor oauthbearer, whose brokers send HTTP Basic)
+    also checks that this broker's own certificate (``ssl.certfile``, its client certificate to the other
+    brokers) maps to ``inter.broker.username``, the brokers' principal and a super user.
+
+    Raises:
+        ConfigError: a rule that does not parse, or (mtls) a certificate subject that maps to another name.
+    """
+    try:
+        mapper = SslPrincipalMapper(settings.ssl_principal_mapping_rules)
+        if ("mtls" in settings.authentication_method_set and not settings.inter_broker_basic
+                and settings.ssl_certfile is not None):
+            subject = certificate_file_subject(settings.ssl_certfile)
+            name = mapper.name(subject)
+            if name != settings.inter_broker_username:
+                raise SecurityError(f"with authentication.methods=mtls this broker's certificate ({subject}) maps to "
+                                    f"User:{name}, not to inter.broker.username={settings.inter_broker_username}: the "
+                                    "other brokers would not know it as a broker. Give the brokers certificates "
+                                    "whose subject maps to it (ssl.principal.mapping.rules, e.g. "
+                                    "RULE:^CN=([^,]+),OU=brokers$/$1/,DEFAULT), or set inter.broker.username")
+    except (SecurityError, OSError, ValueError) as e:
+        raise ConfigError(str(getattr(e, "message", e))) from None
+    return mapper
 
 
 class Broker:
@@ -109,7 +138,8 @@ class Broker:
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
         self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
         self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk, oauth=jwt_validator(settings),
-                                           inter_broker_user=settings.inter_broker_username)
+                                           inter_broker_user=settings.inter_broker_username,
+                                           principal_mapper=broker_principal_mapper(settings))
         self.authorizer = Authorizer(  # the brokers' own principal is a super user (ClusterAction)
             enabled=settings.authorizer_enabled, zk=self.zk,
             super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},

@@ -163,11 +163,14 @@ async def authenticate(request: Request) -> str:
         principal = ANONYMOUS
     else:
         header = request.headers.get("authorization")
-        principal = authenticator.cached_principal(header)
+        # mtls: the TLS client certificate's subject (ASGI TLS extension; lakelog.ingest_api.http_guard)
+        cert_name = (request.scope.get("extensions") or {}).get("tls", {}).get("client_cert_name")
+        principal = authenticator.cached_principal(header, client_cert_name=cert_name)
         if principal is None:  # a password check (PBKDF2, milliseconds): off the event loop
             principal = await asyncio.to_thread(authenticator.authenticate, header,
                                                 client_host=request.client.host if request.client else "-",
-                                                route=f"{request.method} {request.url.path}")
+                                                route=f"{request.method} {request.url.path}",
+                                                client_cert_name=cert_name)
     request.state.principal = principal
     return principal
 

@@ -20,6 +20,12 @@ closes connections). :func:`guarded_protocol` builds a subclass of it that, per 
 While the app works on a request (a long-poll fetch, an acks=all produce) no timer runs: the app's
 own timeouts apply.
 
+On a TLS connection the protocol fills in the ASGI TLS extension (``scope["extensions"]["tls"]``: the
+client's certificate as PEM in ``client_cert_chain``, its RFC 4514 subject in ``client_cert_name``,
+``tls_version``, ``cipher_suite``; ``server_cert`` and ``client_cert_error`` are None: Python's ``ssl``
+gives neither, and a certificate failing verification ends the handshake). uvicorn 0.54 does not provide
+that extension (uvicorn#1119, #3133); it is read once per connection, after the handshake.
+
 The protocol also sends an answer's head and its first body chunk in one write (uvicorn writes the head
 as soon as the app starts the answer): one socket write, and one wake-up of the client, per small
 answer instead of two. A head whose body does not follow within the same event-loop iteration (a
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +46,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from lakelog.errors import RETRIABLE_HEADER, LakelogError
 from lakelog.ingest_api.errors import RequestTimeoutError, TooManyConnectionsError
+from lakelog.security.tls_principal import certificate_subject
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +138,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._body_started = 0.0
         self._body_received = 0
+        self._tls: dict | None = None
 
     # -- phases ---------------------------------------------------------------------------------
 
@@ -138,6 +147,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         if over:
             self.app = _too_many_connections
+        self._tls = tls_extension(transport)
         self._arm(self.limits.idle_s, self._on_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -146,6 +156,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self._tls is not None:
+            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[typeddict-unknown-key]
         self._unset_keepalive_if_required()
         self._arm(self.limits.header_timeout_s, self._on_header_timeout)
 
@@ -223,6 +235,23 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.message_event.set()
         log.debug("closing a slow connection from %s: %s", self.client, message)
         self.transport.close()
+
+
+def tls_extension(transport: asyncio.BaseTransport) -> dict | None:
+    """The ASGI TLS extension's dict of a connection (None when it is not TLS): ``client_cert_chain``
+    (``[PEM]``, empty without a client certificate), ``client_cert_name`` (its RFC 4514 subject, or None),
+    ``tls_version`` (e.g. ``0x0304``), ``cipher_suite`` (its name: Python gives no IANA number), and
+    ``server_cert`` / ``client_cert_error`` (None)."""
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    der = ssl_object.getpeercert(binary_form=True)
+    cipher = ssl_object.cipher()
+    version = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}.get(ssl_object.version() or "")
+    return {"server_cert": None, "client_cert_error": None, "tls_version": version,
+            "cipher_suite": cipher[0] if cipher else None,
+            "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
+            "client_cert_name": certificate_subject(der) if der else None}
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:

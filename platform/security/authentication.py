@@ -1,7 +1,8 @@
 """Who a request is: its principal, from its HTTP credentials (``authentication.methods``).
 
-``authentication.methods`` is ``none`` or a comma-separated list of ``basic`` and ``oauthbearer`` (as Kafka's
-``sasl.enabled.mechanisms``); the scheme of a request's ``Authorization`` header picks the method:
+``authentication.methods`` is ``none`` or a comma-separated list of ``basic``, ``oauthbearer`` and ``mtls`` (as
+Kafka's ``sasl.enabled.mechanisms``); the scheme of a request's ``Authorization`` header picks the method, and
+with ``mtls`` a request without one is its TLS client certificate's principal:
 
 - ``none`` (the default): every request is ``User:ANONYMOUS``, as a Kafka PLAINTEXT listener's clients.
 - ``basic``: HTTP Basic (RFC 7617) checked against the user's SCRAM-SHA-512 credential in ZooKeeper
@@ -11,6 +12,12 @@
   expiry (:mod:`~lakelog.security.oauth`; Kafka's SASL/OAUTHBEARER, KIP-768): ``User:{sub}``. Brokers
   still authenticate to each other with HTTP Basic as ``inter.broker.username``: with ``oauthbearer``
   alone, Basic is accepted for that one user only (``inter_broker_user``).
+- ``mtls``: the client's TLS certificate (the broker's ``ssl.client.auth=requested`` or ``required``): the
+  principal is ``User:{subject}``, the subject's RFC 2253 distinguished name mapped by
+  ``ssl.principal.mapping.rules`` (Kafka's SSL principal; :mod:`~lakelog.security.tls_principal`). With
+  ``required`` a client without a valid certificate fails the TLS handshake; with ``requested`` its
+  requests answer 401. The brokers' certificates must map to ``inter.broker.username`` (their principal,
+  a super user; a broker whose own certificate does not refuses to start).
 
 Checking a password derives the SCRAM key again (PBKDF2, 4096 iterations: milliseconds, on purpose);
 a successful check is remembered, keyed by a SHA-256 of the credential and the password sent, for
@@ -41,23 +48,28 @@ from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.oauth import InvalidTokenError, JwtValidator, bearer_token
 from lakelog.security.scram import ScramCredential, verify_password
+from lakelog.security.tls_principal import SslPrincipalMapper
 from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of, has_credential
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ANONYMOUS", "AuthenticationMethod", "Authenticator", "REALM", "basic_credentials", "parse_methods"]
+__all__ = ["ANONYMOUS", "AuthenticationMethod", "Authenticator", "MTLS_CHALLENGE", "REALM", "basic_credentials",
+           "parse_methods"]
 
 #: The principal of an unauthenticated request (Kafka's ``KafkaPrincipal.ANONYMOUS``).
 ANONYMOUS = "User:ANONYMOUS"
 #: The realm named in ``WWW-Authenticate``.
 REALM = "lakelog"
 #: ``authentication.methods`` values.
-AuthenticationMethod = Literal["none", "basic", "oauthbearer"]
-METHODS = ("none", "basic", "oauthbearer")
+AuthenticationMethod = Literal["none", "basic", "oauthbearer", "mtls"]
+METHODS = ("none", "basic", "oauthbearer", "mtls")
+#: ``WWW-Authenticate`` of an mtls failure (no HTTP scheme carries a TLS client certificate; the header is
+#: required on a 401 and names what is missing).
+MTLS_CHALLENGE = f'ClientCertificate realm="{REALM}"'
 
 
 def parse_methods(methods: str) -> frozenset[str]:
-    """``"basic,oauthbearer"`` -> ``{"basic", "oauthbearer"}`` (spaces and case ignored).
+    """``"basic,oauthbearer"`` -> ``{"basic", "oauthbearer"}`` (spaces and case ignored; also ``mtls``).
 
     Raises:
         SecurityError: an unknown method, none at all, or ``none`` with another one.
@@ -66,7 +78,7 @@ def parse_methods(methods: str) -> frozenset[str]:
     unknown = sorted(names - set(METHODS))
     if unknown or not names or ("none" in names and len(names) > 1):
         raise SecurityError(f"authentication.methods {methods!r}: expected none, or a comma-separated list of "
-                            "basic and oauthbearer (e.g. basic,oauthbearer)")
+                            "basic, oauthbearer and mtls (e.g. basic,oauthbearer)")
     return names
 
 
@@ -94,7 +106,8 @@ def basic_credentials(authorization: str | None, *,
 
 _BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
 _HOW = {"basic": "HTTP Basic credentials of a lakelog user (lakelog users add NAME --password-stdin)",
-        "oauthbearer": "a JWT of the identity provider as Authorization: Bearer <token>"}
+        "oauthbearer": "a JWT of the identity provider as Authorization: Bearer <token>",
+        "mtls": "a TLS client certificate signed by the broker's CA (ssl.certfile and ssl.keyfile)"}
 
 
 def _failure(reason: str, *, methods: frozenset[str] = frozenset({"basic"}),
@@ -110,6 +123,8 @@ def _failure(reason: str, *, methods: frozenset[str] = frozenset({"basic"}),
             description = "".join(c for c in reason if c not in '"\\' and 0x20 <= ord(c) < 0x7F)
             bearer += f', error="invalid_token", error_description="{description}"'
         challenges.append(bearer)
+    if "mtls" in methods:
+        challenges.append(MTLS_CHALLENGE)
     err.response_headers = {"WWW-Authenticate": ", ".join(challenges)}
     return err
 
@@ -129,17 +144,18 @@ _DUMMY = _Dummy()
 
 
 class Authenticator:
-    """Turns a request's ``Authorization`` header into its principal.
+    """Turns a request's ``Authorization`` header (or TLS client certificate) into its principal.
 
     Args:
-        method: ``authentication.methods``: ``none``, or a comma-separated list of ``basic`` and
-            ``oauthbearer`` (:func:`parse_methods`). Default: ``none``.
+        method: ``authentication.methods``: ``none``, or a comma-separated list of ``basic``, ``oauthbearer``
+            and ``mtls`` (:func:`parse_methods`). Default: ``none``.
         zk: a started kazoo client of the cluster; required for HTTP Basic (the users' credentials).
         oauth: the JWT checks; required with ``oauthbearer``. Default: None.
         inter_broker_user: with ``oauthbearer`` but not ``basic``, the one user whose HTTP Basic credentials
             are still accepted (``inter.broker.username``: brokers authenticate to each other so). Default: None.
         cache_ttl_s: how long a successful password check is remembered. Default: 300.
         max_cached: at most this many remembered checks (the oldest go first). Default: 10000.
+        principal_mapper: ``ssl.principal.mapping.rules`` of ``mtls``. Default: ``DEFAULT`` (the whole subject).
 
     Raises:
         SecurityError: an unknown method, HTTP Basic without ``zk``, ``oauthbearer`` without ``oauth``.
@@ -147,7 +163,7 @@ class Authenticator:
 
     def __init__(self, *, method: str = "none", zk: KazooClient | None = None, oauth: JwtValidator | None = None,
                  inter_broker_user: str | None = None, cache_ttl_s: float = 300.0, max_cached: int = 10_000,
-                 users_root: str = USERS_PATH) -> None:
+                 users_root: str = USERS_PATH, principal_mapper: SslPrincipalMapper | None = None) -> None:
         self.methods = parse_methods(method)
         self.method = ",".join(sorted(self.methods))
         #: None: every user's Basic credentials are checked; a name: only that user's (oauthbearer alone)
@@ -158,6 +174,8 @@ class Authenticator:
         if "oauthbearer" in self.methods and oauth is None:
             raise SecurityError("authentication.methods=oauthbearer needs the JWT checks (oauth.jwks.url)")
         self.oauth = oauth if "oauthbearer" in self.methods else None
+        self.mtls = "mtls" in self.methods
+        self.principal_mapper = principal_mapper or SslPrincipalMapper()
         self.zk = zk
         self.users_root = users_root
         self.cache_ttl_s = cache_ttl_s
@@ -222,13 +240,15 @@ class Authenticator:
             log.error("ignoring the unreadable credential of user %s: %s", name, e)
             self._credentials.pop(name, None)
 
-    def authenticate(self, authorization: str | None, *, client_host: str = "-", route: str = "-") -> str:
-        """The principal of a request with this ``Authorization`` header (``User:name``); may block
-        (a password derivation, a JWKS fetch).
+    def authenticate(self, authorization: str | None, *, client_host: str = "-", route: str = "-",
+                     client_cert_name: str | None = None) -> str:
+        """The principal of a request with this ``Authorization`` header (``User:name``), or with ``mtls`` and
+        no such header of its TLS client certificate's subject ``client_cert_name``; may block (a password
+        derivation, a JWKS fetch).
 
         Raises:
-            AuthenticationError: no credentials of an enabled method, an unknown user or a wrong password, or
-                a refused token.
+            AuthenticationError: no credentials of an enabled method, an unknown user or a wrong password, a
+                refused token, or (``mtls``) no client certificate or an unmapped subject.
         """
         if "none" in self.methods:
             return ANONYMOUS
@@ -237,6 +257,8 @@ class Authenticator:
             if token is not None:
                 return self._bearer(token, client_host=client_host, route=route)
             given = basic_credentials(authorization, methods=self.methods) if self.basic else None
+            if given is None and self.mtls:
+                return self._certificate_principal(client_cert_name)
             if given is None:
                 raise _failure("no credentials", methods=self.methods)
             user, password = given
@@ -253,6 +275,20 @@ class Authenticator:
             raise
         return f"User:{user}"
 
+    def _certificate_principal(self, client_cert_name: str | None) -> str:
+        """``mtls``: ``User:{name}`` of a TLS client certificate's subject (``CN=alice,OU=eng`` ->
+        ``User:CN=alice,OU=eng`` under ``DEFAULT``), as ``ssl.principal.mapping.rules`` map it.
+
+        Raises:
+            AuthenticationError: no client certificate, or no mapping rule matches its subject.
+        """
+        if not client_cert_name:
+            raise _failure("no credentials and no client certificate", methods=self.methods)
+        try:
+            return f"User:{self.principal_mapper.name(client_cert_name)}"
+        except SecurityError as e:
+            raise _failure(e.message, methods=self.methods) from None
+
     def _bearer(self, token: str, *, client_host: str, route: str) -> str:
         assert self.oauth is not None
         try:
@@ -266,10 +302,11 @@ class Authenticator:
             raise _failure("the identity provider's keys (JWKS) cannot be read now; retry later",
                            methods=self.methods) from None
 
-    def cached_principal(self, authorization: str | None) -> str | None:
+    def cached_principal(self, authorization: str | None, *, client_cert_name: str | None = None) -> str | None:
         """The principal when it needs no check now (``none``, Basic credentials checked within ``cache_ttl_s``,
-        a token verified before and not expired); None when :meth:`authenticate` has to check (PBKDF2 or a
-        JWKS fetch: callers on an event loop run that in a thread). Never raises."""
+        a token verified before and not expired, a mapped ``mtls`` certificate); None when :meth:`authenticate`
+        has to check (PBKDF2 or a JWKS fetch: callers on an event loop run that in a thread) or to fail.
+        Never raises."""
         if "none" in self.methods:
             return ANONYMOUS
         token = bearer_token(authorization) if self.oauth is not None else None
@@ -279,6 +316,11 @@ class Authenticator:
             given = basic_credentials(authorization) if self.basic else None
         except AuthenticationError:
             return None
+        if given is None and self.mtls and client_cert_name:
+            try:
+                return f"User:{self.principal_mapper.name(client_cert_name)}"
+            except SecurityError:
+                return None
         if given is None or (self.basic_only_user is not None and given[0] != self.basic_only_user):
             return None
         credential = self._credentials.get(given[0])

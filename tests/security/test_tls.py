@@ -8,8 +8,10 @@ import pyarrow as pa
 import pytest
 
 from lakelog.client import LakelogClient
+from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.tls import client_ssl_context
 from lakelog.replication.metadata import ClusterMetadata
+from lakelog.security.authentication import MTLS_CHALLENGE
 from lakelog.security.certificates import CertificateAuthority, TlsFiles
 from tests.harness import wait_for
 
@@ -21,9 +23,15 @@ def ca(tmp_path) -> CertificateAuthority:
     return CertificateAuthority.create(tmp_path / "tls")
 
 
-def broker_files(ca: CertificateAuthority, broker_id: int) -> dict:
-    """BrokerProcess keyword arguments of a broker certificate (server and client use, CN=broker)."""
-    files = ca.issue(f"broker-{broker_id}", common_name="broker", hosts=HOSTS, server=True)
+#: mtls principals (broker certificates CN=broker,OU=brokers are User:broker) and ACLs, User:CN=admin a super user
+MTLS_ACLS = {"LAKELOG_AUTHENTICATION_METHODS": "mtls",
+             "LAKELOG_SSL_PRINCIPAL_MAPPING_RULES": "RULE:^CN=([^,]+),OU=brokers$/$1/,DEFAULT",
+             "LAKELOG_AUTHORIZER_ENABLED": "true", "LAKELOG_SUPER_USERS": "User:CN=admin"}
+
+
+def broker_files(ca: CertificateAuthority, broker_id: int, *, unit: str | None = None) -> dict:
+    """BrokerProcess keyword arguments of a broker certificate (server and client use, CN=broker[,OU=unit])."""
+    files = ca.issue(f"broker-{broker_id}", common_name="broker", organizational_unit=unit, hosts=HOSTS, server=True)
     return {"ssl_certfile": files.certfile, "ssl_keyfile": files.keyfile, "ssl_cafile": files.cafile}
 
 
@@ -61,11 +69,12 @@ FAST = {"LAKELOG_ZOOKEEPER_SESSION_TIMEOUT_MS": "3000", "LAKELOG_REPLICA_LAG_TIM
 
 @pytest.mark.cluster
 def test_three_tls_brokers_replicate_and_fail_over(broker_factory, ca, zk_client, topic_name):
-    """Every broker requires a client certificate (ssl.client.auth=required): replica fetches, forwarded
-    requests and the readiness poll present the brokers' own certificates; RF 3, acks=all, the leader
-    killed, produce and fetch go on over TLS."""
-    env = {**FAST, "LAKELOG_SSL_CLIENT_AUTH": "required"}
-    brokers = {i: broker_factory(i, extra_env=env, **broker_files(ca, i)) for i in range(3)}
+    """Every broker requires a client certificate (ssl.client.auth=required) and checks ACLs with mtls
+    principals: replica fetches, forwarded requests and the readiness poll present the brokers' own
+    certificates (User:broker, a super user, through ssl.principal.mapping.rules); RF 3, acks=all, the
+    leader killed, produce and fetch go on over TLS."""
+    env = {**FAST, **MTLS_ACLS, "LAKELOG_SSL_CLIENT_AUTH": "required"}
+    brokers = {i: broker_factory(i, extra_env=env, **broker_files(ca, i, unit="brokers")) for i in range(3)}
     with LakelogClient(brokers[0].url, ssl_cafile=str(ca.cafile)) as no_cert:  # the handshake needs one
         with pytest.raises(ConnectionError, match="requires a client certificate .*ssl.certfile"):
             no_cert.list_topics()
@@ -86,3 +95,37 @@ def test_three_tls_brokers_replicate_and_fail_over(broker_factory, ca, zk_client
         assert values == [b"v%d" % i for i in range(10)] + [b"after"]
         assert len(meta.partition_state(topic_name, 0).isr) == 2
 
+
+
+def test_mtls_principal_is_the_certificate_subject(broker_factory, ca, topic_name):
+    """authentication.methods=mtls with ssl.client.auth=requested: the principal is User:{subject} (as Kafka's
+    default principal builder), a client without a certificate gets 401 / 40101 (with required, the TLS
+    handshake itself refuses it: the three-broker test above); ACLs see the principal."""
+    env = {"LAKELOG_SSL_CLIENT_AUTH": "requested", "LAKELOG_AUTHENTICATION_METHODS": "mtls",
+           "LAKELOG_SSL_PRINCIPAL_MAPPING_RULES": "RULE:^CN=([^,]+),OU=brokers$/$1/,DEFAULT",
+           "LAKELOG_AUTHORIZER_ENABLED": "true", "LAKELOG_SUPER_USERS": "User:CN=alice,OU=eng"}
+    files = ca.issue("broker-0", common_name="broker", organizational_unit="brokers", hosts=HOSTS, server=True)
+    broker = broker_factory(0, extra_env=env, ssl_certfile=files.certfile, ssl_keyfile=files.keyfile,
+                            ssl_cafile=files.cafile)
+    alice = ca.issue("alice", common_name="alice", organizational_unit="eng")
+    bob = ca.issue("bob", common_name="bob", organizational_unit="eng")
+    with LakelogClient(broker.url, ssl_cafile=str(ca.cafile)) as anonymous:
+        with pytest.raises(RemoteError) as e:
+            anonymous.list_topics()
+        assert e.value.http_status == 401 and e.value.error_code == 40101 and "no client certificate" in str(e.value)
+    resp = httpx.get(f"{broker.url}/topics", verify=client_ssl_context(ssl_cafile=ca.cafile))
+    assert resp.status_code == 401 and resp.headers["WWW-Authenticate"] == MTLS_CHALLENGE
+    with LakelogClient(broker.url, **client_tls(alice)) as client:  # a super user: allowed everything
+        client.create_topic(topic_name, partitions=1)
+        client.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"a"])}))
+        assert client.list_acls() == []
+    with LakelogClient(broker.url, **client_tls(bob)) as client:
+        with pytest.raises(RemoteError, match=r"User:CN=bob,OU=eng is not authorized") as e:
+            client.list_acls()
+        assert e.value.http_status == 403
+
+
+def test_an_mtls_broker_whose_certificate_is_not_the_inter_broker_user_does_not_start(broker_factory, ca):
+    env = {"LAKELOG_SSL_CLIENT_AUTH": "required", "LAKELOG_AUTHENTICATION_METHODS": "mtls"}
+    with pytest.raises(RuntimeError, match="maps to User:CN=broker, not to inter.broker.username=broker"):
+        broker_factory(0, extra_env=env, **broker_files(ca, 0))
