@@ -192,30 +192,43 @@ def cluster_up(
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
     log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
+    secure: Annotated[bool, typer.Option(
+        "--secure", help="TLS, authentication and ACLs: a CA, broker and client certificates, a super user "
+                         "'admin' (its password printed once, kept in DATA_DIR/tls/admin.password) under "
+                         "DATA_DIR/tls; brokers with HTTPS, authentication.methods=basic and the authorizer.")] = False,
 ) -> None:
     """Embedded ZooKeeper + N broker processes (distinct ports and log dirs) in the foreground.
 
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
-    controlled shutdown), then ZooKeeper.
+    controlled shutdown), then ZooKeeper. ``--secure``: see :mod:`lakelog.security.secure_setup`.
     """
     from lakelog.broker_process import BrokerProcess
     from lakelog.replication.zookeeper_server import ZooKeeperServer
 
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    tls = _secure_setup(data_dir, brokers=brokers, config=config) if secure else None
     procs = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / f"broker-{i}", broker_id=i,
                            port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
-                           log_format=log_format.value, new_session=True, config_file=config) for i in range(brokers)]
+                           log_format=log_format.value, new_session=True, config_file=config,
+                           **({} if tls is None else {
+                               "extra_env": tls.broker_env(), "ssl_certfile": tls.brokers[i].certfile,
+                               "ssl_keyfile": tls.brokers[i].keyfile, "ssl_cafile": tls.cafile}))
+             for i in range(brokers)]
     with _stop_on_signals():
         try:
             zk.start()
             _wait_for_previous_registrations(zk.connect_string, [proc.broker_id for proc in procs])
+            if tls is not None:
+                tls.ensure_super_user(zk.connect_string)
             for proc in procs:
                 proc.start()
-            servers = ",".join(f"127.0.0.1:{port + i}" for i in range(brokers))
+            servers = ",".join(proc.url.replace("http://", "") for proc in procs)
             err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); {brokers} brokers: {servers} "
                               f"(pids {', '.join(str(p.pid) for p in procs)}, logs {data_dir}/broker-N.log). "
                               f"Use --bootstrap-server {servers}")
+            if tls is not None:
+                _print_secure_connection(tls, servers)
             _wait_forever()
         finally:
             for proc in reversed(procs):  # each in its own try: one failure must not leave the others running
@@ -225,3 +238,33 @@ def cluster_up(
                     err_console.print(f"[red]error:[/red] stopping broker {proc.broker_id}: {e}")
                     proc.kill()
             zk.stop()
+
+
+def _secure_setup(data_dir: Path, *, brokers: int, config: Optional[Path]):
+    """The CA, certificates and passwords of ``cluster up --secure`` (made or reused under ``data_dir/tls``)."""
+    from lakelog.config import BrokerSettings
+    from lakelog.errors import LakelogError
+    from lakelog.security.secure_setup import prepare_secure_cluster
+
+    try:
+        host = BrokerSettings.load(config_file=config).host  # the advertised host goes into the certificates
+    except LakelogError as e:
+        fail(str(e))
+    return prepare_secure_cluster(data_dir, broker_ids=list(range(brokers)), hosts=[host])
+
+
+def _print_secure_connection(tls, servers: str) -> None:
+    """How a client connects to a ``--secure`` cluster: the super user (the password only on the run that
+    made it), the environment of the ``lakelog`` commands and the client properties file."""
+    from lakelog.security.secure_setup import SUPER_USER
+
+    properties = tls.write_client_properties(servers)
+    if tls.created:
+        err_console.print(f"Super user {SUPER_USER!r}, password (shown once): {tls.admin_password}")
+    err_console.print(f"Its password is in {tls.password_file} (mode 0600). Connect the lakelog commands with:\n"
+                      f"export LAKELOG_BOOTSTRAP_SERVER={servers}\n"
+                      f"export LAKELOG_SSL_CAFILE={tls.cafile}\n"
+                      f"export LAKELOG_USERNAME={SUPER_USER}\n"
+                      f'export LAKELOG_PASSWORD="$(cat {tls.password_file})"\n'
+                      f"Client settings (ssl.cafile, and the super user's certificate ssl.certfile / ssl.keyfile): "
+                      f"{properties}", soft_wrap=True)
