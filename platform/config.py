@@ -196,6 +196,10 @@ class BrokerSettings(BaseSettings):
         if "mtls" in self.authentication_method_set and (self.ssl_certfile is None or self.ssl_client_auth == "none"):
             raise ValueError("authentication.methods=mtls needs ssl.certfile and ssl.client.auth=requested or required: "
                              "the principal comes from the client's TLS certificate")
+        for key, path in (("ssl.certfile", self.ssl_certfile), ("ssl.keyfile", self.ssl_keyfile),
+                          ("ssl.cafile", self.ssl_cafile)):
+            if path is not None and not path.is_file():
+                raise ValueError(f"{key} {path}: no such file (a PEM file)")
         if self.ssl_client_auth != "none" and self.ssl_certfile is None:
             raise ValueError("ssl.client.auth needs ssl.certfile: client certificates are asked in the TLS handshake")
         if self.authorizer_enabled and not self.authenticates:

@@ -129,3 +129,18 @@ def test_an_mtls_broker_whose_certificate_is_not_the_inter_broker_user_does_not_
     env = {"LAKELOG_SSL_CLIENT_AUTH": "required", "LAKELOG_AUTHENTICATION_METHODS": "mtls"}
     with pytest.raises(RuntimeError, match="maps to User:CN=broker, not to inter.broker.username=broker"):
         broker_factory(0, extra_env=env, **broker_files(ca, 0))
+
+
+def test_tls_settings_are_checked(tmp_path, ca):
+    from lakelog.config import BrokerSettings
+    from lakelog.errors import ConfigError
+
+    files = ca.issue("broker-0", common_name="broker", hosts=HOSTS, server=True)
+    with pytest.raises(ConfigError, match="mtls needs ssl.certfile and ssl.client.auth"):
+        BrokerSettings.load(authentication_methods="mtls", ssl_certfile=files.certfile)
+    with pytest.raises(ConfigError, match="ssl.client.auth needs ssl.certfile"):
+        BrokerSettings.load(ssl_client_auth="required")
+    with pytest.raises(ConfigError, match="ssl.cafile .*missing.pem: no such file"):
+        BrokerSettings.load(ssl_certfile=files.certfile, ssl_cafile=tmp_path / "missing.pem")
+    settings = BrokerSettings.load(ssl_certfile=files.certfile, ssl_keyfile=files.keyfile, port=9443)
+    assert settings.advertised_url == "https://127.0.0.1:9443"
