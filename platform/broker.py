@@ -33,9 +33,9 @@ import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings
-from lakelog.errors import ConfigError
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
+from lakelog.errors import ConfigError
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.producers.producer_ids import ProducerIdManager

@@ -11,7 +11,7 @@ client properties file; ``ssl_cafile=`` ... as keyword arguments):
   broker asks for one (``ssl.client.auth``; the principal of ``authentication.methods=mtls``). Default: none.
 
 Contexts are cached per set of files: every client of a process shares one context (TLS session
-resumption, and the CA file is parsed once).
+resumption, and the CA file is parsed once); a file changed on disk is read again by new processes only.
 """
 
 from __future__ import annotations
