@@ -25,6 +25,7 @@ from typing import Literal
 
 import httpx
 
+from lakelog.config import read_properties
 from lakelog.processes import spawn
 from lakelog.protocol.tls import client_ssl_context
 from lakelog.replication.zookeeper_server import free_port
@@ -48,7 +49,8 @@ class BrokerProcess:
         ssl_certfile, ssl_keyfile, ssl_cafile: the broker's ``ssl.certfile``/``ssl.keyfile``/``ssl.cafile``
             (PEM; set in its environment, over ``extra_env``): it serves HTTPS, :attr:`url` is ``https://``
             and the readiness poll verifies it against ``ssl_cafile`` and presents the broker's own
-            certificate (so ``ssl.client.auth=required`` brokers answer it too). Default: none (HTTP).
+            certificate (so ``ssl.client.auth=required`` brokers answer it too). Default: none: those the
+            child gets from ``LAKELOG_SSL_*`` in its environment or from ``config_file``, if any (else HTTP).
     """
 
     def __init__(self, *, zookeeper_connect: str, log_dirs: Path, broker_id: int = 0, port: int | None = None,
@@ -61,18 +63,32 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.port = port or free_port()
         self.extra_env = extra_env or {}
+        self.config_file = config_file
         #: the TLS files (``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``) as LakelogClient keyword arguments
         self.tls = {k: str(v) for k, v in (("ssl_cafile", ssl_cafile), ("ssl_certfile", ssl_certfile),
                                            ("ssl_keyfile", ssl_keyfile)) if v is not None}
         if ssl_certfile is not None:
             self.extra_env = {**self.extra_env, **{f"LAKELOG_{k.upper()}": v for k, v in self.tls.items()}}
+        else:  # TLS set through the environment or the config file: poll it over TLS too
+            self.tls = self._configured_tls()
         self.log_file = Path(log_file) if log_file else self.log_dirs.parent / f"broker-{broker_id}-{self.port}.log"
         self.log_level = log_level
         self.log_format = log_format
         self.new_session = new_session
-        self.config_file = config_file
         self.process: subprocess.Popen | None = None
         self.startup_s: float | None = None
+
+    def _configured_tls(self) -> dict[str, str]:
+        """The ``ssl.*`` files the child will read from its environment (``LAKELOG_SSL_*``, ``extra_env`` over
+        this process's) or, below that, its ``config_file``; ``{}`` when it gets no ``ssl.certfile``."""
+        env = {**os.environ, **self.extra_env}
+        file_values = read_properties(self.config_file, missing_ok=True) if self.config_file is not None else {}
+        tls = {}
+        for arg in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            value = env.get(f"LAKELOG_{arg.upper()}") or file_values.get(arg.replace("_", "."))
+            if value:
+                tls[arg] = value
+        return tls if "ssl_certfile" in tls else {}
 
     @property
     def url(self) -> str:

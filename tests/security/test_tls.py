@@ -131,6 +131,16 @@ def test_an_mtls_broker_whose_certificate_is_not_the_inter_broker_user_does_not_
         broker_factory(0, extra_env=env, **broker_files(ca, 0))
 
 
+def test_a_broker_configured_for_tls_by_its_properties_file(broker_factory, ca, tmp_path):
+    files = ca.issue("broker-0", common_name="broker", hosts=HOSTS, server=True)
+    config = tmp_path / "broker.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in files.as_properties().items()) + "ssl.client.auth=required\n")
+    broker = broker_factory(0, config_file=config)  # polled over TLS with the files the config names
+    assert broker.url.startswith("https://")
+    with LakelogClient(broker.url, **client_tls(files)) as client:
+        assert client.list_topics() == []
+
+
 def test_tls_settings_are_checked(tmp_path, ca):
     from lakelog.config import BrokerSettings
     from lakelog.errors import ConfigError
