@@ -246,12 +246,17 @@ def tls_extension(transport: asyncio.BaseTransport) -> dict | None:
     if ssl_object is None:
         return None
     der = ssl_object.getpeercert(binary_form=True)
+    try:
+        name = certificate_subject(der) if der else None
+    except ValueError:  # verified by OpenSSL but not parsed by cryptography: no name, so no mtls principal
+        log.warning("cannot read the subject of the client certificate of %s", transport.get_extra_info("peername"))
+        name = None
     cipher = ssl_object.cipher()
     version = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}.get(ssl_object.version() or "")
     return {"server_cert": None, "client_cert_error": None, "tls_version": version,
             "cipher_suite": cipher[0] if cipher else None,
             "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
-            "client_cert_name": certificate_subject(der) if der else None}
+            "client_cert_name": name}
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
