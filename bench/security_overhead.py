@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The cost of security: produce records/s of one broker with authentication and ACLs against without.
+"""The cost of security: produce records/s of one broker with TLS, authentication and ACLs against without.
 
 Usage::
 
@@ -13,9 +13,11 @@ phases with the same client code (``produce_fetch.py``'s scenario: 8 keep-alive 
 bodies, a fresh 6-partition topic per phase), the broker restarted between phases:
 
 - off: ``authentication.methods=none``, no authorizer;
-- on: ``authentication.methods=basic`` and ``authorizer.enabled=true``; the clients are ``User:bench``, whose
-  only ACL is a prefixed ``Write`` on the topics ``bench-``, so every request pays a Basic credential check
-  (remembered after the first: one SHA-256) and an ACL decision.
+- on: TLS (``ssl.certfile``/``ssl.keyfile`` of a certificate made for the run by
+  :class:`~lakelog.security.certificates.CertificateAuthority`, the clients verifying it against the CA over
+  keep-alive connections), ``authentication.methods=basic`` and ``authorizer.enabled=true``; the clients are
+  ``User:bench``, whose only ACL is a prefixed ``Write`` on the topics ``bench-``, so every request pays the
+  TLS record layer, a Basic credential check (remembered after the first: one SHA-256) and an ACL decision.
 
 Phases alternate (off, on, on, off, ...: a drift of the machine's load hits both alike). Figures: records/s
 of each phase, the ratio on / off per pair and its median against the target 0.8x. The ``bench/`` folder
@@ -25,8 +27,10 @@ never asserts timings.
 from __future__ import annotations
 
 import argparse
+import ssl
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -34,6 +38,7 @@ from rich.table import Table
 
 from _cluster import PySpy, bench_cluster, broker_env as parse_broker_env, make_console
 from produce_fetch import Load, Result, produce_scenario
+from lakelog.security.certificates import CertificateAuthority
 
 #: Target: records/s with security on over records/s with it off.
 TARGET_RATIO = 0.8
@@ -45,12 +50,28 @@ BENCH_USER = ("bench", "bench-password")
 console = make_console()
 
 
-def secure_env(enabled: bool) -> dict[str, str]:
-    """The broker settings of a phase."""
+TLS_SETTINGS = ("ssl_certfile", "ssl_keyfile", "ssl_cafile")
+
+
+def make_certificates(directory: Path) -> dict[str, str]:
+    """A CA and the broker's certificate (SAN 127.0.0.1, localhost): ``{"ssl_certfile": ..., ...}``."""
+    ca = CertificateAuthority.create(directory)
+    files = ca.issue("broker-0", common_name="broker", hosts=["127.0.0.1", "localhost"], server=True)
+    return {"ssl_certfile": str(files.certfile), "ssl_keyfile": str(files.keyfile), "ssl_cafile": str(ca.cafile)}
+
+
+def set_phase(broker, enabled: bool, tls: dict[str, str]) -> None:
+    """The broker's settings of a phase (applied at its next start): security on or off."""
+    for name in TLS_SETTINGS:
+        broker.extra_env.pop(f"LAKELOG_{name.upper()}", None)
     if not enabled:
-        return {"LAKELOG_AUTHENTICATION_METHODS": "none", "LAKELOG_AUTHORIZER_ENABLED": "false"}
-    return {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_AUTHORIZER_ENABLED": "true",
-            "LAKELOG_INTER_BROKER_PASSWORD": BROKER_PASSWORD}
+        broker.extra_env.update({"LAKELOG_AUTHENTICATION_METHODS": "none", "LAKELOG_AUTHORIZER_ENABLED": "false"})
+        broker.tls = {}
+        return
+    broker.extra_env.update({"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_AUTHORIZER_ENABLED": "true",
+                             "LAKELOG_INTER_BROKER_PASSWORD": BROKER_PASSWORD,
+                             **{f"LAKELOG_{k.upper()}": v for k, v in tls.items()}})
+    broker.tls = dict(tls)  # its url is https:// and its readiness poll verifies the certificate
 
 
 def grant_bench_user(admin: httpx.Client, cluster_id: str) -> None:
@@ -78,21 +99,24 @@ def main() -> int:
                        keep=args.keep) as run:
         broker = run.broker
         spy = PySpy(None, broker.pid)
+        tls = make_certificates(run.tmp / "tls")
+        verify = ssl.create_default_context(cafile=tls["ssl_cafile"])
         phase = 0
         for kind, label in ROWS:
             for rep in range(args.repeat):
                 for enabled in ((False, True) if rep % 2 == 0 else (True, False)):
                     broker.stop()
-                    broker.extra_env.update(secure_env(enabled))
+                    set_phase(broker, enabled, tls)
                     broker.start()
                     phase += 1
                     admin_auth = ("broker", BROKER_PASSWORD) if enabled else None
-                    with httpx.Client(base_url=broker.url, timeout=120.0, auth=admin_auth) as admin:
+                    with httpx.Client(base_url=broker.url, timeout=120.0, auth=admin_auth,
+                                      verify=verify if enabled else True) as admin:
                         cluster_id = admin.get("/v3/clusters").json()["data"][0]["cluster_id"]
                         if enabled:
                             grant_bench_user(admin, cluster_id)
                         load = Load(broker.url, args.threads, 10**12, args.seconds,
-                                    client_options={"auth": BENCH_USER} if enabled else None)
+                                    client_options={"auth": BENCH_USER, "verify": verify} if enabled else None)
                         r = produce_scenario(kind, 100, url=broker.url, admin=admin, cluster_id=cluster_id,
                                              load=load, broker=broker, spy=spy, repetition=phase)
                     rows[kind][enabled].append(r)
@@ -100,7 +124,7 @@ def main() -> int:
                                   f"  {r.rate:>12,.0f} records/s" + (f"  [red]{r.errors[0][:200]}[/]" if r.errors else ""))
     if run.return_code:
         return run.return_code
-    table = Table(title=f"produce records/s, basic authentication + ACLs on vs off (one broker, {args.threads} "
+    table = Table(title=f"produce records/s, TLS + basic authentication + ACLs on vs off (one broker, {args.threads} "
                         f"client threads, {args.seconds:g} s per phase)")
     for column in ("row", "off, per pair", "on, per pair", "on / off per pair", "median", f"target ≥ {TARGET_RATIO}x"):
         table.add_column(column, justify="left" if column == "row" else "right")

@@ -53,8 +53,9 @@ COMMAND_CONFIG_KEYS = ("sasl.username", "sasl.password", "sasl.oauthbearer.token
 CommandConfigOpt = Annotated[Optional[Path], typer.Option(
     "--command-config", envvar="LAKELOG_COMMAND_CONFIG", dir_okay=False,
     help="A .properties file with the client's security settings, as Kafka tools' --command-config: "
-         "sasl.username and sasl.password (HTTP Basic) or sasl.oauthbearer.token (a bearer token). When given, "
-         "it alone holds the credentials: LAKELOG_USERNAME, LAKELOG_PASSWORD and LAKELOG_TOKEN are then ignored.")]
+         "sasl.username and sasl.password (HTTP Basic) or sasl.oauthbearer.token (a bearer token), and ssl.cafile, "
+         "ssl.certfile, ssl.keyfile (TLS, a client certificate for mtls). When given, it alone holds them: "
+         "LAKELOG_USERNAME, LAKELOG_PASSWORD, LAKELOG_TOKEN and LAKELOG_SSL_* are then ignored.")]
 
 #: The ``--command-config`` file of this invocation (set by the app's callback; None: the environment's credentials).
 _command_config: Path | None = None

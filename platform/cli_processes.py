@@ -258,7 +258,7 @@ def _print_secure_connection(tls, servers: str) -> None:
     made it), the environment of the ``lakelog`` commands and the client properties file."""
     from lakelog.security.secure_setup import SUPER_USER
 
-    properties = tls.write_client_properties(servers)
+    properties = tls.write_client_properties()
     if tls.created:
         err_console.print(f"Super user {SUPER_USER!r}, password (shown once): {tls.admin_password}")
     err_console.print(f"Its password is in {tls.password_file} (mode 0600). Connect the lakelog commands with:\n"
@@ -266,5 +266,5 @@ def _print_secure_connection(tls, servers: str) -> None:
                       f"export LAKELOG_SSL_CAFILE={tls.cafile}\n"
                       f"export LAKELOG_USERNAME={SUPER_USER}\n"
                       f'export LAKELOG_PASSWORD="$(cat {tls.password_file})"\n'
-                      f"Client settings (ssl.cafile, and the super user's certificate ssl.certfile / ssl.keyfile): "
-                      f"{properties}", soft_wrap=True)
+                      f"or with the super user's certificate (mtls) instead of the password:\n"
+                      f"lakelog --command-config {properties} topics list", soft_wrap=True)

@@ -153,7 +153,7 @@ async def authenticate(request: Request) -> str:
     """The request's principal (``User:name``; ``User:ANONYMOUS`` with ``authentication.methods=none``),
     kept on ``request.state.principal``; every route runs it (the app's dependency), except
     :data:`UNAUTHENTICATED_PATHS` (and what FastAPI serves outside routes: ``/openapi.json``, ``/docs``, the
-    console's static files). A password check that is not remembered runs in a thread (PBKDF2, milliseconds).
+    console's static files). A check that is not remembered runs in a thread (PBKDF2 milliseconds, a JWKS fetch).
 
     Raises:
         lakelog.security.errors.AuthenticationError: 401 / 40101 with ``WWW-Authenticate``.

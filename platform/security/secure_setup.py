@@ -8,14 +8,15 @@ Layout (``{data_dir}/tls/``; keys, passwords and ``client.properties`` ``0600``)
     admin.pem, admin-key.pem        the super user's client certificate: CN=admin,OU=lakelog
     inter-broker.password           inter.broker.password
     admin.password                  the super user's password
-    client.properties               bootstrap.servers, ssl.cafile, ssl.certfile, ssl.keyfile (Kafka's client names)
+    client.properties               ssl.cafile, ssl.certfile, ssl.keyfile (Kafka's client names): the super
+                                    user's certificate, a ``lakelog --command-config`` file (mtls)
 
 A second run on the same data dir reuses every file (the users' credentials in ZooKeeper keep their
 passwords), so only the first run prints the password. The brokers get ``ssl.certfile``/``ssl.keyfile``/
-``ssl.cafile``, ``ssl.client.auth=requested``, ``authentication.methods=basic``, ``authorizer.enabled=true``,
-``super.users=User:admin`` and ``ssl.principal.mapping.rules`` :data:`MAPPING_RULES`, which map the
-certificates made here to their CN (``User:broker``, ``User:admin``), the same principals as their
-passwords' (for ``mtls``, once a broker accepts both methods).
+``ssl.cafile``, ``ssl.client.auth=requested``, ``authentication.methods=basic,mtls``,
+``authorizer.enabled=true``, ``super.users=User:admin`` and ``ssl.principal.mapping.rules``
+:data:`MAPPING_RULES`, which map the certificates made here to their CN (``User:broker``, ``User:admin``),
+the same principals as their passwords': a client authenticates with either.
 """
 
 from __future__ import annotations
@@ -73,15 +74,15 @@ class SecureCluster:
 
     def broker_env(self) -> dict[str, str]:
         """The brokers' security settings as ``LAKELOG_*`` environment (besides their TLS files)."""
-        return {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_INTER_BROKER_USERNAME": BROKER_USER,
+        return {"LAKELOG_AUTHENTICATION_METHODS": "basic,mtls", "LAKELOG_INTER_BROKER_USERNAME": BROKER_USER,
                 "LAKELOG_INTER_BROKER_PASSWORD": self.inter_broker_password, "LAKELOG_SSL_CLIENT_AUTH": "requested",
                 "LAKELOG_SSL_PRINCIPAL_MAPPING_RULES": MAPPING_RULES, "LAKELOG_AUTHORIZER_ENABLED": "true",
                 "LAKELOG_SUPER_USERS": f"User:{SUPER_USER}"}
 
-    def write_client_properties(self, bootstrap_servers: str) -> Path:
-        """Write :attr:`client_properties` (``0600``): ``bootstrap.servers`` and the super user's TLS files."""
-        lines = [f"bootstrap.servers={bootstrap_servers}",
-                 *(f"{k}={v}" for k, v in self.admin.as_properties().items())]
+    def write_client_properties(self) -> Path:
+        """Write :attr:`client_properties` (``0600``): the super user's TLS files (``ssl.cafile``,
+        ``ssl.certfile``, ``ssl.keyfile``), a ``lakelog --command-config`` file that authenticates with mtls."""
+        lines = [f"{k}={v}" for k, v in self.admin.as_properties().items()]
         write_private(self.client_properties, ("\n".join(lines) + "\n").encode())
         return self.client_properties
 

@@ -71,6 +71,12 @@ def test_cluster_up_secure(tmp_path, run, topic_name):
     listed = subprocess.run([sys.executable, "-m", "lakelog.cli", "topics", "list"], env=env, capture_output=True,
                             text=True, timeout=60)
     assert listed.returncode == 0 and topic_name in listed.stdout, listed.stderr
+    # or with the super user's certificate (mtls), the printed --command-config file alone
+    properties = re.search(r"lakelog --command-config (\S+) topics list", cluster.log()).group(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELOG_")}
+    listed = subprocess.run([sys.executable, "-m", "lakelog.cli", "--command-config", properties, "topics", "list",
+                             "-b", bootstrap], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and topic_name in listed.stdout, listed.stderr
 
     children = child_pids(cluster.pid)
     assert len(children) == 3  # ZooKeeper and the brokers

@@ -48,7 +48,7 @@ def test_command_config_files_that_cannot_work_are_refused(tmp_path):
         "sasl.username=alice\n": "set both sasl.username and sasl.password",
         "sasl.username=a\nsasl.password=b\nsasl.oauthbearer.token=t\n": "not both",
         "sasl.jaas.config=x\n": "unknown key(s) sasl.jaas.config",
-        "ssl.cafile=/etc/ca.pem\n": "ssl.cafile: TLS settings of the client are not supported yet",
+        "ssl.cafile=/nonexistent/ca.pem\n": "ssl.cafile /nonexistent/ca.pem: not a readable PEM CA certificate",
     }
     for i, (text, message) in enumerate(cases.items()):
         props = tmp_path / f"c{i}.properties"

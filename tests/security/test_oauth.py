@@ -266,7 +266,7 @@ def test_settings(tmp_path):
         BrokerSettings.load(authentication_methods="oauthbearer", inter_broker_password="pw")
     with pytest.raises(ConfigError, match="inter.broker.password must be set"):
         BrokerSettings.load(authentication_methods="oauthbearer", oauth_jwks_url="/x.json")
-    with pytest.raises(ConfigError, match="comma-separated list of basic and oauthbearer"):
+    with pytest.raises(ConfigError, match="comma-separated list of basic, oauthbearer and mtls"):
         BrokerSettings.load(authentication_methods="none,basic")
     props = tmp_path / "server.properties"  # Kafka's names are aliases of lakelog's
     props.write_text("authentication.methods=OAuthBearer, basic\ninter.broker.password=pw\n"
