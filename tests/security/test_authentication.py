@@ -174,3 +174,28 @@ def test_only_a_remembered_check_skips_the_password_derivation(zk_client):
         assert Authenticator().cached_principal(None) == ANONYMOUS
     finally:
         auth.close()
+
+
+def test_basic_and_mtls_together(zk_client):
+    from lakelog.security.authentication import MTLS_CHALLENGE
+    from lakelog.security.tls_principal import SslPrincipalMapper
+
+    UserCredentials(zk_client).upsert("alice", "s3cret")
+    auth = Authenticator(method="mtls,basic", zk=zk_client,
+                         principal_mapper=SslPrincipalMapper("RULE:^CN=([^,]+),OU=eng$/$1/,DEFAULT")).start()
+    try:
+        bob_cert = "CN=bob,OU=eng"
+        # an Authorization header is that header's principal, whatever certificate the connection has
+        assert auth.authenticate(basic("alice", "s3cret"), client_cert_name=bob_cert) == "User:alice"
+        # without one, the certificate's (mapped by the rules), remembered without a check
+        assert auth.cached_principal(None, client_cert_name=bob_cert) == "User:bob"
+        assert auth.authenticate(None, client_cert_name="CN=carol,OU=ops") == "User:CN=carol,OU=ops"
+        with pytest.raises(AuthenticationError) as e:  # neither: a 401 naming both ways
+            auth.authenticate(None, client_cert_name=None)
+        challenge = e.value.response_headers["WWW-Authenticate"]
+        assert challenge.startswith('Basic realm="lakelog"') and MTLS_CHALLENGE in challenge
+        assert "TLS client certificate" in e.value.message and "HTTP Basic" in e.value.message
+        with pytest.raises(AuthenticationError):  # a wrong password is not rescued by the certificate
+            auth.authenticate(basic("alice", "wrong"), client_cert_name=bob_cert)
+    finally:
+        auth.close()
