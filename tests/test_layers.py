@@ -141,3 +141,14 @@ def test_no_class_over_300_lines():
                 big.append(f"{path.relative_to(ROOT)}:{node.lineno} class {node.name}: "
                            f"{node.end_lineno - node.lineno + 1} lines")
     assert not big, "split these classes by responsibility:\n" + "\n".join(big)
+
+
+def test_every_package_is_installed():
+    """A subpackage missing from pyproject's ``packages`` works in the editable install and is missing from a
+    wheel (a Spark cluster's executors, ``pip install .``)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"lakelog" + "".join(f".{part}" for part in d.relative_to(SOURCE).parts)
+             for d in [SOURCE, *SOURCE.rglob("*")] if d.is_dir() and (d / "__init__.py").exists()}
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
