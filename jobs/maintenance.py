@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
+from lakelog.cli_common import client_settings
 from lakelog.spark.maintenance import run_from_gateway
 
 
@@ -26,8 +28,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap-server", default="localhost:8082", help="gateway(s): host:port[,host:port]")
     parser.add_argument("--zookeeper-connect", default=os.environ.get("LAKELOG_ZOOKEEPER_CONNECT", "127.0.0.1:2181"),
                         help="the cluster's zookeeper.connect (host:port[/chroot]); env LAKELOG_ZOOKEEPER_CONNECT")
+    parser.add_argument("--command-config", help="a .properties file with the client's credentials and TLS files "
+                                                 "(lakelog --command-config); else LAKELOG_USERNAME/PASSWORD, "
+                                                 "LAKELOG_TOKEN, LAKELOG_SSL_*")
     args = parser.parse_args(argv)
-    for r in run_from_gateway(args.kind, bootstrap_server=args.bootstrap_server,
+    options = client_settings(command_config_file=Path(args.command_config) if args.command_config else None)
+    for r in run_from_gateway(args.kind, bootstrap_server=args.bootstrap_server, client_options=options,
                               zookeeper_connect=args.zookeeper_connect, topic=args.topic, partitions=args.partition,
                               zorder_by=args.zorder_by, target_file_bytes=args.target_file_mib * 1024 * 1024):
         print(r.describe())

@@ -12,7 +12,9 @@ from the partition Delta tables below each partition's high watermark.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from lakelog.cli_common import client_settings
 from lakelog.client import LakelogClient
 from lakelog.spark import session
 from lakelog.spark.sql import register_topics_from_gateway
@@ -24,10 +26,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bootstrap-server", default="localhost:8082", help="gateway(s): host:port[,host:port]")
     parser.add_argument("--output", help="save the result as a Delta table at this path (overwrite)")
     parser.add_argument("--max-rows", type=int, default=100, help="rows to print when not saving")
+    parser.add_argument("--command-config", help="a .properties file with the client's credentials and TLS files "
+                                                 "(lakelog --command-config); else LAKELOG_USERNAME/PASSWORD, "
+                                                 "LAKELOG_TOKEN, LAKELOG_SSL_*")
     args = parser.parse_args(argv)
+    options = client_settings(command_config_file=Path(args.command_config) if args.command_config else None)
     spark = session(app_name="lakelog-topic-sql")
     try:
-        with LakelogClient(args.bootstrap_server) as client:
+        with LakelogClient(args.bootstrap_server, **options) as client:
             register_topics_from_gateway(spark, client)
         df = spark.sql(args.query)
         if args.output:

@@ -117,13 +117,15 @@ def command_config(path: Path) -> dict:
                              names=("sasl.username", "sasl.password", "sasl.oauthbearer.token")), **tls}
 
 
-def client_settings() -> dict:
+def client_settings(*, command_config_file: Path | None = None) -> dict:
     """The :class:`LakelogClient` keyword arguments of this invocation's security settings, highest precedence
-    first: the ``--command-config`` file (or ``LAKELOG_COMMAND_CONFIG``) when given, alone; else
-    :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and :data:`PASSWORD_ENV` (not both kinds) and the TLS files of
-    :data:`TLS_ENVS`."""
-    if _command_config is not None:
-        return command_config(_command_config)
+    first: the ``--command-config`` file (``command_config_file``, else the CLI's ``--command-config`` or
+    ``LAKELOG_COMMAND_CONFIG``) when given, alone; else :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and
+    :data:`PASSWORD_ENV` (not both kinds) and the TLS files of :data:`TLS_ENVS`."""
+    path = command_config_file or _command_config or (Path(os.environ["LAKELOG_COMMAND_CONFIG"])
+                                                       if os.environ.get("LAKELOG_COMMAND_CONFIG") else None)
+    if path is not None:
+        return command_config(path)
     return {"auth": credentials(), **tls_options()}
 
 

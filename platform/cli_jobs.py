@@ -33,11 +33,12 @@ LeaseWaitOpt = Annotated[float, typer.Option(help="Seconds to wait for a lease a
 
 
 def _run(kind: str, **kwargs) -> None:
+    from lakelog.cli_common import client_settings
     from lakelog.errors import LakelogError
     from lakelog.spark.maintenance import run_from_gateway
 
     try:
-        results = run_from_gateway(kind, **kwargs)
+        results = run_from_gateway(kind, client_options=client_settings(), **kwargs)
     except (LakelogError, ValueError) as e:
         fail(str(e))
     for r in results:

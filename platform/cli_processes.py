@@ -195,7 +195,7 @@ def cluster_up(
     secure: Annotated[bool, typer.Option(
         "--secure", help="TLS, authentication and ACLs: a CA, broker and client certificates, a super user "
                          "'admin' (its password printed once, kept in DATA_DIR/tls/admin.password) under "
-                         "DATA_DIR/tls; brokers with HTTPS, authentication.methods=basic and the authorizer.")] = False,
+                         "DATA_DIR/tls; brokers with HTTPS, authentication.methods=basic,mtls and the authorizer.")] = False,
 ) -> None:
     """Embedded ZooKeeper + N broker processes (distinct ports and log dirs) in the foreground.
 

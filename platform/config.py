@@ -150,7 +150,7 @@ class BrokerSettings(BaseSettings):
     oauth_jwks_refresh_ms: int = Field(3600000, gt=0, description="oauth.jwks.refresh.ms (Kafka: sasl.oauthbearer.jwks.endpoint.refresh.ms): how long a JWKS fetched from a URL is used before it is fetched again. Default: 3600000 (Kafka's).")
     inter_broker_username: str = Field("broker", min_length=1, description="inter.broker.username: the user brokers authenticate as to each other with HTTP Basic whenever authentication.methods is not none (replica fetch, forwarding, coordinators); a broker creates it at start when it does not exist. Default: broker.")
     inter_broker_password: SecretStr | None = Field(None, description="inter.broker.password: that user's password; required unless authentication.methods=none (never logged). Default: none.")
-    authorizer_enabled: bool = Field(False, description="authorizer.enabled: check Kafka's ACLs (lakelog acls) on the routes that check them: today the internal replica and coordinator routes need ClusterAction on the cluster. The brokers' principal User:{inter.broker.username} is always a super user. Default: false.")
+    authorizer_enabled: bool = Field(False, description="authorizer.enabled: check Kafka's ACLs (lakelog acls) on every route, what Kafka checks for the matching API (produce Write, fetch Read, metadata Describe, ...; the internal replica and coordinator routes ClusterAction on the cluster). The brokers' principal User:{inter.broker.username} is always a super user. Default: false.")
     super_users: str = Field("", description="super.users: principals allowed everything, separated by ';' (User:admin;User:ops). Default: none.")
     allow_everyone_if_no_acl_found: bool = Field(False, description="allow.everyone.if.no.acl.found: allow a request on a resource no ACL applies to. Default: false (Kafka's).")
     quota_window_num: int = Field(11, ge=2, description="quota.window.num: samples of the rates client quotas are measured over (lakelog quotas). Default: 11 (Kafka's).")
@@ -158,7 +158,7 @@ class BrokerSettings(BaseSettings):
     # -- TLS (lakelog.security.tls; PEM files) --
     ssl_certfile: Path | None = Field(None, description="ssl.certfile: PEM certificate (chain) of this broker: with it the gateway serves HTTPS only and advertises https://host:port, and the broker presents it as its client certificate to the other brokers. Default: none (plain HTTP).")
     ssl_keyfile: Path | None = Field(None, description="ssl.keyfile: PEM private key of ssl.certfile (unencrypted). Default: none (the key is in ssl.certfile).")
-    ssl_cafile: Path | None = Field(None, description="ssl.cafile: PEM CA certificate(s) the broker verifies the other brokers' certificates and its clients' certificates (ssl.client.auth) against. Default: none (the system's trusted CAs).")
+    ssl_cafile: Path | None = Field(None, description="ssl.cafile: PEM CA certificate(s) the broker verifies the other brokers' certificates and its clients' certificates (ssl.client.auth) against; required with ssl.client.auth other than none. Default: none (the other brokers are verified against the system's trusted CAs).")
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", description="ssl.client.auth: none (no client certificate asked), requested (asked; a client without one may connect) or required (the TLS handshake fails without a valid one), as Kafka's. Default: none.")
     ssl_principal_mapping_rules: str = Field("DEFAULT", description="ssl.principal.mapping.rules: Kafka's rules turning a client certificate's distinguished name (RFC 2253, CN=alice,OU=eng) into a principal name, e.g. RULE:^CN=([^,]+).*$/$1/L,DEFAULT. Default: DEFAULT (the whole distinguished name).")
 
@@ -202,6 +202,9 @@ class BrokerSettings(BaseSettings):
                 raise ValueError(f"{key} {path}: no such file (a PEM file)")
         if self.ssl_client_auth != "none" and self.ssl_certfile is None:
             raise ValueError("ssl.client.auth needs ssl.certfile: client certificates are asked in the TLS handshake")
+        if self.ssl_client_auth != "none" and self.ssl_cafile is None:
+            raise ValueError("ssl.client.auth needs ssl.cafile: the CA the clients' certificates are verified against "
+                             "(without it every client certificate, the brokers' own included, is refused)")
         if self.authorizer_enabled and not self.authenticates:
             raise ValueError("authorizer.enabled=true needs authentication.methods=basic, oauthbearer or mtls: without authentication "
                              "every request, the brokers' own included, is User:ANONYMOUS")

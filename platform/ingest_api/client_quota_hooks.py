@@ -52,14 +52,22 @@ _EXEMPT_PATHS = frozenset({"/health", "/ready", "/metrics"})
 _STATE_KEY = "client_quota"
 
 
-def quota_types_of(method: str, template: str) -> tuple[str, ...]:
+def quota_types_of(method: str, template: str, *, internal_exempt: bool = True) -> tuple[str, ...]:
     """The quota types a request of this route counts against: ``()`` for exempt routes.
 
     Args:
         method: the HTTP method. template: the route's path template (``/topics/{topic}``).
+        internal_exempt: the internal replica and coordinator routes are exempt (with
+            ``authentication.methods=none``, where brokers are not told from clients by their principal);
+            False: they count like the public ones (a client that got through their ClusterAction check,
+            with the authorizer off, is throttled; the brokers are exempt by principal). Default: True.
     """
-    if template in _EXEMPT_PATHS or template.startswith((REPLICA_PREFIX, COORDINATOR_PREFIX)):
+    if template in _EXEMPT_PATHS:
         return ()
+    if template.startswith((REPLICA_PREFIX, COORDINATOR_PREFIX)):
+        if internal_exempt:
+            return ()
+        return (FETCH, REQUEST) if method == "GET" and template.endswith("/records") else (REQUEST,)
     if (method, template) in _PRODUCE_ROUTES:
         return (PRODUCE, REQUEST)
     if (method, template) in _FETCH_ROUTES:
@@ -84,7 +92,8 @@ async def enforce_client_quotas(request: Request, principal: PrincipalDep) -> No
     if manager is None or manager.is_exempt(principal):
         return
     route = request.scope.get("route")
-    types = quota_types_of(request.method, getattr(route, "path", ""))
+    types = quota_types_of(request.method, getattr(route, "path", ""),
+                           internal_exempt=not request.app.state.broker.settings.authenticates)
     if not types:
         return
     user, client_id = user_name(principal), request.headers.get(CLIENT_ID_HEADER, "")

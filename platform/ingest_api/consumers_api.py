@@ -316,9 +316,12 @@ async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, per
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)",
             dependencies=[READ_GROUP])
-async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep,
+async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
+    """Topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
     committed = await consumers.committed(inst, _partitions(body) if body is not None else None)
+    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
+    committed = [c for c in committed if c.topic in visible]
     return KafkaV2Response({"offsets": [{"topic": c.topic, "partition": c.partition, "offset": c.offset,
                                          "metadata": c.metadata or ""} for c in committed]})
 

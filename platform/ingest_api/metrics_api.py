@@ -24,7 +24,7 @@ from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel, Field
 
 from lakelog.consumer_groups.lag_metrics import group_lag_metrics
-from lakelog.ingest_api.deps import BrokerDep, RequestStatsDep
+from lakelog.ingest_api.deps import BrokerDep, RequestStatsDep, require_cluster_describe
 from lakelog.ingest_api.errors import BrokerNotReadyError
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.producers.transaction_metrics import transaction_metrics
@@ -43,11 +43,14 @@ class _Families:
         return iter(self.families)
 
 
-@router.get("/metrics", response_class=Response, summary="Prometheus metrics of this broker",
+@router.get("/metrics", response_class=Response, dependencies=[require_cluster_describe],
+            summary="Prometheus metrics of this broker",
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "The Prometheus text format."}})
 async def metrics(broker: BrokerDep, request_stats: RequestStatsDep) -> Response:
     """Every metric of this broker in the Prometheus text format. Scrape every broker: each
-    exports its own partitions, the groups and transactional ids it coordinates, and its requests."""
+    exports its own partitions, the groups and transactional ids it coordinates, and its requests. They name
+    every topic, group and transactional id: with ACLs checked, the scraper needs Describe on the cluster
+    (a principal of its own: ``lakelog acls add --allow-principal User:prometheus --operation Describe --cluster``)."""
     controller = broker.controller
     families = await replication_metrics(broker.replica_manager, controller_active=controller.active,
                                          offline_partitions=controller.offline_partitions)

@@ -66,8 +66,10 @@ async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[st
 
 @router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
             summary="Describe a topic: configs and partitions",
-            dependencies=[DESCRIBE_TOPIC])
+            dependencies=[DESCRIBE_TOPIC, topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
+    """Describe and DescribeConfigs on the topic with ACLs checked (REST Proxy reads the configs with Kafka's
+    DescribeConfigs)."""
     meta = await broker.topic_fresh(topic)
     return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, meta))
 

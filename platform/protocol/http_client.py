@@ -159,13 +159,18 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests, GroupO
                 leader_url = resp.json().get("leader_url")
             except ValueError:
                 return resp
-            if not leader_url:
+            if not leader_url or self._downgrades(leader_url):
                 return resp
             try:
                 resp = self.http.request(method, leader_url.rstrip("/") + path, **kwargs)
             except httpx.TransportError:
                 return resp
         return resp
+
+    def _downgrades(self, url: str) -> bool:
+        """Whether ``url`` (a broker's answer: a leader's URL, a consumer instance's ``base_uri``) is plain HTTP
+        while this client talks HTTPS: credentials never follow it there."""
+        return self.urls[0].startswith("https://") and not url.startswith("https://")
 
     def send_once(self, method: str, path: str, *, timeout_s: float, **kwargs: Any) -> httpx.Response:
         """One try of a request at the current server (an idempotent produce's; following a 421 to the
@@ -331,6 +336,9 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests, GroupO
             body["isolation.level"] = isolation_level
         data = self._request("POST", f"/consumers/{group}", content=orjson.dumps(body),
                              headers={"Content-Type": media_types.V2}).json()
+        if self._downgrades(data["base_uri"]):
+            raise ConnectionError(f"the consumer instance lives at {data['base_uri']}, plain HTTP, but this client "
+                                  "talks HTTPS: give every broker TLS (ssl.certfile) before sending credentials there")
         return HttpConsumer(data["base_uri"], group=group, instance_id=data["instance_id"], format=format,
                             timeout_s=self.http.timeout.read or 60.0, auth=self.auth, client_id=self.client_id,
                             verify=self.verify)

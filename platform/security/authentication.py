@@ -151,8 +151,11 @@ class Authenticator:
             and ``mtls`` (:func:`parse_methods`). Default: ``none``.
         zk: a started kazoo client of the cluster; required for HTTP Basic (the users' credentials).
         oauth: the JWT checks; required with ``oauthbearer``. Default: None.
-        inter_broker_user: with ``oauthbearer`` but not ``basic``, the one user whose HTTP Basic credentials
-            are still accepted (``inter.broker.username``: brokers authenticate to each other so). Default: None.
+        inter_broker_user: ``inter.broker.username``, the brokers' user (a super user): with ``oauthbearer``
+            but not ``basic``, the one user whose HTTP Basic credentials are still accepted (brokers
+            authenticate to each other so); a token, or a certificate while brokers send HTTP Basic, that
+            names it is refused (an identity provider's or CA's user of that name is not a broker).
+            Default: None.
         cache_ttl_s: how long a successful password check is remembered. Default: 300.
         max_cached: at most this many remembered checks (the oldest go first). Default: 10000.
         principal_mapper: ``ssl.principal.mapping.rules`` of ``mtls``. Default: ``DEFAULT`` (the whole subject).
@@ -175,6 +178,9 @@ class Authenticator:
             raise SecurityError("authentication.methods=oauthbearer needs the JWT checks (oauth.jwks.url)")
         self.oauth = oauth if "oauthbearer" in self.methods else None
         self.mtls = "mtls" in self.methods
+        #: the brokers' principal: only their own way of authenticating (Basic, or certificates with mtls alone) gives it
+        self.broker_principal = None if inter_broker_user is None else f"User:{inter_broker_user}"
+        self._brokers_send_basic = bool(self.methods & {"basic", "oauthbearer"})
         self.principal_mapper = principal_mapper or SslPrincipalMapper()
         self.zk = zk
         self.users_root = users_root
@@ -285,14 +291,18 @@ class Authenticator:
         if not client_cert_name:
             raise _failure("no credentials and no client certificate", methods=self.methods)
         try:
-            return f"User:{self.principal_mapper.name(client_cert_name)}"
+            principal = f"User:{self.principal_mapper.name(client_cert_name)}"
         except SecurityError as e:
             raise _failure(e.message, methods=self.methods) from None
+        if self._brokers_send_basic and principal == self.broker_principal:
+            raise _failure(f"the certificate {client_cert_name!r} maps to the brokers' user, who authenticate with "
+                           "HTTP Basic here", methods=self.methods)
+        return principal
 
     def _bearer(self, token: str, *, client_host: str, route: str) -> str:
         assert self.oauth is not None
         try:
-            return self.oauth.principal(token)
+            principal = self.oauth.principal(token)
         except InvalidTokenError as e:
             log.warning("authentication failed from %s on %s: bearer token of %s (unverified): %s", client_host,
                         route, e.who, e.reason)
@@ -301,6 +311,9 @@ class Authenticator:
             log.error("authentication failed from %s on %s: %s", client_host, route, e)
             raise _failure("the identity provider's keys (JWKS) cannot be read now; retry later",
                            methods=self.methods) from None
+        if principal == self.broker_principal:  # brokers never send tokens (logged by authenticate)
+            raise _failure("a token may not name the brokers' user", methods=self.methods, token_error=True)
+        return principal
 
     def cached_principal(self, authorization: str | None, *, client_cert_name: str | None = None) -> str | None:
         """The principal when it needs no check now (``none``, Basic credentials checked within ``cache_ttl_s``,
@@ -311,16 +324,18 @@ class Authenticator:
             return ANONYMOUS
         token = bearer_token(authorization) if self.oauth is not None else None
         if token is not None:
-            return self.oauth.cached_principal(token)
+            principal = self.oauth.cached_principal(token)
+            return None if principal == self.broker_principal else principal
         try:
             given = basic_credentials(authorization) if self.basic else None
         except AuthenticationError:
             return None
         if given is None and self.mtls and client_cert_name:
             try:
-                return f"User:{self.principal_mapper.name(client_cert_name)}"
+                principal = f"User:{self.principal_mapper.name(client_cert_name)}"
             except SecurityError:
                 return None
+            return None if self._brokers_send_basic and principal == self.broker_principal else principal
         if given is None or (self.basic_only_user is not None and given[0] != self.basic_only_user):
             return None
         credential = self._credentials.get(given[0])

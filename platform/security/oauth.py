@@ -93,6 +93,10 @@ class _FileJwks:
             return self._keys.get(kid)
 
 
+#: Hosts a JWKS may be fetched from over plain HTTP (nothing on the network between).
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 class JwtValidator:
     """Checks JWT bearer tokens against a JWKS, issuer, audience and expiry (module doc).
 
@@ -135,6 +139,10 @@ class JwtValidator:
         scheme = urlparse(jwks_url).scheme.lower()
         self._client: PyJWKClient | None = None
         self._file: _FileJwks | None = None
+        if scheme == "http" and (urlparse(jwks_url).hostname or "") not in _LOOPBACK:
+            # whoever can change the answer on the way could sign any principal's tokens
+            raise SecurityError(f"oauth.jwks.url {jwks_url!r}: fetch the JWKS over https:// (plain http:// only "
+                                "from this host: localhost, 127.0.0.1, ::1)")
         if scheme in ("http", "https"):
             self._client = PyJWKClient(jwks_url, lifespan=jwks_refresh_s, cooldown_duration=jwks_cooldown_s,
                                        timeout=jwks_timeout_s)

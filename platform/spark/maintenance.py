@@ -366,7 +366,7 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
 def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect: str, topic: str,
                      partitions: Sequence[int] | None = None, zorder_by: ZOrderColumn | None = None,
                      target_file_bytes: int = COMPACTION_TARGET_BYTES, lease_wait_s: float = 300.0,
-                     master: str | None = None) -> list[JobResult]:
+                     master: str | None = None, client_options: dict | None = None) -> list[JobResult]:
     """:func:`run_job` with its own SparkSession (:func:`lakelog.spark.session`), gateway client and
     ZooKeeper client, all stopped at the end: what ``lakelog job`` and ``jobs/maintenance.py`` run.
 
@@ -375,6 +375,8 @@ def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect:
         zookeeper_connect: the cluster's ``zookeeper.connect`` (``host:port[,host:port][/chroot]``).
         master: ``spark.master``. Default: as :func:`lakelog.spark.session` (``local[*]``, or
             ``spark-submit``'s when run under it).
+        client_options: more :class:`LakelogClient` keyword arguments: ``auth``, ``ssl_cafile``, ... (a secured
+            cluster; ``lakelog.cli_common.client_settings``). Default: none.
         Others: as :func:`run_job`.
 
     Raises:
@@ -389,7 +391,7 @@ def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect:
     zk.start(timeout=15)
     spark = session(master=master, app_name=f"lakelog-job-{kind}")
     try:
-        with LakelogClient(bootstrap_server) as client:
+        with LakelogClient(bootstrap_server, **(client_options or {})) as client:
             return run_job(kind, spark=spark, client=client, zk=zk, topic=topic, partitions=partitions,
                            zorder_by=zorder_by, target_file_bytes=target_file_bytes, lease_wait_s=lease_wait_s)
     finally:

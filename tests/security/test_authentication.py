@@ -199,3 +199,13 @@ def test_basic_and_mtls_together(zk_client):
             auth.authenticate(basic("alice", "wrong"), client_cert_name=bob_cert)
     finally:
         auth.close()
+    # brokers send HTTP Basic here (basic is on): a certificate naming their user is not a broker's
+    posing = Authenticator(method="basic,mtls", zk=zk_client, inter_broker_user="broker",
+                           principal_mapper=SslPrincipalMapper("RULE:^CN=([^,]+)$/$1/,DEFAULT"))
+    with pytest.raises(AuthenticationError, match="maps to the brokers' user"):
+        posing.authenticate(None, client_cert_name="CN=broker")
+    assert posing.cached_principal(None, client_cert_name="CN=broker") is None
+    # with mtls alone the brokers' certificates are how they authenticate
+    assert Authenticator(method="mtls", inter_broker_user="broker",
+                         principal_mapper=SslPrincipalMapper("RULE:^CN=([^,]+)$/$1/,DEFAULT")).authenticate(
+        None, client_cert_name="CN=broker") == "User:broker"

@@ -218,6 +218,12 @@ def test_a_jwks_url_is_cached_and_fetched_again_for_a_rotated_key(jwks_server, k
     assert jwks_server.fetches <= 3
 
 
+def test_a_jwks_is_not_fetched_over_plain_http_from_another_host():
+    with pytest.raises(SecurityError, match="over https://"):
+        JwtValidator(jwks_url="http://idp.example.com/.well-known/jwks.json")
+    JwtValidator(jwks_url="https://idp.example.com/.well-known/jwks.json")  # https: fine (fetched on use)
+
+
 def test_an_unreachable_jwks_url_refuses_tokens_without_blaming_them(keys):
     from lakelog.replication.zookeeper_server import free_port
 
@@ -252,6 +258,12 @@ def test_basic_and_oauthbearer_together_and_the_inter_broker_user(zk_client, tmp
             only_bearer.authenticate(basic("alice", "alice-pw"))
         assert e.value.response_headers["WWW-Authenticate"] == 'Bearer realm="lakelog"'
         assert only_bearer.cached_principal(basic("alice", "alice-pw")) is None
+        # a token naming the brokers' user is not a broker (brokers never send tokens), verified or remembered
+        posing = f"Bearer {keys['rsa'].sign(sub='broker')}"
+        for _ in range(2):
+            with pytest.raises(AuthenticationError, match="may not name the brokers' user"):
+                only_bearer.authenticate(posing)
+            assert only_bearer.cached_principal(posing) is None
     finally:
         both.close()
         only_bearer.close()

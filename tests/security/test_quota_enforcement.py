@@ -31,6 +31,11 @@ def test_routes_are_classified_by_template():
     for internal in ("/lakelog/v1/replica/topics/{topic}/partitions/{partition}/records",
                      "/lakelog/v1/coordinator/groups/{group}/offsets", "/health", "/metrics"):
         assert quota_types_of("GET", internal) == ()
+    # with authentication, only the brokers' principal is exempt: a client on an internal route counts
+    assert quota_types_of("GET", "/lakelog/v1/replica/topics/{topic}/partitions/{partition}/records",
+                          internal_exempt=False) == (FETCH, REQUEST)
+    assert quota_types_of("GET", "/lakelog/v1/coordinator/groups", internal_exempt=False) == (REQUEST,)
+    assert quota_types_of("GET", "/metrics", internal_exempt=False) == ()
 
 
 def _throttled(url: str, quota_type: str) -> int:
@@ -120,10 +125,11 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     r2 = raw.get(f"/topics/{topic_name}/partitions/0/records", params={"max_bytes": 20000},
                  headers={"Accept": "application/vnd.kafka.binary.v2+json"})
     assert r1.status_code == 200 and r2.status_code == 429 and r2.json()["error_code"] == 42902
-    # the internal replica routes are never throttled, whoever calls them
+    # nor is the internal replica route a way around the quota (the authorizer is off here: alice may call
+    # it); only the brokers' own principal is exempt
     r3 = raw.get(f"/lakelog/v1/replica/topics/{topic_name}/partitions/0/records",
                  params={"offset": 0, "replica_id": 0, "leader_epoch": 0, "max_wait_ms": 0})
-    assert r3.status_code != 429
+    assert r3.status_code == 429 and r3.json()["error_code"] == 42902
     raw.close()
 
     # request_percentage: a 300 ms long poll is 30 % of a second, over alice's 5 % with client id "slow"

@@ -106,7 +106,7 @@ NOBODY_GETS: dict[tuple[str, str], str] = {
     ("POST", "/consumers/{group}/instances/{instance}/offsets"): "Read on Group",
     ("GET", "/consumers/{group}/instances/{instance}/offsets"): "Read on Group",
     ("GET", "/lakelog/v1/consumers/{group}/members"): "Describe on Group",
-    ("GET", "/metrics"): "open",
+    ("GET", "/metrics"): "Describe on Cluster",
     ("GET", "/health"): "open",
     ("GET", "/ready"): "open",
     ("GET", "/v3/clusters/{cluster_id}/acls"): "Describe on Cluster",
