@@ -13,14 +13,16 @@ import contextlib
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
 from lakelog.broker_process import BrokerProcess
 from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
@@ -218,3 +220,20 @@ def broker_env(items: list[str]) -> dict[str, str]:
         name = name.upper()
         env[name if name.startswith("LAKELOG_") else f"LAKELOG_{name}"] = value
     return env
+
+
+def on_off_table(title: str, rows: Sequence[tuple[str, str]], results: dict, *, target_ratio: float) -> Table:
+    """A table of paired phases: per row (``(kind, label)`` of ``rows``) the records/s with a setting off and on
+    (``results[kind][False]`` / ``[True]``: lists of results with ``rate``, pair by pair), the on / off ratio
+    of each pair, their median and whether it meets ``target_ratio``."""
+    table = Table(title=title)
+    for column in ("row", "off, per pair", "on, per pair", "on / off per pair", "median", f"target ≥ {target_ratio}x"):
+        table.add_column(column, justify="left" if column == "row" else "right")
+    for kind, label in rows:
+        off, on = results[kind][False], results[kind][True]
+        ratios = [b.rate / a.rate for a, b in zip(off, on) if a.rate]
+        median = statistics.median(ratios) if ratios else 0.0
+        table.add_row(label, ", ".join(f"{r.rate:,.0f}" for r in off), ", ".join(f"{r.rate:,.0f}" for r in on),
+                      ", ".join(f"{x:.3f}x" for x in ratios), f"{median:.3f}x",
+                      "met" if median >= target_ratio else "MISSED")
+    return table

@@ -29,9 +29,8 @@ import time
 
 import httpx
 import numpy as np
-from rich.table import Table
 
-from _cluster import PySpy, bench_cluster, broker_env as parse_broker_env, make_console
+from _cluster import PySpy, bench_cluster, broker_env as parse_broker_env, make_console, on_off_table
 from produce_fetch import Load, Result, produce_scenario
 
 #: Target: records/s with metrics on over records/s with them off.
@@ -109,18 +108,8 @@ def main() -> int:
                                   f"  {r.rate:>12,.0f} records/s" + (f"  [red]{r.errors[0][:200]}[/]" if r.errors else ""))
     if run.return_code:
         return run.return_code
-    table = Table(title=f"produce records/s, metrics on vs off (one broker, {args.threads} client threads, "
-                        f"{args.seconds:g} s per phase)")
-    for column in ("row", "off, per pair", "on, per pair", "on / off per pair", "median", f"target ≥ {TARGET_RATIO}x"):
-        table.add_column(column, justify="left" if column == "row" else "right")
-    for kind, label in ROWS:
-        off, on = rows[kind][False], rows[kind][True]
-        ratios = [b.rate / a.rate for a, b in zip(off, on) if a.rate]
-        median = float(np.median(ratios)) if ratios else 0.0
-        table.add_row(label, ", ".join(f"{r.rate:,.0f}" for r in off), ", ".join(f"{r.rate:,.0f}" for r in on),
-                      ", ".join(f"{x:.3f}x" for x in ratios), f"{median:.3f}x",
-                      "met" if median >= TARGET_RATIO else "MISSED")
-    console.print(table)
+    console.print(on_off_table(f"produce records/s, metrics on vs off (one broker, {args.threads} client threads, "
+                               f"{args.seconds:g} s per phase)", ROWS, rows, target_ratio=TARGET_RATIO))
     if scrapes:
         console.print(f"GET /metrics during the 'on' phases: {len(scrapes)} scrapes, p50 / max "
                       f"{np.median(scrapes) * 1000:.1f} / {max(scrapes) * 1000:.1f} ms, "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import httpx
@@ -124,16 +124,7 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests, GroupO
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        deadline = time.monotonic() + self.timeout_s
-        while True:  # a 429 (client quota, produce bytes in flight): wait Retry-After, then again
-            resp = self._request_once(method, path, **kwargs)
-            wait_s = throttled_for_s(resp)
-            if wait_s is None or time.monotonic() + wait_s > deadline:
-                break
-            time.sleep(wait_s)
-        if resp.status_code >= 400:
-            raise error_from_response(resp)
-        return resp
+        return answered(lambda: self._request_once(method, path, **kwargs), timeout_s=self.timeout_s)
 
     def _request_once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         last: Exception | None = None
@@ -344,6 +335,25 @@ class LakelogClient(FetchRequests, TransactionRequests, SecurityRequests, GroupO
                             verify=self.verify)
 
 
+def answered(send: Callable[[], httpx.Response], *, timeout_s: float) -> httpx.Response:
+    """``send()``'s answer; a 429 (a client quota, 42902, or the broker's produce bytes in flight, 42901) is
+    sent again after its ``Retry-After`` while that stays within ``timeout_s`` of the first try.
+
+    Raises:
+        GatewayError: the final answer is an error (:func:`~lakelog.protocol.errors.error_from_response`).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = send()
+        wait_s = throttled_for_s(resp)
+        if wait_s is None or time.monotonic() + wait_s > deadline:
+            break
+        time.sleep(wait_s)
+    if resp.status_code >= 400:
+        raise error_from_response(resp)
+    return resp
+
+
 def throttled_for_s(resp: httpx.Response) -> float | None:
     """Seconds to wait before sending a request again that was answered 429 with ``Retry-After`` (a client
     quota, 42902, or the broker's produce bytes in flight, 42901); None for any other answer. At least 10 ms."""
@@ -381,16 +391,8 @@ class HttpConsumer:
         if body is not None:
             kwargs["content"] = orjson.dumps(body)
             headers.setdefault("Content-Type", media_types.V2)
-        deadline = time.monotonic() + self.timeout_s
-        while True:  # a 429 (client quota): wait Retry-After, then again
-            resp = self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
-            wait_s = throttled_for_s(resp)
-            if wait_s is None or time.monotonic() + wait_s > deadline:
-                break
-            time.sleep(wait_s)
-        if resp.status_code >= 400:
-            raise error_from_response(resp)
-        return resp
+        return answered(lambda: self.http.request(method, self.base_uri + path, headers=headers, **kwargs),
+                        timeout_s=self.timeout_s)
 
     def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
         """Subscribe to ``topics`` or to the topics matching the regex ``pattern`` (now and later)."""

@@ -20,7 +20,7 @@ from lakelog.replication.metadata import ROOT
 from lakelog.security.errors import InvalidCredentialError, UnknownUserError
 from lakelog.security.scram import MECHANISM, ScramCredential
 
-__all__ = ["USERS_PATH", "UserCredentials", "has_credential", "user_path"]
+__all__ = ["USERS_PATH", "UserCredentials", "has_credential", "user_path", "znode_config"]
 
 #: Root of the users' credential znodes.
 USERS_PATH = f"{ROOT}/config/users"
@@ -63,7 +63,7 @@ class UserCredentials:
                 old, stat = self.zk.get(path)
             except NoNodeError:
                 old, stat = b"", None
-            config = {**_config(old), MECHANISM: credential.to_text()}
+            config = {**znode_config(old), MECHANISM: credential.to_text()}
             data = json.dumps({"version": 1, "config": config}, sort_keys=True).encode()
             try:
                 if stat is None:
@@ -84,7 +84,7 @@ class UserCredentials:
             data, _ = self.zk.get(user_path(name, root=self.root))
         except NoNodeError:
             data = b""
-        if MECHANISM not in _config(data):
+        if MECHANISM not in znode_config(data):
             raise UnknownUserError(f"No user {name!r}: add one with lakelog users add")
         return credential_of(data)
 
@@ -100,7 +100,7 @@ class UserCredentials:
                 data, _ = self.zk.get(f"{self.root}/{child}")
             except NoNodeError:
                 continue
-            if MECHANISM in _config(data):
+            if MECHANISM in znode_config(data):
                 names.append(unquote(child))
         return sorted(names)
 
@@ -116,7 +116,7 @@ class UserCredentials:
                 data, stat = self.zk.get(path)
             except NoNodeError:
                 data, stat = b"", None
-            config = _config(data)
+            config = znode_config(data)
             if stat is None or config.pop(MECHANISM, None) is None:
                 raise UnknownUserError(f"No user {name!r}")
             try:
@@ -130,8 +130,9 @@ class UserCredentials:
                 continue
 
 
-def _config(data: bytes | None) -> dict:
-    """The ``config`` map of a user znode (``{}`` when empty or not Kafka's JSON)."""
+def znode_config(data: bytes | None) -> dict:
+    """The ``config`` map of a ``/lakelog/config/...`` znode's JSON, Kafka's ``{"version": 1, "config": {...}}``
+    (``{}`` when empty or not Kafka's JSON): SCRAM credentials and client quotas side by side."""
     if not data:
         return {}
     try:
@@ -143,7 +144,7 @@ def _config(data: bytes | None) -> dict:
 
 def has_credential(data: bytes | None) -> bool:
     """Whether a user znode's data holds a SCRAM-SHA-512 credential (a znode may hold only client quotas)."""
-    return MECHANISM in _config(data)
+    return MECHANISM in znode_config(data)
 
 
 def credential_of(data: bytes) -> ScramCredential:

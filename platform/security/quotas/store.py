@@ -28,7 +28,7 @@ from lakelog.replication.metadata import ROOT
 from lakelog.security.errors import InvalidQuotaError
 from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.quotas.entities import DEFAULT, QUOTA_CONFIGS, QuotaEntity
-from lakelog.security.user_credentials import USERS_PATH
+from lakelog.security.user_credentials import USERS_PATH, znode_config
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +75,11 @@ def entity_of_path(path: str, *, users_root: str = USERS_PATH, clients_root: str
     return None
 
 
-def _config(data: bytes | None) -> dict[str, str]:
-    """The ``config`` map of a znode's JSON (``{}`` for an empty or unreadable znode)."""
-    if not data:
-        return {}
-    try:
-        config = json.loads(data).get("config")
-    except (ValueError, AttributeError):
-        return {}
-    return dict(config) if isinstance(config, dict) else {}
-
-
 def quotas_of_znode(data: bytes | None) -> dict[str, float]:
     """The client quotas of a znode's data: ``{"producer_byte_rate": 1048576.0, ...}`` (other keys, as a
     SCRAM credential, and unreadable values left out)."""
     out = {}
-    for key, value in _config(data).items():
+    for key, value in znode_config(data).items():
         if key in QUOTA_CONFIGS:
             try:
                 out[key] = float(value)
@@ -164,7 +153,7 @@ class QuotaStore:
                 data, stat = self.zk.get(path)
             except NoNodeError:
                 data, stat = None, None
-            config = _config(data)
+            config = znode_config(data)
             for key in removed:
                 config.pop(key, None)
             config.update({k: _text(v) for k, v in new.items()})
