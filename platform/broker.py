@@ -316,9 +316,18 @@ class Broker:
         return meta
 
     async def delete_topic(self, name: str) -> None:
-        """Delete a topic and drop its local logs. Raises :class:`UnknownTopicError`."""
+        """Delete a topic and drop its local logs, then every group's committed offsets of it (Kafka's
+        cleanup of a deleted topic's offsets; a failure there is logged, the topic is gone either way).
+        Raises :class:`UnknownTopicError`."""
         await asyncio.to_thread(self.metadata.delete_topic, name)
         await self.replica_manager.refresh_topics()
+        try:
+            removed = await self.coordinator.delete_topic_offsets(name)
+        except Exception as e:  # noqa: BLE001 - ZooKeeper or a coordinator unavailable: the offsets stay
+            log.warning("topic %s deleted, but not the groups' committed offsets of it: %s", name, e)
+        else:
+            if removed:
+                log.info("deleted the committed offsets of %d partitions of the deleted topic %s", removed, name)
 
     async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
                                   validate_only: bool = False) -> TopicMetadata:

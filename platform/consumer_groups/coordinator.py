@@ -127,12 +127,26 @@ class GroupCoordinator:
             return [tuple(tp) for tp in await self.leader_client.coordinator_delete_offsets(url, group, partitions)]
         return await self._retrying(call)
 
+    async def delete_topic_offsets(self, topic: str) -> int:
+        """Every group's committed offsets of ``topic`` deleted (a deleted topic's: Kafka's
+        ``GroupMetadataManager.cleanupGroupMetadata``, so a topic made again under the name starts with no
+        committed offset and no idempotent commit version); returns how many partitions' offsets went.
+        Raises the errors of :meth:`groups`, :meth:`committed`, :meth:`delete_offsets`."""
+        removed = 0
+        for group in await self.groups():
+            partitions = [(c.topic, c.partition) for c in await self.committed(group, topic)]
+            if partitions:
+                removed += len(await self.delete_offsets(group, partitions))
+        return removed
+
     async def groups(self) -> list[str]:
         """Every group with committed offsets, cluster-wide: the union of every coordinator's groups
         (Kafka's ListGroups sent to every broker). Raises LeaderNotAvailableError when a partition of
         ``__consumer_offsets`` has no live leader."""
         names: set[str] = set()
         for url in (await self.manager.partitions.coordinator_brokers()).values():
-            local = url is None
-            names.update(self.manager.groups_local() if local else await self.leader_client.coordinator_groups(url))
+            if url is None:
+                names.update(await self._retrying(self.manager.groups_loaded))
+            else:
+                names.update(await self.leader_client.coordinator_groups(url))
         return sorted(names)

@@ -269,19 +269,33 @@ class GroupMetadataManager:
 
     async def delete_local(self, group: str, partitions: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
         """Delete the group's committed offsets of ``partitions`` (tombstones, acks=all) as its coordinator;
-        returns the partitions that had one. Raises NotCoordinatorError, CoordinatorLoadInProgressError."""
+        returns the partitions that had one. A group left with no offset forgets its applications' idempotent
+        commit versions too (their tombstones in the same append): versions count the offsets that are gone,
+        and an application starting over, on a topic deleted and made again, commits from low versions.
+        Raises NotCoordinatorError, CoordinatorLoadInProgressError."""
         async with self._group_locks.setdefault(group, asyncio.Lock()):
             partition, state, _ = await self._coordinated(group)
             had = [tp for tp in partitions if state is not None and tp in state.offsets]
             if not had:
                 return []
+            emptied = state is not None and not set(state.offsets) - set(had)
+            apps = sorted(state.app_versions) if emptied and state is not None else []
             await self.replica_manager.produce(OFFSETS_TOPIC, partition,
-                                               normalize_produce_batch(tombstone_records(group, had)), acks="all")
+                                               normalize_produce_batch(tombstone_records(group, had, app_ids=apps)),
+                                               acks="all")
             _, state, _ = await self._coordinated(group)
             if state is not None:
                 for tp in had:
                     state.offsets.pop(tp, None)
+                for app_id in apps:
+                    state.app_versions.pop(app_id, None)
             return had
+
+    async def groups_loaded(self) -> list[str]:
+        """:meth:`groups_local` once every partition this broker leads is loaded (a listing right after a
+        start or an election misses no group). Raises CoordinatorLoadInProgressError (retriable)."""
+        await self.partitions.wait_loaded()
+        return self.groups_local()
 
     def groups_local(self) -> list[str]:
         """The groups with committed offsets among those this broker coordinates (loaded partitions)."""

@@ -104,9 +104,10 @@ def commit_records(commits: Iterable[CommittedOffset]) -> pa.Table:
     return pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
 
 
-def tombstone_records(group: str, partitions: Iterable[tuple[str, int]]) -> pa.Table:
-    """Tombstones (null values) deleting ``group``'s offsets of ``partitions``."""
-    keys = [offset_key(group, t, p) for t, p in partitions]
+def tombstone_records(group: str, partitions: Iterable[tuple[str, int]], *, app_ids: Iterable[str] = ()) -> pa.Table:
+    """Tombstones (null values) deleting ``group``'s offsets of ``partitions`` and the records of the
+    applications ``app_ids`` (their newest idempotent commit versions). Default: no application's."""
+    keys = [offset_key(group, t, p) for t, p in partitions] + [app_key(group, a) for a in app_ids]
     return pa.table({"key": pa.array(keys, pa.binary()), "value": pa.nulls(len(keys), pa.binary())})
 
 
@@ -156,6 +157,8 @@ def apply_records(groups: dict[str, GroupOffsets], rows: pa.Table) -> int:
                 state = groups.setdefault(group, GroupOffsets())
                 if value is None:
                     state.app_versions.pop(k["app_id"], None)
+                    if not state.offsets and not state.app_versions:
+                        del groups[group]
                 else:
                     version = int(json.loads(value)["app_version"])
                     state.app_versions[k["app_id"]] = max(state.app_versions.get(k["app_id"], -1), version)

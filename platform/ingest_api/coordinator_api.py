@@ -103,7 +103,7 @@ async def delete(group: GroupName, body: _Delete, coordinator: CoordinatorDep) -
 
 @router.get("/groups")
 async def groups(coordinator: CoordinatorDep) -> dict:
-    return {"groups": coordinator.manager.groups_local()}
+    return {"groups": await coordinator.manager.groups_loaded()}
 
 
 class _InitProducerId(BaseModel):

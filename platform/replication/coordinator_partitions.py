@@ -334,6 +334,31 @@ class CoordinatorPartitions(Generic[S]):
             brokers[leader] = url
         return brokers
 
+    async def wait_loaded(self) -> None:
+        """Return once every partition of the topic that ZooKeeper says this broker leads is loaded (a listing
+        right after a start or an election sees every key; Kafka answers COORDINATOR_LOAD_IN_PROGRESS then).
+        Nothing to wait for when the topic does not exist.
+
+        Raises:
+            CoordinatorLoadInProgressError: a partition this broker leads is not being loaded yet, or its load
+                failed (retriable: :func:`retry_while_moving`).
+        """
+        try:
+            count = await self.num_partitions()
+        except NotCoordinatorError:
+            return
+        for p in range(count):
+            if (await self.cache.partition_state(self.topic.name, p)).leader != self.broker_id:
+                continue
+            entry = self._loaded.get(p)
+            part = self.replica_manager.local_partition(self.topic.name, p)
+            if part is not None and part.is_leader and (entry is None or entry.leader_epoch != part.leader_epoch):
+                self.on_role_change(part)
+                entry = self._loaded.get(p)
+            if entry is None:
+                raise CoordinatorLoadInProgressError(f"{self.topic.name}-{p} is led here but not loaded yet; retry.")
+            await asyncio.shield(entry.ready)
+
     def loaded(self) -> Iterator[tuple[int, S]]:
         """``(partition, state)`` of every partition loaded now, by partition."""
         for p in sorted(self._loaded):

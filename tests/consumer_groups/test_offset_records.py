@@ -55,3 +55,10 @@ def test_keys_are_deterministic_bytes_and_commits_fold_with_tombstones():
     apply_records(groups, pa.concat_tables([commit_records([CommittedOffset("h", "t", 0, 1, None, None, 1)]),
                                             tombstone_records("h", [("t", 0)])]))
     assert groups == {}
+    # nor one whose last offsets and applications' versions are deleted together (a deleted topic's cleanup)
+    rows = tombstone_records("g", [("t", 0)], app_ids=["app"])
+    assert rows.num_rows == 2 and rows["value"].null_count == 2
+    groups = {}
+    apply_records(groups, pa.concat_tables([commit_records([CommittedOffset("g", "t", 0, 1, None, None, 1, "app", 4)]),
+                                            rows]))
+    assert groups == {}

@@ -50,6 +50,29 @@ def test_replay_is_a_no_op_and_stale_generation_is_refused(client, topic_name, z
     assert client.committed_offsets(group)[0]["offset"] == 1
 
 
+def test_a_deleted_topic_takes_its_committed_offsets_and_a_new_one_starts_over(client, topic_name):
+    """Kafka drops a deleted topic's committed offsets; a group left without offsets forgets its application's
+    commit versions, so the same application commits again from low versions on the topic made anew."""
+    client.create_topic(topic_name, partitions=2)
+    other = f"{topic_name}-other"
+    client.create_topic(other, partitions=1)
+    group, keeps = _group(), _group()
+    app = f"{group}/query"
+    assert client.commit_offsets(group, [{"topic": topic_name, "partition": p, "offset": 50} for p in range(2)],
+                                 transaction_app_id=app, transaction_version=100)["committed"]
+    client.commit_offsets(keeps, [{"topic": topic_name, "partition": 0, "offset": 3},
+                                  {"topic": other, "partition": 0, "offset": 4}])
+    client.delete_topic(topic_name)
+    assert client.committed_offsets(group) == [] and group not in client.list_groups()
+    assert [(c["topic"], c["offset"]) for c in client.committed_offsets(keeps)] == [(other, 4)]
+    client.create_topic(topic_name, partitions=2)
+    assert client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 2}],
+                                 transaction_app_id=app, transaction_version=2)["committed"]  # not a replay now
+    assert [c["offset"] for c in client.committed_offsets(group)] == [2]
+    assert not client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 1}],
+                                     transaction_app_id=app, transaction_version=2)["committed"]  # this one is
+
+
 def test_commit_to_a_missing_partition_is_refused(client, topic_name):
     client.create_topic(topic_name, partitions=1)
     with pytest.raises(GatewayError) as e:
