@@ -23,7 +23,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import require_cluster_alter_configs, require_cluster_describe_configs
+from lakelog.ingest_api.permissions import require_cluster_alter_configs, require_cluster_describe_configs
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.security.errors import InvalidQuotaError
 from lakelog.security.quotas import DEFAULT, QuotaEntity, QuotaStore

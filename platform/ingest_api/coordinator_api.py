@@ -43,7 +43,8 @@ from pydantic import BaseModel
 
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep, require_cluster_action
+from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep
+from lakelog.ingest_api.permissions import require_cluster_action
 from lakelog.producers.transaction_coordinator import metadata_to_dict
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.leader_client import COORDINATOR_PREFIX

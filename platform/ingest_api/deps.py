@@ -32,7 +32,6 @@ from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.security.acl_store import AclStore
-from lakelog.security.acls import Operation, ResourceType
 from lakelog.security.authentication import ANONYMOUS, Authenticator
 from lakelog.security.authorizer import Authorizer
 from lakelog.security.user_credentials import UserCredentials
@@ -168,44 +167,17 @@ async def authenticate(request: Request) -> str:
         principal = authenticator.cached_principal(header, client_cert_name=cert_name)
         if principal is None:  # a password check (PBKDF2, milliseconds): off the event loop
             principal = await asyncio.to_thread(authenticator.authenticate, header,
-                                                client_host=request.client.host if request.client else "-",
+                                                client_host=client_host(request),
                                                 route=f"{request.method} {request.url.path}",
                                                 client_cert_name=cert_name)
     request.state.principal = principal
     return principal
 
 
+def client_host(request: Request) -> str:
+    """The client's IP address (``-`` when the server does not know it): what ACL hosts match and logs name."""
+    return request.client.host if request.client else "-"
+
+
 #: The request's principal (:func:`authenticate`).
 PrincipalDep = Annotated[str, Depends(authenticate)]
-
-
-def cluster_permission(operation: Operation):
-    """A route dependency: the request's principal needs ``operation`` on the Cluster resource
-    (``authorizer.enabled``; else allowed): ``ClusterAction`` for the internal replica and coordinator
-    routes (Kafka's check of follower fetches, WriteTxnMarkers), ``Describe`` to list and ``Alter`` to change
-    ACLs and users' credentials (Kafka's DescribeAcls / CreateAcls / DeleteAcls, Describe- and
-    AlterUserScramCredentials).
-
-    Raises (from the dependency):
-        lakelog.security.errors.AuthorizationError: 403 / 40301 naming the operation and the resource.
-    """
-
-    async def check(request: Request, principal: PrincipalDep) -> None:
-        request.app.state.broker.authorizer.check(principal=principal,
-                                                  host=request.client.host if request.client else "-",
-                                                  operation=operation, resource_type=ResourceType.CLUSTER)
-
-    check.__name__ = f"require_cluster_{operation.name.lower()}"
-    return Depends(check)
-
-
-#: Only brokers (or a principal an ACL allows ``ClusterAction`` on the cluster): the internal routes.
-require_cluster_action = cluster_permission(Operation.CLUSTER_ACTION)
-#: Listing ACLs and users: ``Describe`` on the cluster.
-require_cluster_describe = cluster_permission(Operation.DESCRIBE)
-#: Creating and deleting ACLs, setting and deleting users' credentials: ``Alter`` on the cluster.
-require_cluster_alter = cluster_permission(Operation.ALTER)
-#: Reading client quotas: ``DescribeConfigs`` on the cluster (Kafka's DescribeClientQuotas).
-require_cluster_describe_configs = cluster_permission(Operation.DESCRIBE_CONFIGS)
-#: Changing client quotas: ``AlterConfigs`` on the cluster (Kafka's AlterClientQuotas).
-require_cluster_alter_configs = cluster_permission(Operation.ALTER_CONFIGS)

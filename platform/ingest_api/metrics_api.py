@@ -24,7 +24,8 @@ from prometheus_client.metrics_core import Metric
 from pydantic import BaseModel, Field
 
 from lakelog.consumer_groups.lag_metrics import group_lag_metrics
-from lakelog.ingest_api.deps import BrokerDep, RequestStatsDep, require_cluster_describe
+from lakelog.ingest_api.deps import BrokerDep, RequestStatsDep
+from lakelog.ingest_api.permissions import require_cluster_describe
 from lakelog.ingest_api.errors import BrokerNotReadyError
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.producers.transaction_metrics import transaction_metrics

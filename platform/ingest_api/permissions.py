@@ -48,7 +48,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.params import Depends as DependsParam
 
-from lakelog.ingest_api.deps import PrincipalDep
+from lakelog.ingest_api.deps import PrincipalDep, client_host
 from lakelog.protocol.producer_headers import TRANSACTIONAL_ID_HEADER
 from lakelog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
@@ -56,8 +56,9 @@ from lakelog.security.errors import AuthorizationError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PermissionsDep", "RequestPermissions", "group_permission", "produce_permission", "topic_permission",
-           "transactional_id_permission"]
+__all__ = ["PermissionsDep", "RequestPermissions", "cluster_permission", "group_permission", "produce_permission",
+           "require_cluster_action", "require_cluster_alter", "require_cluster_alter_configs", "require_cluster_describe",
+           "require_cluster_describe_configs", "topic_permission", "transactional_id_permission"]
 
 
 class RequestPermissions:
@@ -153,30 +154,57 @@ class RequestPermissions:
         self.require(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
 
 
-def _host(request: Request) -> str:
-    return request.client.host if request.client else "-"
-
-
 async def get_permissions(request: Request, principal: PrincipalDep) -> RequestPermissions:
     """The request's :class:`RequestPermissions` (a coroutine: no thread hop on produce and fetch)."""
     return RequestPermissions(authorizer=request.app.state.broker.authorizer, principal=principal,
-                              host=_host(request))
+                              host=client_host(request))
 
 
 #: The request's permissions (:class:`RequestPermissions`), for checks on body resources and list filtering.
 PermissionsDep = Annotated[RequestPermissions, Depends(get_permissions)]
 
 
-def _path_permission(operation: Operation, resource_type: ResourceType, *params: str) -> DependsParam:
+def _permission(operation: Operation, resource_type: ResourceType, name_of: Callable[[Request], str]) -> DependsParam:
+    """A route dependency: ``operation`` on the resource ``name_of(request)`` names (a coroutine)."""
     async def check(request: Request, principal: PrincipalDep) -> None:
         authorizer: Authorizer = request.app.state.broker.authorizer
         if authorizer.enabled:
-            name = next(request.path_params[p] for p in params if p in request.path_params)
-            authorizer.check(principal=principal, host=_host(request), operation=operation,
-                             resource_type=resource_type, name=name)
+            authorizer.check(principal=principal, host=client_host(request), operation=operation,
+                             resource_type=resource_type, name=name_of(request))
 
     check.__name__ = f"require_{resource_type.name.lower()}_{operation.name.lower()}"
     return Depends(check)
+
+
+def _path_permission(operation: Operation, resource_type: ResourceType, *params: str) -> DependsParam:
+    """:func:`_permission` on the first of the path parameters ``params`` the route has."""
+    return _permission(operation, resource_type,
+                       lambda request: next(request.path_params[p] for p in params if p in request.path_params))
+
+
+def cluster_permission(operation: Operation) -> DependsParam:
+    """A route dependency: the request's principal needs ``operation`` on the Cluster resource
+    (``authorizer.enabled``; else allowed): ``ClusterAction`` for the internal replica and coordinator
+    routes (Kafka's check of follower fetches, WriteTxnMarkers), ``Describe`` to list and ``Alter`` to change
+    ACLs and users' credentials (Kafka's DescribeAcls / CreateAcls / DeleteAcls, Describe- and
+    AlterUserScramCredentials), ``DescribeConfigs`` / ``AlterConfigs`` for client quotas.
+
+    Raises (from the dependency):
+        lakelog.security.errors.AuthorizationError: 403 / 40301 naming the operation and the resource.
+    """
+    return _permission(operation, ResourceType.CLUSTER, lambda request: CLUSTER_NAME)
+
+
+#: Only brokers (or a principal an ACL allows ``ClusterAction`` on the cluster): the internal routes.
+require_cluster_action = cluster_permission(Operation.CLUSTER_ACTION)
+#: Listing ACLs and users, metrics: ``Describe`` on the cluster.
+require_cluster_describe = cluster_permission(Operation.DESCRIBE)
+#: Creating and deleting ACLs, setting and deleting users' credentials: ``Alter`` on the cluster.
+require_cluster_alter = cluster_permission(Operation.ALTER)
+#: Reading client quotas: ``DescribeConfigs`` on the cluster (Kafka's DescribeClientQuotas).
+require_cluster_describe_configs = cluster_permission(Operation.DESCRIBE_CONFIGS)
+#: Changing client quotas: ``AlterConfigs`` on the cluster (Kafka's AlterClientQuotas).
+require_cluster_alter_configs = cluster_permission(Operation.ALTER_CONFIGS)
 
 
 def topic_permission(operation: Operation) -> DependsParam:
@@ -210,7 +238,7 @@ def transactional_id_permission(operation: Operation) -> DependsParam:
 async def _produce_check(request: Request, principal: PrincipalDep) -> None:
     authorizer: Authorizer = request.app.state.broker.authorizer
     if authorizer.enabled:
-        host = _host(request)
+        host = client_host(request)
         transactional_id = request.headers.get(TRANSACTIONAL_ID_HEADER)
         if transactional_id is not None:
             authorizer.check(principal=principal, host=host, operation=Operation.WRITE,

@@ -36,7 +36,8 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 from fastapi.responses import Response
 
-from lakelog.ingest_api.deps import BrokerDep, require_cluster_action
+from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.permissions import require_cluster_action
 from lakelog.log_tables.records import fetched_range
 from lakelog.producers.transaction_markers import write_marker
 from lakelog.protocol.arrow_ipc import arrow_ipc

@@ -19,7 +19,8 @@ import asyncio
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep, UserCredentialsDep, require_cluster_alter, require_cluster_describe
+from lakelog.ingest_api.deps import BrokerDep, UserCredentialsDep
+from lakelog.ingest_api.permissions import require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.openapi_docs import v3_read_errors
 from lakelog.security.errors import InvalidCredentialError
 

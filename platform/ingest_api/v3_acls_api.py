@@ -28,7 +28,8 @@ from typing import Annotated, Optional
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import AclStoreDep, BrokerDep, require_cluster_alter, require_cluster_describe
+from lakelog.ingest_api.deps import AclStoreDep, BrokerDep
+from lakelog.ingest_api.permissions import require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
