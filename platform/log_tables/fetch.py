@@ -72,8 +72,8 @@ def read_log(take_view: Callable[[], ReadView], start_offset: int, *, max_bytes:
              control_records: bool = False) -> pa.Table:
     """:meth:`PartitionLog.read <lakelog.log_tables.partition_log.PartitionLog.read>` on ``take_view()``.
 
-    A segment the flusher deleted under the view (after a grace of one flush interval) makes the read
-    start again on a fresh view.
+    A segment the flusher deleted under the view (once its records are in Delta and the new lake end
+    offset is published) makes the read start again on a fresh view, which finds them in Delta.
 
     Raises:
         OffsetOutOfRangeError: ``start_offset`` is out of the log's range, or the table no longer holds it.

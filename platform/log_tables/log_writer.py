@@ -16,8 +16,9 @@ Steps of a flush (:meth:`LogWriter.flush`, mirrored by comments in the code):
    one record) from the tail cache and the segment files;
 2. commit them to the Delta table as one append recording the new lake end offset (a failed commit is
    ambiguous: the table's end is re-read and the error raised);
-3. move the lake end offset and the file index; the segments wholly below it are released (deleted
-   at the next flush, a grace for readers of an older view) and the active one rolls.
+3. move the lake end offset and the file index; the segments wholly below it are released and, once
+   readers see the new lake end offset, deleted (a reader of an older view that misses a file reads
+   again from Delta); the active one rolls.
 
 A follower's replicated batch (:meth:`LogWriter.append_replicated`) that is dense goes where every
 append goes (a frame of the segment tail, or a Delta commit without one). A batch with gaps goes to the
@@ -244,10 +245,11 @@ class LogWriter:
                     files, end = lake_state(self.table, self.uri, self._fs, self._root)
             else:
                 files = self.state.files
-            # 3. lake end offset and file index; release the segments below it
+            # 3. lake end offset and file index; release the segments below it, delete them once published
             with self.lock:
                 self.segments.release_below(end)
                 self.state.flushed(end, files, self.segments.view)
+                self.segments.delete_released()
             if failure is not None:
                 raise CommitFailedError(f"Flushing {self.name} to Delta failed: {failure}") from failure
             return end - start

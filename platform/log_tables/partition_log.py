@@ -253,8 +253,8 @@ class PartitionLog:
         offset to the Delta table, without control records and the records of aborted transactions.
 
         One Delta append of at most about ``max_bytes`` Arrow bytes (at least one record) recording the
-        new lake end offset; then the segments wholly below it are released (deleted at the next flush)
-        and the active segment rolls. Steps in :mod:`~lakelog.log_tables.log_writer`. Appends go on
+        new lake end offset; then the segments wholly below it are deleted and the active segment
+        rolls. Steps in :mod:`~lakelog.log_tables.log_writer`. Appends go on
         while the commit runs. Call repeatedly until it returns 0 to flush everything.
 
         Args:

@@ -380,9 +380,9 @@ class SegmentLog:
         :meth:`release_below` calls it when a flush committed part of the active segment. Called by the
         writer, under its lock, when a flush reads the tail (before its Delta commit), the segment it
         reads ends where the flush does: once committed it lies wholly below the lake end offset and is
-        released by that same flush, instead of holding the records appended during the commit and
-        waiting for the next flush to be released (and the one after to be deleted). The tail on disk
-        is then about two flush intervals of records instead of three.
+        released (and deleted) by that same flush, instead of holding the records appended during the
+        commit and waiting for the next flush. The tail on disk is then about one flush interval of
+        records (plus the records appended while the flush commits) instead of two.
         """
         active = self._segments[-1] if self._segments else None
         if active is not None and active.size:
@@ -405,15 +405,12 @@ class SegmentLog:
     def release_below(self, lake_end_offset: int) -> int:
         """The flusher committed everything below ``lake_end_offset`` to Delta: let the tail go.
 
-        Frames wholly below it leave :attr:`view`; the segments that were released by the previous
-        call are deleted now (one flush interval of grace for readers holding an older view); segments
-        wholly below it are released; the active segment rolls (its next append starts a new file)
-        when part of it was committed. Returns the number of files deleted.
+        Frames wholly below it leave :attr:`view`; segments wholly below it are released (the caller
+        publishes the new view, then deletes them with :meth:`delete_released`); the active segment rolls
+        (its next append starts a new file) when part of it was committed. Returns the number of segments
+        released.
         """
         self.view = self.view.from_offset(lake_end_offset)
-        for base in self._retired:
-            (self.directory / segment_name(base)).unlink(missing_ok=True)
-        deleted, self._retired = len(self._retired), []
         keep: list[_Segment] = []
         for i, seg in enumerate(self._segments):
             nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
@@ -421,9 +418,24 @@ class SegmentLog:
                 self._retired.append(seg.base_offset)
             else:
                 keep.append(seg)
+        released = len(self._segments) - len(keep)
         self._segments = keep
         if keep and keep[-1].base_offset < lake_end_offset:
             self.roll_at_next_append()
+        return released
+
+    def delete_released(self) -> int:
+        """Delete the segment files :meth:`release_below` released; returns how many.
+
+        Called once readers find the new lake end offset (the Delta table holds those records): a reader
+        still on an older view that opens a deleted file gets FileNotFoundError and reads again on a fresh
+        view, from Delta (:func:`~lakelog.log_tables.fetch.read_log`); one already reading an unlinked
+        file keeps reading it. Deleting at once, rather than one flush later, keeps the tail on disk at
+        about one flush interval of records instead of two (bench/soak.py).
+        """
+        for base in self._retired:
+            (self.directory / segment_name(base)).unlink(missing_ok=True)
+        deleted, self._retired = len(self._retired), []
         return deleted
 
     def truncate_to(self, offset: int) -> None:

@@ -103,30 +103,31 @@ def test_segments_roll_by_bytes_and_by_age(tmp_path):
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [segment_name(0), segment_name(2)]
 
 
-def test_release_keeps_files_one_round_then_deletes_them_and_rolls_the_active_one(tmp_path):
+def test_release_leaves_files_until_delete_released_and_rolls_the_active_one(tmp_path):
     seg = SegmentLog(tmp_path / "s")
     write(seg, 0, [3, 3])
     assert seg.release_below(4) == 0  # part of the active segment is in Delta: it rolls
     assert seg.view.first_offset == 3  # frames wholly below 4 left the view
     write(seg, 6, [2])
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [segment_name(0), segment_name(6)]
-    assert seg.release_below(8) == 0  # segment 0 is wholly below: released, still on disk for readers
+    assert seg.release_below(8) == 1  # segment 0 is wholly below: released, on disk until the view is published
     assert (tmp_path / "s" / segment_name(0)).exists()
-    assert seg.release_below(8) == 1
+    assert seg.delete_released() == 1
     assert not (tmp_path / "s" / segment_name(0)).exists()
+    assert seg.delete_released() == 0
     seg.close()
 
 
 def test_a_roll_at_the_flush_lets_that_flush_release_the_segment_it_read(tmp_path):
     """The writer rolls when a flush reads the tail: the records appended during the Delta commit go to a
-    new file, so the flushed segment is released by the same flush (deleted at the next one)."""
+    new file, so the flushed segment is released and deleted by the same flush."""
     seg = SegmentLog(tmp_path / "s")
     write(seg, 0, [3, 3])
     seg.roll_at_next_append()                # a flush reads offsets 0..5
     write(seg, 6, [2])                        # appended during its commit: a new file
-    assert seg.release_below(6) == 0         # segment 0 lies wholly below: released by this flush
+    assert seg.release_below(6) == 1         # segment 0 lies wholly below: released by this flush
+    assert seg.delete_released() == 1 and not (tmp_path / "s" / segment_name(0)).exists()
     write(seg, 8, [2])
-    assert seg.release_below(6) == 1 and not (tmp_path / "s" / segment_name(0)).exists()
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [segment_name(6)]
     assert offsets(seg.recover(6)) == [6, 7, 8, 9]
     empty = SegmentLog(tmp_path / "e")

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
+from lakelog.log_tables.fetch import read_log
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.partition_log import LAKE_END_OFFSET_KEY, PartitionLog
 from lakelog.log_tables.reader import read_offset_range
@@ -87,6 +88,31 @@ def test_reads_span_delta_segments_and_cache(tmp_path, cache):
         rows = log.read(start, max_bytes=1)  # at least one record, from whichever tier holds it
         assert rows["offset"].to_pylist() == [start]
     assert log.read(55, max_bytes=1 << 20, end_offset=65)["offset"].to_pylist() == list(range(55, 65))
+
+
+def test_a_flush_deletes_its_segments_at_once_and_a_reader_of_the_older_view_reads_again_from_delta(tmp_path):
+    """The flush deletes the segments it committed as soon as the new lake end offset is published; a read
+    that took its view before (and finds a file gone) starts again on a fresh view, from Delta."""
+    log = open_log(tmp_path, cache=0, segment_bytes=200)
+    for i in range(10):
+        append(log, values(3, 3 * i))
+    segment_dir = tmp_path / "t-0" / SEGMENT_DIR
+    assert len(list(segment_dir.iterdir())) > 2
+    views = [log._state.view()]  # taken before the flush: lake end offset 0, every record in segments
+    assert log.flush_to_lake() == 30
+    # every segment but the last (no later one shows yet where it ends) was wholly below: deleted
+    assert [p.name for p in segment_dir.iterdir()] == ["00000000000000000027.log"]
+
+    def take_view():
+        return views.pop() if views else log._state.view()
+
+    rows = read_log(take_view, 0, max_bytes=1 << 20, end_offset=None, columns=None,
+                    reload_index=log._writer.load_index, topic="t", partition=0)
+    assert rows["offset"].to_pylist() == list(range(30)) and views == []
+    append(log, values(3, 30))  # the active segment rolled at the flush: a new file
+    assert log.flush_to_lake() == 3
+    assert [p.name for p in segment_dir.iterdir()] == ["00000000000000000030.log"]
+    assert read_all(log) == list(range(33))
 
 
 def test_recovery_finds_the_lake_end_offset_the_tail_and_the_epochs(tmp_path):
