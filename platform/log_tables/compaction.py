@@ -69,6 +69,19 @@ def merge_target_bytes(config: TopicConfig, *, default: int = COMPACTION_TARGET_
     return max(1, target)
 
 
+def tail_segment_bytes(config: TopicConfig) -> int:
+    """The size, in bytes, at which a segment of the tail rolls: ``segment.bytes``, at most the most one
+    flush commit takes (``lake.commit.bytes``, at most :func:`merge_target_bytes`; the flusher's
+    :attr:`~lakelog.log_tables.flusher.LakeFlusher.file_bytes`).
+
+    A flush round under load is several commits of that size; with segments no larger, each commit
+    leaves the segments it covered wholly below the lake end offset and deletes them at once, so the
+    tail on disk drains commit by commit instead of holding the whole round until its last commit.
+    Kafka rolls only at ``segment.bytes`` (1 GiB): its segments are the log; ours are a transient tail.
+    """
+    return max(1, min(config.segment_bytes, config.lake_commit_bytes, merge_target_bytes(config)))
+
+
 def small_files(files: Sequence[DataFile], max_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:
     """How many of ``files`` a merge may take: those smaller than half of ``max_file_bytes``."""
     return sum(1 for f in files if f.has_offset_stats and f.size_bytes < max_file_bytes // 2)

@@ -48,7 +48,7 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
-from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
+from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES, tail_segment_bytes
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
@@ -395,5 +395,5 @@ def _segment_log(table_uri: str, config: TopicConfig) -> SegmentLog | None:
     """The segment tail of a local table (an object-store table has none: every append is a Delta commit)."""
     if "://" in table_uri:
         return None
-    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=config.segment_bytes, segment_ms=config.segment_ms,
+    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config), segment_ms=config.segment_ms,
                       flush_messages=config.flush_messages, flush_ms=config.flush_ms)

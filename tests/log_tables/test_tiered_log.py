@@ -190,6 +190,23 @@ def test_switching_lake_commit_interval_to_zero_commits_the_tail(tmp_path):
     assert append(sync, values(1)).version is not None and delta_offsets(sync) == list(range(8))
 
 
+def test_tail_segments_roll_at_the_flush_commit_size_so_each_commit_deletes_what_it_covered(tmp_path):
+    """With ``lake.commit.bytes`` below ``segment.bytes`` the tail's segments roll at the commit size: a
+    flush round of several commits deletes segments commit by commit, not all after its last commit."""
+    frame_bytes = len(values(10, 0).to_batches()[0].serialize()) + 64
+    log = open_log(tmp_path, lake_commit_bytes=3 * frame_bytes)
+    for i in range(12):
+        append(log, values(10, 10 * i))
+    segment_dir = tmp_path / "t-0" / SEGMENT_DIR
+    before = len(list(segment_dir.iterdir()))
+    assert before >= 4  # segment.bytes is 1 GiB: without the commit size, one file
+    remaining = []
+    while log.flush_to_lake(max_bytes=3 * frame_bytes):
+        remaining.append(len(list(segment_dir.iterdir())))
+    assert len(remaining) >= 3 and remaining == sorted(remaining, reverse=True) and remaining[0] < before
+    assert log.lake_end_offset == 120 and delta_offsets(log) == list(range(120)) and read_all(log) == list(range(120))
+
+
 def test_the_flusher_commits_within_the_interval_and_on_close(tmp_path):
     async def main():
         log = open_log(tmp_path, lake_commit_interval_ms=100)
