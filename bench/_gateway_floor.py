@@ -25,6 +25,8 @@ from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.produce_router import ProduceResult
+from lakelog.security.authentication import Authenticator
+from lakelog.security.authorizer import Authorizer
 from lakelog.server import uvicorn_config
 
 
@@ -32,14 +34,14 @@ class _StubRouter:
     def __init__(self) -> None:
         self._next = itertools.count()
 
-    async def produce(self, meta, batch, *, partitions=None, partition=None, acks="all") -> ProduceResult:
+    async def produce(self, meta, batch, *, partitions=None, partition=None, acks="all", producer=None) -> ProduceResult:
         n = batch.num_rows
         base = next(self._next)
         for _ in range(n - 1):
             next(self._next)
         return ProduceResult(np.full(n, partition or 0, np.int64), np.arange(base, base + n, dtype=np.int64), {})
 
-    async def produce_arrow(self, meta, partition, batch, *, partitions=None, acks="all") -> int:
+    async def produce_arrow(self, meta, partition, batch, *, partitions=None, acks="all", producer=None) -> int:
         return (await self.produce(meta, batch, partition=partition, acks=acks)).offsets[0]
 
 
@@ -51,6 +53,8 @@ class StubBroker:
         self.cluster_id = "gateway-floor"
         self.produce_router = _StubRouter()
         self.coordinator = None
+        self.authenticator = Authenticator()  # authentication.methods=none: every request is User:ANONYMOUS
+        self.authorizer = Authorizer(enabled=False, zk=None)  # authorizer.enabled=false: every request allowed
         self._topics: dict[str, TopicMetadata] = {}
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
