@@ -21,7 +21,8 @@ errors), creates one single-partition topic (RF 1) per scenario and produces 100
   time the consumer got the record - time the producer sent it (one clock: both are threads of this
   process); p50 / p99;
 - c. history flatness: N sequential requests on one fresh topic; p99 of the first 1,000 and of the last
-  1,000, and their ratio (does a request get slower as the partition's history grows?);
+  1,000, and their ratio (does a request get slower as the partition's history grows?); then the live
+  data files of the partition's Delta table (about one per flush, never one per request);
 - d. lake freshness: one record every ~50 ms for ~20 s while a poller (``deltalake.DeltaTable``,
   ``update_incremental()`` every few ms, then a scan of the new data files' ``offset`` column) watches
   the partition's Delta table (``table_uri`` of ``GET /lakelog/v1/topics/{t}/logs``); latency = time the
@@ -317,6 +318,16 @@ def end_to_end(ctx: Ctx, topic: str, rate: float, seconds: float, producers: int
     return EndToEnd(latencies_ms=(got_at[ok] - sent_at[ok]) * 1000.0, sent=sent, received=int(ok.sum()),
                     rate=sent / max(1e-9, np.nanmax(sent_at) - t0) if sent > 1 else 0.0,
                     late_p99_ms=pct((sent_at - due_at)[~np.isnan(sent_at)] * 1000.0, 99), cpu=cpu)
+
+
+def delta_table_files(ctx: Ctx, topic: str) -> tuple[int, int]:
+    """(live data files, version) of partition 0's Delta table of ``topic``."""
+    from deltalake import DeltaTable
+
+    resp = ctx.admin.get(f"/lakelog/v1/topics/{topic}/logs")
+    resp.raise_for_status()
+    table = DeltaTable(resp.json()[0]["table_uri"])
+    return len(table.file_uris()), table.version()
 
 
 # -- d: lake freshness --------------------------------------------------------------------------
@@ -644,6 +655,8 @@ def fmt(v: float | None, unit: str) -> str:
         return "—"
     if unit == "×":
         return f"{v:.2f}"
+    if unit == "files":
+        return f"{v:,.0f}"
     return f"{v:,.3f}" if abs(v) < 1 else (f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}")
 
 
@@ -796,6 +809,15 @@ def main() -> int:
                          target=TARGETS["history_ratio"])]
             console.print(f"  (c) p99 first {window:,} {first:.2f} ms, last {window:,} {last:.2f} ms "
                           f"({h.requests:,} requests)")
+            # the files the partition's table ends with: about one per flush (lake.commit.interval.ms), never
+            # one per request; the broker merges the oldest small ones past log.segment.files.max
+            time.sleep(LAKE_COMMIT_INTERVAL_DEFAULT_MS / 1000.0 * 1.5)  # the last flush lands
+            files, version = delta_table_files(ctx, "latency-c")
+            rows.append(Row(scen, "Delta data files", files, unit="files", target=max(1.0, h.cpu.seconds),
+                            note=f"the table after {h.cpu.seconds:.0f} s of one-record requests: version {version:,}, "
+                                 f"target ≤ ~1 file per second (lake.commit.interval.ms 1000) + merged ones"))
+            console.print(f"  (c) {files:,} Delta data files after {h.requests:,} requests in {h.cpu.seconds:.0f} s "
+                          f"(table version {version:,})")
 
         if "d" in only:
             with console.status(f"(d) lake freshness for {args.lake_seconds:g} s"
