@@ -277,8 +277,9 @@ class LogWriter:
         with self.lake_lock, self.lock:
             self.config = config
             if self.segments is not None:
-                self.segments.configure(segment_bytes=compaction.tail_segment_bytes(config), segment_ms=config.segment_ms,
-                                        flush_messages=config.flush_messages, flush_ms=config.flush_ms)
+                self.segments.configure(segment_bytes=compaction.tail_segment_bytes(config),
+                                        segment_ms=config.segment_ms, flush_messages=config.flush_messages,
+                                        flush_ms=config.flush_ms)
             elif config.lake_commit_interval_ms > 0 and not self.closed:
                 segments = make_segments()
                 if segments is not None:  # a local table: a tail from the log end offset on

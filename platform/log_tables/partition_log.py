@@ -395,5 +395,5 @@ def _segment_log(table_uri: str, config: TopicConfig) -> SegmentLog | None:
     """The segment tail of a local table (an object-store table has none: every append is a Delta commit)."""
     if "://" in table_uri:
         return None
-    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config), segment_ms=config.segment_ms,
-                      flush_messages=config.flush_messages, flush_ms=config.flush_ms)
+    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config),
+                      segment_ms=config.segment_ms, flush_messages=config.flush_messages, flush_ms=config.flush_ms)
