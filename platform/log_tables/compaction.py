@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "RETENTION_BYTES_PER_FILE", "choose_run",
-           "compact_oldest_run", "merge_target_bytes", "merged_rows", "rewrite", "small_files"]
+           "compact_oldest_run", "flush_commit_bytes", "merge_target_bytes", "merged_rows", "rewrite", "small_files",
+           "tail_segment_bytes"]
 
 #: Target size of a compacted file: files under half of it are merged.
 COMPACTION_TARGET_BYTES = 64 * 1024 * 1024
@@ -69,17 +70,23 @@ def merge_target_bytes(config: TopicConfig, *, default: int = COMPACTION_TARGET_
     return max(1, target)
 
 
+def flush_commit_bytes(config: TopicConfig, *, commit_bytes: int | None = None) -> int:
+    """The most tail bytes one flush commit takes: ``commit_bytes`` (default: the topic's
+    ``lake.commit.bytes``), at most :func:`merge_target_bytes`, so a flushed file is never larger than a
+    merge would build (:attr:`LakeFlusher.file_bytes <lakelog.log_tables.flusher.LakeFlusher.file_bytes>`)."""
+    return min(config.lake_commit_bytes if commit_bytes is None else commit_bytes, merge_target_bytes(config))
+
+
 def tail_segment_bytes(config: TopicConfig) -> int:
-    """The size, in bytes, at which a segment of the tail rolls: ``segment.bytes``, at most the most one
-    flush commit takes (``lake.commit.bytes``, at most :func:`merge_target_bytes`; the flusher's
-    :attr:`~lakelog.log_tables.flusher.LakeFlusher.file_bytes`).
+    """The size, in bytes, at which a segment of the tail rolls: ``segment.bytes``, at most
+    :func:`flush_commit_bytes`.
 
     A flush round under load is several commits of that size; with segments no larger, each commit
     leaves the segments it covered wholly below the lake end offset and deletes them at once, so the
     tail on disk drains commit by commit instead of holding the whole round until its last commit.
     Kafka rolls only at ``segment.bytes`` (1 GiB): its segments are the log; ours are a transient tail.
     """
-    return max(1, min(config.segment_bytes, config.lake_commit_bytes, merge_target_bytes(config)))
+    return max(1, min(config.segment_bytes, flush_commit_bytes(config)))
 
 
 def small_files(files: Sequence[DataFile], max_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:

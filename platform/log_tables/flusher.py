@@ -59,7 +59,7 @@ import logging
 import time
 
 from lakelog.errors import LakelogError
-from lakelog.log_tables.compaction import compact_if_needed, merge_target_bytes
+from lakelog.log_tables.compaction import compact_if_needed, flush_commit_bytes
 from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import PartitionLog
 
@@ -134,7 +134,7 @@ class LakeFlusher:
     @property
     def file_bytes(self) -> int:
         """The most tail bytes one commit takes: ``commit_bytes``, at most the log's merge target."""
-        return min(self.commit_bytes, merge_target_bytes(self.log.config))
+        return flush_commit_bytes(self.log.config, commit_bytes=self._commit_bytes)
 
     def _on_high_watermark(self, log: PartitionLog) -> None:
         """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""

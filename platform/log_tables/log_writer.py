@@ -246,10 +246,11 @@ class LogWriter:
             else:
                 files = self.state.files
             # 3. lake end offset and file index; release the segments below it, delete them once published
+            #    (outside the append lock: only lake_lock holders touch released segments)
             with self.lock:
                 self.segments.release_below(end)
                 self.state.flushed(end, files, self.segments.view)
-                self.segments.delete_released()
+            self.segments.delete_released()
             if failure is not None:
                 raise CommitFailedError(f"Flushing {self.name} to Delta failed: {failure}") from failure
             return end - start
