@@ -9,7 +9,9 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
 
 1. wait until ``lake.commit.interval.ms`` after the previous round's start (rounds are paced from their
    starts, so a long round does not stretch the interval), or less once ``lake.commit.bytes`` wait in
-   the tail (the high watermark listener wakes the task);
+   the tail (the high watermark listener wakes the task). A maintenance (step 4) that falls due during
+   the wait runs then, alone, and the wait goes on: a ``log.retention.check.interval.ms`` shorter than
+   ``lake.commit.interval.ms`` is kept, not stretched to the rounds' pace;
 2. commit the tail below the high watermark *as it was when the round began* to Delta, one commit per
    ``lake.commit.bytes`` or the log's merge target, whichever is smaller
    (:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`,
@@ -151,8 +153,12 @@ class LakeFlusher:
     async def _run(self) -> None:
         round_start = time.monotonic()
         while not self._closed:
-            # 1. wait for the interval after the previous round's start, or lake.commit.bytes in the tail
-            wait_s = round_start + self.interval_s - time.monotonic()
+            # 1. wait for the interval after the previous round's start, or lake.commit.bytes in the tail;
+            #    a maintenance due before that runs alone meanwhile (a check interval shorter than the
+            #    commit interval), then the wait goes on
+            flush_at = round_start + self.interval_s
+            maintain_at = float("inf") if self.log.lake_commits_held else self._next_maintenance
+            wait_s = min(flush_at, maintain_at) - time.monotonic()
             if wait_s > 0:
                 try:
                     await asyncio.wait_for(self._wake.wait(), wait_s)
@@ -160,10 +166,14 @@ class LakeFlusher:
                     pass
             else:
                 await asyncio.sleep(0)  # a round longer than the interval: let others run first
-            self._wake.clear()
-            round_start = time.monotonic()
             if self._closed:
                 return
+            now = time.monotonic()
+            if not self._wake.is_set() and now + MAINTENANCE_SLACK_S < flush_at:
+                await self.maintain_if_due(now)
+                continue
+            self._wake.clear()
+            round_start = time.monotonic()
             # 2. commit the tail below the high watermark of the round's start
             try:
                 await self.flush()

@@ -112,6 +112,25 @@ def test_maintenance_is_due_one_interval_after_the_start_of_the_round_that_ran_i
     assert len(asyncio.run(run())) == 3
 
 
+def test_a_check_interval_shorter_than_the_commit_interval_is_kept(tmp_path):
+    async def run() -> list[float]:
+        log = open_log(tmp_path, lake_commit_interval_ms=100)
+        flusher = LakeFlusher(log, interval_ms=3_600_000, maintenance_interval_ms=200)  # one round an hour
+        ran: list[float] = []
+        log.lifecycle.run = lambda **_: ran.append(time.monotonic())  # counts the rounds, does nothing
+        await asyncio.sleep(1.1)
+        await flusher.close(flush=False)
+        log.close()
+        return ran
+
+    # log.retention.check.interval.ms 200 with lake.commit.interval.ms an hour: maintenance every 200 ms all the
+    # same (it used to run only inside the flush rounds: never here)
+    ran = asyncio.run(run())
+    assert 4 <= len(ran) <= 6, ran
+    gaps = [b - a for a, b in zip(ran, ran[1:])]
+    assert all(0.15 <= g <= 0.4 for g in gaps), gaps
+
+
 def test_maintenance_leaves_vacuum_out_right_after_the_timers(tmp_path):
     log = open_log(tmp_path, lake_commit_interval_ms=0, retention_ms=HOUR_MS, lake_vacuum_retention_ms=0)
     log.lifecycle.sync_table_properties()
