@@ -109,6 +109,55 @@ def load() -> str:
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
+#: What a streaming query's Python process imports before it can answer Spark: PySpark's runner module (it
+#: starts one Python process per query of a Python data source, ``python_streaming_source_runner``), then
+#: the data source's module (unpickling the source imports it).
+_RUNNER_IMPORTS = """
+import time
+t0 = time.perf_counter()
+import pyspark.sql.streaming.python_streaming_source_runner
+t1 = time.perf_counter()
+import lakelog.spark.source
+t2 = time.perf_counter()
+import pyspark
+print(t1 - t0, t2 - t1, pyspark.__file__)
+"""
+
+
+def runner_imports(*, runs: int = 3) -> dict[str, tuple[float, float, str]]:
+    """Time the imports of a streaming query's Python process, best of ``runs`` fresh processes, in two setups:
+
+    - ``spark``: ``PYTHONPATH`` as Spark sets it for the processes it starts (``PythonUtils.sparkPythonPath``:
+      ``$SPARK_HOME/python/lib/pyspark.zip`` and the py4j zip first; ``SPARK_HOME`` of a pip install is the
+      ``pyspark`` package folder), so pyspark is imported from the zip, which holds no bytecode: Python
+      compiles every module it imports from it, in every such process;
+    - ``site-packages``: the same imports from the installed package (cached bytecode).
+
+    Returns: setup -> (seconds importing the runner module, seconds importing ``lakelog.spark.source``,
+    the ``pyspark/__init__.py`` the process imported).
+    """
+    import subprocess
+    import sys
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    zips = [str(home / "python" / "lib" / "pyspark.zip"), *map(str, sorted((home / "python" / "lib").glob("py4j-*.zip")))]
+    out = {}
+    for setup, path in (("spark", zips), ("site-packages", [])):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if path:
+            env["PYTHONPATH"] = os.pathsep.join(path)
+        best = None
+        for _ in range(runs):
+            fields = subprocess.run([sys.executable, "-c", _RUNNER_IMPORTS], env=env, check=True, capture_output=True,
+                                    text=True).stdout.split()
+            sample = (float(fields[0]), float(fields[1]), fields[2])
+            best = sample if best is None or sample[0] + sample[1] < best[0] + best[1] else best
+        out[setup] = best
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -282,6 +331,15 @@ def main() -> None:
             console.print(f"{name}: {len(batches)} micro-batch(es) of {rows} rows; ms: "
                           + ", ".join(f"{k} {v}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]))
                           + f"; outside the triggers (query start and stop) {outside:,.0f}")
+        # the lakelog stream's time outside its triggers: PySpark's per-query Python process and its imports
+        imports = runner_imports()
+        spark_setup, site = imports["spark"], imports["site-packages"]
+        console.print(
+            "a Python data source's streaming query starts a Python process (PySpark's "
+            "python_streaming_source_runner); its imports, best of 3 fresh processes: "
+            f"pyspark's runner {spark_setup[0]:.2f} s with Spark's PYTHONPATH (from "
+            f"{'pyspark.zip' if '.zip' in spark_setup[2] else spark_setup[2]}: no bytecode, compiled in every process) vs {site[0]:.2f} s from site-packages; lakelog.spark.source "
+            f"{spark_setup[1]:.2f} s. Spark's Kafka source starts no Python process.")
     finally:
         if spark is not None:
             spark.stop()
