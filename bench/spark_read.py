@@ -26,7 +26,10 @@ The readers take turns, ``--warmup`` untimed rounds (default 1) and then ``--rep
 best time of each is shown. Targets (issue 16): lakelog at least 2x the Kafka source's records/s in
 the same mode, and within 1.3x of Delta's time. The load average is printed before, after each run and
 at the end: the figures are only comparable on a quiet machine. For each stream it prints Spark's
-``durationMs`` of its micro-batches and the time outside them (query start and stop).
+``durationMs`` of its micro-batches and the time outside them (query start and stop), and then the
+imports of the Python process PySpark starts for each streaming query of a Python data source, timed in
+fresh processes (:func:`runner_imports`): pyspark's runner module with Spark's ``PYTHONPATH`` (from
+``pyspark.zip``) and from site-packages, then ``lakelog.spark.source``.
 """
 
 from __future__ import annotations
