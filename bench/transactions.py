@@ -6,6 +6,7 @@ Usage::
     python bench/transactions.py                  # 3 pairs of 10 s phases, ~2 minutes
     python bench/transactions.py --repeat 5 --seconds 15
     python bench/transactions.py --producers 4    # 4 producers side by side, each as below
+    python bench/transactions.py --kafka          # then the same rounds on Apache Kafka, Kafka's ratio beside
     python bench/transactions.py --py-spy /tmp/flames --py-spy-format raw   # where the broker's time goes
 
 What it does: starts an embedded ZooKeeper and one broker child process (as ``produce_fetch.py``: a temp
@@ -33,6 +34,14 @@ are built before the clock starts; each phase begins with ``--warmup-seconds`` o
 topic, not timed. Phases alternate (idempotent, transactional, transactional, idempotent, ...: a drift of
 the machine's load hits both alike), every phase on a fresh topic; ``--repeat`` pairs.
 
+With ``--kafka``, once lakelog's broker has stopped, the same pairs run against one Apache Kafka broker
+(``_kafka_transactions.py``): one producer, Kafka's Java client, the same round (1,000 records over the 3
+partitions, ``send()`` then ``flush()``, the partitions' batches in flight together) and in the
+transactional phase ``beginTransaction()`` / ``commitTransaction()`` around it; its ratio is printed
+beside lakelog's. Kafka's coordinator answers EndTxn once PrepareCommit is in its log and writes the
+markers after (``TransactionCoordinator.endTransaction``, ``sendTxnMarkersCallback``); lakelog answers
+once the markers are written.
+
 Figures: records/s of each phase (the transactional one including its commits), the round (produce)
 latency and the commit latency p50/p99 over every timed transaction, and the ratio transactional /
 idempotent records/s (the median of the pairs' ratios) against the target 0.7x. The ``bench/`` folder
@@ -45,6 +54,7 @@ import argparse
 import itertools
 import os
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +68,8 @@ from rich.table import Table
 
 from _cluster import Broker, PySpy, bench_cluster, broker_env as parse_broker_env, make_console
 from _cluster import client_cpu as _client_cpu, machine_cpu as _machine_cpu
+from _kafka import KAFKA_VERSION
+from _kafka_transactions import KafkaPhase, run_kafka_phases
 from produce_fetch import ARROW_STREAM, Body, arrow_body, init_producer
 from lakelog.protocol.producer_headers import ProducerBatch
 
@@ -303,7 +315,7 @@ def verdict(ok: bool) -> str:
 
 
 def report(phases: list[Phase], args, load: tuple[float, float, float], broker_pid: int,
-           append_ms: list[float]) -> None:
+           append_ms: list[float], kafka: list[KafkaPhase]) -> None:
     table = Table(title=f"idempotent vs transactional produce, one broker: {args.producers} producer(s) sending {args.send}ly, "
                         f"{args.records_per_transaction:,} records per round over {PARTITIONS} partitions "
                         f"({' + '.join(map(str, split(args.records_per_transaction, PARTITIONS)))}), "
@@ -354,6 +366,10 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
     if append_ms:
         summary.add_row(f"one 1-record acks=all produce request, p50 / p99 ms ({len(append_ms)} sent one at a time)",
                         f"{pct(append_ms, 50):.1f} / {pct(append_ms, 99):.1f}")
+    if kafka:
+        kafka_ratio = kafka_summary(kafka, summary)
+        if kafka_ratio:
+            summary.add_row("lakelog's median ratio / Kafka's", f"{ratio / kafka_ratio:.2f}x")
     console.print(summary)
     console.print(
         f"Measured: one broker (pid {broker_pid}, RF 1, acks=all; __transaction_state on the same broker) and "
@@ -367,6 +383,39 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
         f"409 retries = answers 40920 (CONCURRENT_TRANSACTIONS) sent again; LSO = LEO: after the phase every "
         f"partition's last stable offset reached its end offset. CPU 100% = one core; other = the rest of "
         f"the machine (above ~15%, figures are lower than the machine can do).")
+
+
+def kafka_summary(kafka: list[KafkaPhase], summary: Table) -> float:
+    """Print the Kafka phases' table; add Kafka's rows to ``summary``; return Kafka's median ratio (0: none)."""
+    table = Table(title=f"the same rounds on Apache Kafka {KAFKA_VERSION} (one KRaft node, RF 1, acks=all), "
+                        "one producer (Kafka's Java client): send() x 1,000, flush(), then (transactional) commitTransaction()")
+    for col in ("phase", "pair", "rounds", "records", "s", "records/s", "round p50 / p99 ms", "commit p50 / p99 ms",
+                "batches retried"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for ph in kafka:
+        table.add_row(ph.kind, str(ph.pair + 1), f"{ph.rounds:,}", f"{ph.records:,}", f"{ph.seconds:.1f}",
+                      f"{ph.rate:,.0f}", f"{ph.round_p50_ms:.1f} / {ph.round_p99_ms:.1f}",
+                      f"{ph.commit_p50_ms:.1f} / {ph.commit_p99_ms:.1f}" if ph.kind == "transactional" else "",
+                      f"{ph.retries:,}")
+    console.print(table)
+    pairs: dict[int, dict[str, float]] = {}
+    for ph in kafka:
+        pairs.setdefault(ph.pair, {})[ph.kind] = ph.rate
+    ratios = [p["transactional"] / p["idempotent"] for p in pairs.values()
+              if p.get("idempotent") and "transactional" in p]
+    ratio = float(np.median(ratios)) if ratios else 0.0
+    summary.add_row(f"Kafka {KAFKA_VERSION}: idempotent / transactional records/s (all pairs pooled)",
+                    f"{pooled(kafka, 'idempotent'):,.0f} / {pooled(kafka, 'transactional'):,.0f}")
+    summary.add_row(f"Kafka {KAFKA_VERSION}: ratio per pair (transactional / idempotent)",
+                    ", ".join(f"{r:.2f}x" for r in ratios))
+    summary.add_row(f"Kafka {KAFKA_VERSION}: median ratio", f"{ratio:.2f}x")
+    return ratio
+
+
+def pooled(kafka: list[KafkaPhase], kind: str) -> float:
+    """Records/s of the ``kind`` phases together."""
+    phases = [p for p in kafka if p.kind == kind]
+    return sum(p.records for p in phases) / (sum(p.seconds for p in phases) or float("inf"))
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -416,6 +465,11 @@ def main() -> int:
     parser.add_argument("--py-spy-native", action="store_true", help="py-spy --native: C/Rust frames too. Default: off.")
     parser.add_argument("--py-spy-gil", action="store_true", help="py-spy --gil: only the thread holding the GIL. "
                                                                   "Default: off.")
+    parser.add_argument("--kafka", action="store_true",
+                        help=f"After lakelog's pairs, the same pairs of rounds (one producer) on Apache Kafka {KAFKA_VERSION} (one "
+                             "KRaft node started here, jars from Maven Central, cached) with Kafka's Java producer "
+                             "(bench/java/TransactionRounds.java, compiled with javac), and Kafka's own ratio "
+                             "beside lakelog's. Default: off.")
     parser.add_argument("--keep", action="store_true", help="Keep the temp dir (tables, logs). Default: off.")
     args = parser.parse_args()
     args.repeat = max(1, args.repeat)
@@ -456,8 +510,16 @@ def main() -> int:
             with console.status("one-record produce requests, one at a time"):
                 append_ms = append_reference(admin, cluster_id, args.append_requests)
         admin.close()
+    kafka: list[KafkaPhase] = []
+    if args.kafka and phases and run.return_code == 0:  # after lakelog's broker stopped: not side by side
+        with tempfile.TemporaryDirectory(prefix="lakelog-bench-tx-kafka-") as tmp, console.status("Kafka") as shown:
+            kafka = run_kafka_phases(Path(tmp), repeat=args.repeat, warmup_seconds=args.warmup_seconds,
+                                     seconds=args.seconds, records=args.records_per_transaction,
+                                     value_bytes=args.value_bytes, partitions=PARTITIONS, status=shown.update)
+        for ph in kafka:
+            console.print(f"  Kafka {ph.kind:<14} pair {ph.pair + 1}/{args.repeat}  {ph.rate:>10,.0f} records/s")
     if phases:
-        report(phases, args, load, run.broker_pid, append_ms)
+        report(phases, args, load, run.broker_pid, append_ms, kafka)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
     return run.return_code or (1 if any(p.samples.errors for p in phases) else 0)
 
