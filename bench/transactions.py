@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -367,7 +368,7 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
         summary.add_row(f"one 1-record acks=all produce request, p50 / p99 ms ({len(append_ms)} sent one at a time)",
                         f"{pct(append_ms, 50):.1f} / {pct(append_ms, 99):.1f}")
     if kafka:
-        kafka_ratio = kafka_summary(kafka, summary)
+        kafka_ratio = kafka_summary(kafka, summary, records=args.records_per_transaction)
         if kafka_ratio:
             summary.add_row("lakelog's median ratio / Kafka's", f"{ratio / kafka_ratio:.2f}x")
     console.print(summary)
@@ -385,10 +386,12 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
         f"the machine (above ~15%, figures are lower than the machine can do).")
 
 
-def kafka_summary(kafka: list[KafkaPhase], summary: Table) -> float:
-    """Print the Kafka phases' table; add Kafka's rows to ``summary``; return Kafka's median ratio (0: none)."""
-    table = Table(title=f"the same rounds on Apache Kafka {KAFKA_VERSION} (one KRaft node, RF 1, acks=all), "
-                        "one producer (Kafka's Java client): send() x 1,000, flush(), then (transactional) commitTransaction()")
+def kafka_summary(kafka: list[KafkaPhase], summary: Table, *, records: int) -> float:
+    """Print the Kafka phases' table (``records`` per round); add Kafka's rows to ``summary``; return Kafka's
+    median ratio (0: none)."""
+    table = Table(title=f"the same rounds on Apache Kafka {KAFKA_VERSION} (one KRaft node, RF 1, acks=all), one "
+                        f"producer (Kafka's Java client): send() x {records:,}, flush(), then (transactional) "
+                        "commitTransaction()")
     for col in ("phase", "pair", "rounds", "records", "s", "records/s", "round p50 / p99 ms", "commit p50 / p99 ms",
                 "batches retried"):
         table.add_column(col, justify="left" if col == "phase" else "right")
@@ -466,8 +469,9 @@ def main() -> int:
     parser.add_argument("--py-spy-gil", action="store_true", help="py-spy --gil: only the thread holding the GIL. "
                                                                   "Default: off.")
     parser.add_argument("--kafka", action="store_true",
-                        help=f"After lakelog's pairs, the same pairs of rounds (one producer) on Apache Kafka {KAFKA_VERSION} (one "
-                             "KRaft node started here, jars from Maven Central, cached) with Kafka's Java producer "
+                        help=f"After lakelog's pairs, the same pairs of rounds (one producer) on Apache Kafka "
+                             f"{KAFKA_VERSION} (one KRaft node started here, jars from Maven Central, cached) with "
+                             "Kafka's Java producer "
                              "(bench/java/TransactionRounds.java, compiled with javac), and Kafka's own ratio "
                              "beside lakelog's. Default: off.")
     parser.add_argument("--keep", action="store_true", help="Keep the temp dir (tables, logs). Default: off.")
@@ -511,17 +515,22 @@ def main() -> int:
                 append_ms = append_reference(admin, cluster_id, args.append_requests)
         admin.close()
     kafka: list[KafkaPhase] = []
+    kafka_failed = False
     if args.kafka and phases and run.return_code == 0:  # after lakelog's broker stopped: not side by side
-        with tempfile.TemporaryDirectory(prefix="lakelog-bench-tx-kafka-") as tmp, console.status("Kafka") as shown:
-            kafka = run_kafka_phases(Path(tmp), repeat=args.repeat, warmup_seconds=args.warmup_seconds,
-                                     seconds=args.seconds, records=args.records_per_transaction,
-                                     value_bytes=args.value_bytes, partitions=PARTITIONS, status=shown.update)
+        try:  # a Kafka failure still prints lakelog's figures
+            with tempfile.TemporaryDirectory(prefix="lakelog-bench-tx-kafka-") as tmp, console.status("Kafka") as shown:
+                kafka = run_kafka_phases(Path(tmp), repeat=args.repeat, warmup_seconds=args.warmup_seconds,
+                                         seconds=args.seconds, records=args.records_per_transaction,
+                                         value_bytes=args.value_bytes, partitions=PARTITIONS, status=shown.update)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            console.print(f"[red]Kafka's side failed: {e}[/]")
+            kafka_failed = True
         for ph in kafka:
             console.print(f"  Kafka {ph.kind:<14} pair {ph.pair + 1}/{args.repeat}  {ph.rate:>10,.0f} records/s")
     if phases:
         report(phases, args, load, run.broker_pid, append_ms, kafka)
     console.print(f"total {time.monotonic() - t_start:.0f} s")
-    return run.return_code or (1 if any(p.samples.errors for p in phases) else 0)
+    return run.return_code or (1 if kafka_failed or any(p.samples.errors for p in phases) else 0)
 
 
 if __name__ == "__main__":
