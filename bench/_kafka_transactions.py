@@ -29,19 +29,18 @@ WARMUP_PHASE_S = 8.0
 
 @dataclass(frozen=True)
 class KafkaPhase:
-    """One phase of Kafka rounds as ``TransactionRounds`` printed it (latencies in ms; commit -1 when
-    idempotent; ``retries``: batches the producer sent again, its ``record-retry-total``)."""
+    """One phase of Kafka rounds as ``TransactionRounds`` printed it: each timed round's and commit's
+    milliseconds (no commits when idempotent); ``retries``: batches the producer sent again, its
+    ``record-retry-total``."""
 
     kind: str  # idempotent, transactional
     pair: int
     rounds: int
     records: int
     seconds: float
-    round_p50_ms: float
-    round_p99_ms: float
-    commit_p50_ms: float
-    commit_p99_ms: float
     retries: int
+    round_ms: list[float]
+    commit_ms: list[float]
 
     @property
     def rate(self) -> float:
@@ -62,16 +61,18 @@ def javac() -> str:
     return found
 
 
-def parse_phase(line: str, *, pair: int) -> KafkaPhase:
-    """The ``kind rounds records seconds round_p50 round_p99 commit_p50 commit_p99 retries`` line of one phase.
+def parse_phase(lines: list[str], *, pair: int) -> KafkaPhase:
+    """The three lines ``TransactionRounds`` prints for one phase: ``kind rounds records seconds retries``,
+    the rounds' milliseconds, the commits' milliseconds.
 
     Raises:
-        ValueError: not such a line.
+        ValueError: not such lines.
     """
-    parts = line.split()
-    if len(parts) != 9 or parts[0] not in ("idempotent", "transactional"):
-        raise ValueError(f"TransactionRounds printed {line!r}")
-    return KafkaPhase(parts[0], pair, int(parts[1]), int(parts[2]), *(float(p) for p in parts[3:8]), int(parts[8]))
+    head = lines[0].split() if len(lines) == 3 else []
+    if len(head) != 5 or head[0] not in ("idempotent", "transactional"):
+        raise ValueError(f"TransactionRounds printed {lines!r:.300}")
+    return KafkaPhase(head[0], pair, int(head[1]), int(head[2]), float(head[3]), int(head[4]),
+                      [float(v) for v in lines[1].split()], [float(v) for v in lines[2].split()])
 
 
 def run_kafka_phases(data_dir: Path, *, repeat: int, warmup_seconds: float, seconds: float, records: int,
@@ -114,11 +115,10 @@ def run_kafka_phases(data_dir: Path, *, repeat: int, warmup_seconds: float, seco
                    "TransactionRounds", broker.bootstrap, kind, topic, f"{warmup_s:g}", f"{timed_s:g}",
                    str(records), str(value_bytes), str(partitions)]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=warmup_s + timed_s + 120)
-            lines = done.stdout.strip().splitlines()
-            if done.returncode != 0 or not lines:
+            if done.returncode != 0:
                 raise RuntimeError(f"TransactionRounds {kind} exited with {done.returncode}:\n"
                                    f"{(done.stdout + done.stderr)[-2000:]}")
-            return parse_phase(lines[-1], pair=pair)
+            return parse_phase(done.stdout.splitlines()[-3:], pair=pair)
 
         # Untimed: the broker's first transactions create __transaction_state (50 partitions) and warm its
         # JIT; a first timed transactional phase without this ran at 0.19x against 0.52x-0.55x after it.

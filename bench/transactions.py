@@ -191,8 +191,12 @@ class Phase:
     lso_ok: bool | None = None  # transactional: the last stable offset reached the log end on every partition
 
     @property
+    def records(self) -> int:
+        return self.samples.records
+
+    @property
     def rate(self) -> float:
-        return self.samples.records / self.seconds if self.seconds else 0.0
+        return self.records / self.seconds if self.seconds else 0.0
 
 
 def create_topic(admin: httpx.Client, cluster_id: str, name: str) -> None:
@@ -340,12 +344,10 @@ def report(phases: list[Phase], args, load: tuple[float, float, float], broker_p
 
     idem = [p for p in phases if p.kind == "idempotent"]
     tx = [p for p in phases if p.kind == "transactional"]
-    pairs = [(i.rate, t.rate) for i, t in zip(idem, tx)]
-    ratios = [t / i for i, t in pairs if i > 0]
+    ratios = pair_ratios(phases)
     ratio = float(np.median(ratios)) if ratios else 0.0
     failed = any(p.samples.errors for p in phases)
-    idem_rate = sum(p.samples.records for p in idem) / (sum(p.seconds for p in idem) or float("inf"))
-    tx_rate = sum(p.samples.records for p in tx) / (sum(p.seconds for p in tx) or float("inf"))
+    idem_rate, tx_rate = pooled_rate(idem), pooled_rate(tx)
     commits = [ms for p in tx for ms in p.samples.commit_ms]
     tx_rounds = [ms for p in tx for ms in p.samples.round_ms]
     idem_rounds = [ms for p in idem for ms in p.samples.round_ms]
@@ -397,28 +399,33 @@ def kafka_summary(kafka: list[KafkaPhase], summary: Table, *, records: int) -> f
         table.add_column(col, justify="left" if col == "phase" else "right")
     for ph in kafka:
         table.add_row(ph.kind, str(ph.pair + 1), f"{ph.rounds:,}", f"{ph.records:,}", f"{ph.seconds:.1f}",
-                      f"{ph.rate:,.0f}", f"{ph.round_p50_ms:.1f} / {ph.round_p99_ms:.1f}",
-                      f"{ph.commit_p50_ms:.1f} / {ph.commit_p99_ms:.1f}" if ph.kind == "transactional" else "",
+                      f"{ph.rate:,.0f}", f"{pct(ph.round_ms, 50):.1f} / {pct(ph.round_ms, 99):.1f}",
+                      f"{pct(ph.commit_ms, 50):.1f} / {pct(ph.commit_ms, 99):.1f}" if ph.commit_ms else "",
                       f"{ph.retries:,}")
     console.print(table)
-    pairs: dict[int, dict[str, float]] = {}
-    for ph in kafka:
-        pairs.setdefault(ph.pair, {})[ph.kind] = ph.rate
-    ratios = [p["transactional"] / p["idempotent"] for p in pairs.values()
-              if p.get("idempotent") and "transactional" in p]
+    ratios = pair_ratios(kafka)
     ratio = float(np.median(ratios)) if ratios else 0.0
     summary.add_row(f"Kafka {KAFKA_VERSION}: idempotent / transactional records/s (all pairs pooled)",
-                    f"{pooled(kafka, 'idempotent'):,.0f} / {pooled(kafka, 'transactional'):,.0f}")
+                    f"{pooled_rate([p for p in kafka if p.kind == 'idempotent']):,.0f} / "
+                    f"{pooled_rate([p for p in kafka if p.kind == 'transactional']):,.0f}")
     summary.add_row(f"Kafka {KAFKA_VERSION}: ratio per pair (transactional / idempotent)",
                     ", ".join(f"{r:.2f}x" for r in ratios))
     summary.add_row(f"Kafka {KAFKA_VERSION}: median ratio", f"{ratio:.2f}x")
     return ratio
 
 
-def pooled(kafka: list[KafkaPhase], kind: str) -> float:
-    """Records/s of the ``kind`` phases together."""
-    phases = [p for p in kafka if p.kind == kind]
+def pooled_rate(phases: list[Phase] | list[KafkaPhase]) -> float:
+    """Records/s of ``phases`` together (their records over their seconds)."""
     return sum(p.records for p in phases) / (sum(p.seconds for p in phases) or float("inf"))
+
+
+def pair_ratios(phases: list[Phase] | list[KafkaPhase]) -> list[float]:
+    """Transactional / idempotent records/s of each pair that has both phases, in pair order."""
+    rates: dict[int, dict[str, float]] = {}
+    for p in phases:
+        rates.setdefault(p.pair, {})[p.kind] = p.rate
+    return [r["transactional"] / r["idempotent"] for _, r in sorted(rates.items())
+            if r.get("idempotent") and "transactional" in r]
 
 
 # -- main ---------------------------------------------------------------------------------------

@@ -24,10 +24,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * the commit returned.
  *
  * <p>Arguments: bootstrap, {@code idempotent|transactional}, topic, warm-up seconds, timed seconds,
- * records per round, value bytes, partitions. Prints one line: {@code kind rounds records seconds
- * round_p50_ms round_p99_ms commit_p50_ms commit_p99_ms retries} (commit figures -1 in an idempotent
- * phase; retries: the producer's {@code record-retry-total} over the timed rounds, batches sent again
- * after a retriable error).
+ * records per round, value bytes, partitions. Prints three lines: {@code kind rounds records seconds
+ * retries} (retries: the producer's {@code record-retry-total} over the timed rounds, batches sent again
+ * after a retriable error), then each timed round's milliseconds, then each timed commit's (empty in an
+ * idempotent phase), space-separated: the bench takes their percentiles as it takes lakelog's.
  */
 public final class TransactionRounds {
     private TransactionRounds() {
@@ -66,8 +66,8 @@ public final class TransactionRounds {
         for (int p = 0; p < partitions; p++) {
             sizes[p] = records / partitions + (p < records % partitions ? 1 : 0);
         }
-        double[] roundMs = new double[1 << 20];
-        double[] commitMs = new double[1 << 20];
+        double[] roundMs = new double[1024];
+        double[] commitMs = new double[1024];
         int timedRounds = 0;
         long timedRecords = 0;
         double timedSeconds;
@@ -108,7 +108,11 @@ public final class TransactionRounds {
                     producer.commitTransaction();
                 }
                 long t2 = System.nanoTime();
-                if (start != 0 && timedRounds < roundMs.length) {
+                if (start != 0) {
+                    if (timedRounds == roundMs.length) {
+                        roundMs = Arrays.copyOf(roundMs, 2 * timedRounds);
+                        commitMs = Arrays.copyOf(commitMs, 2 * timedRounds);
+                    }
                     roundMs[timedRounds] = (t1 - t0) / 1e6;
                     commitMs[timedRounds] = (t2 - t1) / 1e6;
                     timedRounds++;
@@ -116,10 +120,18 @@ public final class TransactionRounds {
                 }
             }
         }
-        System.out.printf("%s %d %d %.3f %.3f %.3f %.3f %.3f %.0f%n", args[1], timedRounds, timedRecords, timedSeconds,
-                percentile(roundMs, timedRounds, 50), percentile(roundMs, timedRounds, 99),
-                transactional ? percentile(commitMs, timedRounds, 50) : -1.0,
-                transactional ? percentile(commitMs, timedRounds, 99) : -1.0, retries);
+        System.out.printf("%s %d %d %.3f %.0f%n", args[1], timedRounds, timedRecords, timedSeconds, retries);
+        System.out.println(joined(roundMs, timedRounds));
+        System.out.println(transactional ? joined(commitMs, timedRounds) : "");
+    }
+
+    /** The first {@code n} of {@code values}, space-separated. */
+    private static String joined(double[] values, int n) {
+        StringBuilder out = new StringBuilder();
+        for (int i = 0; i < n; i++) {
+            out.append(i == 0 ? "" : " ").append(String.format("%.4f", values[i]));
+        }
+        return out.toString();
     }
 
     /** The producer's metric {@code name} of group {@code producer-metrics} (0 when it has none). */
@@ -130,16 +142,5 @@ public final class TransactionRounds {
             }
         }
         return 0;
-    }
-
-    /** The {@code q}th percentile of the first {@code n} values (nearest rank); NaN when there are none. */
-    private static double percentile(double[] values, int n, double q) {
-        if (n == 0) {
-            return Double.NaN;
-        }
-        double[] sorted = Arrays.copyOf(values, n);
-        Arrays.sort(sorted);
-        int rank = (int) Math.ceil(q / 100.0 * n);
-        return sorted[Math.max(0, Math.min(n - 1, rank - 1))];
     }
 }
