@@ -71,7 +71,7 @@ class QuotaEntries(BaseModel):
     entries: list[QuotaEntry]
 
 
-def get_quota_store(request: Request) -> QuotaStore:
+async def get_quota_store(request: Request) -> QuotaStore:
     """The cluster's client quotas in ZooKeeper (``Broker.quota_store``)."""
     return request.app.state.broker.quota_store
 

@@ -61,7 +61,7 @@ from lakelog.security.acls import Operation, ResourceType
 router = APIRouter(tags=["v2 consumers"])
 
 
-def _group_id(group: Annotated[str, Path(
+async def _group_id(group: Annotated[str, Path(
         description="Consumer group id: any non-empty string that ZooKeeper can hold as one znode name (Kafka "
                     "takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
                     "U+007F-U+009F), nothing in U+D800-U+F8FF or from U+FFF0 on; else 400 / 40008.",

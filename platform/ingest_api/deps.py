@@ -5,6 +5,10 @@ The app keeps the broker (anything with the :class:`GatewayBroker` surface; :cla
 in a broker process) on ``app.state.broker`` and the consumer manager on
 ``app.state.consumers``; routes declare what they need as annotated parameters, e.g.
 ``broker: BrokerDep`` or ``consumers: ConsumerManagerDep``.
+
+Every dependency is a coroutine (``async def``), even one that only reads an attribute: FastAPI runs a
+plain ``def`` dependency in its thread pool: a hop to a worker thread and back on every request that
+declares it (about 0.1 ms of a request's answer on 2 cores).
 """
 
 from __future__ import annotations
@@ -76,17 +80,17 @@ class GatewayBroker(Protocol):
                              validate_only: bool = False) -> TopicMetadata: ...
 
 
-def get_broker(request: Request) -> GatewayBroker:
+async def get_broker(request: Request) -> GatewayBroker:
     """The broker serving this app."""
     return request.app.state.broker
 
 
-def get_consumer_manager(request: Request) -> ConsumerManager:
+async def get_consumer_manager(request: Request) -> ConsumerManager:
     """The broker's consumer-instance manager (set by the app's lifespan)."""
     return request.app.state.consumers
 
 
-def get_coordinator(request: Request) -> GroupCoordinator:
+async def get_coordinator(request: Request) -> GroupCoordinator:
     """The broker's group coordinator (committed offsets, wherever a group's coordinator is)."""
     return request.app.state.broker.coordinator
 
@@ -98,7 +102,7 @@ ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
 CoordinatorDep = Annotated[GroupCoordinator, Depends(get_coordinator)]
 
 
-def get_producer_ids(request: Request) -> ProducerIdManager:
+async def get_producer_ids(request: Request) -> ProducerIdManager:
     """The broker's producer id manager (:mod:`lakelog.producers.producer_ids`; ``Broker.producer_ids``)."""
     return request.app.state.broker.producer_ids
 
@@ -107,7 +111,7 @@ def get_producer_ids(request: Request) -> ProducerIdManager:
 ProducerIdsDep = Annotated[ProducerIdManager, Depends(get_producer_ids)]
 
 
-def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
+async def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
     """The broker's transaction coordinator (transactional ids, wherever their coordinator is;
     ``Broker.transaction_coordinator``)."""
     return request.app.state.broker.transaction_coordinator
@@ -117,7 +121,7 @@ def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
 
 
-def get_acl_store(request: Request) -> AclStore:
+async def get_acl_store(request: Request) -> AclStore:
     """The cluster's ACLs in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`; ``Broker.acl_store``)."""
     return request.app.state.broker.acl_store
 
@@ -126,7 +130,7 @@ def get_acl_store(request: Request) -> AclStore:
 AclStoreDep = Annotated[AclStore, Depends(get_acl_store)]
 
 
-def get_user_credentials(request: Request) -> UserCredentials:
+async def get_user_credentials(request: Request) -> UserCredentials:
     """Users' SCRAM credentials in ZooKeeper (``Broker.user_credentials``)."""
     return request.app.state.broker.user_credentials
 
@@ -135,7 +139,7 @@ def get_user_credentials(request: Request) -> UserCredentials:
 UserCredentialsDep = Annotated[UserCredentials, Depends(get_user_credentials)]
 
 
-def get_request_stats(request: Request) -> RequestStats | None:
+async def get_request_stats(request: Request) -> RequestStats | None:
     """The app's per-route request metrics; None when ``metrics.enabled`` is false."""
     return getattr(request.app.state, "request_stats", None)
 

@@ -19,11 +19,11 @@ import asyncio
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from lakelog.ingest_api import codecs, models
-from lakelog.ingest_api.deps import GatewayBroker, get_broker
+from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import produce_permission, topic_permission
 from lakelog.ingest_api.error_handlers import error_response
@@ -53,14 +53,6 @@ from lakelog.security.acls import Operation
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
 
-async def _loop_broker(request: Request) -> GatewayBroker:
-    """:func:`~lakelog.ingest_api.deps.get_broker` as a coroutine: FastAPI runs a plain ``def`` dependency
-    in its thread pool, a hop to a worker thread and back on every produce and fetch."""
-    return get_broker(request)
-
-
-#: The broker, resolved on the event loop (see :func:`_loop_broker`).
-BrokerDep = Annotated[GatewayBroker, Depends(_loop_broker)]
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
 #: answers are application/vnd.kafka.v2+json, so the body is referenced, not filed under that type).

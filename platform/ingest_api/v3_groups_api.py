@@ -46,7 +46,7 @@ from lakelog.security.acls import Operation, ResourceType
 router = APIRouter(tags=["v3 consumer groups"])
 
 
-def _group_id(consumer_group_id: Annotated[str, Path(
+async def _group_id(consumer_group_id: Annotated[str, Path(
         description="Consumer group id: any non-empty string ZooKeeper can hold as one znode name; else "
                     "400 / 40008.", min_length=1)]) -> str:
     validate_group_id(consumer_group_id)

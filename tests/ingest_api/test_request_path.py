@@ -10,9 +10,16 @@ import inspect
 import numpy as np
 import orjson
 import pytest
+from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
 
-from lakelog.ingest_api import codecs, records_api
+from lakelog.broker import Broker
+from lakelog.config import BrokerSettings
+from lakelog.ingest_api import (
+    brokers_api, client_quotas_api, codecs, console_api, consumers_api, coordinator_api, metrics_api, offsets_api,
+    producers_api, records_api, replica_api, topics_api, transactions_api, users_api, v3_acls_api, v3_api,
+    v3_cluster_api, v3_groups_api)
+from lakelog.ingest_api.app import create_app
 from lakelog.ingest_api.columnar_json import decode_columnar
 from lakelog.replication.produce_router import ProduceResult
 
@@ -34,6 +41,25 @@ def test_produce_and_fetch_routes_resolve_their_dependencies_on_the_event_loop()
         assert calls, route.path
         for call in calls:
             assert inspect.iscoroutinefunction(call), (route.path, call)
+
+
+def test_every_route_resolves_its_dependencies_on_the_event_loop(tmp_path):
+    """Not only produce and fetch: no route of the app (v2, v3, transactions, groups, ACLs, quotas, users,
+    replica and coordinator routes) and none of the app's own dependencies is a plain ``def``."""
+    app = create_app(Broker(BrokerSettings.load(log_dirs=tmp_path, zookeeper_connect="127.0.0.1:1")))
+    routers = {id(module.router): module.router for module in (
+        topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
+        transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api, v3_acls_api,
+        users_api, client_quotas_api, console_api)}
+    routes = [r for router in routers.values() for r in router.routes if isinstance(r, APIRoute)]
+    assert len(routes) > 50
+    app_level = [get_dependant(path="/", call=d.dependency) for d in app.router.dependencies]
+    assert len(app_level) == 2
+    calls = [(r.path, call) for r in routes for call in _calls(r.dependant)]
+    calls += [("(app)", d.call) for d in app_level] + [("(app)", c) for d in app_level for c in _calls(d)]
+    plain = sorted({(path, getattr(call, "__name__", repr(call))) for path, call in calls
+                    if not inspect.iscoroutinefunction(call)})
+    assert plain == []
 
 
 @pytest.mark.parametrize("records", [1, 255, 256, 1000])
