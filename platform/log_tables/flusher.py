@@ -44,9 +44,26 @@ comments in :meth:`LakeFlusher._vacuum_when_due`):
 3. when the removal is still due after that (VACUUM failed, the log closed, an outside committer's lease),
    wait one ``lake.commit.interval.ms`` before trying again.
 
+And a retention trigger (a third task, :meth:`LakeFlusher._apply_retention_when_due`): ``retention.bytes``
+is applied as soon as the log has grown past it by its oldest file, not only at step 4. Kafka checks
+retention only every ``log.retention.check.interval.ms`` (``LogManager.cleanupLogs``), so a partition
+written at R bytes/s holds up to R x that interval beyond ``retention.bytes``. A partition of the soak
+(bench/soak.py) takes about 20 MiB/s on 2 cores: even a 1 s interval held 20 MiB beyond its 50 MiB.
+Removing a file as soon as Kafka's own test says it may go (the log without it still holds
+``retention.bytes``, data files plus the segment tail) keeps the log within ``retention.bytes`` plus one
+file, at one metadata-only Delta commit per file removed. Steps (mirrored in the code):
+
+1. every high watermark move asks :meth:`LogLifecycle.retention_bytes_due
+   <lakelog.log_tables.lifecycle.LogLifecycle.retention_bytes_due>` (an in-memory test of the oldest file)
+   and wakes the task when it says so;
+2. retention in a worker thread (:meth:`LogLifecycle.apply_retention
+   <lakelog.log_tables.lifecycle.LogLifecycle.apply_retention>`: ``retention.ms`` too);
+3. when that removed nothing (a failed commit; the table's file list, read again, said otherwise), wait
+   one ``lake.commit.interval.ms`` before the next try.
+
 While an outside committer (a Spark maintenance job) holds the table's committer lease
-(:mod:`~lakelog.log_tables.committer_leases`) steps 2 to 4 and the VACUUM timer commit nothing: the
-writer refuses its own flushes and merges (:meth:`LogWriter.lake_commits_allowed
+(:mod:`~lakelog.log_tables.committer_leases`) steps 2 to 4, the VACUUM timer and the retention trigger
+commit nothing: the writer refuses its own flushes and merges (:meth:`LogWriter.lake_commits_allowed
 <lakelog.log_tables.log_writer.LogWriter.lake_commits_allowed>`) and maintenance waits; records stay in
 the segment tail, acknowledged and readable, and go to Delta at the first round after the lease.
 
@@ -110,6 +127,8 @@ class LakeFlusher:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._removed = asyncio.Event()  # a commit removed files: the VACUUM timer looks again
+        self._retention_due = asyncio.Event()  # retention.bytes lets the oldest file go
+        self._closing = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task | None = None
         self._vacuum_task: asyncio.Task | None = None
@@ -121,6 +140,8 @@ class LakeFlusher:
         log.lifecycle.on_removal = self._on_removal
         self._task = self._loop.create_task(self._run(), name=f"flush-{log.topic}-{log.partition}")
         self._vacuum_task = self._loop.create_task(self._vacuum_when_due(), name=f"vacuum-{log.topic}-{log.partition}")
+        self._retention_task = self._loop.create_task(self._apply_retention_when_due(),
+                                                      name=f"retention-{log.topic}-{log.partition}")
 
     @property
     def interval_s(self) -> float:
@@ -139,9 +160,12 @@ class LakeFlusher:
         return flush_commit_bytes(self.log.config, commit_bytes=self._commit_bytes)
 
     def _on_high_watermark(self, log: PartitionLog) -> None:
-        """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail."""
+        """From any thread: wake the task early once ``lake.commit.bytes`` wait in the tail, and the
+        retention trigger once ``retention.bytes`` lets the oldest file go."""
         if log.unflushed_bytes >= self.commit_bytes and not self._wake.is_set():
             self._loop.call_soon_threadsafe(self._wake.set)
+        if not self._retention_due.is_set() and log.lifecycle.retention_bytes_due():
+            self._loop.call_soon_threadsafe(self._retention_due.set)
 
     def _on_removal(self) -> None:
         """From any thread: a commit removed files; the VACUUM timer takes their expiry."""
@@ -242,6 +266,32 @@ class LakeFlusher:
                 except asyncio.TimeoutError:
                     pass
 
+    async def _apply_retention_when_due(self) -> None:
+        """The retention trigger (steps in the module docstring). Never raises (a failure is logged and
+        retried one ``lake.commit.interval.ms`` later); cancellation is passed on."""
+        lifecycle = self.log.lifecycle
+        while not self._closed:
+            # 1. wait until a high watermark move finds the oldest file removable by retention.bytes
+            await self._retention_due.wait()
+            self._retention_due.clear()
+            if self._closed or self.log.lake_commits_held or not lifecycle.retention_bytes_due():
+                continue  # under an outside committer's lease: the first move after it
+            # 2. retention (and retention.ms) in a worker thread
+            removed = 0
+            try:
+                removed = await asyncio.to_thread(lifecycle.apply_retention, now_ms=int(time.time() * 1000))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("retention of %s-%d failed", self.log.topic, self.log.partition,
+                              extra={"topic": self.log.topic, "partition": self.log.partition})
+            # 3. nothing removed: one round's interval before the next try
+            if not removed:
+                try:
+                    await asyncio.wait_for(self._closing.wait(), self.interval_s)
+                except asyncio.TimeoutError:
+                    pass
+
     async def flush(self) -> int:
         """Commit everything below the high watermark as it is now (several commits of at most
         :attr:`file_bytes`). Records that reach the high watermark meanwhile are left for the next call.
@@ -276,7 +326,9 @@ class LakeFlusher:
         self._closed = True
         self._wake.set()
         self._removed.set()
-        for task in (self._task, self._vacuum_task):
+        self._retention_due.set()
+        self._closing.set()
+        for task in (self._task, self._vacuum_task, self._retention_task):
             try:
                 await task
             except Exception:  # logged by the task

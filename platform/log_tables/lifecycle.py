@@ -251,6 +251,29 @@ class LogLifecycle:
             log.exception("%s %s failed", what, self._writer.name)
             return None
 
+    def retention_bytes_due(self) -> bool:
+        """True when ``retention.bytes`` lets the oldest data file go now: the log without it (data files
+        plus the segment tail) still holds at least ``retention.bytes``, and it lies wholly below the high
+        watermark and the lake end offset (:func:`retention_start_offset`'s test for the first file). An
+        in-memory check of one file, cheap enough for every high watermark move: the flusher runs
+        :meth:`apply_retention` when it says so (:mod:`~lakelog.log_tables.flusher`), so a log written
+        faster than ``log.retention.check.interval.ms`` lets it grow by about one file, not by one check
+        interval of records, past ``retention.bytes``. A log without a segment tail lists the files of its
+        appends only at its next maintenance round: its ``retention.bytes`` waits for the check interval,
+        as Kafka's does."""
+        config = self._writer.config
+        if not config.deletes or config.retention_bytes < 0:
+            return False
+        state = self._state
+        with state.lock:
+            files, tail_bytes = state.files, state.segments.nbytes
+            upper = min(state.high_watermark, state.lake_end_offset)
+        if not files.files:
+            return False
+        first = files.files[0]
+        return (first.has_offset_stats and first.max_offset < upper
+                and files.size_bytes + tail_bytes - first.size_bytes >= config.retention_bytes)
+
     def apply_retention(self, *, now_ms: int) -> int:
         """Remove the oldest data files that ``retention.ms`` / ``retention.bytes`` let go
         (:func:`retention_start_offset`) and move the log start offset past them.
