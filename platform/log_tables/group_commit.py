@@ -9,7 +9,10 @@ that arrive while an append runs go into the next one, so under load batches gro
 Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit_loop`):
 
 1. wait for a first request, then linger until ``linger_ms`` passed or ``batch_size`` bytes queued;
-2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table;
+2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table; a request
+   whose ``check`` raises now is answered with that error and left out (the producer state's test that
+   its producer was not fenced, and its transaction not ended by a marker, while it waited here: Kafka
+   validates the producer state at append time, under the log lock);
 3. append it to the log: offsets assigned, one frame of the segment tail (written in the event loop
    when it is small and no fsync is asked for, else in a worker thread) or one Delta transaction;
 4. hand the append, with each idempotent request's producer, base offset and count, to ``on_append``
@@ -48,6 +51,7 @@ class _Pending:
     records: pa.Table
     future: asyncio.Future
     producer: ProducerBatch | None = None
+    check: Callable[[], None] | None = None
 
 
 class GroupCommitter:
@@ -90,11 +94,15 @@ class GroupCommitter:
         self.commits = 0
         self.records = 0
 
-    async def append(self, records: pa.Table, *, producer: ProducerBatch | None = None) -> int:
+    async def append(self, records: pa.Table, *, producer: ProducerBatch | None = None,
+                     check: Callable[[], None] | None = None) -> int:
         """Queue ``records`` (a normalised produce batch) and wait for their commit.
 
         ``producer``: an idempotent request's producer id, epoch and sequence, stored on each of its
         records (the log's producer columns). Default: None (nulls).
+        ``check``: called in the event loop right before the records go into the log, with no await
+        between (a batch with a check is appended in the event loop); what it raises is this call's error
+        and nothing of the request is written. Default: None.
 
         Returns:
             The offset of the first record; the others follow densely.
@@ -106,7 +114,7 @@ class GroupCommitter:
         if self._closed:
             raise self._closed_error()
         future = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(records, future, producer))
+        self._queue.append(_Pending(records, future, producer, check))
         self._queued_bytes += records.nbytes
         self._wakeup.set()
         if self._queued_bytes >= self.batch_size:
@@ -157,11 +165,17 @@ class GroupCommitter:
 
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
+        checked = any(p.check is not None for p in taken)
+        if checked:  # 2. requests refused by their check now are answered with its error and left out
+            taken = _passing(taken)
+            if not taken:
+                return
         batch = pa.concat_tables([p.records for p in taken]) if len(taken) > 1 else taken[0].records
         producers, attributes = _producer_columns(taken), _attributes(taken)
-        # 3. one append = offsets + one frame of the tail (or one Delta transaction)
+        # 3. one append = offsets + one frame of the tail (or one Delta transaction); after a check, in the
+        #    event loop (a worker thread would let a marker written meanwhile go first)
         started = time.perf_counter()
-        if self.log.append_is_quick(batch.nbytes):
+        if checked or self.log.append_is_quick(batch.nbytes):
             info = self.log.append(batch, leader_epoch=self._leader_epoch(), producer_columns=producers,
                                    attributes=attributes)
         else:
@@ -253,6 +267,21 @@ def _attributes(taken: list[_Pending]) -> pa.Array | None:
     if not any(flags):
         return None
     return pa.array(np.repeat(np.array(flags, dtype=np.int8), [p.records.num_rows for p in taken]))
+
+
+def _passing(taken: list[_Pending]) -> list[_Pending]:
+    """The requests of ``taken`` whose check passes; the others are answered with what it raised."""
+    passing = []
+    for p in taken:
+        try:
+            if p.check is not None:
+                p.check()
+        except Exception as e:
+            if not p.future.done():
+                p.future.set_exception(e)
+            continue
+        passing.append(p)
+    return passing
 
 
 def _fail(pending: list[_Pending], error: BaseException) -> None:

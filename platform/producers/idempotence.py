@@ -14,7 +14,11 @@ carries a producer id, epoch and sequence (:mod:`lakelog.protocol.producer_heade
    fences an older epoch and begins the transaction if none is open), once per transaction;
 5. append it with its producer columns (the group commit folds the batch into the state before it
    answers, so a retry arriving after this point finds it in step 2); a transactional request's records
-   carry the transactional attribute, so the partition's last stable offset holds at its first one.
+   carry the transactional attribute, so the partition's last stable offset holds at its first one. Right
+   before its records go into the log the group commit runs the state's admission check
+   (:meth:`ProducerStateManager.admission_check
+   <lakelog.producers.producer_state.ProducerStateManager.admission_check>`): a producer fenced, or a
+   transaction ended by its marker, while the request waited there writes nothing.
 
 The caller then waits for ``acks`` as for any append (until the high watermark passes the original's
 records): a retry answered from step 1 or 2 is acknowledged only once the original is.
@@ -33,7 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from lakelog.producers.errors import InvalidTxnStateError, UnknownProducerIdError
-from lakelog.producers.producer_state import SNAPSHOT_DIR, ProducerStateManager, ReadableLog
+from lakelog.producers.producer_state import SNAPSHOT_DIR, OpenTransaction, ProducerStateManager, ReadableLog
 from lakelog.protocol.producer_headers import ProducerBatch
 
 log = logging.getLogger(__name__)
@@ -82,14 +86,16 @@ class ProducerStates:
     # -- idempotent appends ---------------------------------------------------------------------
 
     async def append(self, state: ProducerStateManager, producer: ProducerBatch, count: int, *,
-                     append: Callable[[], Awaitable[int]]) -> tuple[int, int]:
+                     append: Callable[[Callable[[], None]], Awaitable[int]]) -> tuple[int, int]:
         """Append an idempotent request's share once (steps in the module docstring).
 
         Args:
             state: the leader's producer state of the partition.
             producer: the request's producer id, epoch and sequence.
             count: records of the share.
-            append: appends the share with its producer columns; returns its base offset.
+            append: appends the share with its producer columns, running the check it is given right
+                before the records go into the log (``GroupCommitter.append(..., check=)``); returns its
+                base offset.
 
         Returns:
             ``(base_offset, count)`` of the original append (this one's when it is new).
@@ -122,17 +128,19 @@ class ProducerStates:
             id_checked = True
         # 4. a transactional request: the partition joins the producer's transaction at its coordinator
         #    (Kafka's AddPartitionsToTxn, implicit), once per transaction
-        if producer.transactional_id is not None and state.in_transaction.get(producer.producer_id) != \
-                producer.producer_epoch:
+        if producer.transactional_id is not None and not _joined(state, producer):
             if self.add_partition is None:
                 raise InvalidTxnStateError("This broker has no transaction coordinator; nothing was written.")
             await self.add_partition(producer, state.topic, state.partition)
-            state.in_transaction[producer.producer_id] = producer.producer_epoch
-        # 5. append with the producer columns; the group commit updates the state before answering
+            if not _joined(state, producer):  # (a concurrent request of the transaction may have set it)
+                state.in_transaction[producer.producer_id] = OpenTransaction(producer.producer_epoch)
+        # 5. append with the producer columns, checked again right before; the group commit updates the
+        #    state before answering
+        check = state.admission_check(producer)
         future = asyncio.get_running_loop().create_future()
         in_flight[key] = future
         try:
-            base = await append()
+            base = await append(check)
         except BaseException as e:
             future.set_exception(e)
             future.exception()  # retrieved: a retry that never came is not an error
@@ -184,3 +192,9 @@ class ProducerStates:
                     await asyncio.to_thread(state.write_snapshot, body)
             except Exception:
                 log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)
+
+
+def _joined(state: ProducerStateManager, producer: ProducerBatch) -> bool:
+    """True when the partition is in the producer's open transaction under this epoch already."""
+    transaction = state.in_transaction.get(producer.producer_id)
+    return transaction is not None and transaction.producer_epoch == producer.producer_epoch

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -39,7 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.producers.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
+from lakelog.producers.errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError,
+                                     UnknownProducerIdError)
 from lakelog.protocol.producer_headers import ProducerBatch
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,18 @@ class ProducerStateEntry:
         del self.batches[:-NUM_BATCHES_TO_RETAIN]
 
 
+@dataclass(eq=False)
+class OpenTransaction:
+    """A producer's transaction that a partition leader added the partition to (at the coordinator) and
+    whose marker it has not written yet. Compared by identity: two transactions of one epoch differ.
+
+    Attributes:
+        producer_epoch: the producer's epoch.
+    """
+
+    producer_epoch: int
+
+
 class ProducerStateManager:
     """The producer state of one partition replica (see the module docstring).
 
@@ -140,9 +153,9 @@ class ProducerStateManager:
         self.snapshot_offset = -1
         #: requests being appended on the leader: (producer id, epoch, sequence) -> future of (base offset, count)
         self.in_flight: dict[tuple[int, int, int], asyncio.Future] = {}
-        #: on the leader: producer id -> epoch of the transactions this partition was added to at their
-        #: coordinator and whose marker has not been written here yet
-        self.in_transaction: dict[int, int] = {}
+        #: on the leader: producer id -> the transaction this partition was added to at its coordinator
+        #: and whose marker has not been written here yet
+        self.in_transaction: dict[int, OpenTransaction] = {}
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -179,6 +192,40 @@ class ProducerStateManager:
                 f"{entry.batches[-1].sequence}): it cannot tell whether it was written, so it writes nothing. "
                 "A producer may have at most 5 requests in flight.")
         return None
+
+    def admission_check(self, producer: ProducerBatch) -> Callable[[], None]:
+        """For a leader's request that passed :meth:`check` (and joined its producer's transaction here,
+        when it is transactional) and now waits in the group commit: the test to run right before its
+        records go into the log (:meth:`GroupCommitter.append <lakelog.log_tables.group_commit.GroupCommitter.append>`).
+
+        The returned callable raises, and nothing of the request is written, when meanwhile:
+
+        - a marker of a newer epoch fenced the producer here (the coordinator bumped the epoch: a new
+          instance of the producer, or its transaction timed out): InvalidProducerEpochError;
+        - the transaction the request joined ended here (its commit or abort marker was written, e.g.
+          a client that gave up on the request and committed): InvalidTxnStateError. Appended after the
+          marker, its records would open a transaction no marker closes (the last stable offset stuck,
+          Kafka's "hanging transaction", KIP-890) or join the producer's next one.
+
+        Kafka validates the producer state at append time, under the log lock (``UnifiedLog.append``).
+        """
+        transaction = self.in_transaction.get(producer.producer_id) if producer.transactional_id is not None else None
+        name = f"{self.topic}-{self.partition}"
+
+        def check() -> None:
+            entry = self.entries.get(producer.producer_id)
+            if entry is not None and producer.producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"Producer {producer.producer_id} epoch {producer.producer_epoch} was fenced on {name} while "
+                    f"the request waited to be appended: a marker of epoch {entry.producer_epoch} was written "
+                    "there (a newer instance of the producer, or the transaction timed out). Nothing was written.")
+            if producer.transactional_id is not None and (
+                    transaction is None or self.in_transaction.get(producer.producer_id) is not transaction):
+                raise InvalidTxnStateError(
+                    f"The transaction of producer {producer.producer_id} (epoch {producer.producer_epoch}) ended "
+                    f"on {name} while the request waited to be appended: its commit or abort marker was written "
+                    "first. Nothing was written; abort the transaction and produce the records in a new one.")
+        return check
 
     # -- updates --------------------------------------------------------------------------------
 

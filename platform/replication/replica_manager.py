@@ -363,7 +363,7 @@ class ReplicaManager:
         else:
             base, count = await self.producer_states.append(
                 part.producer_state, producer, records.num_rows,
-                append=lambda: committer.append(records, producer=producer))
+                append=lambda check: committer.append(records, producer=producer, check=check))
         if acks == "all":
             await part.wait_for_commit(epoch, base + count, request_timeout_ms=self.settings.request_timeout_ms)
         return base

@@ -13,7 +13,8 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import TRANSACTIONAL_BIT
-from lakelog.producers.errors import InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError
+from lakelog.producers.errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError,
+                                     UnknownProducerIdError)
 from lakelog.producers.idempotence import ProducerStates
 from lakelog.producers.producer_state import NUM_BATCHES_TO_RETAIN, SNAPSHOT_DIR, ProducerStateManager
 from lakelog.protocol.producer_headers import ProducerBatch
@@ -31,7 +32,8 @@ def values(n: int) -> pa.Table:
 async def produce(states: ProducerStates, state: ProducerStateManager, committer: GroupCommitter,
                   producer: ProducerBatch, n: int) -> tuple[int, int]:
     records = values(n)
-    return await states.append(state, producer, n, append=lambda: committer.append(records, producer=producer))
+    return await states.append(state, producer, n,
+                               append=lambda check: committer.append(records, producer=producer, check=check))
 
 
 def leader(plog: PartitionLog, states: ProducerStates) -> tuple[ProducerStateManager, GroupCommitter]:
@@ -152,7 +154,8 @@ def test_the_leaders_state_from_its_group_commits_equals_the_state_read_from_the
                    (ProducerBatch(3, 1, 17), 2), (None, 1), (ProducerBatch(1, 0, 12), 1), (ProducerBatch(2, 1, 11), 2)]]
         for i, requests in enumerate(rounds):  # all at once (shared group commits), then one by one
             tasks = [committer.append(values(n)) if producer is None else
-                     states.append(state, producer, n, append=lambda r=values(n), p=producer: committer.append(r, producer=p))
+                     states.append(state, producer, n, append=lambda check, r=values(n), p=producer: committer.append(
+                         r, producer=p, check=check))
                      for producer, n in requests]
             if i == 0:
                 await asyncio.gather(*tasks)
@@ -230,3 +233,74 @@ def test_a_transaction_marker_with_a_newer_epoch_fences_the_older_epoch(tmp_path
     with pytest.raises(InvalidProducerEpochError):
         state.check(ProducerBatch(4, 0, 1), now_ms=0)
     assert state.check(ProducerBatch(4, 1, 0), now_ms=0) is None
+
+
+@pytest.mark.parametrize("marker_epoch", [5, 6], ids=["same-epoch commit", "epoch-bumping abort"])
+def test_a_request_whose_transaction_ended_while_it_waited_in_the_group_commit_writes_nothing(tmp_path, marker_epoch):
+    """A transactional request checked before its transaction's marker but appended after it would open a
+    transaction no marker closes (the LSO stuck, the flusher stopped) or join the producer's next one
+    (KIP-890's hanging transaction). The group commit runs the admission check right before the append."""
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates()
+        state = states.open(plog)
+        added: list[int] = []
+
+        async def add_partition(producer, topic, partition):  # the coordinator takes the partition (Ongoing)
+            added.append(producer.producer_epoch)
+        states.add_partition = add_partition
+
+        def on_append(info):
+            state.appended(info.producer_appends, end_offset=info.last_offset + 1)
+            plog.advance_high_watermark(plog.log_end_offset)
+        committer = GroupCommitter(plog, linger_ms=50, on_append=on_append)  # requests wait 50 ms for more
+
+        def request(epoch: int, sequence: int, value: bytes):
+            producer = ProducerBatch(1000, epoch, sequence, transactional_id="tx")
+            records = pa.table({"value": [value]})
+            return states.append(state, producer, 1, append=lambda check: committer.append(
+                records, producer=producer, check=check))
+
+        assert await request(5, 0, b"t1-a") == (0, 1)
+        late = asyncio.create_task(request(5, 1, b"t1-late"))   # checked, then waits in the group commit
+        await asyncio.sleep(0.01)
+        control = "commit" if marker_epoch == 5 else "abort"
+        info = plog.transactions.append_control(control=control, producer_id=1000, producer_epoch=marker_epoch,
+                                                coordinator_epoch=0)
+        state.marker_appended(1000, marker_epoch, end_offset=info.last_offset + 1)
+        plog.advance_high_watermark(plog.log_end_offset)
+        with pytest.raises(InvalidTxnStateError if marker_epoch == 5 else InvalidProducerEpochError):
+            await late
+        assert plog.log_end_offset == 2                        # the record and the marker: nothing after
+        assert plog.transactions.view().first_unstable_offset is None and plog.last_stable_offset == 2
+        # the producer's next transaction on the partition is its own, with the late record nowhere
+        assert await request(marker_epoch, 2, b"t2-a") == (2, 1)
+        info = plog.transactions.append_control(control="commit", producer_id=1000, producer_epoch=marker_epoch,
+                                                coordinator_epoch=0)
+        state.marker_appended(1000, marker_epoch, end_offset=info.last_offset + 1)
+        plog.advance_high_watermark(plog.log_end_offset)
+        rows = plog.read(0, isolation_level="read_committed")
+        assert rows["value"].to_pylist() == ([b"t1-a", b"t2-a"] if control == "commit" else [b"t2-a"])
+        assert added == [5, marker_epoch]
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
+
+
+def test_concurrent_requests_of_one_new_transaction_share_its_admission(tmp_path):
+    """Two requests that both joined the partition to the same transaction at the coordinator pass the
+    admission check: the second does not replace the transaction the first was admitted to."""
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+
+        async def add_partition(producer, topic, partition):
+            await asyncio.sleep(0.01)
+        states.add_partition = add_partition
+        requests = [ProducerBatch(1000, 0, seq, transactional_id="tx") for seq in range(3)]
+        results = await asyncio.gather(*(produce(states, state, committer, p, 2) for p in requests))
+        assert sorted(results) == [(0, 2), (2, 2), (4, 2)]
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
