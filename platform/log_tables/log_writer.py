@@ -217,7 +217,7 @@ class LogWriter:
                 return 0
             # 1. the records from the lake end offset up to the high watermark and the last stable offset,
             #    from cache and segments (reading up to the log end: roll the active segment, so this flush
-            #    releases it); control records and aborted records are dropped
+            #    releases it); control records, aborted records and records below the log start offset are dropped
             with self.lock:
                 view = self.state.view()
                 start, leo = view.lake_end_offset, view.log_end_offset
@@ -235,6 +235,9 @@ class LogWriter:
                                                                 control_records=False)) \
                     if view.transactions.filters(start, read_end, isolation_level="read_committed",
                                                  control_records=False) else batch
+                if view.log_start_offset > start:  # below the log start offset (a follower took its
+                    # leader's, DeleteRecords): gone for readers, so never in the table either
+                    rows = rows.filter(pc.greater_equal(rows["offset"], view.log_start_offset))
                 try:
                     commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
                                   lake_end_offset=read_end, log_start_offset=view.log_start_offset)

@@ -64,12 +64,18 @@ def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -
     return FileSnapshot(uri, tuple(data_files(table)), fs, root)
 
 
-def log_start_offset_of(first_offset: int | None, recorded: int | None, lake_end_offset: int) -> int:
+def log_start_offset_of(first_offset: int | None, recorded: int | None, lake_end_offset: int, *,
+                        log_end_offset: int | None = None) -> int:
     """A table's log start offset: the one its commits record (:func:`recorded_log_start_offset
     <lakelog.log_tables.table_writes.recorded_log_start_offset>`; it may lie inside a file, or before the
     first file when the log cleaner emptied the head), else the first offset its files hold
-    (``first_offset``), else ``lake_end_offset`` (a table without records)."""
-    if recorded is not None and 0 <= recorded <= lake_end_offset:
+    (``first_offset``), else ``lake_end_offset`` (a table without records).
+
+    A recorded start counts up to ``log_end_offset`` (the log's end with its segment tail; default
+    ``lake_end_offset``): a follower that took its leader's log start offset, or DeleteRecords, may move it
+    past the records its table holds yet (the tail holds the rest)."""
+    upper = lake_end_offset if log_end_offset is None else max(lake_end_offset, log_end_offset)
+    if recorded is not None and 0 <= recorded <= upper:
         return recorded
     return lake_end_offset if first_offset is None else first_offset
 
@@ -99,11 +105,13 @@ def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
         deltalake.exceptions.DeltaError, OSError: the table or the segments are unreadable.
     """
     files, lake_end = lake_state(table, uri, fs, root)
-    log_start = log_start_offset_of(files.first_offset, recorded_log_start_offset(table), lake_end)
+    recorded_start = recorded_log_start_offset(table)
     epochs = LeaderEpochCache.from_files(files)
     if segments is None:
-        return RecoveredLog(files, log_start, lake_end, lake_end, epochs)
+        return RecoveredLog(files, log_start_offset_of(files.first_offset, recorded_start, lake_end), lake_end,
+                            lake_end, epochs)
     tail = segments.recover(lake_end)
+    log_start = log_start_offset_of(files.first_offset, recorded_start, lake_end, log_end_offset=tail.log_end_offset)
     for base, batch in tail.batches:
         for epoch, start in epoch_starts(batch.column("offset").to_numpy(), batch.column("leader_epoch").to_numpy()):
             epochs.assign(epoch, start)  # epochs the table already has are kept as they are

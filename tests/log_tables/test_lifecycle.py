@@ -369,3 +369,32 @@ def test_a_truncation_lowers_the_cleaned_offset_so_new_tombstones_survive_one_cl
     assert tombstones == [25, 26]          # not yet below a cleaned offset: kept for one cleaning
     log.lifecycle.clean(now_ms=old + 120_000, force=True)
     assert [r for r in log.read(0, max_bytes=1 << 20).to_pylist() if r["value"] is None] == []
+
+
+def test_a_log_start_offset_past_the_lake_end_offset_stays_across_a_restart_and_out_of_the_table(tmp_path):
+    """A follower takes its leader's log start offset while its own flusher is behind (or DeleteRecords
+    goes into the segment tail): the start lies past the table's records. A restart keeps it, and the
+    flush leaves the records below it out of the table."""
+    uri = tmp_path / "t-0"
+    config = TopicConfig.parse({"lake.commit.interval.ms": "3600000"})
+    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config, initial_high_watermark=0)
+    log.append(records(10, timestamp_ms=NOW_MS))
+    log.advance_high_watermark(10)
+    assert log.flush_to_lake() == 10                                  # the table holds 0..9
+    log.append(records(10, timestamp_ms=NOW_MS, start=10))
+    log.advance_high_watermark(20)                                    # 10..19 only in the tail
+    assert log.lifecycle.advance_log_start_offset(15, reason="leader") == 1
+    assert (log.log_start_offset, log.lake_end_offset, log.log_end_offset) == (15, 10, 20)
+    log.close()                                                       # as a crash before the next flush
+    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config, initial_high_watermark=0)
+    assert (log.log_start_offset, log.lake_end_offset, log.log_end_offset) == (15, 10, 20)
+    log.advance_high_watermark(20)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(12)
+    assert log.read(15)["offset"].to_pylist() == list(range(15, 20))
+    assert log.flush_to_lake() == 10
+    assert sorted(DeltaTable(str(uri)).to_pyarrow_table()["offset"].to_pylist()) == list(range(15, 20))
+    log.close()
+    log = PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config)
+    assert (log.log_start_offset, log.lake_end_offset, log.log_end_offset) == (15, 20, 20)
+    log.close()
