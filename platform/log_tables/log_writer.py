@@ -309,14 +309,16 @@ class LogWriter:
                 return False
             if offset < lso:
                 raise ValueError(f"cannot truncate {self.name} to {offset}, below the log start offset {lso}")
-            # 2. the segment tail is cut; the Delta table only below its end (an unclean election):
-            # one commit, replaceWhere offset >= X with no rows
+            # 2. the segment tail is cut; the Delta table only below its end (an unclean election): the
+            # tail goes first (all of it is above the point), then one commit, replaceWhere offset >= X with
+            # no rows. The other way round, a crash between the two let a restart read the tail's frames
+            # above the point back (recovery takes frames from the recorded lake end offset on)
             if self.segments is not None and offset >= self.state.lake_end_offset:
                 self.segments.truncate_to(offset)
             else:
-                self.commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
                 if self.segments is not None:
                     self.segments.delete_all()
+                self.commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
             # 3. in-memory state from the table and the tail
             self.recover()
             self.state.truncated(offset)

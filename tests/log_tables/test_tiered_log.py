@@ -165,6 +165,31 @@ def test_truncation_across_segments_and_below_the_lake_end(tmp_path):
     assert open_log(tmp_path).log_end_offset == 4
 
 
+def test_a_crash_right_after_an_unclean_truncations_commit_brings_nothing_back(tmp_path, monkeypatch):
+    """The truncation's Delta commit is the last step: a crash right after it (here: the commit call
+    raises once it is done) leaves no tail frame above the point for the restart to read back."""
+    from lakelog.log_tables import log_writer
+
+    log = open_log(tmp_path, replicated=True)
+    log.append(values(5), leader_epoch=0)
+    log.append(values(5, 5), leader_epoch=0)
+    log.advance_high_watermark(7)
+    log.flush_to_lake()                                  # the frame of 5..9 is half in the table
+    log.advance_high_watermark(10)
+    assert (log.lake_end_offset, log.log_end_offset) == (7, 10)
+    truncate = log_writer.commit_truncation
+
+    def then_crash(table, offset):
+        truncate(table, offset)
+        raise KeyboardInterrupt("the broker dies right after the commit")
+    monkeypatch.setattr(log_writer, "commit_truncation", then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        log.truncate_to(3)
+    again = open_log(tmp_path, replicated=True)
+    assert (again.lake_end_offset, again.log_end_offset) == (3, 3)
+    assert delta_offsets(again) == [0, 1, 2]
+
+
 def test_offset_for_timestamp_looks_in_the_tail_too(tmp_path):
     log = open_log(tmp_path)
     for i, ts in enumerate((1_000, 2_000, 3_000, 4_000)):
