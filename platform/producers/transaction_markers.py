@@ -20,7 +20,9 @@ Steps of :meth:`TransactionMarkerWriter.carry_out` (mirrored in the code):
 2. one marker per partition, all partitions at once, each resent with backoff while its leader is unknown,
    moving or short of replicas; a deleted topic's partition needs none (Kafka drops it too). A partition
    this broker leads gets its marker without a ZooKeeper read;
-3. CompleteCommit / CompleteAbort written to ``__transaction_state``.
+3. CompleteCommit / CompleteAbort written to ``__transaction_state``, written again with backoff when the
+   write fails (not enough replicas, a timeout: the id would stay in Prepare* and refuse every request of
+   its producer until a coordinator failover), until this broker stops coordinating the id.
 
 A marker may be written twice (a resend after a lost answer): the second one finds no open transaction
 and changes nothing.
@@ -35,7 +37,7 @@ from lakelog.config import BrokerSettings
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import TransactionsNeedTailError
 from lakelog.log_tables.transaction_index import ControlType
-from lakelog.producers.errors import InvalidProducerEpochError
+from lakelog.producers.errors import InvalidProducerEpochError, InvalidTxnStateError
 from lakelog.producers.transaction_log import TransactionStateManager
 from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
 from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
@@ -134,10 +136,29 @@ class TransactionMarkerWriter:
                                       for topic, partition in sorted(metadata.partitions)))
         if not all(done):
             return
-        # 3. the transaction completes
-        completed = await self.manager.complete(metadata.transactional_id)
+        # 3. the transaction completes (written again until it is, or until another broker coordinates the id)
+        completed = await self._complete(metadata, coordinator_epoch)
+        if completed is None:
+            return
         log.info("transactional id %r: %s written on %d partition(s), %s", metadata.transactional_id, control,
                  len(metadata.partitions), completed.state.value)
+
+    async def _complete(self, metadata: TransactionMetadata, coordinator_epoch: int) -> TransactionMetadata | None:
+        """Write CompleteCommit / CompleteAbort; the written metadata, or None when there is nothing to
+        complete any more or this broker stopped coordinating the id (at this epoch)."""
+        while True:
+            try:
+                return await self.manager.complete(metadata.transactional_id)
+            except InvalidTxnStateError as e:  # no decided transaction any more (completed, expired)
+                log.info("transactional id %r: %s", metadata.transactional_id, e)
+                return None
+            except (LakelogError, OSError) as e:
+                if await self._coordinator_epoch(metadata.transactional_id) != coordinator_epoch:
+                    return None  # the new coordinator completes it after its load
+                outcome = "CompleteCommit" if metadata.state is TransactionState.PREPARE_COMMIT else "CompleteAbort"
+                log.warning("transactional id %r: writing %s failed: %s; retrying", metadata.transactional_id,
+                            outcome, e)
+                await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
 
     async def _coordinator_epoch(self, transactional_id: str) -> int | None:
         """The leader epoch of the id's ``__transaction_state`` partition here, or None when this broker no

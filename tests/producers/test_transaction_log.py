@@ -25,7 +25,7 @@ from lakelog.producers.errors import (
 )
 from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
 from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
-from lakelog.replication.errors import NotCoordinatorError
+from lakelog.replication.errors import NotCoordinatorError, NotEnoughReplicasError
 from lakelog.replication.zookeeper_server import free_port
 
 PARTITIONS = 4
@@ -242,6 +242,39 @@ def test_adds_of_a_round_share_one_write_and_later_ones_the_next(zk_connect, tmp
             assert isinstance(later[2], InvalidProducerEpochError)  # epoch 7 is not the producer's
             ongoing = [v for v in await _records(broker, tid) if v["state"] == "Ongoing"]
             assert [len(v["partitions"]) for v in ongoing] in ([3, 4, 6], [3, 6])  # b-0 alone, or with b-1, b-2
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+def test_a_failed_complete_write_is_written_again(zk_connect, tmp_path):
+    """Every marker is written but CompleteCommit's write fails (the ISR shrank, a timeout): the marker
+    writer writes it again, so the id does not stay in PrepareCommit (refusing its producer) until a
+    coordinator failover."""
+    async def main() -> None:
+        broker = _broker(zk_connect, tmp_path / "logs")
+        await broker.start()
+        tsm = broker.transaction_state_manager
+        complete, failed = tsm.complete, []
+
+        async def fails_once(transactional_id: str) -> TransactionMetadata:
+            if not failed:
+                failed.append(transactional_id)
+                raise NotEnoughReplicasError("injected: the ISR of __transaction_state shrank")
+            return await complete(transactional_id)
+
+        tsm.complete = fails_once
+        try:
+            tid = _tid()
+            p = await tsm.init_producer_id(tid, transaction_timeout_ms=60_000)
+            # a partition of a topic that does not exist (any more) needs no marker
+            await tsm.add_partitions(tid, producer_id=p.producer_id, producer_epoch=0, partitions=[("gone", 0)])
+            await tsm.end_transaction(tid, producer_id=p.producer_id, producer_epoch=0, commit=True)
+            await _eventually(lambda: _state_is(tsm, tid, S.COMPLETE_COMMIT), what="CompleteCommit written again")
+            assert failed == [tid]
+            assert [v["state"] for v in await _records(broker, tid)] == [
+                "Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
         finally:
             await broker.stop()
 
