@@ -53,7 +53,6 @@ from lakelog.security.acls import Operation
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
 
-
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
 #: answers are application/vnd.kafka.v2+json, so the body is referenced, not filed under that type).
 _PRODUCE_ERRORS = error_responses(400, 404, 406, 408, 409, 413, 415, 421, 422, 429, 500, 503, 504,

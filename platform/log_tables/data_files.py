@@ -196,11 +196,6 @@ class FileSnapshot:
         """The snapshot of the newest version of the table at ``uri``."""
         return cls.of_table(DeltaTable(uri, storage_options=storage_options), storage_options=storage_options)
 
-    @cached_property
-    def size_bytes(self) -> int:
-        """Bytes of all the data files (their ``size`` in the Delta log)."""
-        return sum(f.size_bytes for f in self.files)
-
     def path(self, f: DataFile) -> str:
         """Where to open ``f`` in :attr:`fs`."""
         return file_path(self.root, f.path)

@@ -252,10 +252,10 @@ class LogLifecycle:
             return None
 
     def retention_bytes_due(self) -> bool:
-        """True when ``retention.bytes`` lets the oldest data file go now: the log without it (data files
-        plus the segment tail) still holds at least ``retention.bytes``, and it lies wholly below the high
-        watermark and the lake end offset (:func:`retention_start_offset`'s test for the first file). An
-        in-memory check of one file, cheap enough for every high watermark move: the flusher runs
+        """True when ``retention.bytes`` lets the oldest data file go now (:func:`retention_start_offset`
+        by size alone: the log without it, data files plus the segment tail, still holds at least
+        ``retention.bytes``, and it lies wholly below the high watermark and the lake end offset). In
+        memory, cheap enough for every high watermark move: the flusher runs
         :meth:`apply_retention` when it says so (:mod:`~lakelog.log_tables.flusher`), so a log written
         faster than ``log.retention.check.interval.ms`` lets it grow by about one file, not by one check
         interval of records, past ``retention.bytes``. A log without a segment tail lists the files of its
@@ -266,13 +266,10 @@ class LogLifecycle:
             return False
         state = self._state
         with state.lock:
-            files, tail_bytes = state.files, state.segments.nbytes
+            files, tail_bytes, start = state.files.files, state.segments.nbytes, state.log_start_offset
             upper = min(state.high_watermark, state.lake_end_offset)
-        if not files.files:
-            return False
-        first = files.files[0]
-        return (first.has_offset_stats and first.max_offset < upper
-                and files.size_bytes + tail_bytes - first.size_bytes >= config.retention_bytes)
+        return retention_start_offset(files, log_start_offset=start, upper_offset=upper, retention_ms=-1,
+                                      retention_bytes=config.retention_bytes, tail_bytes=tail_bytes, now_ms=0) > start
 
     def apply_retention(self, *, now_ms: int) -> int:
         """Remove the oldest data files that ``retention.ms`` / ``retention.bytes`` let go
@@ -288,7 +285,7 @@ class LogLifecycle:
         if config.retention_ms < 0 and config.retention_bytes < 0:
             return 0
         with writer.lake_lock:
-            if writer.closed:
+            if writer.closed or not writer.lake_commits_allowed():  # under an outside committer's lease
                 return 0
             files = writer.load_index()  # appends without a tail do not update the index
             view = self._state.view()

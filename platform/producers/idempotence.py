@@ -128,12 +128,8 @@ class ProducerStates:
             id_checked = True
         # 4. a transactional request: the partition joins the producer's transaction at its coordinator
         #    (Kafka's AddPartitionsToTxn, implicit), once per transaction
-        if producer.transactional_id is not None and not _joined(state, producer):
-            if self.add_partition is None:
-                raise InvalidTxnStateError("This broker has no transaction coordinator; nothing was written.")
-            await self.add_partition(producer, state.topic, state.partition)
-            if not _joined(state, producer):  # (a concurrent request of the transaction may have set it)
-                state.in_transaction[producer.producer_id] = OpenTransaction(producer.producer_epoch)
+        if producer.transactional_id is not None:
+            await self._join_transaction(state, producer)
         # 5. append with the producer columns, checked again right before; the group commit updates the
         #    state before answering
         check = state.admission_check(producer)
@@ -150,6 +146,32 @@ class ProducerStates:
             return base, count
         finally:
             del in_flight[key]
+
+    async def _join_transaction(self, state: ProducerStateManager, producer: ProducerBatch) -> None:
+        """Step 4: the partition joins the producer's transaction at its coordinator, once per transaction.
+        The :class:`~lakelog.producers.producer_state.OpenTransaction` goes in place before the coordinator
+        is asked: a marker written meanwhile removes it, and the request's admission check then refuses it
+        (Kafka's ``VerificationGuard``). Concurrent requests of the transaction wait for the first one's
+        answer; when that failed (the entry is gone) each asks again and gets its own answer."""
+        if self.add_partition is None:
+            raise InvalidTxnStateError("This broker has no transaction coordinator; nothing was written.")
+        while True:
+            transaction = state.in_transaction.get(producer.producer_id)
+            if transaction is None or transaction.producer_epoch != producer.producer_epoch:
+                break
+            if transaction.added.done():
+                return
+            await asyncio.wait([transaction.added])
+        transaction = OpenTransaction(producer.producer_epoch, asyncio.get_running_loop().create_future())
+        state.in_transaction[producer.producer_id] = transaction
+        try:
+            await self.add_partition(producer, state.topic, state.partition)
+        except BaseException:
+            if state.in_transaction.get(producer.producer_id) is transaction:
+                del state.in_transaction[producer.producer_id]
+            raise
+        finally:
+            transaction.added.set_result(None)
 
     # -- upkeep ---------------------------------------------------------------------------------
 
@@ -193,8 +215,3 @@ class ProducerStates:
             except Exception:
                 log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)
 
-
-def _joined(state: ProducerStateManager, producer: ProducerBatch) -> bool:
-    """True when the partition is in the producer's open transaction under this epoch already."""
-    transaction = state.in_transaction.get(producer.producer_id)
-    return transaction is not None and transaction.producer_epoch == producer.producer_epoch

@@ -118,14 +118,19 @@ class ProducerStateEntry:
 
 @dataclass(eq=False)
 class OpenTransaction:
-    """A producer's transaction that a partition leader added the partition to (at the coordinator) and
-    whose marker it has not written yet. Compared by identity: two transactions of one epoch differ.
+    """A producer's transaction that a partition leader adds, or added, the partition to (at the
+    coordinator) and whose marker it has not written yet. Compared by identity: two transactions of one
+    epoch differ. It is in place before the coordinator is asked, so a marker written meanwhile removes it
+    (Kafka's ``VerificationGuard``, KIP-890).
 
     Attributes:
         producer_epoch: the producer's epoch.
+        added: done once the coordinator answered (the partition added, or not: then the entry is gone);
+            concurrent requests of the transaction wait for it instead of asking again.
     """
 
     producer_epoch: int
+    added: asyncio.Future
 
 
 class ProducerStateManager:
@@ -193,10 +198,11 @@ class ProducerStateManager:
                 "A producer may have at most 5 requests in flight.")
         return None
 
-    def admission_check(self, producer: ProducerBatch) -> Callable[[], None]:
-        """For a leader's request that passed :meth:`check` (and joined its producer's transaction here,
-        when it is transactional) and now waits in the group commit: the test to run right before its
-        records go into the log (:meth:`GroupCommitter.append <lakelog.log_tables.group_commit.GroupCommitter.append>`).
+    def admission_check(self, producer: ProducerBatch) -> Callable[[], None] | None:
+        """For a leader's transactional request that passed :meth:`check` and joined its producer's
+        transaction here, and now waits in the group commit: the test to run right before its records go
+        into the log (:meth:`GroupCommitter.append <lakelog.log_tables.group_commit.GroupCommitter.append>`).
+        None for a request outside transactions: only markers change what the test looks at.
 
         The returned callable raises, and nothing of the request is written, when meanwhile:
 
@@ -209,7 +215,9 @@ class ProducerStateManager:
 
         Kafka validates the producer state at append time, under the log lock (``UnifiedLog.append``).
         """
-        transaction = self.in_transaction.get(producer.producer_id) if producer.transactional_id is not None else None
+        if producer.transactional_id is None:
+            return None
+        transaction = self.in_transaction.get(producer.producer_id)
         name = f"{self.topic}-{self.partition}"
 
         def check() -> None:
@@ -219,8 +227,7 @@ class ProducerStateManager:
                     f"Producer {producer.producer_id} epoch {producer.producer_epoch} was fenced on {name} while "
                     f"the request waited to be appended: a marker of epoch {entry.producer_epoch} was written "
                     "there (a newer instance of the producer, or the transaction timed out). Nothing was written.")
-            if producer.transactional_id is not None and (
-                    transaction is None or self.in_transaction.get(producer.producer_id) is not transaction):
+            if transaction is None or self.in_transaction.get(producer.producer_id) is not transaction:
                 raise InvalidTxnStateError(
                     f"The transaction of producer {producer.producer_id} (epoch {producer.producer_epoch}) ended "
                     f"on {name} while the request waited to be appended: its commit or abort marker was written "

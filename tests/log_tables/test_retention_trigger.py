@@ -32,7 +32,7 @@ def log_bytes(log: PartitionLog) -> tuple[int, int]:
     """(data files + segment tail bytes, bytes of the oldest data file) as the log counts them."""
     state = log._state
     files = state.files.files
-    return state.files.size_bytes + state.segments.nbytes, files[0].size_bytes if files else 0
+    return sum(f.size_bytes for f in files) + state.segments.nbytes, files[0].size_bytes if files else 0
 
 
 def add_file(log: PartitionLog, n: int = 100) -> None:
@@ -103,4 +103,22 @@ def test_the_flusher_applies_retention_bytes_as_the_log_grows_without_a_maintena
     assert size - first < retention_bytes, (size, first)
     # and it held all along, give or take what a flush round or two brought in (50 ms of appends here)
     assert largest < 2 * retention_bytes, largest
+    log.close()
+
+
+def test_retention_commits_nothing_under_an_outside_committers_lease(tmp_path):
+    """A Spark maintenance job holds the partition's committer lease: retention waits for its end, and
+    then plans on the table as the job left it."""
+    from lakelog.log_tables.committer_leases import LeasedTables
+
+    log = open_log(tmp_path, lake_commit_interval_ms=3_600_000, retention_bytes=10_000)
+    for _ in range(3):
+        add_file(log)
+    leases = LeasedTables()
+    log.honour_leases(leases)
+    leases.replace([("t", 0)])
+    assert log.lifecycle.retention_bytes_due()
+    assert log.lifecycle.apply_retention(now_ms=int(time.time() * 1000)) == 0 and log.log_start_offset == 0
+    leases.replace([])
+    assert log.lifecycle.apply_retention(now_ms=int(time.time() * 1000)) == 2 and log.log_start_offset == 200
     log.close()

@@ -304,3 +304,30 @@ def test_concurrent_requests_of_one_new_transaction_share_its_admission(tmp_path
         await committer.close()
         plog.close()
     asyncio.run(main())
+
+
+def test_a_marker_written_while_the_coordinator_adds_the_partition_refuses_the_request(tmp_path):
+    """The open transaction is in place before the coordinator is asked (Kafka's VerificationGuard): a
+    marker written while AddPartitionsToTxn is on its way removes it, and the request writes nothing."""
+    async def main():
+        plog = open_log(tmp_path)
+        states = ProducerStates()
+        state, committer = leader(plog, states)
+        asked = asyncio.Event()
+
+        async def add_partition(producer, topic, partition):
+            asked.set()
+            await asyncio.sleep(0.05)
+        states.add_partition = add_partition
+        producer = ProducerBatch(1000, 3, 0, transactional_id="tx")
+        late = asyncio.create_task(produce(states, state, committer, producer, 1))
+        await asyncio.wait_for(asked.wait(), 5)
+        info = plog.transactions.append_control(control="commit", producer_id=1000, producer_epoch=3,
+                                                coordinator_epoch=0)
+        state.marker_appended(1000, 3, end_offset=info.last_offset + 1)
+        with pytest.raises(InvalidTxnStateError):
+            await late
+        assert plog.log_end_offset == 1 and plog.transactions.view().first_unstable_offset is None
+        await committer.close()
+        plog.close()
+    asyncio.run(main())
