@@ -57,10 +57,12 @@ class LogState:
 
     def reset(self, recovered: RecoveredLog) -> None:
         """Take the state recovered from the table and tail (the cache holds the tail's batches again;
-        the fence epoch never drops)."""
+        the fence epoch never drops; the high watermark drops to at most the log end offset, e.g. after a
+        truncation whose tail was deleted and whose commit failed)."""
         with self.lock:
             self.files, self.commits_since_index = recovered.files, 0
             self.log_start_offset, self.log_end_offset = recovered.log_start_offset, recovered.log_end_offset
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self.lake_end_offset = recovered.lake_end_offset
             self.cleaned_offset = None
             if recovered.segments is not None:

@@ -318,11 +318,7 @@ class LogWriter:
             else:
                 if self.segments is not None:
                     self.segments.delete_all()
-                try:
-                    self.commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
-                except CommitFailedError:  # re-read: the log ends where the table does, the tail is gone
-                    self.state.truncated(self.state.log_end_offset)
-                    raise
+                self.commit(f"Truncating {self.name} to {offset}", lambda: commit_truncation(self.table, offset))
             # 3. in-memory state from the table and the tail
             self.recover()
             self.state.truncated(offset)

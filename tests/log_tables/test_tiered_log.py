@@ -190,6 +190,25 @@ def test_a_crash_right_after_an_unclean_truncations_commit_brings_nothing_back(t
     assert delta_offsets(again) == [0, 1, 2]
 
 
+def test_a_failed_unclean_truncation_leaves_the_high_watermark_at_most_the_log_end(tmp_path, monkeypatch):
+    from lakelog.log_tables import log_writer
+    from lakelog.log_tables.errors import CommitFailedError
+
+    log = open_log(tmp_path, replicated=True)
+    log.append(values(10), leader_epoch=0)
+    log.advance_high_watermark(6)
+    log.flush_to_lake()
+    log.advance_high_watermark(10)
+
+    def fails(table, offset):
+        raise OSError("the object store is unreachable")
+    monkeypatch.setattr(log_writer, "commit_truncation", fails)
+    with pytest.raises(CommitFailedError):
+        log.truncate_to(3)
+    # the tail went first (all of it above the point); the table was not cut: the log ends at its end
+    assert (log.lake_end_offset, log.log_end_offset, log.high_watermark) == (6, 6, 6)
+
+
 def test_offset_for_timestamp_looks_in_the_tail_too(tmp_path):
     log = open_log(tmp_path)
     for i, ts in enumerate((1_000, 2_000, 3_000, 4_000)):
