@@ -14,7 +14,8 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
    its producer was not fenced, and its transaction not ended by a marker, while it waited here: Kafka
    validates the producer state at append time, under the log lock);
 3. append it to the log: offsets assigned, one frame of the segment tail (written in the event loop
-   when it is small and no fsync is asked for, else in a worker thread) or one Delta transaction;
+   when it is small and no fsync is asked for, or when a request of it had a check; else in a worker
+   thread) or one Delta transaction;
 4. hand the append, with each idempotent request's producer, base offset and count, to ``on_append``
    (the replica manager folds those into the producer state and moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;

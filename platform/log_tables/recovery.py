@@ -105,13 +105,13 @@ def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
         deltalake.exceptions.DeltaError, OSError: the table or the segments are unreadable.
     """
     files, lake_end = lake_state(table, uri, fs, root)
-    recorded_start = recorded_log_start_offset(table)
     epochs = LeaderEpochCache.from_files(files)
-    if segments is None:
-        return RecoveredLog(files, log_start_offset_of(files.first_offset, recorded_start, lake_end), lake_end,
-                            lake_end, epochs)
-    tail = segments.recover(lake_end)
-    log_start = log_start_offset_of(files.first_offset, recorded_start, lake_end, log_end_offset=tail.log_end_offset)
+    tail = None if segments is None else segments.recover(lake_end)
+    log_end = lake_end if tail is None else tail.log_end_offset
+    log_start = log_start_offset_of(files.first_offset, recorded_log_start_offset(table), lake_end,
+                                    log_end_offset=log_end)
+    if tail is None:
+        return RecoveredLog(files, log_start, lake_end, lake_end, epochs)
     for base, batch in tail.batches:
         for epoch, start in epoch_starts(batch.column("offset").to_numpy(), batch.column("leader_epoch").to_numpy()):
             epochs.assign(epoch, start)  # epochs the table already has are kept as they are

@@ -214,4 +214,3 @@ class ProducerStates:
                     await asyncio.to_thread(state.write_snapshot, body)
             except Exception:
                 log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)
-
