@@ -39,6 +39,10 @@ def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition", interv
         time.sleep(interval_s)
 
 
+class NotLeaderAnswer(AssertionError):
+    """A read answered 421 / 42101: the broker no longer leads the partition (leadership moved)."""
+
+
 def read_partition(http: httpx.Client | str, topic: str, partition: int, *, start_offset: int = 0) -> list[dict]:
     """Every record of a partition (JSON records, binary key/value in base64), paging from
     ``start_offset`` (default 0; the log start offset once retention moved it).
@@ -53,6 +57,8 @@ def read_partition(http: httpx.Client | str, topic: str, partition: int, *, star
         resp = http.get(f"/topics/{topic}/partitions/{partition}/records",
                         params={"offset": offset, "max_wait_ms": 0, "max_bytes": 64 * 1024 * 1024},
                         headers={"Accept": media_types.BINARY_V2})
+        if resp.status_code == 421:
+            raise NotLeaderAnswer(resp.text)
         assert resp.status_code == 200, resp.text
         page = resp.json()
         if not page:

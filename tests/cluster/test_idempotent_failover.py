@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections import Counter
 
 import httpx
@@ -16,7 +17,7 @@ from lakelog.client import LakelogClient
 from lakelog.protocol.media_types import JSON_V2
 from lakelog.protocol.producer_headers import ProducerBatch
 from tests.cluster.test_replication import FAST, create_topic, partition_info, wait_full_isr, wait_znode_gone
-from tests.harness import read_partition, wait_for
+from tests.harness import NotLeaderAnswer, read_partition, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -137,11 +138,21 @@ def test_an_idempotent_client_writes_every_record_once_while_leaders_and_the_con
     assert not stream.is_alive() and stream.error is None, stream.error
 
     seen: dict[bytes, tuple[int, int]] = {}
+    def read_at_leader(p: int) -> list[dict]:
+        """The partition's records from its leader once HW = LEO there; again from the new leader when the
+        controller moved leadership meanwhile (the restarted preferred replica takes it back)."""
+        for _ in range(10):
+            leader = zk.state(topic, p).leader
+            wait_for(lambda: (lambda i: i.get("high_watermark") == i.get("log_end_offset"))(
+                partition_info(urls[leader], topic, p)), what="HW = LEO")
+            try:
+                return read_partition(urls[leader], topic, p)
+            except NotLeaderAnswer:
+                time.sleep(0.2)
+        raise AssertionError(f"partition {p}: leadership kept moving")
+
     for p in range(partitions):
-        leader = zk.state(topic, p).leader
-        wait_for(lambda: (lambda i: i.get("high_watermark") == i.get("log_end_offset"))(
-            partition_info(urls[leader], topic, p)), what="HW = LEO")
-        records = read_partition(urls[leader], topic, p)
+        records = read_at_leader(p)
         values = [base64.b64decode(r["value"]) for r in records]
         assert len(values) == len(set(values)), f"duplicates in partition {p}"
         assert values == sorted(values), f"partition {p} out of send order"
