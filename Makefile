@@ -5,17 +5,43 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lakelog-installed
 PYTEST_ARGS ?=
+LOCK := requirements.lock
+LOCK_EXTRAS := --extra test --extra demo
 
-.PHONY: install demo test test-fast bench bench-latency pyfiles clean
+# Spark finds format("lakelog") by listing the top-level modules on the Python path (pkgutil.iter_modules)
+# for one named pyspark_*; an editable install maps lakelog and pyspark_lakelog through an import hook
+# that listing does not see. A .pth line puts plugins/ on the path, so a plain spark-submit job run with
+# this venv's Python finds the source as it does in a wheel install.
+define SPARK_PLUGIN_PTH
+import pathlib, sysconfig
+pth = pathlib.Path(sysconfig.get_path("purelib"), "lakelog-spark-plugin.pth")
+pth.write_text(str(pathlib.Path("plugins").resolve()) + "\n")
+endef
+export SPARK_PLUGIN_PTH
 
-$(STAMP): pyproject.toml
+.PHONY: install lock demo test test-fast bench bench-latency pyfiles clean
+
+# Installs pin every package to requirements.lock (hash-checked), so a fresh machine gets the versions CI
+# last ran with; pyproject.toml keeps ranges for users who install the wheel. `make lock` renews the lock.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,demo]'
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip check
+	$(BIN)/python -c "$$SPARK_PLUGIN_PTH"
 	$(BIN)/lakelog setup
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Renew requirements.lock from pyproject.toml's ranges (newest versions that fit, for Python 3.11+, with
+# hashes); tests/test_lock.py checks that the lock still satisfies pyproject.toml.
+lock:
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet 'uv>=0.9'
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_EXTRAS) --universal --python-version 3.11 --generate-hashes \
+		--custom-compile-command 'make lock' --quiet -o $(LOCK)
 
 demo: install
 	$(BIN)/lakelog demo
@@ -24,9 +50,9 @@ demo: install
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# Fast tests only: no SparkSession, no broker kills.
+# Fast tests only: no SparkSession, no broker kills, no wheel install.
 test-fast: install
-	$(BIN)/pytest -m "not spark and not cluster" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not spark and not cluster and not install" $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python bench/produce_fetch.py

@@ -12,6 +12,7 @@ Topic configs keep Kafka's dotted names everywhere users see them (``retention.m
 from __future__ import annotations
 
 import re
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,8 +21,22 @@ from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDi
 
 from lakelog.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = REPO_ROOT / "conf"
+
+
+def default_file(name: str) -> Path:
+    """The path of one of lakelog's built-in default files (package data of :mod:`lakelog.defaults`).
+
+    ``name`` is a file name such as ``"zookeeper.properties"`` or ``"spark-defaults.conf"``. The files ship
+    inside the package, so this works from a wheel as from a source checkout. Raises :class:`ConfigError`
+    when the installed package has no such file or is not unpacked on a file system (a zip import): the
+    JVMs lakelog starts read these files by path.
+    """
+    resource = files("lakelog.defaults").joinpath(name)
+    path = Path(str(resource))
+    if not isinstance(resource, Path) or not path.is_file():
+        raise ConfigError(f"lakelog's default file {name!r} is missing from the installed package ({resource}); "
+                          "reinstall lakelog")
+    return path
 
 
 _PROPERTY_LINE = re.compile(r"^(\S+?)\s*(?:[=:]|\s)\s*(.*)$")

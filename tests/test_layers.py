@@ -31,7 +31,7 @@ DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 
 #: top-level module or subpackage of ``lakelog`` -> layer
 LAYERS: dict[str, int] = {
-    "errors": 0, "config": 0, "processes": 0, "protocol": 0,
+    "errors": 0, "config": 0, "processes": 0, "protocol": 0, "defaults": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "security": 3,

@@ -1,6 +1,6 @@
 """The embedded ZooKeeper's files in its data dir: the ``zoo.cfg`` it runs on and its pid file.
 
-:func:`write_config` renders ``conf/zookeeper.properties`` into ``<data_dir>/zoo.cfg``.
+:func:`write_config` renders the built-in ``zookeeper.properties`` (:mod:`lakelog.defaults`) into ``<data_dir>/zoo.cfg``.
 :class:`ZooKeeperPidFile` keeps ``<data_dir>/zookeeper.pid`` (``{"pid": <JVM>, "parent_pid": <the
 process that started it>, "client_port": <port>}``) and reclaims a server left behind on the data dir
 by a process that died. :class:`lakelog.replication.zookeeper_server.ZooKeeperServer` uses both.
@@ -13,16 +13,16 @@ import os
 import re
 from pathlib import Path
 
-from lakelog.config import CONF_DIR
+from lakelog.config import default_file
 from lakelog.processes import parent_pid, process_alive, process_cmdline, stop_pid
 from lakelog.replication.errors import ZooKeeperStartError
 
 __all__ = ["MAIN_CLASS", "PID_FILE_NAME", "ZOOKEEPER_CONFIG_TEMPLATE", "ZOOKEEPER_LOG4J2_CONFIG", "ZooKeeperPidFile",
            "write_config"]
 
-# The defaults under the repo's conf/ (lakelog.config.CONF_DIR).
-ZOOKEEPER_CONFIG_TEMPLATE = CONF_DIR / "zookeeper.properties"
-ZOOKEEPER_LOG4J2_CONFIG = CONF_DIR / "log4j2-zookeeper.properties"
+# lakelog's built-in defaults (package data of lakelog.defaults).
+ZOOKEEPER_CONFIG_TEMPLATE = default_file("zookeeper.properties")
+ZOOKEEPER_LOG4J2_CONFIG = default_file("log4j2-zookeeper.properties")
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
@@ -48,7 +48,7 @@ def _properties_escape(value: str) -> str:
 
 def write_config(config_file: Path, *, data_dir: Path, client_port: int, host: str, tick_time_ms: int,
                  max_client_cnxns: int) -> Path:
-    """Write ``config_file`` (``zoo.cfg``) from ``conf/zookeeper.properties`` and return its path.
+    """Write ``config_file`` (``zoo.cfg``) from the built-in ``zookeeper.properties`` and return its path.
 
     Creates ``data_dir``. Raises :class:`ZooKeeperStartError` when the template is missing or has an
     unknown placeholder.

@@ -3,13 +3,13 @@
 lakelog needs no ZooKeeper download for local use: the pyspark wheel already ships ZooKeeper
 (``pyspark/jars/zookeeper-3.9.x.jar``, ``zookeeper-jute``, and the SLF4J, log4j2, Netty, metrics and
 commons-io jars it needs). :class:`ZooKeeperServer` writes a ``zoo.cfg`` from the template
-``conf/zookeeper.properties`` and runs::
+the built-in ``zookeeper.properties`` and runs::
 
     java -Xmx256m -cp <site-packages>/pyspark/jars/* \\
         org.apache.zookeeper.server.quorum.QuorumPeerMain <data_dir>/zoo.cfg
 
 with the machine's Java (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``). The server logs at INFO to
-one file (``<data_dir>/zookeeper.log`` by default) through ``conf/log4j2-zookeeper.properties``.
+one file (``<data_dir>/zookeeper.log`` by default) through the built-in ``log4j2-zookeeper.properties``.
 
 The JVM never outlives the process that started it: on Linux it gets SIGTERM when its parent dies
 (:func:`lakelog.processes.spawn`), and it is stopped at interpreter exit. Its pid is kept in
@@ -269,7 +269,7 @@ class ZooKeeperServer:
     # ------------------------------------------------------------------ lifecycle
 
     def write_config(self) -> Path:
-        """Write ``data_dir/zoo.cfg`` from ``conf/zookeeper.properties`` and return its path.
+        """Write ``data_dir/zoo.cfg`` from the built-in ``zookeeper.properties`` and return its path.
 
         Raises :class:`ZooKeeperStartError` when the template is missing or has an unknown placeholder.
         """
