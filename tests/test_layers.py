@@ -8,7 +8,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``security/``
 4     ``ingest_api/``, ``spark/``
-5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli.py``, ``client.py``, ``demo.py``,
+5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli/``, ``client.py``, ``demo.py``,
       ``demo_secure.py``
 ====  ===================================================================
 
@@ -37,8 +37,6 @@ LAYERS: dict[str, int] = {
     "consumer_groups": 3, "security": 3,
     "ingest_api": 4, "spark": 4,
     "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5, "demo_secure": 5,
-    "cli_common": 5, "cli_processes": 5, "cli_topics": 5, "cli_groups": 5, "cli_records": 5, "cli_jobs": 5,
-    "cli_producers": 5, "cli_transactions": 5, "cli_acls": 5, "cli_users": 5, "cli_quotas": 5,
 }
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, gateway_client
 
 transactions_app = typer.Typer(help="Transactional ids: state, producer, open transactions with their partitions "
                                     "and age.", no_args_is_help=True)

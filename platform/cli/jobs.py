@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail
 
 job_app = typer.Typer(help="Spark maintenance jobs on topic tables (OPTIMIZE, VACUUM, log compaction), each under the partition's "
                            "committer lease, which the brokers honour.", no_args_is_help=True)
@@ -33,7 +33,7 @@ LeaseWaitOpt = Annotated[float, typer.Option(help="Seconds to wait for a lease a
 
 
 def _run(kind: str, **kwargs) -> None:
-    from lakelog.cli_common import client_settings
+    from lakelog.cli.common import client_settings
     from lakelog.errors import LakelogError
     from lakelog.spark.maintenance import run_from_gateway
 

@@ -22,10 +22,10 @@
     lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
 
-The commands live by responsibility in ``cli_processes`` (up, cluster up, zookeeper start, broker
-start), ``cli_topics``, ``cli_groups``, ``cli_jobs``, ``cli_producers``, ``cli_transactions``, ``cli_acls``, ``cli_users`` and
-``cli_records`` (produce, consume); this module is the typer app that gathers them, ``sql``, ``setup``, ``demo`` and the entry
-point :func:`main`.
+The commands live by responsibility in the modules of :mod:`lakelog.cli`: ``processes`` (up, cluster up,
+zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``, ``transactions``, ``acls``,
+``users`` and ``records`` (produce, consume); this module is the typer app that gathers them, ``sql``,
+``setup``, ``demo`` and the entry point :func:`main` (``python -m lakelog.cli`` runs it too).
 """
 
 from __future__ import annotations
@@ -38,18 +38,18 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_acls import acls_app
-from lakelog.cli_common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
+from lakelog.cli.acls import acls_app
+from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
                                 set_command_config)
-from lakelog.cli_groups import groups_app
-from lakelog.cli_jobs import job_app
-from lakelog.cli_processes import broker_app, cluster_app, up, zookeeper_app
-from lakelog.cli_producers import producers_app
-from lakelog.cli_quotas import quotas_app
-from lakelog.cli_records import consume, produce
-from lakelog.cli_topics import topics_app
-from lakelog.cli_transactions import transactions_app
-from lakelog.cli_users import users_app
+from lakelog.cli.groups import groups_app
+from lakelog.cli.jobs import job_app
+from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
+from lakelog.cli.producers import producers_app
+from lakelog.cli.quotas import quotas_app
+from lakelog.cli.records import consume, produce
+from lakelog.cli.topics import topics_app
+from lakelog.cli.transactions import transactions_app
+from lakelog.cli.users import users_app
 
 app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -164,7 +164,3 @@ def demo(
 def main() -> None:
     """Entry point of the ``lakelog`` console script."""
     app()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """What every ``lakelog`` command module shares: the consoles, ``--bootstrap-server``, errors, the client.
 
-Layer 5, as :mod:`lakelog.cli`; the ``cli_*`` modules import from here, never from :mod:`lakelog.cli`
-(which ``python -m lakelog.cli`` runs as ``__main__``).
+Layer 5, as the rest of :mod:`lakelog.cli`; the command modules import from here, never from
+:mod:`lakelog.cli.main`, which gathers them.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, fail, gateway_client
 
 producers_app = typer.Typer(help="Producer ids for idempotent and transactional producers.", no_args_is_help=True)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import console, err_console, fail
+from lakelog.cli.common import console, err_console, fail
 
 
 class LogFormatOption(str, enum.Enum):

@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
 
 groups_app = typer.Typer(help="Consumer groups: committed offsets, lag, members, offset resets and deletes.",
                          no_args_is_help=True)

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
 
 quotas_app = typer.Typer(help="Client quotas per user and/or client id (kafka-configs --entity-type users|clients).",
                          no_args_is_help=True)

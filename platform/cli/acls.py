@@ -22,7 +22,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
 
 acls_app = typer.Typer(help="ACLs (kafka-acls.sh): who may do what on which topic, group, transactional id "
                             "or the cluster.", no_args_is_help=True)

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client
 
 users_app = typer.Typer(help="Users' SCRAM-SHA-512 credentials (kafka-configs --entity-type users).",
                         no_args_is_help=True)

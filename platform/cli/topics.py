@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client, parse_configs
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, fail, gateway_client, parse_configs
 
 topics_app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
 

@@ -11,13 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli_common import DEFAULT_BOOTSTRAP, BootstrapOpt, client_settings, err_console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, client_settings, err_console, fail, gateway_client
 
 
 @contextlib.contextmanager
 def producer_client(bootstrap: str, *, enable_idempotence: bool):
     """A :class:`LakelogClient` that produces idempotently or not; a gateway error or an unreachable
-    gateway ends the command with its message (as :func:`~lakelog.cli_common.gateway_client`)."""
+    gateway ends the command with its message (as :func:`~lakelog.cli.common.gateway_client`)."""
     from lakelog.client import GatewayError, LakelogClient
 
     try:
