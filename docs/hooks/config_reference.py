@@ -84,7 +84,6 @@ def _description(model: type[BaseModel], field_name: str) -> str:
     for prefix in (f"{name}: ", f"{name}. "):  # the name is in the first column already
         if text.startswith(prefix):
             text = text[len(prefix):]
-            text = text[:1].upper() + text[1:]
     return text
 
 
