@@ -1,7 +1,7 @@
 """MkDocs hook: the configuration page's tables, generated from the settings' own field descriptions.
 
 ``docs/configuration.md`` holds two markers, ``<!-- settings: broker -->`` and ``<!-- settings: topic
--->``; :func:`on_page_markdown` replaces each with a Markdown table of every field of
+-->``; :func:`on_page_markdown` replaces each with an HTML table of every field of
 :class:`lakelog.config.BrokerSettings` or :class:`lakelog.config.TopicConfig`: its Kafka-style dotted
 name (with its ``LAKELOG_*`` environment variable, or the broker setting that gives its default), type,
 default and description. A field without a description fails the build (:class:`ValueError`), so a new
@@ -12,6 +12,7 @@ setting cannot go undocumented. The rendering functions need only lakelog, not M
 from __future__ import annotations
 
 import enum
+import html
 import types
 import typing
 from pathlib import Path
@@ -70,8 +71,10 @@ def default_text(value: Any) -> str:
     return f"`{value}`"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _html(text: str) -> str:
+    """Escaped text with its ``code`` spans as ``<code>``."""
+    parts = html.escape(text, quote=False).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _description(model: type[BaseModel], field_name: str) -> str:
@@ -109,12 +112,24 @@ def settings_rows(kind: Literal["broker", "topic"]) -> list[dict[str, str]]:
     return rows
 
 
+def _breakable(text: str) -> str:
+    """``text`` with a line-break opportunity after every dot and underscore (long dotted names)."""
+    return text.replace(".", ".<wbr>").replace("_", "_<wbr>")
+
+
 def settings_table(kind: Literal["broker", "topic"]) -> str:
-    """The Markdown table of :func:`settings_rows`."""
-    lines = ["| name | type | default | description |", "|---|---|---|---|"]
+    """The rows of :func:`settings_rows` as an HTML table inside ``<div class="lakelog-settings">`` (its
+    style, ``docs/stylesheets/extra.css``, breaks names only after a dot or an underscore)."""
+    lines = ['<div class="lakelog-settings" markdown="0"><table>',
+             "<thead><tr><th>name</th><th>type</th><th>default</th><th>description</th></tr></thead>", "<tbody>"]
     for row in settings_rows(kind):
-        name = f"`{row['name']}`" + (f"<br><small>{row['source']}</small>" if row["source"] else "")
-        lines.append(f"| {name} | {_cell(row['type'])} | {_cell(row['default'])} | {_cell(row['description'])} |")
+        anchor = f"{kind}-{row['name']}"
+        name = f'<code id="{anchor}">{_breakable(html.escape(row["name"]))}</code>'
+        if row["source"]:
+            name += f"<br><small>{_breakable(_html(row['source']))}</small>"
+        lines.append(f"<tr><td>{name}</td><td>{_html(row['type'])}</td><td>{_html(row['default'])}</td>"
+                     f"<td>{_html(row['description'])}</td></tr>")
+    lines += ["</tbody>", "</table></div>"]
     return "\n".join(lines)
 
 
