@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lakelog-installed
 PYTEST_ARGS ?=
 LOCK := requirements.lock
-LOCK_EXTRAS := --extra test --extra demo
+LOCK_EXTRAS := --extra test --extra demo --extra docs
 
 # Spark finds format("lakelog") by listing the top-level modules on the Python path (pkgutil.iter_modules)
 # for one named pyspark_*; an editable install maps lakelog and pyspark_lakelog through an import hook
@@ -19,7 +19,7 @@ pth.write_text(str(pathlib.Path("plugins").resolve()) + "\n")
 endef
 export SPARK_PLUGIN_PTH
 
-.PHONY: install lock demo test test-fast bench bench-latency pyfiles clean
+.PHONY: install lock demo test test-fast docs bench bench-latency pyfiles clean
 
 # Installs pin every package to requirements.lock (hash-checked), so a fresh machine gets the versions CI
 # last ran with; pyproject.toml keeps ranges for users who install the wheel. `make lock` renews the lock.
@@ -54,6 +54,14 @@ test: install
 test-fast: install
 	$(BIN)/pytest -m "not spark and not cluster and not install" $(PYTEST_ARGS)
 
+# The documentation site (mkdocs.yml) into site/. The docs extra (mkdocs, mkdocs-material) is in
+# LOCK_EXTRAS, so `make install` puts it into the venv at the locked versions. --strict: any warning (a
+# broken link or anchor, a setting without a description) fails. Not --quiet: MkDocs counts only the
+# warnings it logs, so --strict --quiet passes a broken link. NO_MKDOCS_2_WARNING silences
+# mkdocs-material's banner about its successor.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: install
 	$(BIN)/python bench/produce_fetch.py
 
@@ -64,8 +72,8 @@ bench-latency: install
 	$(BIN)/python bench/latency.py $(LATENCY_ARGS)
 
 # lakelog's own code as one zip for `spark-submit --py-files build/lakelog.zip`, for Spark executors whose
-# Python has lakelog's dependencies (pyarrow, deltalake, httpx, ...) but not lakelog (README, "Running on a
-# Spark cluster"). `zip -r` writes directory entries, which Python needs to import the namespace package
+# Python has lakelog's dependencies (pyarrow, deltalake, httpx, ...) but not lakelog (docs/spark.md, "Running
+# on a Spark cluster"). `zip -r` writes directory entries, which Python needs to import the namespace package
 # `lakelog` from a zip (a wheel has none).
 pyfiles:
 	rm -rf build/pyfiles build/lakelog.zip
@@ -75,4 +83,4 @@ pyfiles:
 	cd build/pyfiles && zip -qr ../lakelog.zip lakelog pyspark_lakelog -x '*__pycache__*'
 
 clean:
-	rm -rf data/demo .pytest_cache
+	rm -rf data/demo .pytest_cache site
