@@ -8,8 +8,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``security/``
 4     ``ingest_api/``, ``spark/``
-5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli/``, ``client.py``, ``demo.py``,
-      ``demo_secure.py``
+5     ``broker.py``, ``cli/``, ``client.py``, ``runtime/``
 ====  ===================================================================
 
 Every import counts, also one inside a function; only imports under ``if TYPE_CHECKING:`` (type hints,
@@ -36,7 +35,9 @@ LAYERS: dict[str, int] = {
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "security": 3,
     "ingest_api": 4, "spark": 4,
-    "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5, "demo_secure": 5,
+    "broker": 5, "cli": 5, "client": 5, "runtime": 5,
+    # DESIGN.md's table names these top-level modules, now in runtime/ (layer 5 all the same)
+    "broker_process": 5, "server": 5, "demo": 5, "demo_secure": 5,
 }
 
 

@@ -21,7 +21,7 @@ Steps (each printed as it runs):
 
 ``secure=True`` (``lakelog demo --secure``): the broker serves HTTPS with ``authentication.methods=basic,mtls``
 and ``authorizer.enabled=true``; the super user creates the topic, the demo user ``flights-app`` and its
-ACLs, and every other client step runs as that user over TLS (:mod:`lakelog.demo_secure`).
+ACLs, and every other client step runs as that user over TLS (:mod:`lakelog.runtime.demo_secure`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.client import LakelogClient, GatewayError
 from lakelog.protocol import media_types
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 console = Console()
 
@@ -132,7 +132,7 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             zk.start()
             console.print(f"1. ZooKeeper serving at {zk.connect_string} (pid {zk.pid})")
             if secure:
-                from lakelog.demo_secure import prepare_secure_demo
+                from lakelog.runtime.demo_secure import prepare_secure_demo
 
                 tls = prepare_secure_demo(data_dir, zookeeper_connect=zk.connect_string)
             broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / "logs", port=port,
@@ -174,7 +174,7 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
 
 def _secure_banner(tls, url: str) -> None:
     """Grant the demo user its ACLs, say what is secured, and show one refusal."""
-    from lakelog.demo_secure import DEMO_USER, DENIED_TOPIC
+    from lakelog.runtime.demo_secure import DEMO_USER, DENIED_TOPIC
 
     acls = tls.grant(url, topic=TOPIC, group=GROUP)
     granted = ", ".join(f"{a['operation'].title()} on {a['resource_type'].lower()} {a['resource_name']}" for a in acls)
@@ -187,7 +187,7 @@ def load_pipeline():
     """The ``jobs/flight_delays.py`` module (jobs are scripts beside the package, not part of it)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "jobs" / "flight_delays.py"
+    path = Path(__file__).resolve().parents[2] / "jobs" / "flight_delays.py"
     if not path.exists():
         raise SystemExit(f"demo needs {path}: run it from a source checkout (pip install -e .)")
     spec = importlib.util.spec_from_file_location("lakelog_jobs_flight_delays", path)

@@ -44,7 +44,7 @@ from types import TracebackType
 from lakelog.processes import spawn
 from lakelog.replication.errors import ZooKeeperStartError
 # zoo.cfg and the pid file live in zookeeper_files.
-from lakelog.replication.zookeeper_files import (
+from lakelog.runtime.zookeeper_files import (
     MAIN_CLASS,
     PID_FILE_NAME,
     ZOOKEEPER_LOG4J2_CONFIG,

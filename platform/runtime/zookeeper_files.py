@@ -3,7 +3,7 @@
 :func:`write_config` renders the built-in ``zookeeper.properties`` (:mod:`lakelog.defaults`) into ``<data_dir>/zoo.cfg``.
 :class:`ZooKeeperPidFile` keeps ``<data_dir>/zookeeper.pid`` (``{"pid": <JVM>, "parent_pid": <the
 process that started it>, "client_port": <port>}``) and reclaims a server left behind on the data dir
-by a process that died. :class:`lakelog.replication.zookeeper_server.ZooKeeperServer` uses both.
+by a process that died. :class:`lakelog.runtime.zookeeper_server.ZooKeeperServer` uses both.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class SecureDemo:
     password: str = field(repr=False)
 
     def broker_kwargs(self) -> dict:
-        """:class:`~lakelog.broker_process.BrokerProcess` keyword arguments of broker 0: the security
+        """:class:`~lakelog.runtime.broker_process.BrokerProcess` keyword arguments of broker 0: the security
         environment (:meth:`SecureCluster.broker_env`) and its TLS files."""
         return {"extra_env": self.tls.broker_env(), "ssl_certfile": self.tls.brokers[0].certfile,
                 "ssl_keyfile": self.tls.brokers[0].keyfile, "ssl_cafile": self.tls.cafile}

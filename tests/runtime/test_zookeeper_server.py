@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from lakelog.errors import LakelogError
 from lakelog.processes import DEATH_SIGNAL_SUPPORTED, parent_pid, spawn
 from lakelog.replication.errors import ReplicationError, ZooKeeperStartError
-from lakelog.replication.zookeeper_server import (
+from lakelog.runtime.zookeeper_server import (
     MAIN_CLASS,
     ZooKeeperServer,
     find_java,
@@ -251,7 +251,7 @@ def test_invalid_arguments(tmp_path: Path) -> None:
 _OWNER_SCRIPT = """
 import subprocess, sys, time
 from pathlib import Path
-import lakelog.replication.zookeeper_server as zs
+import lakelog.runtime.zookeeper_server as zs
 if sys.argv[3] == "orphan":
     zs.spawn = lambda args, death_signal=None, **kwargs: subprocess.Popen(list(args), **kwargs)
 zs.ZooKeeperServer(data_dir=Path(sys.argv[1]), client_port=int(sys.argv[2])).start(timeout_s=60)
