@@ -1,9 +1,10 @@
-"""Root of lakelog's error hierarchy.
+"""Root of lakelog's error hierarchy: :class:`LakelogError`, the code table, and the errors of no area.
 
 Every error lakelog raises on purpose derives from :class:`LakelogError`. Each class carries what the
 HTTP gateway needs to answer it the way Confluent REST Proxy does (``http_status`` and the
 ``error_code`` = status * 100 + n) and, as aiokafka's errors do, whether a client may retry it
-(``retriable``). Subpackages define their own errors in their ``errors.py``.
+(``retriable``). The classes of each area live in a module beside this one
+(:mod:`lakelog.errors.log`, ...), all imported by :mod:`lakelog.errors`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 RETRIABLE_HEADER = "X-Lakelog-Retriable"
 
 
-#: REST error code -> the class that answers with it (filled as error classes are defined; one class a
-#: code, checked by tests/test_error_codes.py). :func:`lakelog.protocol.errors.error_from_response`
-#: reads it to rebuild a server's error on the client side.
+#: REST error code -> the class that answers with it (filled as error classes are defined; complete once
+#: :mod:`lakelog.errors` is imported, which imports every area; one class a code, checked by
+#: tests/test_error_codes.py). Read it through :func:`lakelog.errors.for_code`.
 ERROR_CLASSES: dict[int, type["LakelogError"]] = {}
 
 
@@ -67,3 +68,11 @@ class ConfigError(LakelogError):
 
     http_status = 400
     error_code = 40003
+
+
+class InternalError(LakelogError):
+    """An unexpected failure (a bug) while answering: the gateway answers any exception that is not a
+    :class:`LakelogError` with this class's status and code. 500 / 50001, not retriable."""
+
+    http_status = 500
+    error_code = 50001
