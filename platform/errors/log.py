@@ -10,9 +10,9 @@ if TYPE_CHECKING:
     from lakelog.log_tables.offset_scan import DataLoss
 
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogTableError", "NonContiguousOffsetsError", "OffsetOutOfRangeError",
-           "RecordTooLargeError", "RecordWithoutKeyError", "TransactionsNeedTailError",
-           "UnreadableBatchError"]
+           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError",
+           "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
+           "TransactionsNeedTailError", "UnreadableBatchError"]
 
 
 class LogTableError(LakelogError):
@@ -150,6 +150,19 @@ class TransactionsNeedTailError(LogTableError):
 
     http_status = 422
     error_code = 42224
+
+
+class LogStorageError(LogTableError):
+    """The partition's Delta table cannot be opened or read: its transaction log is unreadable, it names a
+    protocol delta-rs does not support, it exists with another schema than the log's, or its storage cannot be
+    reached (delta-rs' ``deltalake.exceptions.DeltaError`` and pyarrow's ``ArrowException``, wrapped where they
+    enter: :meth:`PartitionLog.open <lakelog.log_tables.partition_log.PartitionLog.open>`). The message names
+    the table and the library's error. Kafka: KAFKA_STORAGE_ERROR (56). 500 / 50021, not retriable: this
+    broker cannot serve the partition until the table is repaired.
+    """
+
+    http_status = 500
+    error_code = 50021
 
 
 class DataLossError(LogTableError):

@@ -9,6 +9,7 @@ from lakelog.errors.log import (
     FencedLeaderEpochError,
     InvalidTimestampError,
     LogClosedError,
+    LogStorageError,
     LogTableError,
     NonContiguousOffsetsError,
     OffsetOutOfRangeError,
@@ -19,6 +20,6 @@ from lakelog.errors.log import (
 )
 
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogTableError", "NonContiguousOffsetsError", "OffsetOutOfRangeError",
-           "RecordTooLargeError", "RecordWithoutKeyError", "TransactionsNeedTailError",
-           "UnreadableBatchError"]
+           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError",
+           "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
+           "TransactionsNeedTailError", "UnreadableBatchError"]
