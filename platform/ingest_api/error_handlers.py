@@ -1,7 +1,8 @@
 """How the gateway answers errors: REST Proxy's body ``{"error_code": int, "message": str}`` always.
 
 - a :class:`~lakelog.errors.LakelogError`: its status and code, ``X-Lakelog-Retriable``;
-- kazoo's connection loss, session expiry or timeout (the broker lost ZooKeeper while answering):
+- kazoo's connection loss, session expiry or timeout (the broker lost ZooKeeper while answering) met
+  outside the modules that wrap it where it enters (:mod:`lakelog.replication.zookeeper_errors`): the same
   :class:`~lakelog.replication.errors.ZooKeeperUnavailableError`, 503 / 50304, retriable;
 - a request parameter or body that fails validation: :class:`~lakelog.protocol.errors.MalformedBodyError`,
   400 / 40001 (parameters) or :class:`~lakelog.protocol.errors.InvalidBodyFieldError`, 422 / 42222 (body);
@@ -24,20 +25,15 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
-from kazoo.handlers.threading import KazooTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from lakelog.errors import RETRIABLE_HEADER, InternalError, LakelogError
 from lakelog.ingest_api.errors import RequestTimeoutError
 from lakelog.protocol.errors import InvalidBodyFieldError, MalformedBodyError
-from lakelog.replication.errors import ZooKeeperUnavailableError
+from lakelog.replication.zookeeper_errors import ZOOKEEPER_UNAVAILABLE, unavailable_error
 
 log = logging.getLogger(__name__)
-
-#: kazoo errors that mean "ZooKeeper is not reachable right now", not a bug.
-ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError)
 
 
 def error_response(exc: LakelogError) -> JSONResponse:
@@ -56,8 +52,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def zookeeper_unavailable(request: Request, exc: Exception) -> JSONResponse:
         log.warning("%s %s: ZooKeeper unavailable (%s)", request.method, request.url.path, type(exc).__name__)
-        return error_response(ZooKeeperUnavailableError(
-            f"The broker lost its ZooKeeper connection ({type(exc).__name__}) while answering; retry."))
+        return error_response(unavailable_error(exc))
 
     for kind in ZOOKEEPER_UNAVAILABLE:
         app.add_exception_handler(kind, zookeeper_unavailable)
