@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -160,3 +162,30 @@ def test_subpackage_errors_modules_re_export_their_area():
             cls = getattr(module, name)
             if issubclass(cls, LakelogError) and name != "RemoteError":
                 assert getattr(errors, name) is cls, f"lakelog.{package}.errors.{name} is not lakelog.errors.{name}"
+
+
+#: Exceptions of the package that are not LakelogErrors, each with the reason.
+NOT_LAKELOG_ERRORS = {
+    "lakelog.protocol.idempotent_producer.DeliveryTimeoutError":
+        "a ConnectionError on the client side, as LakelogClient raises when no gateway answers",
+}
+
+
+def test_every_exception_is_a_lakelog_error_or_control_flow_of_its_own_module():
+    """An exception class that is not a LakelogError is private (``_Name``) and caught in the module that
+    defines it, so it never crosses a module (let alone a layer), or is listed above with its reason."""
+    _import_everything()
+    others = []
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith("lakelog.") or module is None:
+            continue
+        for cls_name, cls in vars(module).items():
+            if not (inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == name):
+                continue
+            if issubclass(cls, LakelogError) or f"{name}.{cls_name}" in NOT_LAKELOG_ERRORS:
+                continue
+            source = inspect.getsource(module)
+            caught = re.search(rf"except\s*\(?[\w\s,.]*\b{cls_name}\b", source)
+            if not cls_name.startswith("_") or caught is None or cls_name in getattr(module, "__all__", ()):
+                others.append(f"{name}.{cls_name}")
+    assert not others, f"exceptions that are not LakelogErrors and leave their module: {others}"
