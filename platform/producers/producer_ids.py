@@ -37,7 +37,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from lakelog.errors.producers import ProducerIdsExhaustedError, TransactionsNotSupportedError
+from lakelog.producers.errors import ProducerIdsExhaustedError, TransactionsNotSupportedError
 from lakelog.protocol.producer_headers import MAX_PRODUCER_ID
 from lakelog.replication.errors import ZooKeeperUnavailableError
 

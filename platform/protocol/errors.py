@@ -17,6 +17,7 @@ from lakelog.errors.request import (
     InvalidBodyFieldError,
     InvalidEncodingError,
     InvalidPartitionInRecordError,
+    InvalidProducerHeadersError,
     MalformedBodyError,
     NotAcceptableError,
     ProduceQueueFullError,
@@ -27,9 +28,9 @@ from lakelog.errors.request import (
 
 #: The request errors every gateway route may answer (:mod:`lakelog.errors.request`) are re-exported here.
 __all__ = ["FieldOutOfRangeError", "InvalidBodyFieldError", "InvalidEncodingError",
-           "InvalidPartitionInRecordError", "MalformedBodyError", "NotAcceptableError",
-           "ProduceQueueFullError", "RemoteError", "RequestError", "RequestTooLargeError",
-           "UnsupportedMediaTypeError", "error_from_response"]
+           "InvalidPartitionInRecordError", "InvalidProducerHeadersError", "MalformedBodyError",
+           "NotAcceptableError", "ProduceQueueFullError", "RemoteError", "RequestError",
+           "RequestTooLargeError", "UnsupportedMediaTypeError", "error_from_response"]
 
 
 # -- errors rebuilt from an answer ---------------------------------------------------------------

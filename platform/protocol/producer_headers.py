@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lakelog.errors.request import InvalidProducerHeadersError
+from lakelog.protocol.errors import InvalidProducerHeadersError
 
 PRODUCER_ID_HEADER = "X-Lakelog-Producer-Id"
 PRODUCER_EPOCH_HEADER = "X-Lakelog-Producer-Epoch"
