@@ -106,7 +106,7 @@ class TransactionalIdNotFoundError(ProducerError):
 class TransactionsNotSupportedError(LakelogError):
     """:meth:`ProducerIdManager.init_producer_id` was given a ``transactional_id``: it hands out the ids of
     idempotent producers only; a transactional producer's id and epoch come from the coordinator of its
-    transactional id (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`, which
+    transactional id (:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`, which
     ``POST /v3/clusters/{cluster_id}/producers`` asks). 400 / 40010; not retriable."""
 
     http_status = 400

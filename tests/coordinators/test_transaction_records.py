@@ -9,7 +9,7 @@ import logging
 import pyarrow as pa
 import pytest
 
-from lakelog.producers.transaction_records import (
+from lakelog.coordinators.transaction_records import (
     TRANSACTION_STATE_TOPIC,
     apply_records,
     metadata_of,
@@ -19,7 +19,7 @@ from lakelog.producers.transaction_records import (
     tombstone_of,
     transaction_key,
 )
-from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
+from lakelog.coordinators.transaction_state import TransactionMetadata, TransactionState
 
 S = TransactionState
 
@@ -108,7 +108,7 @@ def test_foreign_and_garbled_records_are_skipped_with_a_warning(caplog):
               good_value.replace(b'"Ongoing"', b'"Running"'), fence[1],
               good_value.replace(b'"producer_epoch":3', b'"producer_epoch":true'), good_value]
     state: dict[str, TransactionMetadata] = {}
-    with caplog.at_level(logging.WARNING, logger="lakelog.producers.transaction_records"):
+    with caplog.at_level(logging.WARNING, logger="lakelog.coordinators.transaction_records"):
         assert apply_records(state, pa.array(keys, pa.binary()), pa.array(values, pa.binary())) == 1
     assert state == {"t1": ONGOING}
     assert len(caplog.records) == 10

@@ -9,12 +9,9 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
-from lakelog.producers.producer_ids import (
-    PRODUCER_ID_BLOCK_PATH,
-    ProducerIdAndEpoch,
-    ProducerIdManager,
-    TransactionsNotSupportedError,
-)
+from lakelog.coordinators.producer_id_manager import ProducerIdManager
+from lakelog.producers.errors import TransactionsNotSupportedError
+from lakelog.producers.producer_ids import PRODUCER_ID_BLOCK_PATH, ProducerIdAndEpoch
 from lakelog.replication.errors import ZooKeeperUnavailableError
 
 

@@ -2,19 +2,19 @@
 loaded into memory, and every change of a transactional id written there before it takes effect.
 
 Kafka's ``TransactionStateManager`` (with the state-changing half of ``TransactionCoordinator``); the
-decisions themselves are the pure functions of :mod:`lakelog.producers.transaction_state` and the records
-those of :mod:`lakelog.producers.transaction_records`. The internal topic ``__transaction_state`` is
+decisions themselves are the pure functions of :mod:`lakelog.coordinators.transaction_state` and the records
+those of :mod:`lakelog.coordinators.transaction_records`. The internal topic ``__transaction_state`` is
 created on first need (the first InitProducerId of a transactional producer) with
 ``transaction.state.log.num.partitions`` partitions, ``transaction.state.log.replication.factor``
 replicas (at most the live brokers, with a warning), ``cleanup.policy=compact`` and
 ``min.insync.replicas`` = ``transaction.state.log.min.isr`` capped at the replication factor - 1
-(:func:`~lakelog.replication.coordinator_partitions.capped_min_isr`). The coordinator of a transactional
-id is the leader of its partition (:func:`~lakelog.producers.transaction_records.partition_for`).
+(:func:`~lakelog.coordinators.coordinator_partitions.capped_min_isr`). The coordinator of a transactional
+id is the leader of its partition (:func:`~lakelog.coordinators.transaction_records.partition_for`).
 
 - **Loading.** When this broker becomes the leader of a ``__transaction_state`` partition (at a leader
   epoch), it folds the partition's records into ``transactional id -> TransactionMetadata`` (Kafka's
   ``loadTransactionsForTxnTopicPartition``); requests for its ids wait for the load; when it stops
-  leading, it drops them (:class:`~lakelog.replication.coordinator_partitions.CoordinatorPartitions`).
+  leading, it drops them (:class:`~lakelog.coordinators.coordinator_partitions.CoordinatorPartitions`).
 - **Changes** (steps mirrored in :meth:`TransactionStateManager._write`): 1. this broker must coordinate
   the id and have loaded its partition; 2. the pure function decides from the current metadata, with
   ``pending=True`` while another change of the id is being written (ConcurrentTransactionsError, as
@@ -42,22 +42,23 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from lakelog.config import BrokerSettings
-from lakelog.log_tables.records import normalize_produce_batch
-from lakelog.producers import transaction_state as txn
-from lakelog.producers.errors import ConcurrentTransactionsError, InvalidTxnStateError
-from lakelog.producers.producer_ids import ProducerIdAndEpoch, ProducerIdManager
-from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, apply_records, records_table
-from lakelog.producers.transaction_state import TopicPartition, TransactionMetadata, TransactionState
-from lakelog.replication.coordinator_partitions import (
+from lakelog.coordinators import transaction_state as txn
+from lakelog.coordinators.coordinator_partitions import (
     CoordinatorPartitions,
     InternalTopic,
     LoadedPartition,
     capped_min_isr,
     without_control_records,
 )
+from lakelog.coordinators.partition_writer import PartitionWriter
+from lakelog.coordinators.producer_id_manager import ProducerIdManager
+from lakelog.coordinators.transaction_records import TRANSACTION_STATE_TOPIC, apply_records, records_table
+from lakelog.coordinators.transaction_state import TopicPartition, TransactionMetadata, TransactionState
+from lakelog.log_tables.records import normalize_produce_batch
+from lakelog.producers.errors import ConcurrentTransactionsError, InvalidTxnStateError
+from lakelog.producers.producer_ids import ProducerIdAndEpoch
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
-from lakelog.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class TransactionStateManager:
         settings: ``broker.id``, ``transaction.state.log.*``, ``transaction.max.timeout.ms``, ``request.timeout.ms``,
             ``transactional.id.expiration.ms``, ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
         cache: topic metadata and live brokers.
-        replica_manager: the local replicas (their roles, logs, produce).
+        writer: the local replicas (their roles, appends, local reads).
         create_topic: creates a topic (``Broker.create_topic``).
         producer_ids: hands out new producer ids.
         on_decided: carries out a decided transaction (markers, then :meth:`complete`); run as a task, its
@@ -182,12 +183,12 @@ class TransactionStateManager:
     broker is not, CoordinatorLoadInProgressError (503 / 50321, retriable) when its load failed.
     """
 
-    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, replica_manager: ReplicaManager,
+    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, writer: PartitionWriter,
                  create_topic: Callable[..., Awaitable[TopicMetadata]], producer_ids: ProducerIdManager,
                  on_decided: DecidedHook | None = None) -> None:
         self.settings = settings
         self.broker_id = settings.broker_id
-        self.replica_manager = replica_manager
+        self.writer = writer
         self.producer_ids = producer_ids
         self.on_decided = on_decided
         min_isr = settings.transaction_state_log_min_isr
@@ -198,7 +199,7 @@ class TransactionStateManager:
             min_isr=lambda rf: capped_min_isr(rf, min_isr=min_isr), keys="transactional ids",
             missing=f"{TRANSACTION_STATE_TOPIC} does not exist yet: no transactional producer has initialized.")
         self.partitions: CoordinatorPartitions[State] = CoordinatorPartitions(
-            topic, broker_id=self.broker_id, cache=cache, replica_manager=replica_manager,
+            topic, broker_id=self.broker_id, cache=cache, writer=writer,
             create_topic=create_topic, new_state=dict, fold=_fold, on_loaded=self._on_loaded)
         #: transactional ids with a change being written (Kafka's ``pendingState``)
         self._pending: set[str] = set()
@@ -279,7 +280,7 @@ class TransactionStateManager:
         try:
             # 3. append with acks=all
             records = normalize_produce_batch(records_table(metadatas, tombstones=tombstones))
-            await self.replica_manager.produce(TRANSACTION_STATE_TOPIC, partition, records, acks="all")
+            await self.writer.append(TRANSACTION_STATE_TOPIC, partition, records)
             # 4. current now (in the partition loaded now: a re-election meanwhile reloaded it from the log)
             _, entry = await self._coordinated(ids[0])
             for m in metadatas:

@@ -16,6 +16,8 @@ import pytest
 
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
+from lakelog.coordinators.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
+from lakelog.coordinators.transaction_state import TransactionMetadata, TransactionState
 from lakelog.producers.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -23,8 +25,6 @@ from lakelog.producers.errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
 )
-from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
-from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
 from lakelog.replication.errors import NotCoordinatorError, NotEnoughReplicasError
 from lakelog.runtime.zookeeper_server import free_port
 

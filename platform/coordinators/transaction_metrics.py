@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from lakelog.producers.transaction_log import TransactionStateManager
+from lakelog.coordinators.transaction_log import TransactionStateManager
 
 __all__ = ["transaction_metrics"]
 

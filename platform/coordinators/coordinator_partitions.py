@@ -37,6 +37,7 @@ from typing import Generic, Sized, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.coordinators.partition_writer import PartitionRole, PartitionWriter
 from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT
 from lakelog.protocol.partitioner import coordinator_partition
 from lakelog.replication.errors import (
@@ -49,8 +50,6 @@ from lakelog.replication.errors import (
 )
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
-from lakelog.replication.partition import Partition
-from lakelog.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +143,7 @@ class CoordinatorPartitions(Generic[S]):
         topic: the internal topic.
         broker_id: this broker's ``broker.id`` (log lines, errors).
         cache: topic metadata and live brokers.
-        replica_manager: the local replicas (their roles, logs).
+        writer: the local replicas (their roles, appends, local reads).
         create_topic: creates a topic (``Broker.create_topic``).
         new_state: an empty state (``dict``).
         fold: folds log rows (:data:`LOAD_COLUMNS`, in offset order, transaction markers included: see
@@ -154,13 +153,13 @@ class CoordinatorPartitions(Generic[S]):
     Call :meth:`start` inside the serving event loop (it listens to role changes), :meth:`stop` at the end.
     """
 
-    def __init__(self, topic: InternalTopic, *, broker_id: int, cache: MetadataCache, replica_manager: ReplicaManager,
+    def __init__(self, topic: InternalTopic, *, broker_id: int, cache: MetadataCache, writer: PartitionWriter,
                  create_topic: Callable[..., Awaitable[TopicMetadata]], new_state: Callable[[], S],
                  fold: Callable[[S, pa.Table], int], on_loaded: Callable[[int, S], None] | None = None) -> None:
         self.topic = topic
         self.broker_id = broker_id
         self.cache = cache
-        self.replica_manager = replica_manager
+        self.writer = writer
         self._create_topic = create_topic
         self._new_state = new_state
         self._fold = fold
@@ -171,19 +170,18 @@ class CoordinatorPartitions(Generic[S]):
     # -- roles ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Listen to the replica manager's role changes and load the partitions this broker leads already."""
-        self.replica_manager.role_listeners.append(self.on_role_change)
-        for part in self.replica_manager.partitions():
+        """Listen to the role changes of the local replicas and load the partitions this broker leads already."""
+        self.writer.add_role_listener(self.on_role_change)
+        for part in self.writer.roles():
             self.on_role_change(part)
 
     def stop(self) -> None:
         """Stop listening; drop every loaded partition."""
-        if self.on_role_change in self.replica_manager.role_listeners:
-            self.replica_manager.role_listeners.remove(self.on_role_change)
+        self.writer.remove_role_listener(self.on_role_change)
         for p in list(self._loaded):
             self._unload(p)
 
-    def on_role_change(self, part: Partition) -> None:
+    def on_role_change(self, part: PartitionRole) -> None:
         """A replica changed role: load a partition of the topic this broker now leads (at a new leader
         epoch), drop one it stopped leading. In the event loop."""
         if part.topic != self.topic.name:
@@ -209,7 +207,7 @@ class CoordinatorPartitions(Generic[S]):
             log.info("broker %d no longer coordinates the %s of %s-%d (%d %s dropped)", self.broker_id,
                      self.topic.keys, self.topic.name, partition, len(loaded.state), self.topic.keys)
 
-    async def _load(self, part: Partition, entry: LoadedPartition[S]) -> None:
+    async def _load(self, part: PartitionRole, entry: LoadedPartition[S]) -> None:
         """Read the partition's log from its start to its end and fold it into ``entry``."""
         started = time.perf_counter()
         try:
@@ -235,13 +233,14 @@ class CoordinatorPartitions(Generic[S]):
             except Exception:
                 log.exception("the load listener of %s failed", part.name)
 
-    def _read_state(self, part: Partition) -> tuple[S, int]:
+    def _read_state(self, part: PartitionRole) -> tuple[S, int]:
         """The state of a partition's log (blocking). Everything up to the log end offset: as the leader,
         every record in the log is one the coordinator's predecessors wrote (and the ISR will hold)."""
-        plog, state, records = part.log, self._new_state(), 0
-        start, end = plog.log_start_offset, plog.log_end_offset
+        state, records = self._new_state(), 0
+        start, end = self.writer.log_offsets(part.topic, part.partition)
         while start < end:
-            rows = plog.read(start, max_bytes=LOAD_BYTES, end_offset=end, columns=LOAD_COLUMNS, control_records=True)
+            rows = self.writer.read_local(part.topic, part.partition, start, end_offset=end, max_bytes=LOAD_BYTES,
+                                          columns=LOAD_COLUMNS)
             if rows.num_rows == 0:
                 break
             records += self._fold(state, rows)
@@ -261,7 +260,7 @@ class CoordinatorPartitions(Generic[S]):
         """
         partition = coordinator_partition(key, await self.num_partitions())
         entry = self._loaded.get(partition)
-        part = self.replica_manager.local_partition(self.topic.name, partition)
+        part = self.writer.role(self.topic.name, partition)
         if part is not None and part.is_leader and (entry is None or entry.leader_epoch != part.leader_epoch):
             self.on_role_change(part)  # a role change not heard of yet (the listener runs after the lock)
             entry = self._loaded.get(partition)
@@ -284,7 +283,7 @@ class CoordinatorPartitions(Generic[S]):
             LeaderNotAvailableError: the partition has no live leader (retriable).
         """
         partition = coordinator_partition(key, await self.num_partitions(create=create))
-        part = self.replica_manager.local_partition(self.topic.name, partition)
+        part = self.writer.role(self.topic.name, partition)
         if part is not None and part.is_leader:
             return None
         state = await self.cache.partition_state(self.topic.name, partition)
@@ -303,7 +302,7 @@ class CoordinatorPartitions(Generic[S]):
             partition = coordinator_partition(key, await self.num_partitions())
         except NotCoordinatorError:
             return None
-        part = self.replica_manager.local_partition(self.topic.name, partition)
+        part = self.writer.role(self.topic.name, partition)
         if part is not None and part.is_leader:
             return self.broker_id
         leader = (await self.cache.partition_state(self.topic.name, partition)).leader
@@ -351,7 +350,7 @@ class CoordinatorPartitions(Generic[S]):
             if (await self.cache.partition_state(self.topic.name, p)).leader != self.broker_id:
                 continue
             entry = self._loaded.get(p)
-            part = self.replica_manager.local_partition(self.topic.name, p)
+            part = self.writer.role(self.topic.name, p)
             if part is not None and part.is_leader and (entry is None or entry.leader_epoch != part.leader_epoch):
                 self.on_role_change(part)
                 entry = self._loaded.get(p)
@@ -394,7 +393,7 @@ class CoordinatorPartitions(Generic[S]):
         meta = self.cache.cached_topic(self.topic.name)
         if meta is None:
             try:
-                meta = await self.replica_manager.topic_fresh(self.topic.name)
+                meta = await self.writer.topic(self.topic.name)
             except UnknownTopicError:
                 if not create:
                     raise NotCoordinatorError(self.topic.missing) from None
@@ -406,7 +405,7 @@ class CoordinatorPartitions(Generic[S]):
         if self.cache.cached_topic(self.topic.name) is not None:
             return True
         try:
-            await self.replica_manager.topic_fresh(self.topic.name)
+            await self.writer.topic(self.topic.name)
             return True
         except UnknownTopicError:
             return False
@@ -431,4 +430,4 @@ class CoordinatorPartitions(Generic[S]):
             log.info("created %s: %d partitions, replication factor %d", t.name, meta.partitions_count, rf)
             return meta
         except TopicExistsError:
-            return await self.replica_manager.topic_fresh(t.name)
+            return await self.writer.topic(t.name)

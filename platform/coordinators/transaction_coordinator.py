@@ -1,16 +1,16 @@
 """The transaction coordinator as every broker sees it: a transactional id's requests are answered by its
 coordinator, the leader of the id's ``__transaction_state`` partition
-(:func:`~lakelog.producers.transaction_records.partition_for`, Kafka's rule), wherever that is.
+(:func:`~lakelog.coordinators.transaction_records.partition_for`, Kafka's rule), wherever that is.
 
 Any broker accepts these requests (Kafka's clients find the coordinator with FindCoordinator; an HTTP
 client may talk to any broker): :class:`TransactionCoordinator` serves them with this broker's
-:class:`~lakelog.producers.transaction_log.TransactionStateManager` when this broker is the coordinator,
+:class:`~lakelog.coordinators.transaction_log.TransactionStateManager` when this broker is the coordinator,
 else sends them to it through the leader client (the internal ``/lakelog/v1/coordinator/transactions``
 routes, which answer only as the coordinator), and sends them again while the coordinator moves
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a leader election), for up to ``request.timeout.ms``
-(:func:`~lakelog.replication.coordinator_partitions.retry_while_moving`), as the group coordinator does.
+(:func:`~lakelog.coordinators.coordinator_partitions.retry_while_moving`), as the group coordinator does.
 
-Between brokers a :class:`~lakelog.producers.transaction_state.TransactionMetadata` travels as the dict of
+Between brokers a :class:`~lakelog.coordinators.transaction_state.TransactionMetadata` travels as the dict of
 :func:`metadata_to_dict` (read back by :func:`metadata_from_dict`).
 """
 
@@ -21,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 from lakelog.config import BrokerSettings
+from lakelog.coordinators.coordinator_partitions import retry_while_moving
+from lakelog.coordinators.transaction_log import TransactionStateManager
+from lakelog.coordinators.transaction_state import TransactionMetadata, TransactionState
 from lakelog.producers.errors import InvalidProducerIdMappingError, InvalidTransactionalIdError, InvalidTxnStateError
 from lakelog.producers.producer_ids import ProducerIdAndEpoch
-from lakelog.producers.transaction_log import TransactionStateManager
-from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
 from lakelog.protocol.producer_headers import ProducerBatch
-from lakelog.replication.coordinator_partitions import retry_while_moving
 from lakelog.replication.leader_client import LeaderClient
 
 _PREPARED = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)

@@ -9,7 +9,7 @@ locks. Each decision takes the current :class:`TransactionMetadata` of one trans
 coordinator knows none) and answers a small result: the new metadata to write, or an error.
 
 The caller keeps Kafka's order (its pending state and ``TxnTransitMetadata``): it writes the new metadata
-to ``__transaction_state`` first (:mod:`lakelog.producers.transaction_records`), and only once the write
+to ``__transaction_state`` first (:mod:`lakelog.coordinators.transaction_records`), and only once the write
 is acknowledged makes it the current metadata; while a write is in flight it passes ``pending=True``, so
 another request for the same id is answered :class:`~lakelog.producers.errors.ConcurrentTransactionsError`.
 A failed write leaves the current metadata as it was, so a retry decides again from it (Kafka needs a
@@ -438,7 +438,7 @@ def expired_transactional_ids(metadatas: Iterable[TransactionMetadata], *, now_m
     """The transactional ids to forget: idle (Empty, CompleteCommit, CompleteAbort) and not updated for
     ``transactional.id.expiration.ms`` (``txn_last_update_timestamp_ms <= now_ms - expiration``; Kafka's
     ``TransactionStateManager.enableTransactionalIdExpiration``, state Dead). The caller writes a
-    tombstone for each (:func:`lakelog.producers.transaction_records.tombstone_of`), then drops it.
+    tombstone for each (:func:`lakelog.coordinators.transaction_records.tombstone_of`), then drops it.
 
     Returns:
         The transactional ids, in the order of ``metadatas``.

@@ -5,14 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.producers.errors import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-)
-from lakelog.producers.transaction_state import (
+from lakelog.coordinators.transaction_state import (
     VALID_PREVIOUS_STATES,
     TransactionMetadata,
     TransactionState,
@@ -24,6 +17,13 @@ from lakelog.producers.transaction_state import (
     init_producer_id,
     is_epoch_exhausted,
     is_valid_transition,
+)
+from lakelog.producers.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
 )
 
 S = TransactionState

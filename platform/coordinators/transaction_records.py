@@ -1,7 +1,7 @@
 """The records of the internal topic ``__transaction_state``: their keys and values, and which partition
 holds a transactional id.
 
-Kafka keeps each transactional id's :class:`~lakelog.producers.transaction_state.TransactionMetadata` as a
+Kafka keeps each transactional id's :class:`~lakelog.coordinators.transaction_state.TransactionMetadata` as a
 record of its compacted internal topic ``__transaction_state`` (``kafka.coordinator.transaction.TransactionLog``,
 KIP-98); lakelog does the same, with JSON keys and values (the topic's Delta table is then readable in SQL
 with ``from_json``), as ``__consumer_offsets`` does (:mod:`lakelog.consumer_groups.offset_records`):
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
+from lakelog.coordinators.transaction_state import TransactionMetadata, TransactionState
 from lakelog.protocol.partitioner import coordinator_partition
 
 log = logging.getLogger(__name__)
