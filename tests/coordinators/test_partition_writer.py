@@ -6,6 +6,7 @@ a transaction marker that its marker listeners hear."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 
@@ -21,6 +22,14 @@ from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.errors import LeaderNotAvailableError
 from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.runtime.zookeeper_server import free_port
+from tests.test_layers import ROOT, _imports, _modules
+
+#: The coordinators: every module of ``coordinators/`` and the group coordinator's of ``consumer_groups/``.
+COORDINATOR_MODULES = ("lakelog.coordinators.", "lakelog.consumer_groups.coordinator",
+                       "lakelog.consumer_groups.group_metadata")
+#: What only the writer's implementation may touch: the replica manager, its replicas, the partition logs.
+REPLICA_INTERNALS = ("lakelog.replication.replica_manager", "lakelog.replication.partition",
+                     "lakelog.log_tables.partition_log")
 
 
 def _parameters(function) -> list[tuple[str, inspect._ParameterKind]]:
@@ -38,6 +47,25 @@ def test_the_adapter_has_every_method_of_the_protocol_with_its_parameters():
             continue
         assert _parameters(got) == _parameters(wanted), name
         assert inspect.iscoroutinefunction(got) == inspect.iscoroutinefunction(wanted), name
+
+
+def test_the_coordinators_reach_the_replicas_only_through_the_writer():
+    """No coordinator module imports the replica manager, a replica or a partition log, or reads an attribute
+    named ``replica_manager`` or ``log`` (Kafka's coordinators see a ``PartitionWriter``, never the
+    ``ReplicaManager``)."""
+    checked, reaching = [], []
+    for path, module in _modules():
+        if not module.startswith(COORDINATOR_MODULES):
+            continue
+        checked.append(module)
+        tree = ast.parse(path.read_text(), str(path))
+        package = module.rsplit(".", 1)[0]
+        reaching += [f"{path.relative_to(ROOT)}:{line} imports {imported}" for line, imported in _imports(tree, package)
+                     if imported.startswith(REPLICA_INTERNALS)]
+        reaching += [f"{path.relative_to(ROOT)}:{node.lineno} reads .{node.attr}" for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr in ("replica_manager", "log")]
+    assert "lakelog.coordinators.transaction_log" in checked and "lakelog.consumer_groups.group_metadata" in checked
+    assert not reaching, "through the PartitionWriter instead:\n" + "\n".join(reaching)
 
 
 def test_roles_appends_local_reads_and_markers_through_the_writer(zk_connect, tmp_path):
