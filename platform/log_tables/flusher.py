@@ -19,7 +19,7 @@ Steps of one round (mirrored by comments in :meth:`LakeFlusher._run`):
    The bound keeps a round finite under constant load: records produced during the round wait for the
    next one, and steps 3 and 4 run every round;
 3. merge the oldest small data files when the table holds too many
-   (:func:`~lakelog.log_tables.compaction.compact_if_needed`), fsync the tail when ``flush.ms`` is due;
+   (:func:`~lakelog.log_tables.file_merges.merge_if_needed`), fsync the tail when ``flush.ms`` is due;
 4. every ``log.retention.check.interval.ms`` (the first time one interval after the open): the log's
    maintenance (:meth:`LogLifecycle.run <lakelog.log_tables.lifecycle.LogLifecycle.run>`: Delta table
    properties, retention, VACUUM unless the VACUUM timer below ran one within the interval), in a worker
@@ -78,7 +78,7 @@ import logging
 import time
 
 from lakelog.errors import LakelogError
-from lakelog.log_tables.compaction import compact_if_needed, flush_commit_bytes
+from lakelog.log_tables.file_merges import merge_if_needed, flush_commit_bytes
 from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import PartitionLog
 
@@ -98,7 +98,7 @@ class LakeFlusher:
         log: the partition log.
         interval_ms: time between flushes. Default: the topic's ``lake.commit.interval.ms``.
         commit_bytes: tail bytes that start a flush early, and the most one commit takes (also at most
-            the log's merge target, :func:`~lakelog.log_tables.compaction.merge_target_bytes`, so a
+            the log's merge target, :func:`~lakelog.log_tables.file_merges.merge_target_bytes`, so a
             flushed file is never larger than a merge would build). Default: the topic's
             ``lake.commit.bytes``.
         segment_files_max: data files after which the oldest small ones are merged; None = never.
@@ -209,7 +209,7 @@ class LakeFlusher:
                               extra={"topic": self.log.topic, "partition": self.log.partition})
             # 3. merge small files, fsync when flush.ms is due
             if self.log.tiered:  # a log without a tail is compacted after its appends (group commit, follower)
-                await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+                await merge_if_needed(self.log, segment_files_max=self._segment_files_max)
             if self.log.fsyncs:
                 await asyncio.to_thread(self.log.sync_if_due)
             # 4. retention and VACUUM when log.retention.check.interval.ms is due at the round's start

@@ -20,7 +20,7 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
    (the replica manager folds those into the producer state and moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;
 6. without a tail: when the table holds more than ``segment_files_max`` data files, merge the oldest
-   small ones (:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`):
+   small ones (:meth:`LogLifecycle.merge_head <lakelog.log_tables.lifecycle.LogLifecycle.merge_head>`):
    a delta-rs commit costs time per file in the table.
    (With a tail the flusher does this after its commits.)
 """
@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
-from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.file_merges import merge_if_needed
 from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.schema import TRANSACTIONAL_BIT
@@ -162,7 +162,7 @@ class GroupCommitter:
             # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
             # failure is logged and the next commit tries again (with a tail, the flusher does it)
             if not self.log.tiered:
-                await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+                await merge_if_needed(self.log, segment_files_max=self._segment_files_max)
 
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""

@@ -56,8 +56,8 @@ from deltalake import CommitProperties, write_deltalake
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES, CleanResult, clean, cleaned_offset, needs_cleaning
-from lakelog.log_tables import compaction
-from lakelog.log_tables.compaction import COMPACTION_TARGET_BYTES, merge_target_bytes
+from lakelog.log_tables import file_merges
+from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, merge_target_bytes
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
@@ -165,18 +165,18 @@ class LogLifecycle:
         self._expiries_lock = threading.Lock()
         self._last_vacuum = float("-inf")  # time.monotonic() at the start of the last VACUUM
 
-    def needs_compaction(self, *, max_files: int = 64, max_file_bytes: int = COMPACTION_TARGET_BYTES) -> bool:
-        """True when the table holds more than ``max_files`` data files that :meth:`compact_head` may merge
+    def needs_merge(self, *, max_files: int = 64, max_file_bytes: int = MERGE_TARGET_BYTES) -> bool:
+        """True when the table holds more than ``max_files`` data files that :meth:`merge_head` may merge
         (smaller than half of ``max_file_bytes``, plus commits not indexed yet): a cheap, in-memory check."""
         state = self._state
-        return compaction.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
+        return file_merges.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
 
-    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = COMPACTION_TARGET_BYTES,
+    def merge_head(self, *, keep_newest: int = 16, max_file_bytes: int = MERGE_TARGET_BYTES,
                      max_run_bytes: int = 256 * 1024 * 1024) -> int:
         """Merge the oldest run of small data files into one, in offset order (one Delta commit; see
-        :mod:`~lakelog.log_tables.compaction`, sizes in bytes). A failed commit is logged, the log re-read,
+        :mod:`~lakelog.log_tables.file_merges`, sizes in bytes). A failed commit is logged, the log re-read,
         and 0 returned. Returns the number of files replaced."""
-        return self._writer.compact_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
+        return self._writer.merge_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
                                          max_run_bytes=max_run_bytes)
 
     def run(self, *, now_ms: int | None = None, skip_vacuum_within_s: float = 0.0) -> MaintenanceResult:
@@ -207,7 +207,7 @@ class LogLifecycle:
         """Run the log cleaner when the table needs it (:func:`~lakelog.log_tables.cleaner.needs_cleaning`),
         or always with ``force`` (tombstones past ``delete.retention.ms``): one Delta commit keeping the
         latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`), in files of
-        at most :func:`~lakelog.log_tables.compaction.merge_target_bytes` (so ``retention.bytes`` of a
+        at most :func:`~lakelog.log_tables.file_merges.merge_target_bytes` (so ``retention.bytes`` of a
         ``compact,delete`` topic can remove them).
 
         The cleaned offset (Kafka's cleaner checkpoint) is kept in the log's state; after a restart or a

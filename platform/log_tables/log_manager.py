@@ -4,7 +4,7 @@ Each replica's log is ``{log.dirs}/{topic}-{partition}/``, a Delta table. A topi
 table (``_lakelog_topic_id``) tells a table of a deleted-and-re-created topic of the same name apart: it
 is removed before the new topic's log is created there.
 
-:func:`~lakelog.log_tables.compaction.compact_if_needed` runs after Delta commits: the flusher's
+:func:`~lakelog.log_tables.file_merges.merge_if_needed` runs after Delta commits: the flusher's
 (:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
 and the follower's replicated append (through :meth:`LogManager.compact_after_append`).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
-from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.file_merges import merge_if_needed
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import table_dir_name
 
@@ -97,10 +97,11 @@ class LogManager:
 
     async def compact_after_append(self, plog: PartitionLog) -> None:
         """After a follower's append: a log without a segment tail made a Delta commit, so run
-        :func:`compact_if_needed` with this broker's ``log.segment.files.max``; a log with a tail is
-        compacted by its flusher after the flusher's commits."""
+        :func:`merge_if_needed` (small files merged, not log compaction) with this broker's
+        ``log.segment.files.max``; a log with a tail has its files merged by its flusher after the flusher's
+        commits."""
         if not plog.tiered:
-            await compact_if_needed(plog, segment_files_max=self.segment_files_max)
+            await merge_if_needed(plog, segment_files_max=self.segment_files_max)
 
 
 def _rename_for_deletion(table_dir: Path) -> Path | None:

@@ -1,7 +1,7 @@
 """The one writer of a partition log: serialised appends and Delta commits that keep the log's state in step.
 
 Two locks, always taken in this order: ``lake_lock`` serialises the Delta commits (flush of the
-segment tail, truncation, compaction, and the appends of a log without a tail: one writer per table);
+segment tail, truncation, merges of small files, and the appends of a log without a tail: one writer per table);
 ``lock`` serialises appends to the segment tail and the state changes. So an append to the tail never
 waits for a Delta commit: the flusher holds only ``lake_lock`` while it commits.
 
@@ -48,7 +48,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables import compaction
+from lakelog.log_tables import file_merges
 from lakelog.log_tables.committer_leases import PartitionLease
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import (CommitFailedError, LogClosedError, NonContiguousOffsetsError,
@@ -281,7 +281,7 @@ class LogWriter:
         with self.lake_lock, self.lock:
             self.config = config
             if self.segments is not None:
-                self.segments.configure(segment_bytes=compaction.tail_segment_bytes(config),
+                self.segments.configure(segment_bytes=file_merges.tail_segment_bytes(config),
                                         segment_ms=config.segment_ms, flush_messages=config.flush_messages,
                                         flush_ms=config.flush_ms)
             elif config.lake_commit_interval_ms > 0 and not self.closed:
@@ -325,13 +325,13 @@ class LogWriter:
             log.info("truncated %s from log end offset %d to %d", self.name, old_leo, offset)
             return True
 
-    def compact_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
-        """:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`."""
+    def merge_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
+        """:meth:`LogLifecycle.merge_head <lakelog.log_tables.lifecycle.LogLifecycle.merge_head>`."""
         with self.lake_lock:
             if self.closed or not self.lake_commits_allowed():
                 return 0
             try:
-                merged = compaction.compact_oldest_run(
+                merged = file_merges.merge_oldest_run(
                     self.table, self.load_index(), name=self.name, keep_newest=keep_newest,
                     max_file_bytes=max_file_bytes, max_run_bytes=max_run_bytes,
                     compression_type=self.config.compression_type, lake_end_offset=self.state.lake_end_offset)

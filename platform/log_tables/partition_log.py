@@ -18,11 +18,11 @@ lives in :mod:`lakelog.log_tables.group_commit`.
   (:mod:`~lakelog.log_tables.tail_cache`) and leader epoch cache (:mod:`~lakelog.log_tables.leader_epochs`,
   KIP-101), changed atomically;
 - :mod:`~lakelog.log_tables.recovery`: that state from the table and the tail on open and after truncation;
-- :mod:`~lakelog.log_tables.table_writes`: the Delta commits (append, truncate, compaction rewrite);
+- :mod:`~lakelog.log_tables.table_writes`: the Delta commits (append, truncate, merge rewrite);
 - :mod:`~lakelog.log_tables.fetch`: reads, the tail cache first, then the data files through
   :mod:`~lakelog.log_tables.offset_scan` (the same code as Spark's
   :func:`~lakelog.log_tables.reader.read_offset_range`);
-- :mod:`~lakelog.log_tables.compaction`: which small files to merge, and the merge;
+- :mod:`~lakelog.log_tables.file_merges`: which small files to merge, and the merge;
 - :mod:`~lakelog.log_tables.lifecycle`: retention, log start offset moves, VACUUM (:attr:`PartitionLog.lifecycle`).
 
 Replication (see :mod:`lakelog.replication`) adds three operations: :meth:`PartitionLog.append_replicated`
@@ -48,7 +48,7 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
-from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES, tail_segment_bytes
+from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES, tail_segment_bytes
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 #: hand-off to a worker thread (see :meth:`PartitionLog.append_is_quick`).
 QUICK_APPEND_MAX_BYTES = 256 * 1024
 
-__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
+__all__ = ["MERGED_ROW_GROUP_ROWS", "MERGE_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
            "PARQUET_CODECS", "AppendInfo", "PartitionLog"]
 
 

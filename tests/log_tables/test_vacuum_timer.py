@@ -54,12 +54,12 @@ def test_a_removal_is_vacuumed_once_its_grace_ended_and_not_before(tmp_path):
 
 
 def test_a_merge_records_its_inputs_for_vacuum(tmp_path):
-    from lakelog.log_tables.compaction import compact_if_needed
+    from lakelog.log_tables.file_merges import merge_if_needed
 
     log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
     log.lifecycle.sync_table_properties()
     fill(log, 6, timestamp_ms=int(time.time() * 1000))
-    asyncio.run(compact_if_needed(log, segment_files_max=4))
+    asyncio.run(merge_if_needed(log, segment_files_max=4))
     assert log.lifecycle.vacuum_due_at() is not None
     time.sleep(0.02)
     assert log.lifecycle.vacuum_if_due() >= 2 and log.lifecycle.vacuum_due_at() is None
