@@ -8,7 +8,8 @@ forward instead of waiting on the wall clock. Here the log layer's scheduler
 
 Two readings, as Kafka's ``milliseconds()`` / ``nanoseconds()``: :meth:`Time.time` (wall clock, seconds
 since the epoch: record timestamps, ``retention.ms``, Delta's ``deletionTimestamp``) and
-:meth:`Time.monotonic` (seconds from an arbitrary start: intervals and deadlines).
+:meth:`Time.monotonic` (seconds from an arbitrary start: intervals and deadlines). A wait costs a timer
+handle, not a task: :meth:`Time.wait` sets the caller's event when it times out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time as _time
+from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["MockTime", "SYSTEM_TIME", "SystemTime", "Time"]
@@ -31,12 +33,13 @@ class Time(Protocol):
         """Seconds from an arbitrary start, never going back."""
 
     async def wait(self, event: asyncio.Event, timeout_s: float | None) -> bool:
-        """Wait until ``event`` is set or ``timeout_s`` seconds of this clock passed (None: no limit).
-        Returns True when ``event`` was set."""
+        """Wait until ``event`` is set or ``timeout_s`` seconds of this clock passed (None: no limit); a
+        timeout sets ``event`` too (the caller clears it before its next wait). Returns True when ``event``
+        was set by someone else. No task is created: one waiting timer costs one timer handle."""
 
 
 class SystemTime:
-    """The machine's clocks (``time.time``, ``time.monotonic``); waits are asyncio timeouts."""
+    """The machine's clocks (``time.time``, ``time.monotonic``); waits are event-loop timers (``call_later``)."""
 
     def time(self) -> float:
         return _time.time()
@@ -49,11 +52,20 @@ class SystemTime:
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
+        timed_out = False
+
+        def time_out() -> None:
+            nonlocal timed_out
+            timed_out = True
+            event.set()
+
+        handle = None if timeout_s is None else asyncio.get_running_loop().call_later(timeout_s, time_out)
         try:
-            await asyncio.wait_for(event.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return False
-        return True
+            await event.wait()
+        finally:
+            if handle is not None:
+                handle.cancel()
+        return not timed_out
 
 
 #: The broker's clock unless one is injected.
@@ -68,15 +80,15 @@ class MockTime:
         monotonic_s: the monotonic reading at the start. Default: 0.
 
     :meth:`wait` returns when its event is set, or once :meth:`advance` moved the clock past its deadline
-    (from any thread); real time passing ends nothing.
+    (from any thread: it sets the event); real time passing ends nothing.
     """
 
     def __init__(self, *, start_s: float | None = None, monotonic_s: float = 0.0) -> None:
         self._wall_offset = (_time.time() if start_s is None else start_s) - monotonic_s
         self._monotonic = monotonic_s
         self._lock = threading.Lock()
-        # (deadline, event, loop) of every wait in progress
-        self._waiters: list[tuple[float, asyncio.Event, asyncio.AbstractEventLoop]] = []
+        # every wait in progress: its deadline, event, event loop and whether it timed out
+        self._waiters: list[_MockWait] = []
 
     def time(self) -> float:
         return self._wall_offset + self._monotonic
@@ -90,10 +102,12 @@ class MockTime:
             raise ValueError(f"a clock never goes back ({seconds} s)")
         with self._lock:
             self._monotonic += seconds
-            due = [w for w in self._waiters if w[0] <= self._monotonic]
-        for _, event, loop in due:
+            due = [w for w in self._waiters if w.deadline <= self._monotonic and not w.timed_out]
+            for w in due:
+                w.timed_out = True
+        for w in due:
             try:
-                loop.call_soon_threadsafe(event.set)
+                w.loop.call_soon_threadsafe(w.event.set)
             except RuntimeError:  # that event loop is closed
                 pass
 
@@ -106,20 +120,21 @@ class MockTime:
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
-        deadline = float("inf") if timeout_s is None else self._monotonic + timeout_s
-        woken = asyncio.Event()
-        waiter = (deadline, woken, asyncio.get_running_loop())
+        waiter = _MockWait(float("inf") if timeout_s is None else self._monotonic + timeout_s, event,
+                           asyncio.get_running_loop())
         with self._lock:
             self._waiters.append(waiter)
         try:
-            setter = asyncio.ensure_future(event.wait())
-            timer = asyncio.ensure_future(woken.wait())
-            try:
-                await asyncio.wait({setter, timer}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                setter.cancel()
-                timer.cancel()
-            return event.is_set()
+            await event.wait()
         finally:
             with self._lock:
                 self._waiters.remove(waiter)
+        return not waiter.timed_out
+
+
+@dataclass
+class _MockWait:
+    deadline: float
+    event: asyncio.Event
+    loop: asyncio.AbstractEventLoop
+    timed_out: bool = False

@@ -20,13 +20,13 @@ def test_mock_time_moves_only_when_advanced():
 def test_a_wait_on_mock_time_ends_when_the_clock_passes_its_deadline_or_its_event_is_set():
     async def run() -> list[tuple[str, bool]]:
         clock = MockTime()
-        event = asyncio.Event()
+        timer, forever = asyncio.Event(), asyncio.Event()
         ended: list[tuple[str, bool]] = []
 
-        async def waiter(name: str, timeout_s: float | None) -> None:
+        async def waiter(name: str, event: asyncio.Event, timeout_s: float | None) -> None:
             ended.append((name, await clock.wait(event, timeout_s)))
 
-        tasks = [asyncio.create_task(waiter("10s", 10.0)), asyncio.create_task(waiter("forever", None))]
+        tasks = [asyncio.create_task(waiter("10s", timer, 10.0)), asyncio.create_task(waiter("forever", forever, None))]
         await asyncio.sleep(0.2)                         # real time passing ends nothing
         assert ended == []
         clock.advance(9.0)
@@ -35,7 +35,7 @@ def test_a_wait_on_mock_time_ends_when_the_clock_passes_its_deadline_or_its_even
         clock.advance(1.0)                               # the 10 s deadline passed
         await asyncio.sleep(0.05)
         assert ended == [("10s", False)]
-        event.set()
+        forever.set()
         await asyncio.gather(*tasks)
         return ended
 

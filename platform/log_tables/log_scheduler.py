@@ -83,6 +83,10 @@ class LogScheduler:
         """Job runs in progress."""
         return len(self._running)
 
+    def next_due(self) -> float | None:
+        """The earliest due time of a waiting job (the clock's ``monotonic()`` seconds), or None."""
+        return min(self._due.values(), default=None)
+
     def schedule(self, job: LogJob, at: float) -> None:
         """Run ``job`` at ``at`` (the clock's ``monotonic()`` seconds) or earlier if it is due earlier
         already. In the event loop."""
