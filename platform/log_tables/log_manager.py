@@ -6,8 +6,8 @@ is removed before the new topic's log is created there.
 
 The log manager owns the broker's one :class:`~lakelog.log_tables.log_scheduler.LogScheduler` (Kafka's
 ``LogManager`` and its ``KafkaScheduler``) and the clock it runs on: every log it opens gets them
-(``lifecycle.scheduler``, ``lifecycle.clock``), and the log's flusher runs its flush rounds, retention,
-cleaning, VACUUM and merges as a job there, not as tasks of its own.
+(``lifecycle.scheduler``; the clock of its appends and timers), and the log's flusher runs its flush
+rounds, retention, cleaning, VACUUM and merges as a job there, not as tasks of its own.
 
 :func:`~lakelog.log_tables.file_merges.merge_if_needed` runs after Delta commits: the flusher's
 (:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
@@ -89,11 +89,11 @@ class LogManager:
             shutil.rmtree(uri)
         plog = PartitionLog.open(topic=topic, partition=partition, table_uri=uri, config=config,
                                  tail_cache_max_bytes=self.tail_cache_max_bytes,
-                                 initial_high_watermark=0 if replicated else None)
+                                 initial_high_watermark=0 if replicated else None, clock=self.clock)
         if not id_file.exists():
             id_file.write_text(topic_id)
         plog.honour_leases(self.leased_tables)
-        plog.lifecycle.clock, plog.lifecycle.scheduler = self.clock, self.scheduler
+        plog.lifecycle.scheduler = self.scheduler
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:
