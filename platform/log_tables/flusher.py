@@ -21,7 +21,8 @@ Steps of one run (mirrored by comments in :meth:`LakeFlusher.run_due` and :meth:
    commit per ``lake.commit.bytes`` or the log's merge target, whichever is smaller
    (:meth:`PartitionLog.flush_to_lake <lakelog.log_tables.partition_log.PartitionLog.flush_to_lake>`,
    in a worker thread: appends go on meanwhile, and the retention trigger below runs between two
-   commits when due); a failed commit is logged and retried next round.
+   commits when due, at most once an interval, and after the round's last); a failed commit is logged
+   and retried next round.
    The bound keeps a round finite under constant load: records produced during the round wait for the
    next one (one interval after this one's start), and steps 3 and 4 run every round;
 3. merge the oldest small data files when the table holds too many
@@ -148,6 +149,7 @@ class LakeFlusher:
         self._retention_due = False              # retention.bytes lets the oldest file go
         self._retention_not_before = -math.inf   # after a retention that removed nothing
         self._vacuum_not_before = -math.inf      # after a VACUUM that left a removal due
+        self._retention_ran_at = -math.inf       # clock.monotonic() of the last retention trigger
         self._closed = False
         #: flushes made and records committed by them (for metrics and tests)
         self.flushes = 0
@@ -274,6 +276,8 @@ class LakeFlusher:
         except Exception:
             log.exception("flushing %s-%d to Delta failed", self.log.topic, self.log.partition,
                           extra={"topic": self.log.topic, "partition": self.log.partition})
+        if self._retention_wanted():  # the round's commits let files go
+            await self._apply_retention()
         # 3. merge small files, fsync when flush.ms is due
         if self.log.tiered:  # a log without a tail has its files merged after its appends (group commit, follower)
             await merge_if_needed(self.log, segment_files_max=self._segment_files_max)
@@ -335,6 +339,7 @@ class LakeFlusher:
             return  # under an outside committer's lease: the first move after it
         # 2. retention (and retention.ms) in a worker thread
         removed = 0
+        self._retention_ran_at = self._clock.monotonic()
         try:
             removed = await asyncio.to_thread(lifecycle.apply_retention, now_ms=int(self._clock.time() * 1000))
         except asyncio.CancelledError:
@@ -368,11 +373,19 @@ class LakeFlusher:
             total += n
             self.flushes += 1
             self.records += n
-            # the retention trigger between a round's commits: a commit may have let the oldest file go
-            if not self._closed and (self._retention_due or self.log.lifecycle.retention_bytes_due()):
-                self._retention_due = False
+            # the retention trigger between a round's commits (at most once an interval: one retention commit
+            # removes every file that may go, so commits are not spent on one file each)
+            if self._clock.monotonic() - self._retention_ran_at >= self.interval_s and self._retention_wanted():
                 await self._apply_retention()
         return total
+
+    def _retention_wanted(self) -> bool:
+        """True when the retention trigger should run now: flagged by a high watermark move, or a commit
+        let the oldest file go (in memory: :meth:`LogLifecycle.retention_bytes_due`)."""
+        if self._closed or not (self._retention_due or self.log.lifecycle.retention_bytes_due()):
+            return False
+        self._retention_due = False
+        return True
 
     async def close(self, *, flush: bool = True) -> None:
         """Stop (a run in progress ends first); with ``flush``, commit what is below the high watermark
