@@ -233,6 +233,7 @@ class Broker:
         self.coordinator.stop()
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()
+        await self.log_manager.scheduler.close()
         try:
             await asyncio.to_thread(self.controller.stop)
             await asyncio.to_thread(self.zk.stop)

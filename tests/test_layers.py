@@ -3,7 +3,7 @@
 The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 
 ====  ===================================================================
-0     ``errors.py``, ``config.py``, ``processes.py``, ``protocol/``
+0     ``errors.py``, ``config.py``, ``processes.py``, ``clock.py``, ``protocol/``
 1     ``log_tables/``
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``coordinators/``, ``security/``
@@ -32,6 +32,7 @@ DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 #: top-level module or subpackage of ``lakelog`` -> layer
 LAYERS: dict[str, int] = {
     "errors": 0, "config": 0, "processes": 0, "protocol": 0, "defaults": 0,
+    "clock": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "coordinators": 3, "security": 3,

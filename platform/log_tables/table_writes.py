@@ -1,4 +1,4 @@
-"""The Delta commits a partition log makes: append, truncate, compact. Each is one atomic Delta transaction.
+"""The Delta commits a partition log makes: append, truncate, rewrite. Each is one atomic Delta transaction.
 
 Every commit records the table's end offset after it (the *lake end offset*: the first offset not in
 the table) in its commitInfo (:data:`LAKE_END_OFFSET_KEY`), so recovery finds the end of a table whose
@@ -129,7 +129,7 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
 def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, compression_type: str,
                    lake_end_offset: int, target_file_size: int, row_group_rows: int,
                    extra_metadata: dict[str, str] | None = None) -> int:
-    """Replace the files holding offsets ``[first, last]`` by ``rows`` (compaction): one commit.
+    """Replace the files holding offsets ``[first, last]`` by ``rows`` (a merge, a cleaning): one commit.
 
     An ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's replaceWhere), so readers of an
     older version keep their files; a later VACUUM removes them.

@@ -3,7 +3,7 @@
 Every delta-rs commit costs time proportional to the files in the table's snapshot (about 0.1 ms per
 file measured on 2 cores), so the many small files of group commits slow later commits. The log merges
 the oldest run of small files into one file, in offset order, in one commit
-(:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`); this
+(:meth:`LogLifecycle.merge_head <lakelog.log_tables.lifecycle.LogLifecycle.merge_head>`); this
 module chooses the run and builds the merged rows.
 
 Size-tiered, so no byte is rewritten more than a few times: among the files older than the
@@ -41,24 +41,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "RETENTION_BYTES_PER_FILE", "choose_run",
-           "compact_oldest_run", "flush_commit_bytes", "merge_target_bytes", "merged_rows", "rewrite", "small_files",
-           "tail_segment_bytes"]
+__all__ = ["MERGED_ROW_GROUP_ROWS", "MERGE_TARGET_BYTES", "RETENTION_BYTES_PER_FILE", "choose_run",
+           "flush_commit_bytes", "merge_oldest_run", "merge_target_bytes", "merged_rows", "rewrite",
+           "small_files", "tail_segment_bytes"]
 
-#: Target size of a compacted file: files under half of it are merged.
-COMPACTION_TARGET_BYTES = 64 * 1024 * 1024
-#: Rows per Parquet row group in compacted files, so readers can skip row groups by offset statistics.
-COMPACTION_ROW_GROUP_ROWS = 64 * 1024
+#: Target size of a merged file: files under half of it are merged.
+MERGE_TARGET_BYTES = 64 * 1024 * 1024
+#: Rows per Parquet row group in merged files, so readers can skip row groups by offset statistics.
+MERGED_ROW_GROUP_ROWS = 64 * 1024
 #: A log with ``retention.bytes`` merges files of at most this share of it (1/8): retention removes whole
 #: files, so its oldest file is the slack above ``retention.bytes`` (Kafka: one segment), and a merge's
 #: inputs stay on disk until VACUUM (one more file's worth). With 50 MiB, files of at most 6.25 MiB.
 RETENTION_BYTES_PER_FILE = 8
 
 
-def merge_target_bytes(config: TopicConfig, *, default: int = COMPACTION_TARGET_BYTES) -> int:
+def merge_target_bytes(config: TopicConfig, *, default: int = MERGE_TARGET_BYTES) -> int:
     """The largest file a merge (or a cleaning) of a log with ``config`` builds, in bytes.
 
-    ``default`` (:data:`COMPACTION_TARGET_BYTES`), at most ``segment.bytes`` (Kafka's segments never
+    ``default`` (:data:`MERGE_TARGET_BYTES`), at most ``segment.bytes`` (Kafka's segments never
     grow past it: the unit retention deletes by) and, when ``cleanup.policy`` has ``delete`` and
     ``retention.bytes`` is set, at most ``retention.bytes / RETENTION_BYTES_PER_FILE`` (Kafka's
     ``UnifiedLog.deleteRetentionSizeBreachedSegments`` removes whole segments only, so a file larger than
@@ -89,12 +89,12 @@ def tail_segment_bytes(config: TopicConfig) -> int:
     return max(1, min(config.segment_bytes, flush_commit_bytes(config)))
 
 
-def small_files(files: Sequence[DataFile], max_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:
+def small_files(files: Sequence[DataFile], max_file_bytes: int = MERGE_TARGET_BYTES) -> int:
     """How many of ``files`` a merge may take: those smaller than half of ``max_file_bytes``."""
     return sum(1 for f in files if f.has_offset_stats and f.size_bytes < max_file_bytes // 2)
 
 
-def choose_run(files: Sequence[DataFile], *, keep_newest: int, max_file_bytes: int = COMPACTION_TARGET_BYTES,
+def choose_run(files: Sequence[DataFile], *, keep_newest: int, max_file_bytes: int = MERGE_TARGET_BYTES,
                max_run_bytes: int = 256 * 1024 * 1024) -> list[DataFile]:
     """The oldest run of small files worth merging (see the module docstring), or ``[]``.
 
@@ -140,17 +140,17 @@ def merged_rows(snapshot: FileSnapshot, run: Sequence[DataFile]) -> pa.Table:
 def rewrite(table: DeltaTable, snapshot: FileSnapshot, run: Sequence[DataFile], *, compression_type: str,
             lake_end_offset: int, max_run_bytes: int) -> int:
     """Replace the files of ``run`` by one file of their rows in offset order (row groups of
-    :data:`COMPACTION_ROW_GROUP_ROWS` rows): one Delta commit; return the new table version.
+    :data:`MERGED_ROW_GROUP_ROWS` rows): one Delta commit; return the new table version.
 
     Raises:
         Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
     """
     return commit_rewrite(table, merged_rows(snapshot, run), first=run[0].min_offset, last=run[-1].max_offset,
                           compression_type=compression_type, lake_end_offset=lake_end_offset,
-                          target_file_size=max_run_bytes * 4, row_group_rows=COMPACTION_ROW_GROUP_ROWS)
+                          target_file_size=max_run_bytes * 4, row_group_rows=MERGED_ROW_GROUP_ROWS)
 
 
-def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, keep_newest: int,
+def merge_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, keep_newest: int,
                        max_file_bytes: int, max_run_bytes: int, compression_type: str, lake_end_offset: int) -> int:
     """Merge the oldest run of small files of ``snapshot`` (:func:`choose_run`, :func:`rewrite`).
 
@@ -161,7 +161,7 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
         compression_type, lake_end_offset: as :func:`rewrite`.
 
     Returns:
-        The number of files replaced (0 when there was nothing worth compacting).
+        The number of files replaced (0 when there was nothing worth merging).
 
     Raises:
         Exception: the commit failed (logged here); the outcome is ambiguous until the table is re-read.
@@ -175,13 +175,13 @@ def compact_oldest_run(table: DeltaTable, snapshot: FileSnapshot, *, name: str, 
         rewrite(table, snapshot, run, compression_type=compression_type, lake_end_offset=lake_end_offset,
                 max_run_bytes=max_run_bytes)
     except Exception:
-        log.exception("compacting %s offsets %d..%d failed", name, lo, hi)
+        log.exception("merging %s offsets %d..%d failed", name, lo, hi)
         raise
-    log.info("compacted %d files (offsets %d..%d, %d bytes) of %s", len(run), lo, hi, size, name)
+    log.info("merged %d files (offsets %d..%d, %d bytes) of %s", len(run), lo, hi, size, name)
     return len(run)
 
 
-async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | None) -> None:
+async def merge_if_needed(plog: "PartitionLog", *, segment_files_max: int | None) -> None:
     """Merge the oldest small files of ``plog`` when its table holds more than ``segment_files_max`` data
     files (each delta-rs commit costs time per file), keeping the newest quarter as they are; merged files
     are at most :func:`merge_target_bytes` of the log's topic config. The merge's inputs are recorded for
@@ -194,12 +194,12 @@ async def compact_if_needed(plog: "PartitionLog", *, segment_files_max: int | No
         return
     try:
         target = merge_target_bytes(plog.config)
-        if plog.lifecycle.needs_compaction(max_files=segment_files_max, max_file_bytes=target):
-            merged = await asyncio.to_thread(plog.lifecycle.compact_head, keep_newest=max(1, segment_files_max // 4),
+        if plog.lifecycle.needs_merge(max_files=segment_files_max, max_file_bytes=target):
+            merged = await asyncio.to_thread(plog.lifecycle.merge_head, keep_newest=max(1, segment_files_max // 4),
                                              max_file_bytes=target)
             if merged:  # the merge's inputs leave the disk after lake.vacuum.retention.ms
                 plog.lifecycle.note_removal()
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("compaction of %s-%d failed", plog.topic, plog.partition)
+        log.exception("merging small files of %s-%d failed", plog.topic, plog.partition)

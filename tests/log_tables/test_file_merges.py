@@ -31,16 +31,16 @@ def _read_all(log: PartitionLog) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
+def test_merge_head_merges_old_files_and_keeps_every_offset(tmp_path):
     log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE,
                             tail_cache_max_bytes=0)
     for i in range(40):
         _append(log, 50, i)
     before = _read_all(log)
     assert len(log._state.files.files) + log._state.commits_since_index == 40
-    assert log.lifecycle.needs_compaction(max_files=30)
+    assert log.lifecycle.needs_merge(max_files=30)
 
-    merged = log.lifecycle.compact_head(keep_newest=5)
+    merged = log.lifecycle.merge_head(keep_newest=5)
 
     assert merged == 35
     dt = DeltaTable(str(tmp_path / "t-0"))
@@ -59,15 +59,15 @@ def test_compact_head_merges_old_files_and_keeps_every_offset(tmp_path):
     assert reopened.log_end_offset == 2010
 
 
-def test_compact_head_leaves_large_files_and_needs_two_small_ones(tmp_path):
+def test_merge_head_leaves_large_files_and_needs_two_small_ones(tmp_path):
     log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
     for i in range(3):
         _append(log, 10, i)
-    assert log.lifecycle.compact_head(keep_newest=2) == 0  # only one file older than the newest two
-    assert log.lifecycle.compact_head(keep_newest=0, max_file_bytes=1) == 0  # every file counts as large
+    assert log.lifecycle.merge_head(keep_newest=2) == 0  # only one file older than the newest two
+    assert log.lifecycle.merge_head(keep_newest=0, max_file_bytes=1) == 0  # every file counts as large
 
 
-def test_group_committer_compacts_when_the_table_grows(tmp_path):
+def test_group_committer_merges_files_when_the_table_grows(tmp_path):
     log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=SYNC_LAKE)
 
     async def run() -> None:
