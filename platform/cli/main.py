@@ -30,13 +30,11 @@ zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``,
 
 from __future__ import annotations
 
-import base64
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from lakelog.cli.acls import acls_app
 from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
@@ -92,6 +90,7 @@ def sql(
 ) -> None:
     """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns."""
     from lakelog.spark import session
+    from lakelog.spark.display import print_dataframe
     from lakelog.spark.sql import register_topics_from_gateway
 
     spark = session()
@@ -99,31 +98,9 @@ def sql(
         with gateway_client(bootstrap_server) as client:
             register_topics_from_gateway(spark, client)
         df = spark.sql(query)
-        print_dataframe(df, max_rows=max_rows)
+        print_dataframe(df, max_rows=max_rows, console=console)
     finally:
         spark.stop()
-
-
-def print_dataframe(df, *, max_rows: int = 100, title: str | None = None) -> None:
-    """Print a Spark DataFrame as a rich table (binary shown as UTF-8 text where it decodes)."""
-    rows = df.limit(max_rows + 1).collect()
-    table = Table(*df.columns, title=title)
-    for row in rows[:max_rows]:
-        table.add_row(*[_cell(v) for v in row])
-    console.print(table)
-    if len(rows) > max_rows:
-        console.print(f"(only the first {max_rows} rows shown)")
-
-
-def _cell(value) -> str:
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(value).decode()
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return "null" if value is None else str(value)
 
 
 # -- setup and demo ------------------------------------------------------------------------------

@@ -262,7 +262,7 @@ def check_pipeline(spark, pipeline, output: str, total: int) -> None:
     """The pipeline's table must count every produced flight once; print the worst carriers."""
     from pyspark.sql import functions as F
 
-    from lakelog.cli.main import print_dataframe
+    from lakelog.spark.display import print_dataframe
 
     batches = spark.read.format("delta").load(output).select("batch_id").distinct().count()
     per_carrier = (pipeline.delays_view(spark, output).groupBy("carrier").agg(
@@ -341,7 +341,7 @@ def run_queries(spark, url: str, expected_total: int, *, access: dict | None = N
     Args:
         access: more :class:`LakelogClient` keyword arguments (credentials, TLS). Default: None.
     """
-    from lakelog.cli.main import print_dataframe
+    from lakelog.spark.display import print_dataframe
     from lakelog.spark.sql import register_topics_from_gateway
 
     console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables)")
