@@ -41,7 +41,6 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
-import lakelog.log_tables.errors  # noqa: F401  (registers the log's errors for error_from_response)
 from lakelog.log_tables.fetch import READ_END_OFFSET_KEY
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.protocol import media_types
