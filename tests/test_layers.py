@@ -7,6 +7,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 1     ``log_tables/``
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``security/``
+3.5   ``requests/`` (the request layer: one typed operation per request kind, for every front door)
 4     ``ingest_api/``, ``spark/``
 5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli.py``, ``client.py``, ``demo.py``,
       ``demo_secure.py``
@@ -30,11 +31,12 @@ SOURCE = ROOT / "platform"
 DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 
 #: top-level module or subpackage of ``lakelog`` -> layer
-LAYERS: dict[str, int] = {
+LAYERS: dict[str, float] = {
     "errors": 0, "config": 0, "processes": 0, "protocol": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "security": 3,
+    "requests": 3.5,
     "ingest_api": 4, "spark": 4,
     "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5, "demo_secure": 5,
     "cli_common": 5, "cli_processes": 5, "cli_topics": 5, "cli_groups": 5, "cli_records": 5, "cli_jobs": 5,

@@ -27,11 +27,11 @@ from lakelog.replication.metadata import TopicMetadata
 from lakelog.security.acls import Operation, ResourceType
 from lakelog.replication.partition_views import (
     PartitionSummary,
-    leader_offsets,
     local_offset_for_timestamp,
     partition_log_info,
     partition_summary,
 )
+from lakelog.requests import ListOffsetsRequest
 
 router = APIRouter()
 
@@ -60,8 +60,7 @@ async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]
 @router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
             summary="List topic names")
 async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
-    await broker.refresh_topics()
-    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(broker.topics()))
+    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(await broker.requests.list_topics()))
 
 
 @router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
@@ -70,7 +69,7 @@ async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[st
 async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
     """Describe and DescribeConfigs on the topic with ACLs checked (REST Proxy reads the configs with Kafka's
     DescribeConfigs)."""
-    meta = await broker.topic_fresh(topic)
+    meta = await broker.requests.describe_topic(topic)
     return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, meta))
 
 
@@ -104,11 +103,12 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
 async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:
-    offsets = await leader_offsets(broker.replica_manager, topic, partition)
-    found = None if timestamp_ms is None else await broker.offset_for_timestamp(topic, partition,
-                                                                                timestamp_ms=timestamp_ms)
+    listed = await broker.requests.list_offsets(ListOffsetsRequest(topic=topic, partition=partition,
+                                                                   timestamp_ms=timestamp_ms))
+    offsets = listed.offsets
     return models.PartitionOffsets(beginning_offset=offsets.log_start_offset, end_offset=offsets.high_watermark,
-                                   last_stable_offset=offsets.last_stable_offset, offset_for_timestamp=found)
+                                   last_stable_offset=offsets.last_stable_offset,
+                                   offset_for_timestamp=listed.offset_for_timestamp)
 
 
 @router.get("/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",
