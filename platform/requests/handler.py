@@ -13,6 +13,8 @@ fetch             :meth:`RequestHandler.fetch`                            Fetch
 list offsets      :meth:`RequestHandler.list_offsets`                     ListOffsets
 topics            :meth:`~RequestHandler.list_topics`,                    Metadata
                   :meth:`~RequestHandler.describe_topic`
+cluster, brokers, :attr:`RequestHandler.metadata`                         Metadata, DescribeCluster
+partitions        (:class:`~lakelog.requests.metadata.MetadataViews`)
 topic admin       :meth:`~RequestHandler.create_topic`,                   CreateTopics, DeleteTopics,
                   :meth:`~RequestHandler.delete_topic`,                   CreatePartitions
                   :meth:`~RequestHandler.create_partitions`
@@ -32,6 +34,7 @@ from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.requests import fetch as fetches
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.metadata import MetadataViews
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
 
@@ -56,6 +59,8 @@ class RequestHandler:
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client)
         self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
                                  coordinator=coordinator)
+        #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
+        self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager)
 
     async def produce(self, request: ProduceRequest) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
