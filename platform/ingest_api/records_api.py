@@ -51,6 +51,7 @@ from lakelog.protocol.producer_headers import (
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 from lakelog.requests import FetchRequest, ProduceRequest
+from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
 from lakelog.security.acls import Operation
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
@@ -288,9 +289,9 @@ async def produce_records(topic: TopicName, partition: PartitionId, request: Req
 async def fetch(
     topic: TopicName, partition: PartitionId, broker: BrokerDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
-    max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024,
-                                    description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.")] = 1024 * 1024,
-    max_wait_ms: Annotated[int | None, Query(ge=0, le=60_000,
+    max_bytes: Annotated[int, Query(gt=0, le=FETCH_MAX_BYTES_LIMIT, description=(
+        "Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB."))] = DEFAULT_FETCH_MAX_BYTES,
+    max_wait_ms: Annotated[int | None, Query(ge=0, le=FETCH_MAX_WAIT_MS_LIMIT,
                                              description="Long-poll when nothing is there. Default: fetch.max.wait.ms.")] = None,
     isolation_level: Annotated[IsolationLevel, Query(description=_ISOLATION_LEVEL)] = "read_uncommitted",
     accept: Annotated[str | None, Header()] = None,

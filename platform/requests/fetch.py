@@ -16,11 +16,20 @@ import pyarrow as pa
 
 from lakelog.config import BrokerSettings
 from lakelog.log_tables.transaction_index import IsolationLevel
+from lakelog.protocol.errors import FieldOutOfRangeError
 from lakelog.replication.consumer_fetch import next_offset
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp
 from lakelog.replication.replica_manager import ReplicaManager
 
-__all__ = ["FetchRequest", "FetchResult", "ListOffsetsRequest", "ListOffsetsResult", "fetch", "list_offsets"]
+__all__ = ["DEFAULT_FETCH_MAX_BYTES", "FETCH_MAX_BYTES_LIMIT", "FETCH_MAX_WAIT_MS_LIMIT", "FetchRequest", "FetchResult",
+           "ListOffsetsRequest", "ListOffsetsResult", "fetch", "list_offsets", "validate_fetch"]
+
+#: A fetch's ``max_bytes`` when the request leaves it out (1 MiB, Kafka's ``max.partition.fetch.bytes``).
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
+#: The largest ``max_bytes`` a fetch may ask for (256 MiB).
+FETCH_MAX_BYTES_LIMIT = 256 * 1024 * 1024
+#: The longest ``max_wait_ms`` a fetch may long-poll (60 s).
+FETCH_MAX_WAIT_MS_LIMIT = 60_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +48,7 @@ class FetchRequest:
     topic: str
     partition: int
     offset: int
-    max_bytes: int = 1024 * 1024
+    max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     max_wait_ms: int | None = None
     isolation_level: IsolationLevel = "read_uncommitted"
     columns: list[str] | None = None
@@ -62,13 +71,29 @@ class FetchResult:
     log_start_offset: int
 
 
-async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, request: FetchRequest) -> FetchResult:
-    """Read ``request`` on this broker, the partition's leader.
+def validate_fetch(request: FetchRequest) -> None:
+    """The bounds of a fetch: ``offset`` >= 0, ``max_bytes`` in 1 to :data:`FETCH_MAX_BYTES_LIMIT`,
+    ``max_wait_ms`` (when given) in 0 to :data:`FETCH_MAX_WAIT_MS_LIMIT`.
 
     Raises:
-        UnknownTopicError, UnknownPartitionError, NotLeaderError (naming the leader), LeaderNotAvailableError,
+        FieldOutOfRangeError: 422 / 42220 naming the field.
+    """
+    for name, value, low, high in (("offset", request.offset, 0, 2**63 - 1),
+                                   ("max_bytes", request.max_bytes, 1, FETCH_MAX_BYTES_LIMIT),
+                                   ("max_wait_ms", request.max_wait_ms, 0, FETCH_MAX_WAIT_MS_LIMIT)):
+        if value is not None and not low <= value <= high:
+            raise FieldOutOfRangeError(f"A fetch's {name} must be from {low} to {high}, not {value}.")
+
+
+async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, request: FetchRequest) -> FetchResult:
+    """Validate and read ``request`` on this broker, the partition's leader.
+
+    Raises:
+        FieldOutOfRangeError (:func:`validate_fetch`), UnknownTopicError, UnknownPartitionError,
+        NotLeaderError (naming the leader), LeaderNotAvailableError,
         OffsetOutOfRangeError: ``offset`` below the log start offset or above the high watermark.
     """
+    validate_fetch(request)
     wait_ms = settings.fetch_max_wait_ms if request.max_wait_ms is None else request.max_wait_ms
     rows, part = await replica_manager.fetch(request.topic, request.partition, request.offset,
                                              max_bytes=request.max_bytes, max_wait_ms=wait_ms,

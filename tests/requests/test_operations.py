@@ -15,7 +15,7 @@ from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.records import PRODUCE_SCHEMA
-from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
+from lakelog.protocol.errors import FieldOutOfRangeError, InvalidPartitionInRecordError, MalformedBodyError
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.protocol.producer_headers import InvalidProducerHeadersError, ProducerBatch
 from lakelog.replication.errors import UnknownPartitionError, UnknownTopicError
@@ -89,7 +89,7 @@ def test_topic_create_produce_fetch_and_delete_through_the_request_layer(zk_conn
     run_with_requests(zk_connect, tmp_path / "logs", scenario)
 
 
-def test_every_rule_of_a_produce_is_checked_before_anything_is_written(zk_connect, tmp_path, topic_name):
+def test_every_rule_of_a_produce_and_a_fetch_is_checked_before_anything_is_done(zk_connect, tmp_path, topic_name):
     async def scenario(requests: RequestHandler) -> None:
         await requests.create_topic(CreateTopicRequest(name=topic_name, partitions_count=2, replication_factor=1))
         refused = [
@@ -111,6 +111,9 @@ def test_every_rule_of_a_produce_is_checked_before_anything_is_written(zk_connec
             assert offsets.offsets.log_end_offset == 0, "a refused request wrote records"
         with pytest.raises(OffsetOutOfRangeError):
             await requests.fetch(FetchRequest(topic=topic_name, partition=0, offset=5, max_wait_ms=0))
+        for bounds in ({"offset": -1}, {"max_bytes": 0}, {"max_wait_ms": 60_001}):
+            with pytest.raises(FieldOutOfRangeError):
+                await requests.fetch(FetchRequest(topic=topic_name, partition=0, **{"offset": 0, **bounds}))
 
     run_with_requests(zk_connect, tmp_path / "logs", scenario)
 
