@@ -159,7 +159,8 @@ class Broker:
                                 leader_client=self.leader_client).attach()
         #: the operations every front door calls (Kafka's KafkaApis)
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
-                                       leader_client=self.leader_client, coordinator=self.coordinator)
+                                       leader_client=self.leader_client, coordinator=self.coordinator,
+                                       offsets_broker=self)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False

@@ -10,9 +10,11 @@ HTTP gateway (:mod:`lakelog.ingest_api`) is its first adapter.
 
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.groups import OffsetCommitRequest, ResetOffsetsRequest
 from lakelog.requests.handler import RequestHandler
 from lakelog.requests.produce import ProduceRequest, ProduceResult
 from lakelog.requests.topics import CreateTopicRequest
 
 __all__ = ["CreateTopicRequest", "FetchRequest", "FetchResult", "ListOffsetsRequest", "ListOffsetsResult",
-           "ProduceRequest", "ProduceResult", "RequestHandler", "RequestPermissions"]
+           "OffsetCommitRequest", "ProduceRequest", "ProduceResult", "RequestHandler", "RequestPermissions",
+           "ResetOffsetsRequest"]

@@ -19,6 +19,8 @@ topic admin       :meth:`~RequestHandler.create_topic`,                   Create
                   :meth:`~RequestHandler.delete_topic`,                   CreatePartitions
                   :meth:`~RequestHandler.create_partitions`
 topic configs     :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
+                  (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
 ================  ======================================================  =================================
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lakelog.config import BrokerSettings
+from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
@@ -34,6 +37,7 @@ from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.requests import fetch as fetches
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
@@ -49,11 +53,13 @@ class RequestHandler:
             ``num.partitions``, ``default.replication.factor``).
         metadata: ZooKeeper accessor. replica_manager: appends and reads on this broker's replicas.
         leader_client: forwards shares of a topic-level produce to their leaders.
-        coordinator: the group coordinator (a deleted topic's committed offsets).
+        coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
+        offsets_broker: what the group offsets administration uses of the broker (the broker itself).
     """
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
-                 leader_client: LeaderClient, coordinator: GroupCoordinator) -> None:
+                 leader_client: LeaderClient, coordinator: GroupCoordinator,
+                 offsets_broker: OffsetsAdminBroker) -> None:
         self.settings = settings
         self.replica_manager = replica_manager
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client)
@@ -61,6 +67,8 @@ class RequestHandler:
                                  coordinator=coordinator)
         #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager)
+        #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
+        self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator)
 
     async def produce(self, request: ProduceRequest) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""

@@ -13,6 +13,7 @@ import pytest
 
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
+from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.protocol.errors import FieldOutOfRangeError, InvalidPartitionInRecordError, MalformedBodyError
@@ -24,9 +25,13 @@ from lakelog.requests import (
     CreateTopicRequest,
     FetchRequest,
     ListOffsetsRequest,
+    OffsetCommitRequest,
     ProduceRequest,
     RequestHandler,
+    RequestPermissions,
+    ResetOffsetsRequest,
 )
+from lakelog.security.authentication import ANONYMOUS
 
 
 def records(values: list[bytes], keys: list[bytes | None] | None = None) -> pa.Table:
@@ -36,14 +41,19 @@ def records(values: list[bytes], keys: list[bytes | None] | None = None) -> pa.T
                                  "timestamp": [None] * n}, schema=PRODUCE_SCHEMA)
 
 
-def run_with_requests(zk_connect: str, log_dirs, scenario) -> None:
-    """Start a broker in this process (no gateway app), run ``await scenario(broker.requests)``, stop it."""
+def run_with_requests(zk_connect: str, log_dirs, scenario, *, with_permissions: bool = False) -> None:
+    """Start a broker in this process (no gateway app), run ``await scenario(broker.requests)`` (with
+    ``with_permissions``: ``scenario(broker.requests, permissions)``, an anonymous client's), stop it."""
     async def main() -> None:
         broker = Broker(BrokerSettings(broker_id=0, port=free_port(), log_dirs=log_dirs, zookeeper_connect=zk_connect,
-                                       fetch_max_wait_ms=50))
+                                       fetch_max_wait_ms=50, offsets_topic_num_partitions=1))
         await broker.start()
         try:
-            await scenario(broker.requests)
+            if with_permissions:
+                await scenario(broker.requests, RequestPermissions(authorizer=broker.authorizer, principal=ANONYMOUS,
+                                                                   host="127.0.0.1"))
+            else:
+                await scenario(broker.requests)
         finally:
             await broker.stop()
     asyncio.run(main())
@@ -116,6 +126,29 @@ def test_every_rule_of_a_produce_and_a_fetch_is_checked_before_anything_is_done(
                 await requests.fetch(FetchRequest(topic=topic_name, partition=0, **{"offset": 0, **bounds}))
 
     run_with_requests(zk_connect, tmp_path / "logs", scenario)
+
+
+def test_group_offsets_commit_fetch_lag_reset_and_delete_through_the_request_layer(zk_connect, tmp_path, topic_name):
+    async def scenario(requests: RequestHandler, permissions: RequestPermissions) -> None:
+        await requests.create_topic(CreateTopicRequest(name=topic_name, partitions_count=1, replication_factor=1))
+        await requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records([b"v"] * 10)))
+        group = f"g-{topic_name}"
+        assert await requests.groups.commit_offsets(OffsetCommitRequest(
+            group=group, offsets=[PartitionOffset(topic_name, 0, 4, "m")]), permissions=permissions)
+        [committed] = await requests.groups.committed_offsets(group, permissions=permissions)
+        assert (committed.topic, committed.partition, committed.offset, committed.metadata) == (topic_name, 0, 4, "m")
+        assert group in await requests.groups.list_groups(permissions=permissions)
+        lag = await requests.groups.group_lag(group, permissions=permissions)
+        assert (lag.total_lag, lag.partitions[0].high_watermark) == (6, 10)
+        reset = await requests.groups.reset_offsets(ResetOffsetsRequest(group=group, to="earliest"),
+                                                    permissions=permissions)
+        assert [(o.topic, o.partition, o.offset) for o in reset] == [(topic_name, 0, 0)]
+        assert (await requests.groups.group_lag(group, permissions=permissions)).total_lag == 10
+        deleted = await requests.groups.delete_offsets(group, topic=topic_name, permissions=permissions)
+        assert deleted == [(topic_name, 0)]
+        assert await requests.groups.committed_offsets(group, permissions=permissions) == []
+
+    run_with_requests(zk_connect, tmp_path / "logs", scenario, with_permissions=True)
 
 
 def test_the_broker_and_its_request_layer_load_without_the_http_gateway():
