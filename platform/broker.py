@@ -160,7 +160,8 @@ class Broker:
         #: the operations every front door calls (Kafka's KafkaApis)
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
                                        leader_client=self.leader_client, coordinator=self.coordinator,
-                                       offsets_broker=self)
+                                       offsets_broker=self, acl_store=self.acl_store,
+                                       user_credentials=self.user_credentials, quota_store=self.quota_store)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False

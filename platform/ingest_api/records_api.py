@@ -289,8 +289,10 @@ async def produce_records(topic: TopicName, partition: PartitionId, request: Req
 async def fetch(
     topic: TopicName, partition: PartitionId, broker: BrokerDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
-    max_bytes: Annotated[int, Query(gt=0, le=FETCH_MAX_BYTES_LIMIT, description=(
-        "Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB."))] = DEFAULT_FETCH_MAX_BYTES,
+    max_bytes: Annotated[int, Query(
+        gt=0, le=FETCH_MAX_BYTES_LIMIT,
+        description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.",
+    )] = DEFAULT_FETCH_MAX_BYTES,
     max_wait_ms: Annotated[int | None, Query(ge=0, le=FETCH_MAX_WAIT_MS_LIMIT,
                                              description="Long-poll when nothing is there. Default: fetch.max.wait.ms.")] = None,
     isolation_level: Annotated[IsolationLevel, Query(description=_ISOLATION_LEVEL)] = "read_uncommitted",

@@ -21,6 +21,9 @@ topic admin       :meth:`~RequestHandler.create_topic`,                   Create
 topic configs     :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
+ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
+users             :attr:`RequestHandler.users`                            Describe-/AlterUserScramCredentials
+client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
 ================  ======================================================  =================================
 """
 
@@ -40,7 +43,11 @@ from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
+from lakelog.security.acl_store import AclStore
+from lakelog.security.quotas import QuotaStore
+from lakelog.security.user_credentials import UserCredentials
 
 __all__ = ["RequestHandler"]
 
@@ -55,11 +62,12 @@ class RequestHandler:
         leader_client: forwards shares of a topic-level produce to their leaders.
         coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
         offsets_broker: what the group offsets administration uses of the broker (the broker itself).
+        acl_store, user_credentials, quota_store: the ACLs, SCRAM credentials and client quotas in ZooKeeper.
     """
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
-                 leader_client: LeaderClient, coordinator: GroupCoordinator,
-                 offsets_broker: OffsetsAdminBroker) -> None:
+                 leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
+                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore) -> None:
         self.settings = settings
         self.replica_manager = replica_manager
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client)
@@ -69,6 +77,10 @@ class RequestHandler:
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager)
         #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
         self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator)
+        #: security administration: ACLs, users' credentials, client quotas
+        self.acls = AclAdmin(store=acl_store)
+        self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username)
+        self.quotas = ClientQuotaAdmin(store=quota_store)
 
     async def produce(self, request: ProduceRequest) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
@@ -83,7 +95,8 @@ class RequestHandler:
         return await fetches.list_offsets(self.replica_manager, request)
 
     async def list_topics(self) -> dict[str, TopicMetadata]:
-        """Kafka's Metadata for every topic; see :meth:`TopicAdmin.list_topics <lakelog.requests.topics.TopicAdmin.list_topics>`."""
+        """Kafka's Metadata for every topic; see :meth:`TopicAdmin.list_topics
+        <lakelog.requests.topics.TopicAdmin.list_topics>`."""
         return await self.topics.list_topics()
 
     async def describe_topic(self, name: str) -> TopicMetadata:
@@ -91,11 +104,13 @@ class RequestHandler:
         return await self.topics.describe_topic(name)
 
     async def create_topic(self, request: CreateTopicRequest) -> TopicMetadata:
-        """Kafka's CreateTopics; see :meth:`TopicAdmin.create_topic <lakelog.requests.topics.TopicAdmin.create_topic>`."""
+        """Kafka's CreateTopics; see :meth:`TopicAdmin.create_topic
+        <lakelog.requests.topics.TopicAdmin.create_topic>`."""
         return await self.topics.create_topic(request)
 
     async def delete_topic(self, name: str) -> None:
-        """Kafka's DeleteTopics; see :meth:`TopicAdmin.delete_topic <lakelog.requests.topics.TopicAdmin.delete_topic>`."""
+        """Kafka's DeleteTopics; see :meth:`TopicAdmin.delete_topic
+        <lakelog.requests.topics.TopicAdmin.delete_topic>`."""
         await self.topics.delete_topic(name)
 
     async def create_partitions(self, name: str, *, partitions_count: int,

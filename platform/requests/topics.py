@@ -76,7 +76,8 @@ class TopicAdmin:
         """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads.
 
         Raises:
-            the errors of :meth:`ClusterMetadata.create_topic <lakelog.replication.metadata.ClusterMetadata.create_topic>`
+            the errors of :meth:`ClusterMetadata.create_topic
+            <lakelog.replication.metadata.ClusterMetadata.create_topic>`
             (TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError
             when the replication factor exceeds the live brokers, ConfigError for a bad config).
         """
