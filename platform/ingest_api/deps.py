@@ -30,10 +30,8 @@ from lakelog.replication.controller import Controller
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.requests import RequestHandler
-from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import ANONYMOUS, Authenticator
 from lakelog.security.authorizer import Authorizer
-from lakelog.security.user_credentials import UserCredentials
 
 
 @runtime_checkable
@@ -105,24 +103,6 @@ async def get_transaction_coordinator(request: Request) -> TransactionCoordinato
 
 #: The broker's :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`.
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
-
-
-async def get_acl_store(request: Request) -> AclStore:
-    """The cluster's ACLs in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`; ``Broker.acl_store``)."""
-    return request.app.state.broker.acl_store
-
-
-#: The cluster's :class:`~lakelog.security.acl_store.AclStore` (the v3 ACL routes).
-AclStoreDep = Annotated[AclStore, Depends(get_acl_store)]
-
-
-async def get_user_credentials(request: Request) -> UserCredentials:
-    """Users' SCRAM credentials in ZooKeeper (``Broker.user_credentials``)."""
-    return request.app.state.broker.user_credentials
-
-
-#: The cluster's :class:`~lakelog.security.user_credentials.UserCredentials` (the users routes).
-UserCredentialsDep = Annotated[UserCredentials, Depends(get_user_credentials)]
 
 
 async def get_request_stats(request: Request) -> RequestStats | None:
