@@ -61,7 +61,7 @@ import numpy as np
 import orjson
 from rich.table import Table
 
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 from _cluster import Broker, PySpy, bench_cluster, broker_env, client_cpu, machine_cpu, make_console, py_spy_executable
 from _gateway_floor import GatewayFloorProcess

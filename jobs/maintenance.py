@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from lakelog.cli_common import client_settings
+from lakelog.cli.common import client_settings
 from lakelog.spark.maintenance import run_from_gateway
 
 

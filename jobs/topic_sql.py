@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lakelog.cli_common import client_settings
+from lakelog.cli.common import client_settings
 from lakelog.client import LakelogClient
 from lakelog.spark import session
 from lakelog.spark.sql import register_topics_from_gateway

@@ -12,6 +12,7 @@ Topic configs keep Kafka's dotted names everywhere users see them (``retention.m
 from __future__ import annotations
 
 import re
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,8 +21,22 @@ from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDi
 
 from lakelog.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = REPO_ROOT / "conf"
+
+
+def default_file(name: str) -> Path:
+    """The path of one of lakelog's built-in default files (package data of :mod:`lakelog.defaults`).
+
+    ``name`` is a file name such as ``"zookeeper.properties"`` or ``"spark-defaults.conf"``. The files ship
+    inside the package, so this works from a wheel as from a source checkout. Raises :class:`ConfigError`
+    when the installed package has no such file or is not unpacked on a file system (a zip import): the
+    JVMs lakelog starts read these files by path.
+    """
+    resource = files("lakelog.defaults").joinpath(name)
+    path = Path(str(resource))
+    if not isinstance(resource, Path) or not path.is_file():
+        raise ConfigError(f"lakelog's default file {name!r} is missing from the installed package ({resource}); "
+                          "reinstall lakelog")
+    return path
 
 
 _PROPERTY_LINE = re.compile(r"^(\S+?)\s*(?:[=:]|\s)\s*(.*)$")
@@ -92,13 +107,13 @@ class BrokerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid")
 
-    broker_id: int = Field(0, ge=0, description="broker.id. Default: 0.")
+    broker_id: int = Field(0, ge=0, description="broker.id: this broker's id, unique in the cluster (its znode /lakelog/brokers/ids/{id}, the replica lists of topics). Default: 0.")
     host: str = Field("127.0.0.1", description="Interface the gateway listens on and advertises. Default: 127.0.0.1.")
     port: int = Field(8082, ge=0, le=65535, description="HTTP port of the gateway (REST Proxy's 8082). Default: 8082.")
-    rack: str | None = Field(None, description="broker.rack. Default: None.")
+    rack: str | None = Field(None, description="broker.rack: the rack (or zone) of this broker, shown by GET /v3/clusters/{c}/brokers. Default: none.")
     log_dirs: Path = Field(Path("data/logs"), description="Where the partition Delta tables live. Default: data/logs.")
     zookeeper_connect: str = Field("127.0.0.1:2181", description="zookeeper.connect: host:port[,host:port][/chroot]. Default: 127.0.0.1:2181.")
-    zookeeper_session_timeout_ms: int = Field(18000, gt=0, description="zookeeper.session.timeout.ms. Default: 18000.")
+    zookeeper_session_timeout_ms: int = Field(18000, gt=0, description="zookeeper.session.timeout.ms: a broker whose ZooKeeper session is silent this long is taken for dead (its ephemeral znodes go, the controller elects new leaders). Default: 18000 (Kafka's).")
     linger_ms: float = Field(0.0, ge=0, description="How long a partition's group commit waits for more produce requests after the first one (requests that arrive during an append share the next one anyway). Default: 0.")
     batch_size: int = Field(16 * 1024 * 1024, gt=0, description="Bytes after which a group commit is written without waiting for linger.ms. Default: 16 MiB.")
     message_max_bytes: int = Field(1048588, gt=0, description="message.max.bytes: max.message.bytes of topics that set none. Default: 1048588 (Kafka's).")
@@ -111,7 +126,7 @@ class BrokerSettings(BaseSettings):
     log_retention_check_interval_ms: int = Field(300000, gt=0, description="log.retention.check.interval.ms: how often each partition log checks retention, compaction (log.cleaner) and VACUUM. Default: 300000 (Kafka's).")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
-    default_replication_factor: int = Field(1, gt=0, description="default.replication.factor. Default: 1.")
+    default_replication_factor: int = Field(1, gt=0, description="default.replication.factor: replicas of a topic created without a replication factor. Default: 1.")
     consumer_instance_timeout_ms: int = Field(300000, gt=0, description="consumer.instance.timeout.ms (REST Proxy): an HTTP consumer instance without requests for this long is deleted and its group rebalances. Default: 300000.")
     partition_assignment_strategy: Literal["range", "roundrobin", "sticky"] = Field("range", description="partition.assignment.strategy of HTTP consumer instances that name none (Kafka consumer config): range, roundrobin or sticky. Default: range.")
     replica_lag_time_max_ms: int = Field(30000, gt=0, description="replica.lag.time.max.ms: a follower that has not caught up to the leader's log end offset for this long leaves the ISR. Default: 30000.")
@@ -259,38 +274,86 @@ class TopicConfig(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    #: ``delete``, ``compact`` or both (``compact,delete``; either order and spaces accepted).
-    cleanup_policy: Literal["delete", "compact", "compact,delete"] = Field("delete", alias="cleanup.policy")
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = Field(
+        "delete", alias="cleanup.policy",
+        description="delete (retention.ms and retention.bytes remove the oldest records), compact (the log "
+                    "cleaner keeps the latest record per key; records without a key are refused) or both "
+                    "(compact,delete; either order and spaces accepted). Default: delete.")
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
-        "producer", alias="compression.type")
-    max_message_bytes: int = Field(1048588, gt=0, alias="max.message.bytes")
-    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field("CreateTime", alias="message.timestamp.type")
-    min_insync_replicas: int = Field(1, gt=0, alias="min.insync.replicas")
-    retention_bytes: int = Field(-1, ge=-1, alias="retention.bytes")
-    retention_ms: int = Field(604800000, ge=-1, alias="retention.ms")
-    #: Kafka's log cleaner configs (``cleanup.policy=compact``): how long tombstones stay readable, how
-    #: old a record must be before it may be compacted (at most how long it may stay uncompacted), and
-    #: the dirty share of the log that starts a cleaning.
-    delete_retention_ms: int = Field(86400000, ge=0, alias="delete.retention.ms")
-    min_compaction_lag_ms: int = Field(0, ge=0, alias="min.compaction.lag.ms")
-    max_compaction_lag_ms: int = Field(INT64_MAX, ge=1, alias="max.compaction.lag.ms")
-    min_cleanable_dirty_ratio: float = Field(0.5, ge=0.0, le=1.0, alias="min.cleanable.dirty.ratio")
-    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
-    #: Kafka's segment configs: the segment tail rolls to a new file at this size or age.
-    segment_bytes: int = Field(1073741824, ge=14, alias="segment.bytes")
-    segment_ms: int = Field(604800000, ge=1, alias="segment.ms")
-    #: Kafka's flush configs: fsync the segment tail after this many records / ms (default: never, the OS decides).
-    flush_messages: int = Field(INT64_MAX, ge=1, alias="flush.messages")
-    flush_ms: int = Field(INT64_MAX, ge=0, alias="flush.ms")
-    #: lakelog's own: how often (ms) and after how many bytes the segment tail is committed to the Delta
-    #: table; 0 ms = a synchronous Delta commit per append (no segment tail).
-    lake_commit_interval_ms: int = Field(1000, ge=0, alias="lake.commit.interval.ms")
-    lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, alias="lake.commit.bytes")
-    #: lakelog's own: a data file that leaves the Delta table (retention, compaction, merges, truncation)
-    #: is deleted from disk this long after (Delta's ``delta.deletedFileRetentionDuration``; the Delta log
-    #: keeps commits as long, ``delta.logRetentionDuration``), so time travel works inside this window.
-    #: The default is Kafka's ``file.delete.delay.ms``.
-    lake_vacuum_retention_ms: int = Field(60000, ge=0, alias="lake.vacuum.retention.ms")
+        "producer", alias="compression.type",
+        description="The Parquet codec of the partition's Delta data files; producer = snappy. Default: producer.")
+    max_message_bytes: int = Field(
+        1048588, gt=0, alias="max.message.bytes",
+        description="The largest record a produce may carry (key, value and headers); a larger one answers "
+                    "422 / 42201 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
+    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
+        "CreateTime", alias="message.timestamp.type",
+        description="CreateTime (the producer's timestamp, else the broker's time) or LogAppendTime (the "
+                    "broker's time at the append). Default: CreateTime.")
+    min_insync_replicas: int = Field(
+        1, gt=0, alias="min.insync.replicas",
+        description="With acks=all, a produce is refused (503 / 50310) before anything is written while the "
+                    "ISR is smaller than this. Default: 1.")
+    retention_bytes: int = Field(
+        -1, ge=-1, alias="retention.bytes",
+        description="Per partition: the oldest Delta data files leave the log while the log without them "
+                    "still holds this many bytes (cleanup.policy=delete); -1 = no limit. Default: the "
+                    "broker's log.retention.bytes (-1).")
+    retention_ms: int = Field(
+        604800000, ge=-1, alias="retention.ms",
+        description="The oldest Delta data files whose newest record is older than this leave the log "
+                    "(cleanup.policy=delete); -1 = keep forever. Default: the broker's log.retention.ms "
+                    "(604800000, 7 days).")
+    delete_retention_ms: int = Field(
+        86400000, ge=0, alias="delete.retention.ms",
+        description="Log cleaner (cleanup.policy=compact): how long a tombstone (null value) stays readable "
+                    "after it has been through one cleaning, measured from its timestamp. Default: 86400000 (1 day).")
+    min_compaction_lag_ms: int = Field(
+        0, ge=0, alias="min.compaction.lag.ms",
+        description="Log cleaner: how old a record must be before it may be compacted (data files with newer "
+                    "records are not cleaned yet). Default: 0.")
+    max_compaction_lag_ms: int = Field(
+        INT64_MAX, ge=1, alias="max.compaction.lag.ms",
+        description="Log cleaner: at most how long a record may stay uncompacted: a dirty file older than this "
+                    "starts a cleaning whatever the dirty ratio (KIP-354). Default: never (Long.MAX_VALUE).")
+    min_cleanable_dirty_ratio: float = Field(
+        0.5, ge=0.0, le=1.0, alias="min.cleanable.dirty.ratio",
+        description="Log cleaner: the dirty share (not yet cleaned bytes / all bytes of the cleanable range) "
+                    "above which a cleaning starts. Default: 0.5.")
+    unclean_leader_election_enable: bool = Field(
+        False, alias="unclean.leader.election.enable",
+        description="Let the controller elect a replica outside the ISR when no in-sync replica is left "
+                    "(acknowledged records may be lost). Default: false.")
+    segment_bytes: int = Field(
+        1073741824, ge=14, alias="segment.bytes",
+        description="The segment tail rolls to a new file at this size (it also rolls at the size of one "
+                    "flush commit and after each flush). Default: 1073741824 (1 GiB, Kafka's).")
+    segment_ms: int = Field(
+        604800000, ge=1, alias="segment.ms",
+        description="The segment tail rolls to a new file at this age. Default: 604800000 (7 days, Kafka's).")
+    flush_messages: int = Field(
+        INT64_MAX, ge=1, alias="flush.messages",
+        description="fsync the segment tail after this many records. Default: never (Long.MAX_VALUE, Kafka's: "
+                    "the OS decides; replication, not fsync, keeps acknowledged records).")
+    flush_ms: int = Field(
+        INT64_MAX, ge=0, alias="flush.ms",
+        description="fsync the segment tail this long after the last fsync. Default: never (Long.MAX_VALUE, Kafka's).")
+    lake_commit_interval_ms: int = Field(
+        1000, ge=0, alias="lake.commit.interval.ms",
+        description="lakelog's own: how often the segment tail below the high watermark is committed to the "
+                    "partition's Delta table (the lake end offset moves); 0 = a synchronous Delta commit per "
+                    "append and no segment tail (no transactions then). Default: 1000.")
+    lake_commit_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, alias="lake.commit.bytes",
+        description="lakelog's own: a flush starts before lake.commit.interval.ms once this many bytes wait "
+                    "in the tail, and one Delta commit holds at most this many. Default: 67108864 (64 MiB).")
+    lake_vacuum_retention_ms: int = Field(
+        60000, ge=0, alias="lake.vacuum.retention.ms",
+        description="lakelog's own: a data file that leaves the Delta table (retention, compaction, merges, "
+                    "truncation) is deleted from disk (VACUUM) this long after, so readers of an older table "
+                    "version and time travel work inside this window; also the table's "
+                    "delta.deletedFileRetentionDuration and delta.logRetentionDuration. Default: 60000 "
+                    "(Kafka's file.delete.delay.ms).")
 
     @field_validator("cleanup_policy", mode="before")
     @classmethod

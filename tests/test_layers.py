@@ -9,8 +9,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 3     ``consumer_groups/``, ``security/``
 3.5   ``requests/`` (the request layer: one typed operation per request kind, for every front door)
 4     ``ingest_api/``, ``spark/``
-5     ``broker.py``, ``broker_process.py``, ``server.py``, ``cli.py``, ``client.py``, ``demo.py``,
-      ``demo_secure.py``
+5     ``broker.py``, ``cli/``, ``client.py``, ``runtime/``
 ====  ===================================================================
 
 Every import counts, also one inside a function; only imports under ``if TYPE_CHECKING:`` (type hints,
@@ -32,15 +31,15 @@ DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 
 #: top-level module or subpackage of ``lakelog`` -> layer
 LAYERS: dict[str, float] = {
-    "errors": 0, "config": 0, "processes": 0, "protocol": 0,
+    "errors": 0, "config": 0, "processes": 0, "protocol": 0, "defaults": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "security": 3,
     "requests": 3.5,
     "ingest_api": 4, "spark": 4,
-    "broker": 5, "broker_process": 5, "server": 5, "cli": 5, "client": 5, "demo": 5, "demo_secure": 5,
-    "cli_common": 5, "cli_processes": 5, "cli_topics": 5, "cli_groups": 5, "cli_records": 5, "cli_jobs": 5,
-    "cli_producers": 5, "cli_transactions": 5, "cli_acls": 5, "cli_users": 5, "cli_quotas": 5,
+    "broker": 5, "cli": 5, "client": 5, "runtime": 5,
+    # DESIGN.md's table names these top-level modules, now in runtime/ (layer 5 all the same)
+    "broker_process": 5, "server": 5, "demo": 5, "demo_secure": 5,
 }
 
 
@@ -118,9 +117,25 @@ def test_no_module_imports_from_a_higher_layer():
     assert not violations, "imports from a higher layer:\n" + "\n".join(violations)
 
 
-def test_no_module_over_600_lines():
-    long = [f"{p.relative_to(ROOT)}: {n} lines" for p, _ in _modules()
-            if (n := len(p.read_text().splitlines())) > 620]
+def _code_lines(tree: ast.AST, source: str) -> set[int]:
+    """Line numbers of code in ``source``: not blank, not a comment, not inside a docstring."""
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            docstrings.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return {i for i, line in enumerate(source.splitlines(), 1)
+            if line.strip() and not line.strip().startswith("#") and i not in docstrings}
+
+
+def test_no_module_over_600_code_lines():
+    """Code lines count (docstrings and comments do not): a module grows past ~600 by what it does."""
+    long = []
+    for path, _ in _modules():
+        source = path.read_text()
+        if (n := len(_code_lines(ast.parse(source), source))) > 600:
+            long.append(f"{path.relative_to(ROOT)}: {n} code lines")
     assert not long, "split these by responsibility:\n" + "\n".join(long)
 
 
@@ -136,13 +151,17 @@ def test_design_table_agrees():
     assert not disagree, f"DESIGN.md layer vs LAYERS: {disagree}"
 
 
-def test_no_class_over_300_lines():
+def test_no_class_over_300_code_lines():
     big = []
     for path, _ in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 320:
-                big.append(f"{path.relative_to(ROOT)}:{node.lineno} class {node.name}: "
-                           f"{node.end_lineno - node.lineno + 1} lines")
+        source = path.read_text()
+        tree = ast.parse(source)
+        code = _code_lines(tree, source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                n = sum(1 for i in range(node.lineno, node.end_lineno + 1) if i in code)
+                if n > 300:
+                    big.append(f"{path.relative_to(ROOT)}:{node.lineno} class {node.name}: {n} code lines")
     assert not big, "split these classes by responsibility:\n" + "\n".join(big)
 
 

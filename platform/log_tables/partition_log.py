@@ -55,7 +55,8 @@ from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo, LogWriter
 from lakelog.log_tables.segments import SEGMENT_DIR, SegmentLog, SegmentView
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
+from lakelog.log_tables.table_writes import (LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table,
+                                          storage_errors)
 from lakelog.log_tables.log_transactions import LogTransactions
 from lakelog.log_tables.transaction_index import IsolationLevel
 
@@ -118,14 +119,12 @@ class PartitionLog:
     def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
              tail_cache_max_bytes: int = 32 * 1024 * 1024,
              initial_high_watermark: int | None = None) -> "PartitionLog":
-        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
-
-        Raises:
-            deltalake.exceptions.DeltaError: the table exists with an incompatible schema or is unreadable.
-        """
-        uri, table = open_log_table(table_uri, topic=topic, partition=partition)
-        return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
-                   tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark)
+        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing. Raises
+        :class:`~lakelog.log_tables.errors.LogStorageError`: the table exists with another schema or is unreadable."""
+        with storage_errors(topic=topic, partition=partition, table_uri=table_uri):
+            uri, table = open_log_table(table_uri, topic=topic, partition=partition)
+            return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
+                       tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark)
 
     # -- offsets --------------------------------------------------------------------------------
 

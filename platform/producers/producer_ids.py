@@ -37,7 +37,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from lakelog.errors import LakelogError
+from lakelog.producers.errors import ProducerIdsExhaustedError, TransactionsNotSupportedError
 from lakelog.protocol.producer_headers import MAX_PRODUCER_ID
 from lakelog.replication.errors import ZooKeeperUnavailableError
 
@@ -55,21 +55,6 @@ BLOCK_ZNODE_VERSION = 1
 
 #: kazoo errors that mean "ZooKeeper is not reachable right now".
 _ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError)
-
-
-class TransactionsNotSupportedError(LakelogError):
-    """:meth:`ProducerIdManager.init_producer_id` was given a ``transactional_id``: it hands out the ids of
-    idempotent producers only; a transactional producer's id and epoch come from the coordinator of its
-    transactional id (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`, which
-    ``POST /v3/clusters/{cluster_id}/producers`` asks). 400 / 40010; not retriable."""
-
-    http_status = 400
-    error_code = 40010
-
-
-class ProducerIdsExhaustedError(LakelogError):
-    """The next block would pass the largest producer id (2**63 - 1). Kafka: a fatal ``KafkaException``
-    ("Have exhausted all producerIds."). 500 / 50001, as any internal error; never met in practice."""
 
 
 @dataclass(frozen=True)

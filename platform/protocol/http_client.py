@@ -5,9 +5,10 @@ Produce requests are idempotent by default (Kafka's ``enable.idempotence=true``)
 sequence per request and retries with the same sequence (:mod:`lakelog.protocol.idempotent_producer`).
 
 Errors the gateway answers come back as the server's own :class:`~lakelog.errors.LakelogError`
-subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response` when the class's module is
-imported in this process), always also a :class:`GatewayError` carrying the REST Proxy ``error_code``,
-the message and the HTTP status.
+subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response`, which knows every class of
+:mod:`lakelog.errors`), always also a :class:`GatewayError` carrying the REST Proxy ``error_code``,
+the message and the HTTP status. No answer at all (connection refused or dropped, a timeout, a TLS
+failure) is the builtin :class:`ConnectionError`, never an httpx error.
 """
 
 from __future__ import annotations
@@ -391,8 +392,15 @@ class HttpConsumer:
         if body is not None:
             kwargs["content"] = orjson.dumps(body)
             headers.setdefault("Content-Type", media_types.V2)
-        return answered(lambda: self.http.request(method, self.base_uri + path, headers=headers, **kwargs),
-                        timeout_s=self.timeout_s)
+
+        def send() -> httpx.Response:
+            try:
+                return self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+            except httpx.TransportError as e:  # as LakelogClient: the builtin ConnectionError, never httpx's
+                raise ConnectionError(describe_tls_failure(e, url=self.base_uri) or f"the consumer instance at "
+                                      f"{self.base_uri} did not answer: {e}{disconnect_hint(e, url=self.base_uri)}") from e
+
+        return answered(send, timeout_s=self.timeout_s)
 
     def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
         """Subscribe to ``topics`` or to the topics matching the regex ``pattern`` (now and later)."""

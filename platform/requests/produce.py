@@ -37,9 +37,9 @@ import pyarrow.compute as pc
 
 from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
-from lakelog.protocol.errors import InvalidPartitionInRecordError, MalformedBodyError
+from lakelog.protocol.errors import InvalidPartitionInRecordError, InvalidProducerHeadersError, MalformedBodyError
 from lakelog.protocol.partitioner import partitions_for_keys
-from lakelog.protocol.producer_headers import InvalidProducerHeadersError, ProducerBatch
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import InvalidTopicError, NotLeaderError
 from lakelog.replication.leader_client import LeaderClient

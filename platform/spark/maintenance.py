@@ -376,7 +376,7 @@ def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect:
         master: ``spark.master``. Default: as :func:`lakelog.spark.session` (``local[*]``, or
             ``spark-submit``'s when run under it).
         client_options: more :class:`LakelogClient` keyword arguments: ``auth``, ``ssl_cafile``, ... (a secured
-            cluster; ``lakelog.cli_common.client_settings``). Default: none.
+            cluster; ``lakelog.cli.common.client_settings``). Default: none.
         Others: as :func:`run_job`.
 
     Raises:

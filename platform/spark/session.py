@@ -1,9 +1,9 @@
-"""A SparkSession with Delta Lake, configured from ``conf/`` (DESIGN.md, "Interfaces users touch").
+"""A SparkSession with Delta Lake, configured from lakelog's built-in defaults (:mod:`lakelog.defaults`) (DESIGN.md, "Interfaces users touch").
 
 :func:`session` builds (or returns the running) SparkSession with delta-spark wired in the way
 delta-spark's pip package documents (:func:`delta.configure_spark_with_delta_pip`: the Delta jars come
 from Maven as ``spark.jars.packages``), the SQL extension and catalog Delta needs, lakelog's Spark
-defaults (``conf/spark-defaults.conf``) and log4j2 config (``conf/log4j2.properties``).
+defaults (``spark-defaults.conf``) and log4j2 config (``log4j2.properties``), both in :mod:`lakelog.defaults`.
 
 Delta's JVM jars (``io.delta:delta-spark_4.2_2.13``, see :func:`delta_maven_coordinates`, and its
 dependencies: ``delta-storage``, the ``delta-kernel-*`` jars and what they need) are resolved at JVM
@@ -18,7 +18,7 @@ back to ``mvn dependency:get`` into ``~/.m2`` when Spark's resolver can not reac
 
 Precedence of settings, highest first: ``conf=`` argument; ``master=`` argument; the settings
 ``spark-submit`` gave a driver it started (``--master``, ``--conf``, ...; see :func:`submitted_conf`);
-env ``LAKELOG_SPARK_MASTER`` (``spark.master`` only); ``conf/spark-defaults.conf``; the defaults below
+env ``LAKELOG_SPARK_MASTER`` (``spark.master`` only); the built-in ``spark-defaults.conf``; the defaults below
 (``local[*]``, ``spark.sql.session.timeZone=UTC``, ``spark.ui.enabled=false``); Spark's own defaults.
 
 Under ``spark-submit`` the driver's JVM is running before :func:`session` is called, so JVM settings
@@ -41,7 +41,7 @@ from importlib.metadata import version as _dist_version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakelog.config import CONF_DIR, read_properties
+from lakelog.config import default_file, read_properties
 from lakelog.processes import spawn
 from lakelog.spark.errors import DeltaJarsError
 
@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPARK_DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
-LOG4J2_FILE = CONF_DIR / "log4j2.properties"
+SPARK_DEFAULTS_FILE = default_file("spark-defaults.conf")
+LOG4J2_FILE = default_file("log4j2.properties")
 
 MASTER_ENV = "LAKELOG_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -112,7 +112,7 @@ def session_conf(*, master: str | None = None, app_name: str = "lakelog",
     """The complete Spark configuration :func:`session` starts with, without starting anything.
 
     ``submitted`` is what ``spark-submit`` gave the driver (:func:`submitted_conf`): it wins over
-    ``LAKELOG_SPARK_MASTER`` and ``conf/spark-defaults.conf``, so ``spark-submit --master spark://...``
+    ``LAKELOG_SPARK_MASTER`` and the built-in ``spark-defaults.conf``, so ``spark-submit --master spark://...``
     runs on that master and not on the conf file's ``local[*]``.
 
     Returns ``{key: value}`` with the precedence described in the module docstring, plus the settings
@@ -172,7 +172,7 @@ def session(*, master: str | None = None, app_name: str = "lakelog",
     Args:
         master: ``spark.master``. Default: ``spark-submit``'s ``--master`` when ``spark-submit`` started
             this driver, else env ``LAKELOG_SPARK_MASTER``, else ``spark.master`` from
-            ``conf/spark-defaults.conf``, else ``local[*]``.
+            the built-in ``spark-defaults.conf``, else ``local[*]``.
         app_name: ``spark.app.name``. Default: ``lakelog``.
         conf: extra Spark settings; they win over everything else except the Delta extension, the
             Delta catalog and the Delta package (which are always set).

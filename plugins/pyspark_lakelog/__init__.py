@@ -13,10 +13,12 @@ pushdown: PySpark 4.2 refuses to plan a reader with ``pushFilters`` unless the s
 
 Conditions (``DataSourceManager`` in Spark's ``sql/core``): the lookup runs once per driver JVM, with
 the Python of ``PYSPARK_DRIVER_PYTHON``, else ``PYSPARK_PYTHON``, else ``python3`` on ``PATH``; lakelog
-must be installed in that Python as a regular package (``pip install lakelog``). An editable install
-(``pip install -e .``) maps ``lakelog`` and this module through an import hook that
-:func:`pkgutil.iter_modules` does not list, so there call :func:`lakelog.spark.register` or build the
-session with :func:`lakelog.spark.session`, which registers the source itself.
+must be installed in that Python so that :func:`pkgutil.iter_modules` lists this module: a regular install
+(``pip install lakelog``, a wheel) does. An editable install (``pip install -e .``) maps ``lakelog`` and this
+module through an import hook that :func:`pkgutil.iter_modules` does not list; ``make install`` adds a
+``lakelog-spark-plugin.pth`` that puts ``plugins/`` on the path for that (``tests/test_install.py`` runs a
+plain ``spark-submit`` job from both). Elsewhere call :func:`lakelog.spark.register` or build the session
+with :func:`lakelog.spark.session`, which registers the source itself.
 """
 
 from lakelog.spark.source import LakelogPlainDataSource as DefaultSource

