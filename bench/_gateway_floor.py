@@ -4,7 +4,7 @@ Run as a child process: ``python bench/_gateway_floor.py PORT``. It serves the r
 (:func:`lakelog.ingest_api.app.create_app`) under the broker's real uvicorn configuration
 (:func:`lakelog.runtime.server.uvicorn_config`: uvloop, the guarded httptools protocol) on ``127.0.0.1:PORT``,
 with a stub broker whose every topic has one partition and whose produce assigns offsets at once
-(no ZooKeeper, no validation in the produce router, no log). A one-record produce then pays only what
+(no ZooKeeper, no validation in the request layer, no log). A one-record produce then pays only what
 the gateway itself does: HTTP parse, routing, body read and decode, the answer. No lifespan runs.
 """
 
@@ -24,25 +24,31 @@ import numpy as np
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 from lakelog.replication.metadata import TopicMetadata
-from lakelog.replication.produce_router import ProduceResult
+from lakelog.requests import ProduceRequest, ProduceResult
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer
 from lakelog.runtime.server import uvicorn_config
 
 
-class _StubRouter:
+class _StubRequests:
+    """The request layer's produce, with offsets assigned at once (no validation, no log)."""
+
     def __init__(self) -> None:
         self._next = itertools.count()
+        self._topics: dict[str, TopicMetadata] = {}
 
-    async def produce(self, meta, batch, *, partitions=None, partition=None, acks="all", producer=None) -> ProduceResult:
-        n = batch.num_rows
+    async def describe_topic(self, name: str) -> TopicMetadata:
+        meta = self._topics.get(name)
+        if meta is None:
+            meta = self._topics[name] = TopicMetadata(name=name, topic_id=name, replicas={0: [0]}, configs={})
+        return meta
+
+    async def produce(self, request: ProduceRequest) -> ProduceResult:
+        n = request.records.num_rows
         base = next(self._next)
         for _ in range(n - 1):
             next(self._next)
-        return ProduceResult(np.full(n, partition or 0, np.int64), np.arange(base, base + n, dtype=np.int64), {})
-
-    async def produce_arrow(self, meta, partition, batch, *, partitions=None, acks="all", producer=None) -> int:
-        return (await self.produce(meta, batch, partition=partition, acks=acks)).offsets[0]
+        return ProduceResult(np.full(n, request.partition or 0, np.int64), np.arange(base, base + n, dtype=np.int64), {})
 
 
 class StubBroker:
@@ -51,20 +57,10 @@ class StubBroker:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.cluster_id = "gateway-floor"
-        self.produce_router = _StubRouter()
+        self.requests = _StubRequests()
         self.coordinator = None
         self.authenticator = Authenticator()  # authentication.methods=none: every request is User:ANONYMOUS
         self.authorizer = Authorizer(enabled=False, zk=None)  # authorizer.enabled=false: every request allowed
-        self._topics: dict[str, TopicMetadata] = {}
-
-    async def topic_fresh(self, name: str) -> TopicMetadata:
-        meta = self._topics.get(name)
-        if meta is None:
-            meta = self._topics[name] = TopicMetadata(name=name, topic_id=name, replicas={0: [0]}, configs={})
-        return meta
-
-    def check_partition(self, meta: TopicMetadata, partition: int) -> None:
-        pass
 
 
 class GatewayFloorProcess:

@@ -8,7 +8,6 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.log_tables.log_manager.LogManager` (partition logs under ``log.dirs``);
 - the :class:`~lakelog.replication.leader_client.LeaderClient` (every broker-to-broker call);
 - the :class:`~lakelog.replication.replica_manager.ReplicaManager` (roles, produce, fetch, ISR);
-- the :class:`~lakelog.replication.produce_router.ProduceRouter` (partitioning, forwarding);
 - the :class:`~lakelog.replication.partition_writer.ReplicaPartitionWriter`, the replica manager as the
   coordinators see it (:class:`~lakelog.coordinators.partition_writer.PartitionWriter`);
 - the :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator` (committed offsets in the internal
@@ -16,7 +15,9 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.coordinators.producer_id_manager.ProducerIdManager` (producer ids, blocks in ZooKeeper);
 - the :class:`~lakelog.coordinators.transaction_log.TransactionStateManager` (the transaction coordinator's
   state in the internal topic ``__transaction_state``) and the
-  :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator` (its requests from any broker).
+  :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator` (its requests from any broker);
+- the :class:`~lakelog.requests.handler.RequestHandler` (one typed operation per request kind: produce,
+  fetch, list offsets, topics and topic admin), which every front door calls.
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -29,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
 
 import pyarrow as pa
 from kazoo.client import KazooClient, KazooState
@@ -44,7 +44,6 @@ from lakelog.coordinators.transaction_markers import TransactionMarkerWriter
 from lakelog.errors import ConfigError
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
-from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
 from lakelog.replication.controller import Controller, controlled_shutdown
 from lakelog.replication.errors import UnknownTopicError
@@ -52,12 +51,10 @@ from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
-from lakelog.replication import consumer_fetch
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
 from lakelog.replication.partition_writer import ReplicaPartitionWriter
-from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
-from lakelog.replication.topic_configs import ConfigChange
+from lakelog.requests import CreateTopicRequest, RequestHandler
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
@@ -135,7 +132,6 @@ class Broker:
         self.replica_manager = replica_manager or ReplicaManager(
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
-        self.produce_router = ProduceRouter(self.replica_manager, self.leader_client)
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
@@ -167,6 +163,11 @@ class Broker:
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
                                 writer=self.partition_writer, leader_client=self.leader_client).attach()
+        #: the operations every front door calls (Kafka's KafkaApis)
+        self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
+                                       leader_client=self.leader_client, coordinator=self.coordinator,
+                                       offsets_broker=self, acl_store=self.acl_store,
+                                       user_credentials=self.user_credentials, quota_store=self.quota_store)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
@@ -300,53 +301,10 @@ class Broker:
 
     async def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
                            configs: dict[str, str] | None = None) -> TopicMetadata:
-        """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads.
-
-        ``partitions`` defaults to ``num.partitions``, ``replication_factor`` to
-        ``default.replication.factor``. Only ``configs`` are stored on the topic; ``max.message.bytes``,
-        ``retention.ms`` and ``retention.bytes`` it does not set follow the broker's ``message.max.bytes``,
-        ``log.retention.ms`` and ``log.retention.bytes`` (``ClusterMetadata.topic_defaults``), as in Kafka.
-
-        Raises:
-            the errors of :meth:`ClusterMetadata.create_topic` (InvalidReplicationFactorError when the
-            replication factor exceeds the live brokers).
-        """
-        meta = await asyncio.to_thread(
-            self.metadata.create_topic, name,
-            partitions=partitions or self.settings.num_partitions,
-            replication_factor=replication_factor or self.settings.default_replication_factor,
-            configs=configs)
-        await self.replica_manager.refresh_topics()
-        for p, replicas in meta.replicas.items():
-            if replicas[0] == self.broker_id:
-                await self.replica_manager.leader_partition(name, p)
-        return meta
-
-    async def delete_topic(self, name: str) -> None:
-        """Delete a topic and drop its local logs, then every group's committed offsets of it (Kafka's
-        cleanup of a deleted topic's offsets; a failure there is logged, the topic is gone either way).
-        Raises :class:`UnknownTopicError`."""
-        await asyncio.to_thread(self.metadata.delete_topic, name)
-        await self.replica_manager.refresh_topics()
-        try:
-            removed = await self.coordinator.delete_topic_offsets(name)
-        except Exception as e:  # noqa: BLE001 - ZooKeeper or a coordinator unavailable: the offsets stay
-            log.warning("topic %s deleted, but not the groups' committed offsets of it: %s", name, e)
-        else:
-            if removed:
-                log.info("deleted the committed offsets of %d partitions of the deleted topic %s", removed, name)
-
-    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
-                                  validate_only: bool = False) -> TopicMetadata:
-        """Set and delete topic configs, all or nothing (``(name, "SET", value)``, ``(name, "DELETE", None)``);
-        see :meth:`TopicChanges.alter_configs <lakelog.replication.topic_changes.TopicChanges.alter_configs>`."""
-        return await self.replica_manager.topic_changes.alter_configs(name, changes, validate_only=validate_only)
-
-    async def add_partitions(self, name: str, *, partitions_count: int, validate_only: bool = False) -> TopicMetadata:
-        """Grow a topic to ``partitions_count`` partitions; see
-        :meth:`TopicChanges.add_partitions <lakelog.replication.topic_changes.TopicChanges.add_partitions>`."""
-        return await self.replica_manager.topic_changes.add_partitions(name, partitions_count=partitions_count,
-                                                                       validate_only=validate_only)
+        """Create a topic (the coordinators create their internal topics so); see
+        :meth:`RequestHandler.create_topic <lakelog.requests.handler.RequestHandler.create_topic>`."""
+        return await self.requests.create_topic(CreateTopicRequest(
+            name=name, partitions_count=partitions, replication_factor=replication_factor, configs=configs or {}))
 
     # -- the surface the gateway and consumer groups use (delegations) ----------------------------
 
@@ -388,17 +346,13 @@ class Broker:
         """The local partition if this broker leads it (else NotLeaderError naming the leader)."""
         return await self.replica_manager.leader_partition(topic, partition)
 
-    async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all") -> int:
-        """Append to a partition this broker leads; see :meth:`ReplicaManager.produce`."""
-        return await self.replica_manager.produce(topic, partition, records, acks=acks)
-
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
                     columns: list[str] | None = None,
                     isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:
-        """Records below the HW (read_committed: the LSO) from a partition this broker leads; see
-        :func:`lakelog.replication.consumer_fetch.fetch`."""
-        return await consumer_fetch.fetch(self.replica_manager, topic, partition, offset, max_bytes=max_bytes,
-                                          max_wait_ms=max_wait_ms, columns=columns, isolation_level=isolation_level)
+        """Records below the HW (read_committed: the LSO) from a partition this broker leads, for the
+        consumer instances; see :meth:`ReplicaManager.fetch <lakelog.replication.replica_manager.ReplicaManager.fetch>`."""
+        return await self.replica_manager.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
+                                                columns=columns, isolation_level=isolation_level)
 
     async def group_generation(self, group: str) -> int | None:
         """The group's current generation from ZooKeeper, or None if it has no membership state."""

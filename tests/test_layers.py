@@ -7,6 +7,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 1     ``log_tables/``
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``coordinators/``, ``security/``
+3.5   ``requests/`` (the request layer: one typed operation per request kind, for every front door)
 4     ``ingest_api/``, ``spark/``
 5     ``broker.py``, ``cli/``, ``client.py``, ``runtime/``
 ====  ===================================================================
@@ -30,12 +31,13 @@ SOURCE = ROOT / "platform"
 DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 
 #: top-level module or subpackage of ``lakelog`` -> layer
-LAYERS: dict[str, int] = {
+LAYERS: dict[str, float] = {
     "errors": 0, "config": 0, "processes": 0, "protocol": 0, "defaults": 0,
     "clock": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "coordinators": 3, "security": 3,
+    "requests": 3.5,
     "ingest_api": 4, "spark": 4,
     "broker": 5, "cli": 5, "client": 5, "runtime": 5,
     # DESIGN.md's table names these top-level modules, now in runtime/ (layer 5 all the same)

@@ -19,4 +19,4 @@ router = APIRouter()
             responses=ZOOKEEPER_ERRORS,
             summary="Ids of the live brokers (REST Proxy v2)")
 async def list_brokers(broker: BrokerDep) -> models.BrokerList:
-    return models.BrokerList(brokers=sorted(await broker.cache.brokers()))
+    return models.BrokerList(brokers=sorted(await broker.requests.metadata.brokers()))

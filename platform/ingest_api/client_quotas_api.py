@@ -17,16 +17,17 @@ broker (:mod:`~lakelog.ingest_api.client_quota_hooks`). With ``authorizer.enable
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.permissions import require_cluster_alter_configs, require_cluster_describe_configs
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.security.errors import InvalidQuotaError
-from lakelog.security.quotas import DEFAULT, QuotaEntity, QuotaStore
+from lakelog.requests.security_admin import ClientQuotaAlteration
+from lakelog.security.quotas import DEFAULT, QuotaEntity
 
 router = APIRouter(tags=["security"])
 
@@ -71,15 +72,6 @@ class QuotaEntries(BaseModel):
     entries: list[QuotaEntry]
 
 
-async def get_quota_store(request: Request) -> QuotaStore:
-    """The cluster's client quotas in ZooKeeper (``Broker.quota_store``)."""
-    return request.app.state.broker.quota_store
-
-
-#: The cluster's :class:`~lakelog.security.quotas.store.QuotaStore` (these routes).
-QuotaStoreDep = Annotated[QuotaStore, Depends(get_quota_store)]
-
-
 def entity_of(parts: dict[str, str | None]) -> QuotaEntity:
     """A :class:`QuotaEntity` of Kafka's entity map (null: the default).
 
@@ -107,34 +99,22 @@ def entity_map(entity: QuotaEntity) -> dict[str, str | None]:
 @router.get("/lakelog/v1/client-quotas", response_model=QuotaEntries, responses=QUOTA_ERRORS,
             summary="Describe client quotas", dependencies=[require_cluster_describe_configs])
 async def describe_client_quotas(
-    store: QuotaStoreDep,
+    broker: BrokerDep,
     user: Annotated[str | None, Query(description="Only this user's entities (<default>: the default user).")] = None,
     client_id: Annotated[str | None, Query(description="Only this client id's (<default>: the default).")] = None,
     strict: Annotated[bool, Query(description="Only entities with no part other than those filtered.")] = False,
 ) -> QuotaEntries:
     """The entities with quotas that match the filter (Kafka's DescribeClientQuotas)."""
-    found = await asyncio.to_thread(store.describe, user=user, client_id=client_id, strict=strict)
+    found = await broker.requests.quotas.describe_client_quotas(user=user, client_id=client_id, strict=strict)
     return QuotaEntries(entries=[QuotaEntry(entity=entity_map(e), values=v) for e, v in found])
 
 
 @router.post("/lakelog/v1/client-quotas:alter", response_model=QuotaEntries, responses=QUOTA_ERRORS,
              summary="Alter client quotas", dependencies=[require_cluster_alter_configs])
-async def alter_client_quotas(body: AlterQuotasRequest, store: QuotaStoreDep) -> QuotaEntries:
+async def alter_client_quotas(body: AlterQuotasRequest, broker: BrokerDep) -> QuotaEntries:
     """Set and remove quotas of entities; all entries are checked before any is written (Kafka's
     AlterClientQuotas)."""
-    changes = []
-    for entry in body.entries:
-        entity = entity_of(entry.entity)
-        sets = {op.key: op.value for op in entry.ops if not op.remove}
-        if any(v is None for v in sets.values()):
-            raise InvalidQuotaError("A quota op without remove needs a value (> 0)")
-        changes.append((entity, sets, [op.key for op in entry.ops if op.remove]))
-
-    def apply() -> list[QuotaEntry]:
-        for entity, sets, removes in changes:  # check all first: nothing written on a bad entry
-            store.alter(entity, set=sets, remove=removes, validate_only=True)
-        return [QuotaEntry(entity=entity_map(entity),
-                           values=store.alter(entity, set=sets, remove=removes, validate_only=body.validate_only))
-                for entity, sets, removes in changes]
-
-    return QuotaEntries(entries=await asyncio.to_thread(apply))
+    altered = await broker.requests.quotas.alter_client_quotas([ClientQuotaAlteration(
+        entity=entity_of(entry.entity), set={op.key: op.value for op in entry.ops if not op.remove},
+        remove=[op.key for op in entry.ops if op.remove]) for entry in body.entries], validate_only=body.validate_only)
+    return QuotaEntries(entries=[QuotaEntry(entity=entity_map(e), values=v) for e, v in altered])

@@ -354,7 +354,7 @@ ANSWER_PIECE_RECORDS = 65536
 
 
 def produce_response_body(result: Any) -> bytes:
-    """REST Proxy v2's produce answer for a :class:`~lakelog.replication.produce_router.ProduceResult`, as
+    """REST Proxy v2's produce answer for a :class:`~lakelog.requests.produce.ProduceResult`, as
     JSON bytes: ``{"offsets": [{"partition", "offset", "error_code", "error"}], "key_schema_id": null,
     "value_schema_id": null}``, one entry per record in request order.
 

@@ -14,10 +14,8 @@ declares it (about 0.1 ms of a request's answer on 2 cores).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from typing import Annotated, Protocol, runtime_checkable
 
-import pyarrow as pa
 from fastapi import Depends, Request
 
 from lakelog.config import BrokerSettings
@@ -25,20 +23,15 @@ from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.ingest_api.request_metrics import RequestStats
-from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.replication.controller import Controller
 from lakelog.replication.metadata import TopicMetadata
-from lakelog.replication.partition import Partition
-from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
-from lakelog.replication.topic_configs import ConfigChange
-from lakelog.security.acl_store import AclStore
+from lakelog.requests import RequestHandler
 from lakelog.security.authentication import ANONYMOUS, Authenticator
 from lakelog.security.authorizer import Authorizer
-from lakelog.security.user_credentials import UserCredentials
 
 
 @runtime_checkable
@@ -48,7 +41,8 @@ class GatewayBroker(Protocol):
     settings: BrokerSettings
     cluster_id: str
     replica_manager: ReplicaManager
-    produce_router: ProduceRouter
+    #: the operations of every request kind (:mod:`lakelog.requests`): what the routes call
+    requests: RequestHandler
     coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     transaction_state_manager: TransactionStateManager
@@ -68,16 +62,6 @@ class GatewayBroker(Protocol):
     def check_partition(self, meta: TopicMetadata, partition: int) -> None: ...
     async def partition_offsets(self, topic: str, partition: int) -> tuple[int, int, int]: ...
     async def offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int) -> int: ...
-    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-                    columns: list[str] | None = None,
-                    isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]: ...
-    async def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
-                           configs: dict[str, str] | None = None) -> TopicMetadata: ...
-    async def delete_topic(self, name: str) -> None: ...
-    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
-                                  validate_only: bool = False) -> TopicMetadata: ...
-    async def add_partitions(self, name: str, *, partitions_count: int,
-                             validate_only: bool = False) -> TopicMetadata: ...
 
 
 async def get_broker(request: Request) -> GatewayBroker:
@@ -119,24 +103,6 @@ async def get_transaction_coordinator(request: Request) -> TransactionCoordinato
 
 #: The broker's :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`.
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
-
-
-async def get_acl_store(request: Request) -> AclStore:
-    """The cluster's ACLs in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`; ``Broker.acl_store``)."""
-    return request.app.state.broker.acl_store
-
-
-#: The cluster's :class:`~lakelog.security.acl_store.AclStore` (the v3 ACL routes).
-AclStoreDep = Annotated[AclStore, Depends(get_acl_store)]
-
-
-async def get_user_credentials(request: Request) -> UserCredentials:
-    """Users' SCRAM credentials in ZooKeeper (``Broker.user_credentials``)."""
-    return request.app.state.broker.user_credentials
-
-
-#: The cluster's :class:`~lakelog.security.user_credentials.UserCredentials` (the users routes).
-UserCredentialsDep = Annotated[UserCredentials, Depends(get_user_credentials)]
 
 
 async def get_request_stats(request: Request) -> RequestStats | None:

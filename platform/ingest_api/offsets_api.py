@@ -12,7 +12,9 @@
 
 Offsets live in the internal topic ``__consumer_offsets``; any broker answers, asking the group's
 coordinator (:mod:`lakelog.consumer_groups.coordinator`): 503 / 50320 (retriable) when none answered
-within ``request.timeout.ms``.
+within ``request.timeout.ms``. The routes call the request layer's
+:class:`~lakelog.requests.groups.GroupOffsets` (the per-topic checks are there); the group's permission
+is checked before the body is read.
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ from typing import Optional
 
 from fastapi import APIRouter, Query
 
-from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import CoordinatorDep, OffsetsAdminBrokerDep
+from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.permissions import PermissionsDep, group_permission
 from lakelog.ingest_api.models import (
@@ -40,7 +41,9 @@ from lakelog.ingest_api.models import (
     TopicPartitionOffset,
     TopicPartitionRef,
 )
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.requests import OffsetCommitRequest
+from lakelog.requests import ResetOffsetsRequest as ResetRequest
+from lakelog.security.acls import Operation
 
 #: Every route's error answers: 400 covers 40008 (a group id ZooKeeper cannot hold), 404 40401/40402
 #: (topic, partition) and 40407 (a group with no committed offsets: lag, reset), 409 a stale
@@ -56,71 +59,65 @@ def _answer(offsets: list[PartitionOffset]) -> list[TopicPartitionOffset]:
 @router.post("/consumers/{group}/offsets", response_model=CommitOffsetsResponse,
              summary="Commit offsets for a group (one append through its coordinator)",
              dependencies=[group_permission(Operation.READ)])
-async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: OffsetsAdminBrokerDep,
+async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: BrokerDep,
                          permissions: PermissionsDep) -> CommitOffsetsResponse:
     """Read on the group and on each topic (Kafka's OffsetCommit)."""
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in body.offsets))
     txn = body.transaction
-    written = await offsets_admin.commit_offsets(
-        broker, group, [PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
-        generation=body.generation_id, app_id=txn.app_id if txn else None, version=txn.version if txn else None)
+    written = await broker.requests.groups.commit_offsets(OffsetCommitRequest(
+        group=group, offsets=[PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
+        generation_id=body.generation_id, app_id=txn.app_id if txn else None, version=txn.version if txn else None),
+        permissions=permissions)
     return CommitOffsetsResponse(committed=written, offsets=body.offsets)
 
 
 @router.get("/consumers/{group}/offsets", response_model=OffsetsResponse, summary="A group's committed offsets",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def get_offsets(group: GroupName, coordinator: CoordinatorDep, permissions: PermissionsDep,
+async def get_offsets(group: GroupName, broker: BrokerDep, permissions: PermissionsDep,
                       topic: Optional[str] = Query(None, description="Only this topic.")) -> OffsetsResponse:
     """Describe on the group; topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
-    committed = await coordinator.committed(group, topic)
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
+    committed = await broker.requests.groups.committed_offsets(group, topic=topic, permissions=permissions)
     return OffsetsResponse(offsets=[
         CommittedOffsetInfo(topic=c.topic, partition=c.partition, offset=c.offset, metadata=c.metadata,
                             generation_id=c.generation, commit_timestamp=c.commit_timestamp_ms)
-        for c in committed if c.topic in visible])
+        for c in committed])
 
 
 @router.get("/consumers", response_model=list[str], summary="Groups with committed offsets")
-async def list_groups(coordinator: CoordinatorDep, permissions: PermissionsDep) -> list[str]:
+async def list_groups(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
     """Only the groups the principal may Describe (Kafka's ListGroups)."""
-    return permissions.filter(Operation.DESCRIBE, ResourceType.GROUP, await coordinator.groups())
+    return await broker.requests.groups.list_groups(permissions=permissions)
 
 
 @router.get("/consumers/{group}/lag", response_model=GroupLag, summary="Committed offset, log end and lag per partition",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def group_lag(group: GroupName, broker: OffsetsAdminBrokerDep, permissions: PermissionsDep) -> GroupLag:
+async def group_lag(group: GroupName, broker: BrokerDep, permissions: PermissionsDep) -> GroupLag:
     """Describe on the group; only the topics the principal may Describe (their lag in ``total_lag``)."""
-    lag = await offsets_admin.group_lag(broker, group)
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {p.topic for p in lag.partitions}))
-    partitions = [p for p in lag.partitions if p.topic in visible]
-    return GroupLag(group=lag.group, total_lag=sum(p.lag for p in partitions), partitions=[
+    lag = await broker.requests.groups.group_lag(group, permissions=permissions)
+    return GroupLag(group=lag.group, total_lag=lag.total_lag, partitions=[
         PartitionLag(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
                      log_end_offset=p.log_end_offset, high_watermark=p.high_watermark, lag=p.lag)
-        for p in partitions])
+        for p in lag.partitions])
 
 
 @router.post("/consumers/{group}/offsets/reset", response_model=CommitOffsetsResponse,
              summary="Reset a group's offsets (no active members)", dependencies=[group_permission(Operation.READ)])
-async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: OffsetsAdminBrokerDep,
+async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: BrokerDep,
                         permissions: PermissionsDep) -> CommitOffsetsResponse:
     """Read on the group and on each topic reset (Kafka's OffsetCommit, which kafka-consumer-groups
     --reset-offsets sends): with ACLs checked, the reset is planned first (a dry run) to learn its topics."""
-    partitions = [(p.topic, p.partition) for p in body.partitions] if body.partitions else None
-    if permissions.enabled:
-        planned = await offsets_admin.reset_offsets(broker, group, to=body.to, value=body.value, topics=body.topics,
-                                                    dry_run=True, partitions=partitions)
-        permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in planned))
-    offsets = await offsets_admin.reset_offsets(
-        broker, group, to=body.to, value=body.value, topics=body.topics, dry_run=body.dry_run, partitions=partitions)
+    offsets = await broker.requests.groups.reset_offsets(ResetRequest(
+        group=group, to=body.to, value=body.value, topics=body.topics, dry_run=body.dry_run,
+        partitions=[(p.topic, p.partition) for p in body.partitions] if body.partitions else None),
+        permissions=permissions)
     return CommitOffsetsResponse(committed=not body.dry_run, offsets=_answer(offsets))
 
 
 @router.post("/consumers/{group}/offsets/delete", response_model=DeletedOffsetsResponse,
              summary="Delete a group's committed offsets of a topic (no active members)",
              dependencies=[group_permission(Operation.DELETE)])
-async def delete_offsets(group: GroupName, body: DeleteOffsetsRequest, broker: OffsetsAdminBrokerDep,
+async def delete_offsets(group: GroupName, body: DeleteOffsetsRequest, broker: BrokerDep,
                          permissions: PermissionsDep) -> DeletedOffsetsResponse:
     """Delete on the group and Read on the topic (Kafka's OffsetDelete)."""
-    permissions.require(Operation.READ, ResourceType.TOPIC, body.topic)
-    deleted = await offsets_admin.delete_offsets(broker, group, topic=body.topic, partitions=body.partitions)
+    deleted = await broker.requests.groups.delete_offsets(group, topic=body.topic, partitions=body.partitions,
+                                                          permissions=permissions)
     return DeletedOffsetsResponse(deleted=[TopicPartitionRef(topic=t, partition=p) for t, p in deleted])

@@ -1,4 +1,7 @@
-"""REST Proxy v2 produce and fetch.
+"""REST Proxy v2 produce and fetch: the HTTP adapter of the request layer's produce and fetch
+(:mod:`lakelog.requests`). A route parses the request (media type, acks, producer headers, the body into
+one Arrow table), calls the operation and encodes its answer; the rules of a produce or fetch are the
+operation's.
 
 - ``POST /topics/{topic}``: records are placed by their ``partition``, else murmur2 of the key, else
   spread; a share whose partition another broker leads is forwarded to it;
@@ -47,7 +50,8 @@ from lakelog.protocol.producer_headers import (
 )
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
-from lakelog.replication.consumer_fetch import next_offset
+from lakelog.requests import FetchRequest, ProduceRequest
+from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
 from lakelog.security.acls import Operation
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
@@ -236,22 +240,21 @@ _DECODE_IN_THREAD_MIN_BYTES = 1 << 20
 
 async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks,
                         producer: ProducerBatch | None) -> Response:
-    meta = await broker.topic_fresh(topic)  # 40401 before body errors, as REST Proxy
+    await broker.requests.describe_topic(topic)  # 40401 before body errors, as REST Proxy
     body = holder.pop()
     if len(body) < _DECODE_IN_THREAD_MIN_BYTES:
         batch, parts = codecs.decode_produce(body, fmt, consume=True)
     else:  # seconds for a 100 MB body: other requests go on meanwhile
         batch, parts = await asyncio.to_thread(codecs.decode_produce, body, fmt, consume=True)
     del body
+    result = await broker.requests.produce(ProduceRequest(
+        topic=topic, records=batch, record_partitions=parts, partition=partition, acks=acks, producer=producer,
+        layout="batch" if fmt == "arrow" else "records"))
     if fmt == "arrow":
-        assert partition is not None
-        base = await broker.produce_router.produce_arrow(meta, partition, batch, partitions=parts, acks=acks,
-                                                         producer=producer)
+        base = result.base_offset
         return kafka_json({"partition": partition, "base_offset": base,
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
-    result = await broker.produce_router.produce(meta, batch, partitions=parts, partition=partition, acks=acks,
-                                                 producer=producer)
     if len(result.offsets) > codecs.ANSWER_PIECE_RECORDS and not result.errors:
         length, pieces = codecs.produce_response_pieces(result)  # ~60 bytes a record: sent in pieces
         return StreamingResponse(pieces, media_type=V2, headers={"Content-Length": str(length)})
@@ -286,21 +289,24 @@ async def produce_records(topic: TopicName, partition: PartitionId, request: Req
 async def fetch(
     topic: TopicName, partition: PartitionId, broker: BrokerDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
-    max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024,
-                                    description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.")] = 1024 * 1024,
-    max_wait_ms: Annotated[int | None, Query(ge=0, le=60_000,
+    max_bytes: Annotated[int, Query(
+        gt=0, le=FETCH_MAX_BYTES_LIMIT,
+        description="Soft limit on the records' bytes (at least one record is returned). Default: 1 MiB.",
+    )] = DEFAULT_FETCH_MAX_BYTES,
+    max_wait_ms: Annotated[int | None, Query(ge=0, le=FETCH_MAX_WAIT_MS_LIMIT,
                                              description="Long-poll when nothing is there. Default: fetch.max.wait.ms.")] = None,
     isolation_level: Annotated[IsolationLevel, Query(description=_ISOLATION_LEVEL)] = "read_uncommitted",
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     fmt = codecs.fetch_format(accept)
-    wait = broker.settings.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
-    table, part = await broker.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=wait,
-                                     columns=codecs.FETCH_COLUMNS, isolation_level=isolation_level)
+    result = await broker.requests.fetch(FetchRequest(
+        topic=topic, partition=partition, offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
+        isolation_level=isolation_level, columns=codecs.FETCH_COLUMNS))
+    table = result.records
     body = await asyncio.to_thread(codecs.encode_records, table, fmt, topic=topic, partition=partition) \
         if table.num_rows > 5000 else codecs.encode_records(table, fmt, topic=topic, partition=partition)
     return Response(body, media_type=_FETCH_MEDIA[fmt], headers={
-        NEXT_OFFSET_HEADER: str(next_offset(table, offset)),
-        "X-Lakelog-High-Watermark": str(part.log.high_watermark),
-        "X-Lakelog-Log-Start-Offset": str(part.log.log_start_offset),
+        NEXT_OFFSET_HEADER: str(result.next_offset),
+        "X-Lakelog-High-Watermark": str(result.high_watermark),
+        "X-Lakelog-Log-Start-Offset": str(result.log_start_offset),
     })

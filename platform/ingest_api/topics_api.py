@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Optional
 
 from fastapi import APIRouter, Path, Query
@@ -23,15 +22,9 @@ from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
 from lakelog.ingest_api.permissions import PermissionsDep, topic_permission
 from lakelog.log_tables.records import MAX_TIMESTAMP_MS
-from lakelog.replication.metadata import TopicMetadata
 from lakelog.security.acls import Operation, ResourceType
-from lakelog.replication.partition_views import (
-    PartitionSummary,
-    leader_offsets,
-    local_offset_for_timestamp,
-    partition_log_info,
-    partition_summary,
-)
+from lakelog.replication.partition_views import PartitionSummary
+from lakelog.requests import ListOffsetsRequest
 
 router = APIRouter()
 
@@ -51,17 +44,14 @@ def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
         high_watermark=s.high_watermark, last_stable_offset=s.last_stable_offset)
 
 
-async def _partitions(broker, meta: TopicMetadata) -> list[models.PartitionInfo]:
-    summaries = await asyncio.gather(*(partition_summary(broker.replica_manager, meta.name, p, r)
-                                       for p, r in sorted(meta.replicas.items())))
-    return [_partition_info(s) for s in summaries]
+async def _partitions(broker, topic: str) -> list[models.PartitionInfo]:
+    return [_partition_info(s) for s in await broker.requests.metadata.partition_summaries(topic)]
 
 
 @router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
             summary="List topic names")
 async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
-    await broker.refresh_topics()
-    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(broker.topics()))
+    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(await broker.requests.list_topics()))
 
 
 @router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
@@ -70,25 +60,23 @@ async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[st
 async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
     """Describe and DescribeConfigs on the topic with ACLs checked (REST Proxy reads the configs with Kafka's
     DescribeConfigs)."""
-    meta = await broker.topic_fresh(topic)
-    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, meta))
+    meta = await broker.requests.describe_topic(topic)
+    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, topic))
 
 
 @router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=ERRORS,
             tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR",
             dependencies=[DESCRIBE_TOPIC])
 async def list_partitions(topic: TopicName, broker: BrokerDep) -> list[models.PartitionInfo]:
-    return await _partitions(broker, await broker.topic_fresh(topic))
+    return await _partitions(broker, topic)
 
 
 @router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=ERRORS,
             tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets",
             dependencies=[DESCRIBE_TOPIC])
 async def get_partition(topic: TopicName, partition: PartitionId, broker: BrokerDep) -> models.PartitionInfo:
-    meta = await broker.topic_fresh(topic)
-    broker.check_partition(meta, partition)
-    return _partition_info(await partition_summary(broker.replica_manager, topic, partition,
-                                                   meta.replicas[partition]))
+    summaries = await broker.requests.metadata.partition_summaries(topic, partition)
+    return _partition_info(summaries[0])
 
 
 _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
@@ -104,11 +92,12 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
 async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:
-    offsets = await leader_offsets(broker.replica_manager, topic, partition)
-    found = None if timestamp_ms is None else await broker.offset_for_timestamp(topic, partition,
-                                                                                timestamp_ms=timestamp_ms)
+    listed = await broker.requests.list_offsets(ListOffsetsRequest(topic=topic, partition=partition,
+                                                                   timestamp_ms=timestamp_ms))
+    offsets = listed.offsets
     return models.PartitionOffsets(beginning_offset=offsets.log_start_offset, end_offset=offsets.high_watermark,
-                                   last_stable_offset=offsets.last_stable_offset, offset_for_timestamp=found)
+                                   last_stable_offset=offsets.last_stable_offset,
+                                   offset_for_timestamp=listed.offset_for_timestamp)
 
 
 @router.get("/lakelog/v1/topics/{topic}/partitions/{partition}/offset-for-timestamp",
@@ -119,7 +108,7 @@ async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, 
                                       timestamp_ms: Annotated[int, Query(**_TIMESTAMP_MS)]) -> models.OffsetForTimestamp:
     """Answered only by the partition's leader (421 naming the leader elsewhere): the lookup another
     broker forwards, so a forwarded request is never forwarded again."""
-    offset = await local_offset_for_timestamp(broker.replica_manager, topic, partition, timestamp_ms=timestamp_ms)
+    offset = await broker.requests.metadata.leader_offset_for_timestamp(topic, partition, timestamp_ms=timestamp_ms)
     return models.OffsetForTimestamp(timestamp_ms=timestamp_ms, offset=offset)
 
 
@@ -135,9 +124,4 @@ async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[in
     """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked
     of its leader (``?partition=``), whose table holds the committed records (offsets below the HW).
     ``?details=true`` adds ``table_version``, ``table_files`` and ``size_bytes`` (null without it)."""
-    meta = await broker.topic_fresh(topic)
-    if partition is not None:
-        broker.check_partition(meta, partition)
-    wanted = [partition] if partition is not None else sorted(meta.replicas)
-    return list(await asyncio.gather(*(partition_log_info(broker.replica_manager, topic, p, details=details)
-                                       for p in wanted)))
+    return await broker.requests.metadata.partition_logs(topic, partition, details=details)

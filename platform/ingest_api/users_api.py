@@ -14,15 +14,13 @@ on the Cluster (403 / 40301). The brokers' own user (``inter.broker.username``) 
 
 from __future__ import annotations
 
-import asyncio
 
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep, UserCredentialsDep
+from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.permissions import require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.openapi_docs import v3_read_errors
-from lakelog.security.errors import InvalidCredentialError
 
 router = APIRouter(tags=["security"])
 
@@ -36,13 +34,6 @@ class UserPassword(BaseModel):
     iterations: int = Field(4096, ge=4096, le=16384, description="PBKDF2 iterations. Default: 4096 (Kafka's).")
 
 
-def _not_the_brokers(broker, name: str) -> None:
-    """The brokers' user (``inter.broker.username``) is theirs: its password is their ``inter.broker.password``."""
-    if name == broker.settings.inter_broker_username:
-        raise InvalidCredentialError(f"User {name!r} is the brokers' own (inter.broker.username): change its password "
-                                     "through inter.broker.password in every broker's settings, not here.")
-
-
 class UserList(BaseModel):
     """The users that have a credential."""
 
@@ -51,25 +42,23 @@ class UserList(BaseModel):
 
 @router.get("/lakelog/v1/users", response_model=UserList, responses=USER_ERRORS, summary="List users",
             dependencies=[require_cluster_describe])
-async def list_users(credentials: UserCredentialsDep) -> UserList:
+async def list_users(broker: BrokerDep) -> UserList:
     """Every user with a SCRAM-SHA-512 credential, sorted."""
-    return UserList(users=await asyncio.to_thread(credentials.names))
+    return UserList(users=await broker.requests.users.list_users())
 
 
 @router.put("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
             summary="Set a user's password", dependencies=[require_cluster_alter])
-async def upsert_user(body: UserPassword, credentials: UserCredentialsDep, broker: BrokerDep,
+async def upsert_user(body: UserPassword, broker: BrokerDep,
                       name: str = Path(min_length=1, description="User name (the principal is User:name)")) -> Response:
     """Create the user or replace their credential (not the brokers' own user)."""
-    _not_the_brokers(broker, name)
-    await asyncio.to_thread(credentials.upsert, name, body.password, iterations=body.iterations)
+    await broker.requests.users.upsert_user(name, password=body.password, iterations=body.iterations)
     return Response(status_code=204)
 
 
 @router.delete("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
                summary="Delete a user", dependencies=[require_cluster_alter])
-async def delete_user(credentials: UserCredentialsDep, broker: BrokerDep, name: str = Path(min_length=1)) -> Response:
+async def delete_user(broker: BrokerDep, name: str = Path(min_length=1)) -> Response:
     """Remove the user's credential (not the brokers' own user)."""
-    _not_the_brokers(broker, name)
-    await asyncio.to_thread(credentials.delete, name)
+    await broker.requests.users.delete_user(name)
     return Response(status_code=204)

@@ -20,6 +20,7 @@ from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
+from lakelog.requests import CreateTopicRequest, ProduceRequest
 from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v3"])
@@ -57,8 +58,7 @@ def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) 
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep,
                       permissions: PermissionsDep) -> models.TopicList:
     check_cluster(broker, cluster_id)
-    await broker.refresh_topics()
-    topics = broker.topics()
+    topics = await broker.requests.list_topics()
     data = [_topic_data(request, broker, topics[t])
             for t in permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(topics))]
     return models.TopicList(metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics", "next": None},
@@ -73,8 +73,9 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
     check_cluster(broker, cluster_id)
     permissions.require_create_topic(body.topic_name)
     configs = {c.name: c.value for c in body.configs if c.value is not None}
-    meta = await broker.create_topic(body.topic_name, partitions=body.partitions_count,
-                                     replication_factor=body.replication_factor, configs=configs)
+    meta = await broker.requests.create_topic(CreateTopicRequest(
+        name=body.topic_name, partitions_count=body.partitions_count, replication_factor=body.replication_factor,
+        configs=configs))
     return _topic_data(request, broker, meta)
 
 
@@ -82,7 +83,7 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
             summary="Describe a topic", dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> models.TopicData:
     check_cluster(broker, cluster_id)
-    return _topic_data(request, broker, await broker.topic_fresh(topic))
+    return _topic_data(request, broker, await broker.requests.describe_topic(topic))
 
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, responses=ERRORS,
@@ -90,7 +91,7 @@ async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker:
                dependencies=[topic_permission(Operation.DELETE)])
 async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
     check_cluster(broker, cluster_id)
-    await broker.delete_topic(topic)
+    await broker.requests.delete_topic(topic)
     return Response(status_code=204)
 
 
@@ -102,7 +103,7 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
     not above the current one is refused with 400 / 40005 (Kafka's INVALID_PARTITIONS). Records with
     keys may map to other partitions from now on (murmur2 over the new count)."""
     check_cluster(broker, cluster_id)
-    meta = await broker.add_partitions(topic, partitions_count=body.partitions_count)
+    meta = await broker.requests.create_partitions(topic, partitions_count=body.partitions_count)
     return _topic_data(request, broker, meta)
 
 
@@ -112,7 +113,7 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
 async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request,
                              broker: BrokerDep) -> models.TopicConfigList:
     check_cluster(broker, cluster_id)
-    meta = await broker.topic_fresh(topic)
+    meta = await broker.requests.describe_topic(topic)
     return models.TopicConfigList(
         metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics/{topic}/configs", "next": None},
         data=[_config_data(request, broker, topic, e) for e in meta.config_entries()])
@@ -124,7 +125,7 @@ async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request
                            broker: BrokerDep) -> models.TopicConfigData:
     """404 / 40440 when ``name`` is not a topic config."""
     check_cluster(broker, cluster_id)
-    meta = await broker.topic_fresh(topic)
+    meta = await broker.requests.describe_topic(topic)
     return _config_data(request, broker, topic, meta.config_entry(name))
 
 
@@ -137,8 +138,8 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
     running brokers apply it to the topic's open logs without a restart. An unknown key or an invalid
     value is refused with 400 / 40003 naming the key (so is a key named twice), and nothing is written."""
     check_cluster(broker, cluster_id)
-    await broker.alter_topic_configs(topic, [(e.name, e.operation, e.value) for e in body.data],
-                                     validate_only=body.validate_only)
+    await broker.requests.alter_topic_configs(topic, [(e.name, e.operation, e.value) for e in body.data],
+                                              validate_only=body.validate_only)
     return Response(status_code=204)
 
 
@@ -150,10 +151,11 @@ async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceReque
     """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
     check_cluster(broker, cluster_id)
     producer = producer_batch_from_headers(request.headers)
-    meta = await broker.topic_fresh(topic)
+    meta = await broker.requests.describe_topic(topic)
     batch = codecs.decode_v3_record(body)
     parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
-    result = await broker.produce_router.produce(meta, batch, partitions=parts, producer=producer)
+    result = await broker.requests.produce(ProduceRequest(topic=topic, records=batch, record_partitions=parts,
+                                                          producer=producer))
     if result.errors:
         raise next(iter(result.errors.values()))
     return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,

@@ -12,7 +12,8 @@ Confluent REST Proxy v3's ``ClustersResource``, ``BrokersResource``, ``Partition
 - ``GET .../partitions/{partition_id}/replicas[/{broker_id}]``: each replica's broker, ``is_leader``
   and ``is_in_sync`` (the partition's ISR).
 
-Any broker answers for the whole cluster, from ZooKeeper (:mod:`lakelog.replication.cluster_views`).
+Any broker answers for the whole cluster, from ZooKeeper (the request layer's
+:class:`~lakelog.requests.metadata.MetadataViews`).
 Every ``related`` link and ``self`` URL answers 200 while the resource exists (a replica's ``broker``
 link: while that broker is live). Errors: 404 with 40404 (not this cluster's id), 40410 (no live broker
 with that id), 40401 (topic), 40402 (partition), 40411 (the broker holds no replica of the partition).
@@ -31,13 +32,7 @@ from lakelog.ingest_api.models import INT32_MAX
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, v3_read_errors
 from lakelog.ingest_api.permissions import topic_permission
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
-from lakelog.replication.cluster_views import (
-    PartitionReplicas,
-    controller_id,
-    live_broker,
-    partition_replicas,
-    topic_partition_replicas,
-)
+from lakelog.replication.cluster_views import PartitionReplicas
 from lakelog.replication.metadata import BrokerInfo
 from lakelog.security.acls import Operation
 from lakelog.replication.partition_views import ReplicaSummary
@@ -67,7 +62,7 @@ def _collection(url: str) -> m.ResourceCollectionMetadata:
 async def _cluster_data(request: Request, broker) -> m.ClusterData:
     cid = broker.cluster_id
     url = _cluster_url(request, cid)
-    controller = await controller_id(broker.metadata)
+    controller = await broker.requests.metadata.controller_id()
     return m.ClusterData(
         metadata=m.ResourceMetadata(self=url, resource_name=f"crn:///kafka={cid}"), cluster_id=cid,
         controller=None if controller is None else m.Related(related=f"{url}/brokers/{controller}"),
@@ -129,7 +124,7 @@ async def get_cluster(cluster_id: str, request: Request, broker: BrokerDep) -> m
             summary="The live brokers: id, host, port, rack")
 async def list_brokers(cluster_id: str, request: Request, broker: BrokerDep) -> m.BrokerDataList:
     check_cluster(broker, cluster_id)
-    brokers = await broker.cache.brokers()
+    brokers = await broker.requests.metadata.brokers()
     return m.BrokerDataList(metadata=_collection(f"{_cluster_url(request, cluster_id)}/brokers"),
                             data=[_broker_data(request, cluster_id, info) for _, info in sorted(brokers.items())])
 
@@ -139,7 +134,7 @@ async def list_brokers(cluster_id: str, request: Request, broker: BrokerDep) -> 
 async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, broker: BrokerDep) -> m.BrokerData:
     """404 / 40410 when no live broker has ``broker_id`` (a stopped broker is not listed)."""
     check_cluster(broker, cluster_id)
-    return _broker_data(request, cluster_id, await live_broker(broker.cache, broker_id))
+    return _broker_data(request, cluster_id, await broker.requests.metadata.broker(broker_id))
 
 
 # -- partitions and replicas -----------------------------------------------------------------------
@@ -150,8 +145,7 @@ async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, bro
 async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
                           broker: BrokerDep) -> m.PartitionDataList:
     check_cluster(broker, cluster_id)
-    meta = await broker.topic_fresh(topic)
-    parts = await topic_partition_replicas(broker.cache, meta)
+    parts = await broker.requests.metadata.partition_replicas(topic)
     return m.PartitionDataList(
         metadata=_collection(f"{_cluster_url(request, cluster_id)}/topics/{topic}/partitions"),
         data=[_partition_data(request, cluster_id, p) for p in parts])
@@ -163,7 +157,7 @@ async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
 async def get_partition(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.PartitionData:
     check_cluster(broker, cluster_id)
-    p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
     return _partition_data(request, cluster_id, p)
 
 
@@ -174,7 +168,7 @@ async def get_partition(cluster_id: str, topic: TopicName, partition_id: Partiti
 async def list_replicas(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
                         broker: BrokerDep) -> m.ReplicaDataList:
     check_cluster(broker, cluster_id)
-    p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
     return m.ReplicaDataList(
         metadata=_collection(f"{_partition_url(request, cluster_id, topic, partition_id)}/replicas"),
         data=[_replica_data(request, cluster_id, p, r) for r in p.replicas])
@@ -187,5 +181,5 @@ async def get_replica(cluster_id: str, topic: TopicName, partition_id: Partition
                       request: Request, broker: BrokerDep) -> m.ReplicaData:
     """404 / 40411 when ``broker_id`` holds no replica of the partition."""
     check_cluster(broker, cluster_id)
-    p = await partition_replicas(broker.cache, await broker.topic_fresh(topic), partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
     return _replica_data(request, cluster_id, p, p.replica(broker_id))

@@ -159,10 +159,7 @@ class LogWriter:
             raise ValueError("append needs at least one record")
         if attributes is not None and self.segments is None and pc.any(
                 pc.not_equal(pc.bit_wise_and(attributes, TRANSACTIONAL_BIT), 0)).as_py():
-            raise TransactionsNeedTailError(
-                f"{self.name} has no segment tail (lake.commit.interval.ms=0, or a table on an object store): "
-                "it cannot hold an open transaction back from readers. Nothing was written; produce "
-                "transactions to a topic with lake.commit.interval.ms above 0.")
+            check_holds_transactions(self.name, tiered=False)
         with self._append_locks():
             self.check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
@@ -420,6 +417,20 @@ class LogWriter:
             self.recover()
         except Exception:  # the table itself is unreachable; keep the old state, fail next time too
             log.exception("re-reading %s after a failed commit failed", self.uri)
+
+
+def check_holds_transactions(name: str, *, tiered: bool) -> None:
+    """The rule for transactional records: only a log with a segment tail holds them (an open transaction
+    is kept from read_committed readers there; without a tail every append is a Delta commit readers see).
+
+    Raises:
+        TransactionsNeedTailError: ``tiered`` is False (422 / 42224; nothing was written).
+    """
+    if not tiered:
+        raise TransactionsNeedTailError(
+            f"{name} has no segment tail (lake.commit.interval.ms=0, or a table on an object store): "
+            "it cannot hold an open transaction back from readers. Nothing was written; produce "
+            "transactions to a topic with lake.commit.interval.ms above 0.")
 
 
 def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tuple[int, int] | None,

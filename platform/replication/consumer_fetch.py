@@ -1,8 +1,9 @@
 """A consumer's fetch on the partition's leader, with Kafka's ``isolation.level`` (KIP-98).
 
-:func:`fetch` reads records from an offset of a partition this broker leads: below the high watermark
-(``read_uncommitted``, Kafka's default), or below the last stable offset without aborted records
-(``read_committed``); transaction markers (control records) never reach a consumer. It long-polls up to
+:func:`read_records` reads records from an offset of a partition this broker leads (the read of
+:meth:`ReplicaManager.fetch <lakelog.replication.replica_manager.ReplicaManager.fetch>`): below the
+high watermark (``read_uncommitted``, Kafka's default), or below the last stable offset without aborted
+records (``read_committed``); transaction markers (control records) never reach a consumer. It long-polls up to
 ``max_wait_ms`` while there is nothing to read for that isolation level.
 
 :func:`next_offset` says where the consumer goes on: a read that dropped markers or aborted records may
@@ -18,11 +19,9 @@ import pyarrow as pa
 
 from lakelog.log_tables.fetch import read_end_offset
 from lakelog.log_tables.transaction_index import IsolationLevel
-from lakelog.replication.broker_topic_stats import counted_requests
 from lakelog.replication.partition import Partition
-from lakelog.replication.replica_manager import ReplicaManager
 
-__all__ = ["fetch", "next_offset", "readable_end"]
+__all__ = ["next_offset", "read_records", "readable_end"]
 
 
 def next_offset(rows: pa.Table, offset: int) -> int:
@@ -42,15 +41,16 @@ def readable_end(part: Partition, isolation_level: IsolationLevel) -> int:
     return part.log.last_stable_offset if isolation_level == "read_committed" else part.log.high_watermark
 
 
-@counted_requests("fetch")
-async def fetch(rm: ReplicaManager, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-                columns: list[str] | None = None,
-                isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:
-    """Records from ``offset`` of a partition this broker leads, waiting up to ``max_wait_ms`` for some.
+async def read_records(part: Partition, offset: int, *, max_bytes: int, max_wait_ms: int,
+                       columns: list[str] | None = None,
+                       isolation_level: IsolationLevel = "read_uncommitted") -> pa.Table:
+    """Records from ``offset`` of ``part``'s log, waiting up to ``max_wait_ms`` for some: the read of
+    :meth:`ReplicaManager.fetch <lakelog.replication.replica_manager.ReplicaManager.fetch>` once it found
+    the leader's replica.
 
     Args:
-        rm: the broker's replica manager.
-        topic, partition, offset: what to read.
+        part: a partition this broker leads.
+        offset: the first offset wanted.
         max_bytes: soft limit on the answer's Arrow bytes (at least one record, KIP-74).
         max_wait_ms: long-poll this long (ms) while the read has nothing (no record and no marker to move
             past) below :func:`readable_end`.
@@ -60,13 +60,11 @@ async def fetch(rm: ReplicaManager, topic: str, partition: int, offset: int, *, 
             aborted records. Neither returns control records.
 
     Returns:
-        ``(rows, partition)``; where the next fetch starts is :func:`next_offset` of ``rows``.
+        the rows read; where the next fetch starts is :func:`next_offset` of them.
 
     Raises:
-        NotLeaderError, LeaderNotAvailableError; OffsetOutOfRangeError: ``offset`` below the log start
-        offset or above the high watermark.
+        OffsetOutOfRangeError: ``offset`` below the log start offset or above the high watermark.
     """
-    part = await rm.leader_partition(topic, partition)
 
     def read() -> pa.Table:
         return part.log.read(offset, max_bytes=max_bytes, columns=columns, isolation_level=isolation_level)
@@ -75,4 +73,4 @@ async def fetch(rm: ReplicaManager, topic: str, partition: int, offset: int, *, 
     if table.num_rows == 0 and next_offset(table, offset) == offset and max_wait_ms > 0:
         await part.wait_until(lambda: readable_end(part, isolation_level) > offset, max_wait_ms / 1000.0)
         table = await asyncio.to_thread(read)
-    return table, part
+    return table

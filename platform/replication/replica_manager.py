@@ -11,11 +11,14 @@ Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelo
   shrinks (``replica.lag.time.max.ms``) and expansions to ZooKeeper with znode-version checks;
 - produce honours ``acks`` and ``min.insync.replicas``; appends are stamped with the leader epoch and a
   deposed leader's appends are refused;
+- :meth:`ReplicaManager.produce` appends and :meth:`ReplicaManager.fetch` reads, both on the leader's
+  replica only and for requests already validated (the request layer, :mod:`lakelog.requests`, checks
+  them, as Kafka's ``KafkaApis`` does before calling its ``ReplicaManager``);
 - a partition led elsewhere answers :class:`NotLeaderError` naming the leader's URL (callers ask that
-  leader: :mod:`~lakelog.replication.partition_views`, :mod:`~lakelog.replication.produce_router`).
+  leader: :mod:`~lakelog.replication.partition_views`, :mod:`lakelog.requests.produce`).
 
-The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fetch`, a consumer's
-fetch :mod:`~lakelog.replication.consumer_fetch`; ISR writes are :mod:`~lakelog.replication.isr`.
+The leader's side of a follower's fetch is :mod:`~lakelog.replication.replica_fetch`, the read of a
+consumer's fetch :mod:`~lakelog.replication.consumer_fetch`; ISR writes are :mod:`~lakelog.replication.isr`.
 """
 
 from __future__ import annotations
@@ -29,17 +32,19 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
-from lakelog.log_tables.errors import TransactionsNeedTailError
 from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.group_commit import GroupCommitter
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.log_metrics import LogMetrics
+from lakelog.log_tables.log_writer import check_holds_transactions
+from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.producers.idempotence import ProducerStates
 from lakelog.producers.producer_state import ProducerStateManager
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.broker_topic_stats import BrokerTopicStats, counted_requests
+from lakelog.replication.consumer_fetch import read_records
 from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
 from lakelog.replication.follower import ReplicaFetcher
 from lakelog.replication.isr import IsrManager
@@ -58,8 +63,7 @@ class ReplicaManager:
     """The partition replicas of one broker.
 
     Args:
-        settings: the broker's settings (``broker.id``, ``linger.ms``, ``request.timeout.ms``, replica
-            fetch settings, ``replica.lag.time.max.ms``).
+        settings: ``broker.id``, ``linger.ms``, ``request.timeout.ms``, replica fetch, ``replica.lag.time.max.ms``.
         zk: the broker's started kazoo client (partition state watches).
         metadata: ZooKeeper accessor; cache: the metadata cache; log_manager: opens and drops logs;
         leader_client: the one inter-broker client.
@@ -105,8 +109,7 @@ class ReplicaManager:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Watch the topics (the first call loads them and takes up every partition's role) and start
-        the ISR expiry loop."""
+        """Watch the topics (the first call takes up every partition's role); start the ISR expiry loop."""
         await self.topic_changes.start()
         self.isr.start(self.partitions)
         self.producer_states.start(lambda: (p.producer_state for p in self.partitions()))
@@ -325,8 +328,7 @@ class ReplicaManager:
         part.maybe_advance_high_watermark()
 
     def leads_with_followers(self) -> bool:
-        """True while this broker leads a partition whose ISR has other members (controlled shutdown
-        waits until it does not)."""
+        """True while this broker leads a partition with other ISR members (controlled shutdown waits)."""
         return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self._partitions.values())
 
     # -- produce --------------------------------------------------------------------------------
@@ -334,25 +336,23 @@ class ReplicaManager:
     @counted_requests("produce")
     async def produce(self, topic: str, partition: int, records: pa.Table, *, acks: Acks = "all",
                       producer: ProducerBatch | None = None) -> int:
-        """Append a normalised, already validated produce batch; return the offset of its first record.
+        """Append a validated produce batch to a partition this broker leads; return its first offset.
 
-        ``acks`` (Kafka's producer ``acks``, :mod:`lakelog.replication.acks`): ``"0"`` queues the batch and
-        answers -1 at once; ``"1"`` answers once the leader committed it; ``"all"`` is refused before
-        writing when the ISR is smaller than ``min.insync.replicas`` and answered once the HW passed the
-        batch, within ``request.timeout.ms``. With ``producer`` (not with acks 0) the batch is appended
-        once (:mod:`lakelog.producers.idempotence`): a retry answers the original's base offset.
+        ``acks`` (:mod:`lakelog.replication.acks`): ``"0"`` queues the batch and answers -1 at once; ``"1"``
+        once the leader committed it; ``"all"`` is refused below ``min.insync.replicas`` and answered once
+        the HW passed the batch, within ``request.timeout.ms``. With ``producer`` (not with acks 0) the batch
+        is appended once (:mod:`lakelog.producers.idempotence`): a retry answers the original's base offset.
 
         Raises:
             NotLeaderError, LeaderNotAvailableError, NotEnoughReplicasError (nothing written),
-            NotEnoughReplicasAfterAppendError, RequestTimedOutError, CommitFailedError,
-            FencedLeaderEpochError; InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError.
+            NotEnoughReplicasAfterAppendError, RequestTimedOutError, CommitFailedError, FencedLeaderEpochError;
+            InvalidProducerEpochError, OutOfOrderSequenceError, UnknownProducerIdError, TransactionsNeedTailError.
         """
         part = await self.leader_partition(topic, partition)
         part.check_min_insync_replicas(acks)
         assert part.committer is not None
-        if producer is not None and producer.transactional_id is not None and not part.log.tiered:
-            raise TransactionsNeedTailError(f"{part.name} has no segment tail (lake.commit.interval.ms=0): it cannot "
-                                            "hold a transaction; nothing was written.")
+        if producer is not None and producer.transactional_id is not None:  # before it joins the transaction
+            check_holds_transactions(part.name, tiered=part.log.tiered)
         if acks == "0":
             task = asyncio.get_running_loop().create_task(part.committer.append(records))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -367,6 +367,18 @@ class ReplicaManager:
         if acks == "all":
             await part.wait_for_commit(epoch, base + count, request_timeout_ms=self.settings.request_timeout_ms)
         return base
+
+    @counted_requests("fetch")
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+                    columns: list[str] | None = None,
+                    isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:
+        """Read from ``offset`` of a partition this broker leads, long-polling up to ``max_wait_ms``
+        (:func:`~lakelog.replication.consumer_fetch.read_records`); return ``(rows, partition)``. Raises
+        NotLeaderError, LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError, OffsetOutOfRangeError.
+        """
+        part = await self.leader_partition(topic, partition)
+        return await read_records(part, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms, columns=columns,
+                                  isolation_level=isolation_level), part
 
 
 def _new_partition(manager: ReplicaManager, meta: TopicMetadata, partition: int, plog: PartitionLog, *,

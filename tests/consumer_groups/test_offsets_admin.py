@@ -24,6 +24,7 @@ from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.metadata import CONSUMERS_PATH
+from lakelog.requests import ProduceRequest
 from lakelog.runtime.zookeeper_server import free_port
 
 
@@ -57,12 +58,12 @@ def test_commit_lag_and_reset(zk_connect, tmp_path, topic_name):
     async def scenario(broker: Broker) -> None:
         group = f"g-{uuid.uuid4().hex[:8]}"
         await broker.create_topic(topic_name, partitions=2)
-        await broker.produce(topic_name, 0, records(5, b"early"))
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"early")))
         await asyncio.sleep(0.05)
         middle_ms = int(time.time() * 1000)
         await asyncio.sleep(0.05)
-        await broker.produce(topic_name, 0, records(5, b"late"))
-        await broker.produce(topic_name, 1, records(4))
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"late")))
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(4)))
 
         # nothing committed yet
         with pytest.raises(UnknownGroupError):

@@ -16,6 +16,7 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import PollResult, record_bytes
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import FETCH_COLUMNS
+from lakelog.requests import ProduceRequest
 from lakelog.runtime.zookeeper_server import free_port
 
 
@@ -62,8 +63,8 @@ def test_local_reads_positions_and_out_of_range_reset(zk_connect, tmp_path, topi
         await manager.start()
         try:
             await broker.create_topic(topic_name, partitions=2)
-            await broker.produce(topic_name, 0, records(3, "a"))
-            await broker.produce(topic_name, 1, records(2, "b"))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(3, "a")))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(2, "b")))
             inst = await manager.create("g-" + uuid.uuid4().hex[:8], name="c", auto_offset_reset="earliest",
                                         auto_commit=False)
             await manager.assign(inst, [(topic_name, 0), (topic_name, 1)])
@@ -87,7 +88,7 @@ def test_local_reads_positions_and_out_of_range_reset(zk_connect, tmp_path, topi
             # a records request waiting for data wakes up when it arrives
             waiting = asyncio.ensure_future(manager.records(inst, timeout_ms=30_000))
             await asyncio.sleep(0.2)
-            await broker.produce(topic_name, 1, records(1, "late"))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(1, "late")))
             assert by_partition(await waiting) == {1: [2]}
         finally:
             await manager.stop()
@@ -113,7 +114,7 @@ def test_reads_partitions_led_by_another_broker(broker_factory, zk_connect, tmp_
                 for p in remote:
                     await asyncio.to_thread(client.produce_binary, topic_name, [(None, b"r")] * 3, partition=p)
             for p in local:
-                await broker.produce(topic_name, p, records(2, "l"))
+                await broker.requests.produce(ProduceRequest(topic=topic_name, partition=p, records=records(2, "l")))
             inst = await manager.create("g-" + uuid.uuid4().hex[:8], name="c", auto_offset_reset="earliest",
                                         auto_commit=False)
             await manager.assign(inst, [(topic_name, p) for p in range(4)])
@@ -131,7 +132,8 @@ def test_reads_partitions_led_by_another_broker(broker_factory, zk_connect, tmp_
             # skips its partitions and answers the others
             await asyncio.to_thread(remote_broker.kill)
             await manager.seek(inst, {(topic_name, r): 0})
-            await broker.produce(topic_name, local[0], records(1, "after"))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=local[0],
+                                                         records=records(1, "after")))
             result = await manager.records(inst, timeout_ms=0)
             assert by_partition(result) == {local[0]: [2]}
             assert inst.positions[(topic_name, r)] == 0

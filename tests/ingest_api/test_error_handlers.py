@@ -32,7 +32,7 @@ def test_zookeeper_loss_is_a_retriable_503(broker, failure):
     async def lost(name: str):
         raise failure("lost")
 
-    broker.topic_fresh = lost  # type: ignore[method-assign]
+    broker.replica_manager.topic_fresh = lost  # type: ignore[method-assign]
     resp = TestClient(create_app(broker), raise_server_exceptions=False).get("/topics/orders")
     assert resp.status_code == 503, resp.text
     assert resp.json()["error_code"] == 50304
@@ -44,7 +44,7 @@ def test_an_unexpected_error_is_a_500_that_closes_the_connection(broker):
     async def bug(name: str):
         raise ZeroDivisionError("division by zero")
 
-    broker.topic_fresh = bug  # type: ignore[method-assign]
+    broker.replica_manager.topic_fresh = bug  # type: ignore[method-assign]
     resp = TestClient(create_app(broker), raise_server_exceptions=False).get("/topics/orders")
     assert resp.status_code == 500
     assert resp.json() == {"error_code": 50001, "message": "Internal error: ZeroDivisionError: division by zero"}

@@ -24,9 +24,19 @@ from lakelog.runtime.server import uvicorn_config
 from tests.harness import wait_for
 
 
-class _Cache:
+class _Metadata:
     async def brokers(self) -> dict:
         return {2: object(), 0: object(), 1: object()}
+
+
+class _Requests:
+    """Just enough of the request layer: topics fail (a planted bug), brokers answer."""
+
+    def __init__(self) -> None:
+        self.metadata = _Metadata()
+
+    async def list_topics(self) -> dict:
+        raise RuntimeError("planted bug")
 
 
 class StandInBroker:
@@ -34,11 +44,8 @@ class StandInBroker:
 
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
-        self.cache = _Cache()
+        self.requests = _Requests()
         self.authenticator = Authenticator()  # authentication.methods=none: every request is User:ANONYMOUS
-
-    async def refresh_topics(self) -> None:
-        raise RuntimeError("planted bug")
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from lakelog.ingest_api import (
     v3_cluster_api, v3_groups_api)
 from lakelog.ingest_api.app import create_app
 from lakelog.ingest_api.columnar_json import decode_columnar
-from lakelog.replication.produce_router import ProduceResult
+from lakelog.requests import ProduceResult
 
 
 def _calls(dependant):

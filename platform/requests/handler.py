@@ -1,0 +1,127 @@
+"""The request handler: one typed operation per request kind, whatever front door a request came by.
+
+Kafka's ``KafkaApis`` (core/src/main/scala/kafka/server/KafkaApis.scala): a front door (the HTTP gateway,
+:mod:`lakelog.ingest_api`; next, a Kafka listener) only turns its bytes into a typed request and the typed
+result (or a :class:`~lakelog.errors.LakelogError`) back into bytes; the rules of a request (validation,
+forwarding to the leader) are applied here, once, and the replica manager only appends and reads.
+
+================  ======================================================  =================================
+request kind      operation                                               Kafka API
+================  ======================================================  =================================
+produce           :meth:`RequestHandler.produce`                          Produce
+fetch             :meth:`RequestHandler.fetch`                            Fetch
+list offsets      :meth:`RequestHandler.list_offsets`                     ListOffsets
+topics            :meth:`~RequestHandler.list_topics`,                    Metadata
+                  :meth:`~RequestHandler.describe_topic`
+cluster, brokers, :attr:`RequestHandler.metadata`                         Metadata, DescribeCluster
+partitions        (:class:`~lakelog.requests.metadata.MetadataViews`)
+topic admin       :meth:`~RequestHandler.create_topic`,                   CreateTopics, DeleteTopics,
+                  :meth:`~RequestHandler.delete_topic`,                   CreatePartitions
+                  :meth:`~RequestHandler.create_partitions`
+topic configs     :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
+                  (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
+ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
+users             :attr:`RequestHandler.users`                            Describe-/AlterUserScramCredentials
+client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
+================  ======================================================  =================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lakelog.config import BrokerSettings
+from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
+from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
+from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.replication.topic_configs import ConfigChange
+from lakelog.requests import fetch as fetches
+from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.groups import GroupOffsets
+from lakelog.requests.metadata import MetadataViews
+from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
+from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
+from lakelog.security.acl_store import AclStore
+from lakelog.security.quotas import QuotaStore
+from lakelog.security.user_credentials import UserCredentials
+
+__all__ = ["RequestHandler"]
+
+
+class RequestHandler:
+    """The operations of one broker (see the module docstring).
+
+    Args:
+        settings: the broker's settings (defaults a request leaves out: ``fetch.max.wait.ms``,
+            ``num.partitions``, ``default.replication.factor``).
+        metadata: ZooKeeper accessor. replica_manager: appends and reads on this broker's replicas.
+        leader_client: forwards shares of a topic-level produce to their leaders.
+        coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
+        offsets_broker: what the group offsets administration uses of the broker (the broker itself).
+        acl_store, user_credentials, quota_store: the ACLs, SCRAM credentials and client quotas in ZooKeeper.
+    """
+
+    def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
+                 leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
+                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore) -> None:
+        self.settings = settings
+        self.replica_manager = replica_manager
+        self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client)
+        self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
+                                 coordinator=coordinator)
+        #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
+        self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager)
+        #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
+        self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator)
+        #: security administration: ACLs, users' credentials, client quotas
+        self.acls = AclAdmin(store=acl_store)
+        self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username)
+        self.quotas = ClientQuotaAdmin(store=quota_store)
+
+    async def produce(self, request: ProduceRequest) -> ProduceResult:
+        """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
+        return await self._produce.produce(request)
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        """Kafka's Fetch (a consumer's); see :func:`lakelog.requests.fetch.fetch`."""
+        return await fetches.fetch(self.replica_manager, self.settings, request)
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResult:
+        """Kafka's ListOffsets; see :func:`lakelog.requests.fetch.list_offsets`."""
+        return await fetches.list_offsets(self.replica_manager, request)
+
+    async def list_topics(self) -> dict[str, TopicMetadata]:
+        """Kafka's Metadata for every topic; see :meth:`TopicAdmin.list_topics
+        <lakelog.requests.topics.TopicAdmin.list_topics>`."""
+        return await self.topics.list_topics()
+
+    async def describe_topic(self, name: str) -> TopicMetadata:
+        """Kafka's Metadata for one topic (UnknownTopicError: 40401)."""
+        return await self.topics.describe_topic(name)
+
+    async def create_topic(self, request: CreateTopicRequest) -> TopicMetadata:
+        """Kafka's CreateTopics; see :meth:`TopicAdmin.create_topic
+        <lakelog.requests.topics.TopicAdmin.create_topic>`."""
+        return await self.topics.create_topic(request)
+
+    async def delete_topic(self, name: str) -> None:
+        """Kafka's DeleteTopics; see :meth:`TopicAdmin.delete_topic
+        <lakelog.requests.topics.TopicAdmin.delete_topic>`."""
+        await self.topics.delete_topic(name)
+
+    async def create_partitions(self, name: str, *, partitions_count: int,
+                                validate_only: bool = False) -> TopicMetadata:
+        """Kafka's CreatePartitions; see :meth:`TopicAdmin.create_partitions
+        <lakelog.requests.topics.TopicAdmin.create_partitions>`."""
+        return await self.topics.create_partitions(name, partitions_count=partitions_count,
+                                                   validate_only=validate_only)
+
+    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+                                  validate_only: bool = False) -> TopicMetadata:
+        """Kafka's IncrementalAlterConfigs for a topic; see :meth:`TopicAdmin.alter_topic_configs
+        <lakelog.requests.topics.TopicAdmin.alter_topic_configs>`."""
+        return await self.topics.alter_topic_configs(name, changes, validate_only=validate_only)

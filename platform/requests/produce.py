@@ -1,0 +1,229 @@
+"""Produce: one typed request, validated once, partitioned, appended here or forwarded to each leader.
+
+Kafka's ``KafkaApis.handleProduceRequest`` with the producer's partitioner in front (REST Proxy chooses
+partitions for a topic-level request). Steps of :meth:`ProduceOperation.produce` (mirrored by comments in
+the code):
+
+1. validate the whole request before anything is queued (:func:`validate_produce`: not an internal
+   topic, acks with the producer, partitions named by records exist, every record fits
+   ``max.message.bytes``, timestamps are -1 or within what the log holds, keys on a compacted topic):
+   nothing partial is ever written for a bad request;
+2. choose partitions as Kafka's producer does: the record's partition, else murmur2 of the key (the
+   Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records
+   (for an idempotent request one its producer id and sequence choose, so a retry, on any broker, sends
+   every record where the original did);
+3. append each partition's share: through the local replica manager, or, for a topic-level produce that
+   reaches a broker not leading the partition, forwarded to the leader (REST Proxy produces to every
+   leader, and the producer headers go along); the group committer batches shares of concurrent
+   requests; an idempotent request's share is appended once per partition (:mod:`lakelog.producers.idempotence`,
+   the producer-state checks that must hold at append time);
+4. one offset per record, in request order; a partition whose share failed reports its error on each of
+   its records (the request fails as a whole only when every share failed).
+
+Records travel as one Arrow table from the front door to the log: every check and the partitioner are
+Arrow compute kernels over whole columns, never a Python loop over records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.log_tables.cleaner import check_keys_for_compaction
+from lakelog.log_tables.records import check_record_sizes, check_timestamps
+from lakelog.protocol.errors import InvalidPartitionInRecordError, InvalidProducerHeadersError, MalformedBodyError
+from lakelog.protocol.partitioner import partitions_for_keys
+from lakelog.protocol.producer_headers import ProducerBatch
+from lakelog.replication.acks import Acks
+from lakelog.replication.errors import InvalidTopicError, NotLeaderError
+from lakelog.replication.leader_client import LeaderClient
+from lakelog.replication.metadata import INTERNAL_TOPICS, TopicMetadata
+from lakelog.replication.metadata_cache import MetadataCache
+from lakelog.replication.replica_manager import ReplicaManager
+
+__all__ = ["ProduceLayout", "ProduceOperation", "ProduceRequest", "ProduceResult", "check_acks_for_producer",
+           "check_not_internal", "validate_produce"]
+
+#: How a request's records are laid out: ``records`` (JSON and binary forms, v3: each record may name its
+#: partition, a topic-level request is partitioned and forwarded) or ``batch`` (one Arrow IPC batch for
+#: one partition: a ``partition`` column naming any other partition is refused, an empty batch too).
+ProduceLayout = Literal["records", "batch"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProduceRequest:
+    """A decoded produce request, whatever front door it came by.
+
+    Attributes:
+        topic: the topic produced to.
+        records: a produce batch (:data:`~lakelog.log_tables.schema.PRODUCE_SCHEMA`: key, value, headers,
+            timestamp ms or -1), one row per record.
+        record_partitions: int32, the partition each record named (nulls: none), or None.
+        partition: the partition of a partition-level request (every record goes there; never forwarded),
+            or None (topic-level: partitioned here, shares forwarded to their leaders).
+        acks: Kafka's producer ``acks`` (:mod:`lakelog.replication.acks`). Default: ``all``.
+        producer: an idempotent (or transactional) request's producer id, epoch and sequence (not with acks 0).
+        layout: :data:`ProduceLayout`. Default: ``records``.
+    """
+
+    topic: str
+    records: pa.Table
+    record_partitions: pa.Array | None = None
+    partition: int | None = None
+    acks: Acks = "all"
+    producer: ProducerBatch | None = None
+    layout: ProduceLayout = "records"
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """Where each record of a produce request went.
+
+    Attributes:
+        partitions: int64 array, one partition per record in request order.
+        offsets: int64 array, one offset per record (-1 with ``acks=0`` or where its share failed).
+        errors: partition -> the exception its share failed with (empty when all succeeded).
+    """
+
+    partitions: np.ndarray
+    offsets: np.ndarray
+    errors: dict[int, BaseException]
+
+    @property
+    def base_offset(self) -> int:
+        """The first record's offset (a one-partition request: its batch's base offset); -1 with
+        ``acks=0`` or no record."""
+        return int(self.offsets[0]) if len(self.offsets) else -1
+
+
+def validate_produce(meta: TopicMetadata, request: ProduceRequest) -> None:
+    """Every rule a produce request must meet before anything of it is queued (step 1).
+
+    Raises:
+        InvalidTopicError: an internal topic. InvalidProducerHeadersError: a producer with acks 0.
+        UnknownPartitionError: ``request.partition`` is not one of the topic's.
+        InvalidPartitionInRecordError: a record names a partition the topic lacks (``batch``: any other
+            partition). MalformedBodyError: an empty ``batch``. RecordTooLargeError, InvalidTimestampError,
+            RecordWithoutKeyError (a compacted topic).
+    """
+    topic, records, partitions, partition = meta.name, request.records, request.record_partitions, request.partition
+    check_not_internal(topic)
+    check_acks_for_producer(request.acks, request.producer)
+    if partition is not None:
+        MetadataCache.check_partition(meta, partition)
+    if request.layout == "batch":
+        if partitions is not None and pc.any(pc.not_equal(partitions, partition)).as_py():
+            raise InvalidPartitionInRecordError(
+                f"The Arrow body's 'partition' column names other partitions than {partition}. Nothing was written.")
+        if records.num_rows == 0:
+            raise MalformedBodyError("The Arrow body holds no records.")
+    elif partition is None and partitions is not None and partitions.null_count < len(partitions):
+        bad = pc.or_(pc.less(partitions, 0), pc.greater_equal(partitions, meta.partitions_count))
+        if pc.any(bad).as_py():
+            i = pc.indices_nonzero(bad)[0].as_py()
+            raise InvalidPartitionInRecordError(
+                f"Record {i} names partition {partitions[i].as_py()}, but topic '{topic}' has partitions "
+                f"0 to {meta.partitions_count - 1}. Nothing was written.")
+    check_record_sizes(records, max_message_bytes=meta.config.max_message_bytes, topic=topic)
+    check_timestamps(records["timestamp"])
+    if meta.config.compacts:
+        check_keys_for_compaction(records, topic=topic, partition=-1 if partition is None else partition)
+
+
+class ProduceOperation:
+    """Produce requests to partitions and their leaders.
+
+    Args:
+        replica_manager: appends to the partitions this broker leads (and knows the topics).
+        leader_client: forwards shares for partitions led by other brokers.
+    """
+
+    def __init__(self, *, replica_manager: ReplicaManager, leader_client: LeaderClient) -> None:
+        self.replica_manager = replica_manager
+        self.leader_client = leader_client
+        self._sticky = itertools.count()
+
+    async def produce(self, request: ProduceRequest) -> ProduceResult:
+        """Validate, partition and append ``request`` (steps in the module docstring).
+
+        Returns:
+            one partition and offset per record (:class:`ProduceResult`); a failed share's errors.
+
+        Raises:
+            UnknownTopicError (40401, looked up first); the errors of :func:`validate_produce` (nothing
+            written); the share's error when every share failed (those of :meth:`ReplicaManager.produce`:
+            NotLeaderError, NotEnoughReplicasError, InvalidProducerEpochError, ...).
+        """
+        meta = await self.replica_manager.topic_fresh(request.topic)
+        batch, partition, acks, producer = request.records, request.partition, request.acks, request.producer
+        n = batch.num_rows
+        # 1. validate the whole request before anything is queued
+        validate_produce(meta, request)
+        if n == 0:
+            return ProduceResult(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+        # 2. choose partitions: explicit, else murmur2(key), else sticky
+        if partition is None:
+            hashed = partitions_for_keys(batch["key"], meta.partitions_count)
+            named = request.record_partitions
+            parts = hashed if named is None else pc.coalesce(named, hashed)
+            if parts.null_count:
+                sticky = next(self._sticky) if producer is None else producer.producer_id + producer.sequence
+                parts = pc.fill_null(parts, sticky % meta.partitions_count)
+            groups = [(int(p), pc.equal(parts, p)) for p in pc.unique(parts).to_pylist()]
+        else:
+            groups = [(partition, None)]
+        # 3. append each partition's share (forwarded to its leader for a topic-level request)
+        shares = [(p, batch if mask is None else batch.filter(mask), mask) for p, mask in groups]
+        append = self.replica_manager.produce if partition is not None else self._append_or_forward
+        results = await asyncio.gather(*(append(meta.name, p, share, acks=acks, producer=producer)
+                                         for p, share, _ in shares),
+                                       return_exceptions=True)
+        errors = {p: r for (p, _, _), r in zip(shares, results) if isinstance(r, BaseException)}
+        if errors and len(errors) == len(results):
+            raise next(iter(errors.values()))
+        # 4. one offset per record, in request order
+        offsets = np.zeros(n, dtype=np.int64)
+        part_of = np.zeros(n, dtype=np.int64)
+        for (p, _, mask), base in zip(shares, results):
+            idx = np.arange(n) if mask is None else pc.indices_nonzero(mask).to_numpy()
+            part_of[idx] = p
+            offsets[idx] = -1 if isinstance(base, BaseException) or acks == "0" else base + np.arange(len(idx))
+        return ProduceResult(part_of, offsets, errors)
+
+    async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks,
+                                 producer: ProducerBatch | None) -> int:
+        """Append a topic-level produce's share here, or send it to the partition's leader."""
+        try:
+            return await self.replica_manager.produce(topic, partition, records, acks=acks, producer=producer)
+        except NotLeaderError as e:
+            if not e.leader_url:
+                raise
+            return await self.leader_client.produce(e.leader_url, topic, partition, records, acks=acks,
+                                                    producer=producer)
+
+
+def check_acks_for_producer(acks: Acks, producer: ProducerBatch | None) -> None:
+    """Refuse an idempotent request with ``acks=0``: its outcome is never known, so it cannot be retried
+    safely (Kafka's producer refuses ``enable.idempotence`` unless ``acks=all``; the broker takes 1 too).
+
+    Raises:
+        InvalidProducerHeadersError.
+    """
+    if producer is not None and acks == "0":
+        raise InvalidProducerHeadersError(
+            "An idempotent produce request (with X-Lakelog-Producer-Id) needs acks=1 or acks=all, not acks=0. "
+            "Nothing was written.")
+
+
+def check_not_internal(topic: str) -> None:
+    """Raises InvalidTopicError (400 / 40004) for an internal topic (:data:`INTERNAL_TOPICS`): only its
+    coordinator appends to it (Kafka's ``ReplicaManager.appendToLocalLog``: "Cannot append to internal topic")."""
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot produce to the internal topic '{topic}': its records are written by its "
+                                "coordinator. Commit offsets with POST /consumers/{group}/offsets. Nothing was written.")
