@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from kazoo.exceptions import NoNodeError
 
 from lakelog.replication.errors import UnknownBrokerError, UnknownReplicaError
-from lakelog.replication.metadata import CONTROLLER_PATH, BrokerInfo, ClusterMetadata, TopicMetadata
+from lakelog.replication.metadata import CONTROLLER_PATH, BrokerInfo, ClusterMetadata, PartitionState, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition_views import ReplicaSummary
 from lakelog.replication.zookeeper_errors import zookeeper_calls
@@ -72,6 +72,13 @@ class PartitionReplicas:
         raise UnknownReplicaError(self.topic, self.partition, broker_id, [r.broker for r in self.replicas])
 
 
+def _partition_replicas(meta: TopicMetadata, partition: int, state: PartitionState) -> PartitionReplicas:
+    leader = state.leader if state.leader >= 0 else None
+    return PartitionReplicas(
+        topic=meta.name, partition=partition, leader=leader, leader_epoch=state.leader_epoch,
+        replicas=[ReplicaSummary(b, b == leader, b in state.isr) for b in meta.replicas[partition]])
+
+
 async def partition_replicas(cache: MetadataCache, meta: TopicMetadata, partition: int) -> PartitionReplicas:
     """Leader, leader epoch and replicas (with ISR membership) of one partition of ``meta``, from its
     state znode.
@@ -81,18 +88,17 @@ async def partition_replicas(cache: MetadataCache, meta: TopicMetadata, partitio
         UnknownTopicError: the topic was deleted meanwhile (404 / 40401).
     """
     cache.check_partition(meta, partition)
-    state = await cache.partition_state(meta.name, partition)
-    leader = state.leader if state.leader >= 0 else None
-    return PartitionReplicas(
-        topic=meta.name, partition=partition, leader=leader, leader_epoch=state.leader_epoch,
-        replicas=[ReplicaSummary(b, b == leader, b in state.isr) for b in meta.replicas[partition]])
+    return _partition_replicas(meta, partition, await cache.partition_state(meta.name, partition))
 
 
 async def topic_partition_replicas(cache: MetadataCache, meta: TopicMetadata) -> list[PartitionReplicas]:
-    """:func:`partition_replicas` of every partition of ``meta``, by partition number (the state znodes
-    are read concurrently).
+    """:func:`partition_replicas` of every partition of ``meta``, by partition number, from the watched
+    partition states (:meth:`MetadataCache.watched_partition_states`: read once, pipelined, then kept by
+    ZooKeeper watches), as Kafka answers metadata from its cache.
 
     Raises:
         UnknownTopicError: the topic was deleted meanwhile (404 / 40401).
     """
-    return list(await asyncio.gather(*(partition_replicas(cache, meta, p) for p in sorted(meta.replicas))))
+    partitions = sorted(meta.replicas)
+    states = await cache.watched_partition_states(meta.name, partitions)
+    return [_partition_replicas(meta, p, states[p]) for p in partitions]

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from lakelog.replication.errors import UnknownPartitionError, UnknownTopicError
+from lakelog.replication.partition_state_cache import PartitionStateCache
 from lakelog.replication.metadata import (
     BROKERS_PATH,
     BrokerInfo,
@@ -61,6 +62,7 @@ class MetadataCache:
         self._brokers_read_applied = 0
         self._topics_lock = asyncio.Lock()
         self._growth_listeners: list[Callable[[str], None]] = []
+        self.partition_state_cache = PartitionStateCache(metadata)
 
     async def watch_brokers(self) -> None:
         """Start the ChildrenWatch on the live brokers (its first call loads them)."""
@@ -70,6 +72,7 @@ class MetadataCache:
     def stop(self) -> None:
         """Ignore further watch events."""
         self._stopping = True
+        self.partition_state_cache.stop()
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -150,6 +153,16 @@ class MetadataCache:
     async def partition_state(self, topic: str, partition: int) -> PartitionState:
         """Leader, epoch and ISR of a partition, read from ZooKeeper (not cached)."""
         return await asyncio.to_thread(self.metadata.partition_state, topic, partition)
+
+    async def watched_partition_states(self, topic: str, partitions: list[int]) -> dict[int, PartitionState]:
+        """Leader, epoch and ISR of many partitions for a view: kept in memory by ZooKeeper watches after
+        the first read (:class:`~lakelog.replication.partition_state_cache.PartitionStateCache`), so they may
+        lag a change by one ZooKeeper round trip. Decisions read :meth:`partition_state`.
+
+        Raises:
+            UnknownTopicError: the topic was deleted meanwhile (404 / 40401).
+        """
+        return await self.partition_state_cache.states(topic, partitions)
 
     # -- brokers --------------------------------------------------------------------------------
 
