@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 
 from lakelog.ingest_api import v3_models as m
 from lakelog.ingest_api.deps import BrokerDep
@@ -82,7 +82,11 @@ def _partition_url(request: Request, cluster_id: str, topic: str, partition: int
 
 
 def _partition_data(request: Request, cluster_id: str, p: PartitionReplicas) -> m.PartitionData:
-    url = _partition_url(request, cluster_id, p.topic, p.partition)
+    return _partition_data_at(_cluster_url(request, cluster_id), cluster_id, p)
+
+
+def _partition_data_at(cluster_url: str, cluster_id: str, p: PartitionReplicas) -> m.PartitionData:
+    url = f"{cluster_url}/topics/{p.topic}/partitions/{p.partition}"
     return m.PartitionData(
         metadata=m.ResourceMetadata(
             self=url, resource_name=f"crn:///kafka={cluster_id}/topic={p.topic}/partition={p.partition}"),
@@ -142,13 +146,14 @@ async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, bro
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions", response_model=m.PartitionDataList,
             responses=PARTITION_ERRORS, summary="A topic's partitions with links to their leader and replicas",
             dependencies=[topic_permission(Operation.DESCRIBE)])
-async def list_partitions(cluster_id: str, topic: TopicName, request: Request,
-                          broker: BrokerDep) -> m.PartitionDataList:
+async def list_partitions(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> Response:
     check_cluster(broker, cluster_id)
     parts = await broker.requests.metadata.partition_replicas(topic)
-    return m.PartitionDataList(
-        metadata=_collection(f"{_cluster_url(request, cluster_id)}/topics/{topic}/partitions"),
-        data=[_partition_data(request, cluster_id, p) for p in parts])
+    cluster_url = _cluster_url(request, cluster_id)
+    listing = m.PartitionDataList(metadata=_collection(f"{cluster_url}/topics/{topic}/partitions"),
+                                  data=[_partition_data_at(cluster_url, cluster_id, p) for p in parts])
+    # thousands of partitions: the model serializes itself once (FastAPI would validate it again first)
+    return Response(listing.model_dump_json(), media_type="application/json")
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}", response_model=m.PartitionData,
