@@ -5,8 +5,9 @@ Kafka's ``ReplicaManager`` (with the role logic of ``Partition`` in :mod:`lakelo
 - every partition state znode of a partition this broker replicates is watched
   (:mod:`~lakelog.replication.topic_changes` sets the watches, also those of topic configs and partitions
   added on a running cluster, and applies topic changes to the open logs); a state naming this
-  broker as leader makes it leader (:meth:`ReplicaManager._become_leader`), any other makes it follower
-  (a :class:`~lakelog.replication.follower.ReplicaFetcher` pulls from the leader);
+  broker as leader makes it leader, any other makes it follower (a
+  :class:`~lakelog.replication.follower.ReplicaFetcher` pulls from the leader): the replicas' lifecycle,
+  open, role changes and drop, is :class:`~lakelog.replication.partition_lifecycle.PartitionLifecycle`;
 - the leader learns each follower's LEO from its fetch offset, moves the high watermark, and writes ISR
   shrinks (``replica.lag.time.max.ms``) and expansions to ZooKeeper with znode-version checks;
 - produce honours ``acks`` and ``min.insync.replicas``; appends are stamped with the leader epoch and a
@@ -24,7 +25,6 @@ consumer's fetch :mod:`~lakelog.replication.consumer_fetch`; ISR writes are :mod
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Callable
 import logging
 
@@ -32,31 +32,28 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from lakelog.config import BrokerSettings
-from lakelog.log_tables.flusher import LakeFlusher
-from lakelog.log_tables.group_commit import GroupCommitter
-from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
+from lakelog.log_tables.partition_log import AppendInfo
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.log_writer import check_holds_transactions
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.producers.idempotence import ProducerStates
-from lakelog.producers.producer_state import ProducerStateManager
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.acks import Acks
 from lakelog.replication.broker_topic_stats import BrokerTopicStats, counted_requests
 from lakelog.replication.consumer_fetch import read_records
-from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError, UnknownTopicError
-from lakelog.replication.follower import ReplicaFetcher
+from lakelog.replication.errors import LeaderNotAvailableError, NotLeaderError
 from lakelog.replication.isr import IsrManager
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import ClusterMetadata, PartitionState, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
-from lakelog.replication.partition import Partition, ReplicaRole, now_ms
+from lakelog.replication.partition import Partition
+from lakelog.replication.partition_lifecycle import PartitionKey, PartitionLifecycle
 from lakelog.replication.topic_changes import TopicChanges
 
 log = logging.getLogger(__name__)
 
-PartitionKey = tuple[str, int]
+__all__ = ["PartitionKey", "ReplicaManager"]
 
 
 class ReplicaManager:
@@ -80,15 +77,6 @@ class ReplicaManager:
         self.cache = cache
         self.log_manager = log_manager
         self.leader_client = leader_client
-        self._partitions: dict[PartitionKey, Partition] = {}
-        # one open (or drop) of a partition's log at a time; one log opening at a time (its Delta I/O must
-        # not fill the shared worker threads); one reconciliation of the topic list at a time, which never
-        # waits for the opens of other partitions (a topic is deleted while thousands of logs still queue)
-        self._open_locks: defaultdict[PartitionKey, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._opening = asyncio.Lock()
-        self._refresh_lock = asyncio.Lock()
-        self._stopping = False
-        self.session_lost = False
         self.isr = IsrManager(settings, metadata=metadata, cache=cache)
         #: per-topic traffic and request counters and the logs' histograms (None: ``metrics.enabled`` false)
         self.topic_stats = BrokerTopicStats() if settings.metrics_enabled else None
@@ -102,9 +90,27 @@ class ReplicaManager:
         self.marker_listeners: list[Callable[[Partition, int, str], None]] = []
         #: the topic and partition state watches, and topic changes (configs, partitions added)
         self.topic_changes = TopicChanges(self)
-        #: called (in the event loop) with a replica after it took up a role or was dropped (the group
-        #: coordinator loads the ``__consumer_offsets`` partitions this broker comes to lead)
-        self.role_listeners: list[Callable[[Partition], None]] = []
+        #: the replicas open here: open, take up a role, drop
+        self.lifecycle = PartitionLifecycle(
+            settings, cache=cache, log_manager=log_manager, leader_client=leader_client,
+            producer_states=self.producer_states, catch_up_config=self.topic_changes.catch_up_config,
+            on_leader_append=self._after_leader_append, log_metrics=self.log_metrics, topic_stats=self.topic_stats)
+        self._refresh_lock = asyncio.Lock()  # one reconciliation of the topic list at a time
+
+    @property
+    def role_listeners(self) -> list[Callable[[Partition], None]]:
+        """Called (in the event loop) with a replica after it took up a role or was dropped
+        (:attr:`PartitionLifecycle.role_listeners`)."""
+        return self.lifecycle.role_listeners
+
+    @property
+    def session_lost(self) -> bool:
+        """True from a ZooKeeper session's expiry until a new session registered the broker."""
+        return self.lifecycle.session_lost
+
+    @session_lost.setter
+    def session_lost(self, value: bool) -> None:
+        self.lifecycle.session_lost = value
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -116,34 +122,23 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         """Stop fetchers, append queued requests, flush the segment tails to Delta, close every log."""
-        self._stopping = True
+        self.lifecycle.stopping = True
         self.topic_changes.stop()
         self.isr.stop()
-        parts = list(self._partitions.values())
-        for part in parts:
-            if part.fetcher is not None:
-                await part.fetcher.stop()
-            if part.committer is not None:
-                await part.committer.close()
-        await self.producer_states.close(part.producer_state for part in parts)
-        await asyncio.gather(*(part.flusher.close() for part in parts if part.flusher is not None))
-        for part in parts:
-            part.log.close()
-        self._partitions.clear()
+        await self.lifecycle.close()
 
     def partitions(self) -> list[Partition]:
         """The partition replicas open on this broker."""
-        return list(self._partitions.values())
+        return self.lifecycle.partitions()
 
     async def refresh_topics(self) -> None:
         """Reload topic metadata; drop the logs of deleted (or re-created) topics; watch every topic's
         znode and the state of every partition this broker replicates (:meth:`TopicChanges.watch`)."""
         async with self._refresh_lock:
             topics = await self.cache.reload_topics()
-            gone = [key for key, part in self._partitions.items()
-                    if (meta := topics.get(part.topic)) is None or meta.topic_id != part.topic_id]
+            gone = self.lifecycle.keys_not_in(topics)
             # all at once: a topic of thousands of partitions is dropped in seconds, not one log at a time
-            await asyncio.gather(*(_drop_deleted(self, key) for key in gone))
+            await asyncio.gather(*(self.lifecycle.drop_deleted(key) for key in gone))
         await self.topic_changes.watch(topics)
 
     async def topic_fresh(self, name: str) -> TopicMetadata:
@@ -161,13 +156,13 @@ class ReplicaManager:
         self.session_lost = True
         for part in self.partitions():
             await part.fence()
-            self._notify_role(part)
+            self.lifecycle.notify_role(part)
 
     # -- local partitions -----------------------------------------------------------------------
 
     def local_partition(self, topic: str, partition: int) -> Partition | None:
         """The local replica of a partition, if this broker holds it open."""
-        return self._partitions.get((topic, partition))
+        return self.lifecycle.get(topic, partition)
 
     async def leader_partition(self, topic: str, partition: int) -> Partition:
         """The local partition if this broker leads it.
@@ -176,7 +171,7 @@ class ReplicaManager:
             UnknownTopicError, UnknownPartitionError, NotLeaderError (naming the leader),
             LeaderNotAvailableError.
         """
-        part = self._partitions.get((topic, partition))
+        part = self.lifecycle.get(topic, partition)
         if part is not None and part.is_leader:
             return part
         if part is not None and part.state is not None and part.state.leader != self.broker_id and not self.session_lost:
@@ -190,133 +185,17 @@ class ReplicaManager:
         if state.leader == self.broker_id and self.broker_id in meta.replicas[partition] and not self.session_lost:
             # the watch has not delivered this state yet: apply it now
             await self.apply_state(topic, partition, meta.topic_id, state)
-            part = self._partitions.get((topic, partition))
+            part = self.lifecycle.get(topic, partition)
             if part is not None and part.is_leader:
                 return part
         raise await _not_leader(self, topic, partition, state)
 
-    async def _open_partition(self, meta: TopicMetadata, partition: int) -> Partition:
-        """The local replica, opening (or creating) its log and committer on first use.
-
-        Raises:
-            UnknownTopicError: the topic was deleted (or re-created) while the log opened.
-        """
-        key = (meta.name, partition)
-        part = self._partitions.get(key)
-        if part is not None:
-            return part
-        async with self._open_locks[key]:
-            part = self._partitions.get(key)
-            if part is not None:
-                return part
-            replicas = list(meta.replicas[partition])
-            async with self._opening:
-                self._check_current(meta)  # deleted while this open queued: nothing to open
-                plog = await asyncio.to_thread(self.log_manager.open_log, topic=meta.name, partition=partition,
-                                               topic_id=meta.topic_id, config=meta.config,
-                                               replicated=len(replicas) > 1)
-            await self.topic_changes.catch_up_config(plog, meta)  # a config altered while it opened
-            producer_state = await asyncio.to_thread(self.producer_states.open, plog)
-            try:
-                self._check_current(meta)
-            except UnknownTopicError:  # deleted while it opened: no partition of it
-                await self.log_manager.drop_log(plog, delete_data=True)
-                raise
-            # from here on no await: the topic list's reconciliation sees the partition or saw the topic gone
-            part = self._partitions[key] = _new_partition(self, meta, partition, plog, replicas=replicas,
-                                                          producer_state=producer_state)
-            return part
-
-    def _check_current(self, meta: TopicMetadata) -> None:
-        """Raise :class:`UnknownTopicError` when the cache no longer has the topic ``meta`` describes."""
-        current = self.cache.cached_topic(meta.name)
-        if current is None or current.topic_id != meta.topic_id:
-            raise UnknownTopicError(meta.name)
-
     # -- roles ----------------------------------------------------------------------------------
 
     async def apply_state(self, topic: str, partition: int, topic_id: str, state: PartitionState) -> None:
-        """Take up the role a partition state gives this broker (leader, follower), in state order."""
-        if self._stopping:
-            return
-        meta = self.cache.cached_topic(topic)
-        if meta is None or meta.topic_id != topic_id or partition not in meta.replicas:
-            # new, re-created, deleted or grown since the cache read it: one ZooKeeper read of this topic
-            # (the topic list's watch reconciles the rest), never a reload of every topic per partition
-            try:
-                meta = await self.cache.reload_topic(topic)
-            except UnknownTopicError:
-                return
-        if meta.topic_id != topic_id or self.broker_id not in meta.replicas.get(partition, []):
-            return
-        try:
-            part = await self._open_partition(meta, partition)
-        except UnknownTopicError:
-            return  # deleted while its log opened
-        async with part.lock:
-            if self._stopping or self.session_lost:
-                return
-            if self._partitions.get((topic, partition)) is not part:
-                return  # dropped (and closed) while we waited for the lock
-            if part.state is not None and state.version >= 0 and state.version < part.state.version:
-                return  # an older event overtaken by a newer one
-            if state.leader_epoch < part.leader_epoch:
-                return
-            part.state = state
-            if state.leader == self.broker_id:
-                if not part.is_leader or part.leader_epoch != state.leader_epoch:
-                    await self._become_leader(part, state)
-                else:
-                    part.maybe_advance_high_watermark()  # the ISR may have shrunk
-            elif part.role is not ReplicaRole.FOLLOWER or part.leader_epoch != state.leader_epoch or (
-                    part.fetcher is not None and part.fetcher.leader_id != state.leader) or (
-                    part.fetcher is None and state.leader >= 0):
-                await self._become_follower(part, state)
-            part.notify_all()
-        self._notify_role(part)
-
-    def _notify_role(self, part: Partition) -> None:
-        for listener in list(self.role_listeners):
-            try:
-                listener(part)
-            except Exception:
-                log.exception("a role listener failed for %s", part.name,
-                              extra={"topic": part.topic, "partition": part.partition})
-
-    async def _become_leader(self, part: Partition, state: PartitionState) -> None:
-        """Kafka's makeLeader: stop fetching, fence older epochs, start tracking the followers."""
-        if part.fetcher is not None:
-            await part.fetcher.stop()
-            part.fetcher = None
-        part.make_leader(state, at_ms=now_ms())
-        log.info("broker %d leads %s at leader epoch %d (LEO %d, HW %d, ISR %s)", self.broker_id, part.name,
-                 state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr,
-                 extra={"topic": part.topic, "partition": part.partition})
-
-    async def _become_follower(self, part: Partition, state: PartitionState) -> None:
-        """Kafka's makeFollower: no more appends here, fence older epochs, fetch from the new leader
-        (the fetcher first truncates to what the leader confirms, KIP-101)."""
-        part.make_follower(state)
-        if part.fetcher is not None:
-            await part.fetcher.stop()
-            part.fetcher = None
-        if state.leader < 0:
-            log.info("%s is offline (no leader); broker %d waits", part.name, self.broker_id,
-                     extra={"topic": part.topic, "partition": part.partition})
-            return
-        part.fetcher = ReplicaFetcher(
-            part.log, broker_id=self.broker_id, leader_id=state.leader, leader_epoch=state.leader_epoch,
-            resolve_leader_url=self.cache.broker_url, leader_client=self.leader_client,
-            fetch_wait_max_ms=self.settings.replica_fetch_wait_max_ms,
-            fetch_max_bytes=self.settings.replica_fetch_max_bytes,
-            fetch_backoff_ms=self.settings.replica_fetch_backoff_ms,
-            producer_state=part.producer_state, on_append=lambda: self._after_follower_append(part)).start()
-        log.info("broker %d follows broker %d for %s at leader epoch %d", self.broker_id, state.leader,
-                 part.name, state.leader_epoch, extra={"topic": part.topic, "partition": part.partition})
-
-    async def _after_follower_append(self, part: Partition) -> None:
-        part.notify_high_watermark()
-        await self.log_manager.compact_after_append(part.log)
+        """Take up the role a partition state gives this broker (leader, follower), in state order
+        (:meth:`PartitionLifecycle.apply_state`)."""
+        await self.lifecycle.apply_state(topic, partition, topic_id, state)
 
     def _after_leader_append(self, part: Partition, info: AppendInfo) -> None:
         """A group commit landed on the leader: its producers into the state, wake the followers'
@@ -329,7 +208,7 @@ class ReplicaManager:
 
     def leads_with_followers(self) -> bool:
         """True while this broker leads a partition with other ISR members (controlled shutdown waits)."""
-        return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self._partitions.values())
+        return any(p.is_leader and p.state is not None and len(p.state.isr) > 1 for p in self.partitions())
 
     # -- produce --------------------------------------------------------------------------------
 
@@ -381,22 +260,6 @@ class ReplicaManager:
                                   isolation_level=isolation_level), part
 
 
-def _new_partition(manager: ReplicaManager, meta: TopicMetadata, partition: int, plog: PartitionLog, *,
-                   replicas: list[int], producer_state: ProducerStateManager) -> Partition:
-    """A replica of ``meta``'s ``partition`` around its open log: committer, flusher, producer state."""
-    settings, segment_files_max = manager.settings, manager.log_manager.segment_files_max
-    part = Partition(meta.name, partition, meta.topic_id, manager.broker_id, plog, replicas=replicas,
-                     producer_state=producer_state)
-    part.committer = GroupCommitter(plog, linger_ms=settings.linger_ms, batch_size=settings.batch_size,
-                                    on_append=lambda info: manager._after_leader_append(part, info),
-                                    leader_epoch=part.append_epoch, segment_files_max=segment_files_max,
-                                    metrics=manager.log_metrics)
-    part.flusher = LakeFlusher(plog, segment_files_max=segment_files_max,
-                               maintenance_interval_ms=settings.log_retention_check_interval_ms,
-                               metrics=manager.log_metrics)
-    return part
-
-
 async def _not_leader(manager: ReplicaManager, topic: str, partition: int, state: PartitionState) -> Exception:
     """The error for a produce or fetch of a partition ``manager``'s broker does not lead (by ``state``)."""
     broker_id = manager.broker_id
@@ -408,21 +271,3 @@ async def _not_leader(manager: ReplicaManager, topic: str, partition: int, state
             f"Partition {topic}-{partition} has no live leader (leader {state.leader}, ISR {state.isr}).")
     return NotLeaderError(f"Broker {broker_id} is not the leader of {topic}-{partition}; "
                           f"the leader is broker {state.leader} at {url}.", leader_id=state.leader, leader_url=url)
-
-
-async def _drop_deleted(manager: ReplicaManager, key: PartitionKey) -> None:
-    """Drop the replica of a deleted (or re-created) topic and its data, under its open lock."""
-    async with manager._open_locks[key]:
-        part = manager._partitions.pop(key, None)
-        if part is None:
-            return
-        part.role = ReplicaRole.NONE
-        if part.fetcher is not None:
-            await part.fetcher.stop()
-        await part.committer.close()
-        await part.flusher.close(flush=False)
-        await manager.log_manager.drop_log(part.log, delete_data=True)
-        if manager.topic_stats is not None:  # Kafka removes a deleted topic's metrics
-            manager.topic_stats.drop(part.topic)
-        part.notify_all()
-    manager._notify_role(part)
