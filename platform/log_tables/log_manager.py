@@ -11,7 +11,7 @@ rounds, retention, cleaning, VACUUM and merges as a job there, not as tasks of i
 
 :func:`~lakelog.log_tables.file_merges.merge_if_needed` runs after Delta commits: the flusher's
 (:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
-and the follower's replicated append (through :meth:`LogManager.compact_after_append`).
+and the follower's replicated append (through :meth:`LogManager.merge_files_after_append`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class LogManager:
             self._deletions.add(task)
             task.add_done_callback(self._deletions.discard)
 
-    async def compact_after_append(self, plog: PartitionLog) -> None:
+    async def merge_files_after_append(self, plog: PartitionLog) -> None:
         """After a follower's append: a log without a segment tail made a Delta commit, so run
         :func:`merge_if_needed` (small files merged, not log compaction) with this broker's
         ``log.segment.files.max``; a log with a tail has its files merged by its flusher after the flusher's

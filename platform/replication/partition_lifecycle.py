@@ -275,4 +275,4 @@ class PartitionLifecycle:
 
     async def _after_follower_append(self, part: Partition) -> None:
         part.notify_high_watermark()
-        await self.log_manager.compact_after_append(part.log)
+        await self.log_manager.merge_files_after_append(part.log)
