@@ -5,28 +5,8 @@ coordinator), the name this package's modules import them by."""
 
 from __future__ import annotations
 
-from lakelog.errors.coordinators import (
-    CoordinatorLoadInProgressError,
-    NotCoordinatorError,
-)
-from lakelog.errors.groups import (
-    ConsumerAlreadyExistsError,
-    ConsumerAlreadySubscribedError,
-    ConsumerFormatMismatchError,
-    ConsumerGroupError,
-    ConsumerInstanceNotFoundError,
-    GroupNotEmptyError,
-    IllegalConsumerStateError,
-    IllegalGenerationError,
-    InvalidCommitError,
-    InvalidConsumerConfigError,
-    InvalidConsumerInstanceNameError,
-    InvalidGroupIdError,
-    UnknownGroupError,
-)
+from lakelog.errors import coordinators as _coordinators, groups as _groups
+from lakelog.errors.coordinators import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.groups import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "ConsumerFormatMismatchError",
-           "ConsumerGroupError", "ConsumerInstanceNotFoundError", "CoordinatorLoadInProgressError",
-           "GroupNotEmptyError", "IllegalConsumerStateError", "IllegalGenerationError", "InvalidCommitError",
-           "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
-           "NotCoordinatorError", "UnknownGroupError"]
+__all__ = [*_coordinators.__all__, *_groups.__all__]

@@ -23,150 +23,31 @@ with ``@_zookeeper_exception(code)``); :func:`for_code` looks a code up. A subpa
 
 from __future__ import annotations
 
-from lakelog.errors.base import (
-    ConfigError,
-    ERROR_CLASSES,
-    InternalError,
-    LakelogError,
-    RETRIABLE_HEADER,
+from lakelog.errors import (
+    coordinators as _coordinators,
+    gateway as _gateway,
+    groups as _groups,
+    log as _log,
+    producers as _producers,
+    replication as _replication,
+    request as _request,
+    security as _security,
+    spark as _spark,
 )
-from lakelog.errors.request import (
-    FieldOutOfRangeError,
-    InvalidBodyFieldError,
-    InvalidEncodingError,
-    InvalidPartitionInRecordError,
-    InvalidProducerHeadersError,
-    MalformedBodyError,
-    NotAcceptableError,
-    ProduceQueueFullError,
-    RequestError,
-    RequestTooLargeError,
-    UnsupportedMediaTypeError,
-)
-from lakelog.errors.log import (
-    CommitFailedError,
-    DataLossError,
-    FencedLeaderEpochError,
-    InvalidTimestampError,
-    LogClosedError,
-    LogStorageError,
-    LogTableError,
-    NonContiguousOffsetsError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    RecordWithoutKeyError,
-    TransactionsNeedTailError,
-    UnreadableBatchError,
-)
-from lakelog.errors.replication import (
-    BrokerIdInUseError,
-    CommitterLeaseHeldError,
-    ControllerFencedError,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    InvalidRequiredAcksError,
-    InvalidTopicError,
-    LeaderNotAvailableError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    NotLeaderError,
-    ReplicationError,
-    RequestTimedOutError,
-    TopicChangeConflictError,
-    TopicExistsError,
-    UnknownBrokerError,
-    UnknownLeaderEpochError,
-    UnknownPartitionError,
-    UnknownReplicaError,
-    UnknownTopicConfigError,
-    UnknownTopicError,
-    ZooKeeperStartError,
-    ZooKeeperUnavailableError,
-)
-from lakelog.errors.coordinators import (
-    CoordinatorLoadInProgressError,
-    NotCoordinatorError,
-)
-from lakelog.errors.producers import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTransactionTimeoutError,
-    InvalidTransactionalIdError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    ProducerError,
-    ProducerIdsExhaustedError,
-    TransactionalIdNotFoundError,
-    TransactionsNotSupportedError,
-    UnknownProducerIdError,
-)
-from lakelog.errors.groups import (
-    ConsumerAlreadyExistsError,
-    ConsumerAlreadySubscribedError,
-    ConsumerFormatMismatchError,
-    ConsumerGroupError,
-    ConsumerInstanceNotFoundError,
-    GroupNotEmptyError,
-    IllegalConsumerStateError,
-    IllegalGenerationError,
-    InvalidCommitError,
-    InvalidConsumerConfigError,
-    InvalidConsumerInstanceNameError,
-    InvalidGroupIdError,
-    UnknownGroupError,
-)
-from lakelog.errors.security import (
-    AuthenticationError,
-    AuthorizationError,
-    ClientQuotaExceededError,
-    InvalidAclError,
-    InvalidCredentialError,
-    InvalidQuotaError,
-    InvalidTokenError,
-    SecurityError,
-    UnknownUserError,
-)
-from lakelog.errors.spark import (
-    DeltaJarsError,
-    SourceError,
-    SourceOptionError,
-)
-from lakelog.errors.gateway import (
-    BrokerNotReadyError,
-    ClusterNotFoundError,
-    RequestTimeoutError,
-    TooManyConnectionsError,
-)
+from lakelog.errors.base import ERROR_CLASSES, RETRIABLE_HEADER, ConfigError, InternalError, LakelogError
+from lakelog.errors.coordinators import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.gateway import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.groups import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.log import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.producers import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.replication import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.request import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.security import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.spark import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["AuthenticationError", "AuthorizationError", "BrokerIdInUseError", "BrokerNotReadyError",
-           "ClientQuotaExceededError", "ClusterNotFoundError", "CommitFailedError", "CommitterLeaseHeldError",
-           "ConcurrentTransactionsError", "ConfigError", "ConsumerAlreadyExistsError",
-           "ConsumerAlreadySubscribedError", "ConsumerFormatMismatchError", "ConsumerGroupError",
-           "ConsumerInstanceNotFoundError", "ControllerFencedError", "CoordinatorLoadInProgressError",
-           "DataLossError", "DeltaJarsError", "ERROR_CLASSES", "FencedLeaderEpochError",
-           "FieldOutOfRangeError", "GroupNotEmptyError", "IllegalConsumerStateError",
-           "IllegalGenerationError", "InternalError", "InvalidAclError", "InvalidBodyFieldError",
-           "InvalidCommitError", "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError",
-           "InvalidCredentialError", "InvalidEncodingError", "InvalidGroupIdError",
-           "InvalidPartitionInRecordError", "InvalidPartitionsError", "InvalidProducerEpochError",
-           "InvalidProducerHeadersError", "InvalidProducerIdMappingError", "InvalidQuotaError",
-           "InvalidReplicationFactorError", "InvalidRequiredAcksError", "InvalidTimestampError",
-           "InvalidTokenError", "InvalidTopicError", "InvalidTransactionTimeoutError",
-           "InvalidTransactionalIdError", "InvalidTxnStateError", "LakelogError", "LeaderNotAvailableError",
-           "LogClosedError", "LogStorageError", "LogTableError", "MalformedBodyError",
-           "NonContiguousOffsetsError", "NotAcceptableError", "NotCoordinatorError",
-           "NotEnoughReplicasAfterAppendError", "NotEnoughReplicasError", "NotLeaderError",
-           "OffsetOutOfRangeError", "OutOfOrderSequenceError", "ProduceQueueFullError", "ProducerError",
-           "ProducerIdsExhaustedError", "RETRIABLE_HEADER", "RecordTooLargeError", "RecordWithoutKeyError",
-           "ReplicationError", "RequestError", "RequestTimedOutError", "RequestTimeoutError",
-           "RequestTooLargeError", "SecurityError", "SourceError", "SourceOptionError",
-           "TooManyConnectionsError", "TopicChangeConflictError", "TopicExistsError",
-           "TransactionalIdNotFoundError", "TransactionsNeedTailError", "TransactionsNotSupportedError",
-           "UnknownBrokerError", "UnknownGroupError", "UnknownLeaderEpochError", "UnknownPartitionError",
-           "UnknownProducerIdError", "UnknownReplicaError", "UnknownTopicConfigError", "UnknownTopicError",
-           "UnknownUserError", "UnreadableBatchError", "UnsupportedMediaTypeError", "ZooKeeperStartError",
-           "ZooKeeperUnavailableError", "for_code"]
+__all__ = ["ERROR_CLASSES", "RETRIABLE_HEADER", "ConfigError", "InternalError", "LakelogError", "for_code",
+           *_request.__all__, *_log.__all__, *_replication.__all__, *_coordinators.__all__, *_producers.__all__,
+           *_groups.__all__, *_security.__all__, *_spark.__all__, *_gateway.__all__]
 
 
 def for_code(error_code: int) -> type[LakelogError] | None:

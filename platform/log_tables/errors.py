@@ -3,23 +3,7 @@ name this package's modules import them by."""
 
 from __future__ import annotations
 
-from lakelog.errors.log import (
-    CommitFailedError,
-    DataLossError,
-    FencedLeaderEpochError,
-    InvalidTimestampError,
-    LogClosedError,
-    LogStorageError,
-    LogTableError,
-    NonContiguousOffsetsError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    RecordWithoutKeyError,
-    TransactionsNeedTailError,
-    UnreadableBatchError,
-)
+from lakelog.errors import log as _log
+from lakelog.errors.log import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError",
-           "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
-           "TransactionsNeedTailError", "UnreadableBatchError"]
+__all__ = [*_log.__all__]

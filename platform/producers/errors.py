@@ -3,22 +3,7 @@
 
 from __future__ import annotations
 
-from lakelog.errors.producers import (
-    ConcurrentTransactionsError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTransactionTimeoutError,
-    InvalidTransactionalIdError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    ProducerError,
-    ProducerIdsExhaustedError,
-    TransactionalIdNotFoundError,
-    TransactionsNotSupportedError,
-    UnknownProducerIdError,
-)
+from lakelog.errors import producers as _producers
+from lakelog.errors.producers import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["ConcurrentTransactionsError", "InvalidProducerEpochError", "InvalidProducerIdMappingError",
-           "InvalidTransactionTimeoutError", "InvalidTransactionalIdError", "InvalidTxnStateError",
-           "OutOfOrderSequenceError", "ProducerError", "ProducerIdsExhaustedError",
-           "TransactionalIdNotFoundError", "TransactionsNotSupportedError", "UnknownProducerIdError"]
+__all__ = [*_producers.__all__]

@@ -4,40 +4,8 @@ import them by."""
 
 from __future__ import annotations
 
-from lakelog.errors.coordinators import (
-    CoordinatorLoadInProgressError,
-    NotCoordinatorError,
-)
-from lakelog.errors.replication import (
-    BrokerIdInUseError,
-    CommitterLeaseHeldError,
-    ControllerFencedError,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    InvalidRequiredAcksError,
-    InvalidTopicError,
-    LeaderNotAvailableError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
-    NotLeaderError,
-    ReplicationError,
-    RequestTimedOutError,
-    TopicChangeConflictError,
-    TopicExistsError,
-    UnknownBrokerError,
-    UnknownLeaderEpochError,
-    UnknownPartitionError,
-    UnknownReplicaError,
-    UnknownTopicConfigError,
-    UnknownTopicError,
-    ZooKeeperStartError,
-    ZooKeeperUnavailableError,
-)
+from lakelog.errors import coordinators as _coordinators, replication as _replication
+from lakelog.errors.coordinators import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.replication import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["BrokerIdInUseError", "CommitterLeaseHeldError", "ControllerFencedError",
-           "CoordinatorLoadInProgressError", "InvalidPartitionsError", "InvalidReplicationFactorError",
-           "InvalidRequiredAcksError", "InvalidTopicError", "LeaderNotAvailableError", "NotCoordinatorError",
-           "NotEnoughReplicasAfterAppendError", "NotEnoughReplicasError", "NotLeaderError",
-           "ReplicationError", "RequestTimedOutError", "TopicChangeConflictError", "TopicExistsError",
-           "UnknownBrokerError", "UnknownLeaderEpochError", "UnknownPartitionError", "UnknownReplicaError",
-           "UnknownTopicConfigError", "UnknownTopicError", "ZooKeeperStartError", "ZooKeeperUnavailableError"]
+__all__ = [*_coordinators.__all__, *_replication.__all__]

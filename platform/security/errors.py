@@ -3,18 +3,7 @@
 
 from __future__ import annotations
 
-from lakelog.errors.security import (
-    AuthenticationError,
-    AuthorizationError,
-    ClientQuotaExceededError,
-    InvalidAclError,
-    InvalidCredentialError,
-    InvalidQuotaError,
-    InvalidTokenError,
-    SecurityError,
-    UnknownUserError,
-)
+from lakelog.errors import security as _security
+from lakelog.errors.security import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["AuthenticationError", "AuthorizationError", "ClientQuotaExceededError", "InvalidAclError",
-           "InvalidCredentialError", "InvalidQuotaError", "InvalidTokenError", "SecurityError",
-           "UnknownUserError"]
+__all__ = [*_security.__all__]

@@ -3,10 +3,7 @@ name this package's modules import them by."""
 
 from __future__ import annotations
 
-from lakelog.errors.spark import (
-    DeltaJarsError,
-    SourceError,
-    SourceOptionError,
-)
+from lakelog.errors import spark as _spark
+from lakelog.errors.spark import *  # noqa: F401,F403  (re-exported: __all__)
 
-__all__ = ["DeltaJarsError", "SourceError", "SourceOptionError"]
+__all__ = [*_spark.__all__]
