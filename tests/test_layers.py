@@ -102,8 +102,8 @@ def test_every_module_has_a_layer():
     assert not missing, f"modules with no layer in DESIGN.md's table: {missing}; add them to the table and LAYERS"
 
 
-def test_no_module_imports_from_a_higher_layer():
-    violations = []
+def _unit_imports():
+    """``(path, unit, line, imported unit)`` of every executed import of one lakelog unit by another."""
     for path, module in _modules():
         own = _unit(module)
         if own is None:
@@ -111,11 +111,14 @@ def test_no_module_imports_from_a_higher_layer():
         package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
         for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
             other = _unit(imported)
-            if other is None or other not in LAYERS:
-                continue
-            if LAYERS[other] > LAYERS[own]:
-                violations.append(f"{path.relative_to(ROOT)}:{line} ({own}, layer {LAYERS[own]}) imports "
-                                  f"{imported} (layer {LAYERS[other]})")
+            if other is not None and other != own:
+                yield path, own, line, other
+
+
+def test_no_module_imports_from_a_higher_layer():
+    violations = [f"{path.relative_to(ROOT)}:{line} ({own}, layer {LAYERS[own]}) imports {other} (layer "
+                  f"{LAYERS[other]})" for path, own, line, other in _unit_imports()
+                  if own in LAYERS and other in LAYERS and LAYERS[other] > LAYERS[own]]
     assert not violations, "imports from a higher layer:\n" + "\n".join(violations)
 
 
@@ -127,15 +130,8 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {}
 def _unit_graph() -> dict[str, dict[str, str]]:
     """``{unit: {imported unit: "path:line" of one such import}}`` between lakelog's top-level units."""
     graph: dict[str, dict[str, str]] = {}
-    for path, module in _modules():
-        own = _unit(module)
-        if own is None:
-            continue
-        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-        for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
-            other = _unit(imported)
-            if other is not None and other != own:
-                graph.setdefault(own, {}).setdefault(other, f"{path.relative_to(ROOT)}:{line}")
+    for path, own, line, other in _unit_imports():
+        graph.setdefault(own, {}).setdefault(other, f"{path.relative_to(ROOT)}:{line}")
     return graph
 
 
