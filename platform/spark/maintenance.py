@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
     from pyspark.sql import SparkSession
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect:
     """
     from kazoo.client import KazooClient
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
     from lakelog.spark.session import session
 
     zk = KazooClient(hosts=zookeeper_connect)

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
 
 #: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column), and
 #: :class:`~lakelog.protocol.log_info.PartitionLogInfo`, the partition bounds every function here takes:

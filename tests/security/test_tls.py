@@ -9,7 +9,7 @@ import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.protocol.errors import RemoteError
-from lakelog.protocol.tls import client_ssl_context
+from lakelog.client.tls import client_ssl_context
 from lakelog.replication.metadata import ClusterMetadata
 from lakelog.security.authentication import MTLS_CHALLENGE
 from lakelog.security.certificates import CertificateAuthority, TlsFiles

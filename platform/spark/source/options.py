@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from lakelog.protocol.client_auth import BearerToken
+from lakelog.client import BearerToken
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
 
@@ -236,7 +236,7 @@ AUTH_OPTIONS = ("lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.
 
 def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | BearerToken | None:
     """``(user, password)`` of ``lakelog.auth.username`` / ``lakelog.auth.password``, or a
-    :class:`~lakelog.protocol.client_auth.BearerToken` of ``lakelog.auth.token`` (lower-cased ``opts``), or
+    :class:`~lakelog.client.BearerToken` of ``lakelog.auth.token`` (lower-cased ``opts``), or
     None when none is given. The token travels to the executors inside the options (pickled) and stays out
     of every repr.
 

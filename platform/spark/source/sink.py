@@ -8,7 +8,7 @@ the partitions batch by batch (sticky, as Kafka's default partitioner). Records 
 the gateway's Arrow produce endpoint, one request per partition and chunk of at most
 ``lakelog.max.request.bytes`` (default 8 MiB), each with the idempotent producer's sequence: a request
 retried after a timeout, a dropped connection or a leader change is written once
-(:mod:`lakelog.protocol.idempotent_producer`).
+(:mod:`lakelog.client.idempotent_producer`).
 
 **Batch writes** (``df.write``, :class:`LakelogWriter`) are at-least-once, like Kafka's sink: each task
 produces through its own idempotent client, and a task Spark runs again produces its rows again.
@@ -69,7 +69,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from lakelog.protocol.http_client import LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.errors import UnknownTopicError

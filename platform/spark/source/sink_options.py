@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from lakelog.protocol.client_auth import BearerToken
+from lakelog.client import BearerToken
 from lakelog.spark.errors import SourceOptionError
 from lakelog.spark.source.options import (AUTH_OPTIONS, SSL_OPTIONS, _bootstrap, _int, auth_option,
                                           check_known_options, ssl_option)
