@@ -43,7 +43,7 @@ def main() -> int:
         grown = time.perf_counter() - started
         time.sleep(args.settle_s)
         started = time.perf_counter()
-        client.delete_topic("wide")
+        client.admin.delete_topic("wide")
         deleted = time.perf_counter() - started
         console.print(f"{args.partitions:,} partitions: grown in {grown:.2f} s, deleted in {deleted:.2f} s")
     return run.return_code

@@ -260,7 +260,7 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
         ``{topic: temp view name as written in SQL}`` (the temp view is named after the topic).
     """
     names, catalog_names = {}, {}
-    for topic in (client.list_topics() if topics is None else topics):
+    for topic in (client.admin.list_topics() if topics is None else topics):
         if topics is None and topic == "__consumer_offsets":
             continue  # its own view below: the commits in its records, not the records
         partitions = partition_logs_from_gateway(client, topic)

@@ -101,4 +101,4 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
                         .status_code == 422 and r, 15, f"broker {i} to refuse 2000 bytes")
         assert resp.json()["error_code"] == 42201
         with LakelogClient(url) as client:
-            assert client.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"
+            assert client.admin.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"

@@ -191,10 +191,10 @@ def test_idle_instance_expires(api, topic_name, group):
     api.create_topic(topic_name, partitions=1)
     c = api.create_consumer(group, name="idle")
     c.subscribe([topic_name])
-    wait_for(lambda: api.group_members(group)["members"], what="membership")
+    wait_for(lambda: api.groups.group_members(group)["members"], what="membership")
 
     # no request for consumer.instance.timeout.ms: deleted, and it left the group
-    wait_for(lambda: api.group_members(group)["members"] == [], timeout_s=INSTANCE_TIMEOUT_MS / 1000.0 + 5,
+    wait_for(lambda: api.groups.group_members(group)["members"] == [], timeout_s=INSTANCE_TIMEOUT_MS / 1000.0 + 5,
              interval_s=0.2, what="expiry")
     with pytest.raises(GatewayError) as e:
         c.subscription()

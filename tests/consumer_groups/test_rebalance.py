@@ -117,7 +117,7 @@ def test_members_split_rebalance_on_delete_and_expiry(api, gw, topic_name, group
     try:
         # 3 members, 6 partitions: 2 each
         wait_for(lambda: owned_counts(consumers) == {"m0": 2, "m1": 2, "m2": 2}, what="3 x 2 partitions")
-        described = api.group_members(group)
+        described = api.groups.group_members(group)
         assert described["state"] == "Stable" and described["assignor"] == "range"
         assert [len(m["assignment"]) for m in described["members"]] == [2, 2, 2]
         time.sleep(0.3)

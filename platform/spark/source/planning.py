@@ -226,7 +226,7 @@ class _Cluster:
         if opts.assign is not None:
             return sorted(opts.assign)
         pattern = re.compile(opts.subscribe_pattern)
-        return sorted(t for t in self.client.list_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
+        return sorted(t for t in self.client.admin.list_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
 
     def partitions(self) -> dict[TopicPartition, PartitionLogInfo]:
         """The partitions of the subscribed/assigned topics that exist now, with their offsets.

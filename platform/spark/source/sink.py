@@ -183,7 +183,7 @@ class _Producer:
         """
         if topic not in self._partition_counts:
             try:
-                info = self.client.describe_topic(topic)
+                info = self.client.admin.describe_topic(topic)
             except UnknownTopicError as e:
                 raise SourceError(f"Topic '{topic}' does not exist; create it first ({e})") from e
             self._partition_counts[topic] = len(info["partitions"])
@@ -328,7 +328,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
     transactional_id = task.transactional_id(options)
     client = LakelogClient(options.bootstrap_servers, auth=options.auth, **options.tls)
     try:
-        answer = client.init_transactions(transactional_id, transaction_timeout_ms=options.transaction_timeout_ms)
+        answer = client.transactions.init_transactions(transactional_id, transaction_timeout_ms=options.transaction_timeout_ms)
         # after InitProducerId: a previous transaction of this id is complete, its offsets applied or dropped
         if _batch_committed(client, task):
             log.info("lakelog sink: %s already committed micro-batch %d; writing nothing", transactional_id,
@@ -342,7 +342,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
                 producer.send(batch)
             if not producer.records:  # nothing written: no transaction to commit
                 return LakelogCommitMessage(transactional_id=transactional_id)
-            client.send_offsets_to_transaction(sink_group(task.query_id), [
+            client.transactions.send_offsets_to_transaction(sink_group(task.query_id), [
                 {"topic": BATCHES_TOPIC, "partition": task.partition_id, "offset": task.batch_id + 1}])
         except BaseException:
             _abort_quietly(client, transactional_id)
@@ -355,7 +355,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
 
 def _abort_quietly(client: LakelogClient, transactional_id: str) -> None:
     try:
-        client.abort_transaction(timeout_s=10)
+        client.transactions.abort_transaction(timeout_s=10)
     except Exception as e:  # noqa: BLE001 - the re-initialization of the id aborts it anyway
         log.warning("lakelog sink: could not abort the transaction of %s (%s); the next attempt or its "
                     "timeout aborts it", transactional_id, e)
