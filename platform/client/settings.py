@@ -169,7 +169,6 @@ class ClientSettings(BaseSettings):
         Raises:
             ValueError: see the class.
         """
-        values = {k: v for k, v in values.items() if v is not None}
         try:
             settings = cls(**values)
         except ValidationError as e:
@@ -186,7 +185,7 @@ class ClientSettings(BaseSettings):
         Raises:
             ValueError: see the class; credential messages name the environment variables.
         """
-        return cls._of({**EnvSettingsSource(cls)(), **overrides}, names=CREDENTIAL_NAMES["env"])
+        return cls._of({**cls._dotted(EnvSettingsSource(cls)()), **cls._dotted(overrides)}, names=CREDENTIAL_NAMES["env"])
 
     @classmethod
     def from_properties(cls, path: str | Path, *, keys: tuple[str, ...] | None = None,
@@ -211,7 +210,7 @@ class ClientSettings(BaseSettings):
         if unknown:
             raise ValueError(f"--command-config {path}: unknown key(s) {', '.join(unknown)} "
                              f"(known: {', '.join(known)})")
-        return cls._of({**values, **overrides}, names=CREDENTIAL_NAMES["kafka"])
+        return cls._of({**values, **cls._dotted(overrides)}, names=CREDENTIAL_NAMES["kafka"])
 
     @classmethod
     def from_spark_options(cls, options: Mapping[str, str]) -> "ClientSettings":
@@ -254,6 +253,12 @@ class ClientSettings(BaseSettings):
         if command_config is not None:
             return cls.from_properties(command_config, keys=command_config_keys, **flags)
         return cls.from_env(**flags)
+
+    @classmethod
+    def _dotted(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` by dotted names (a field name, ``client_id``, becomes ``client.id``), None dropped."""
+        by_field = dict(zip(cls.model_fields, cls.dotted_names()))
+        return {by_field.get(k, k): v for k, v in values.items() if v is not None}
 
     @classmethod
     def dotted_names(cls) -> tuple[str, ...]:
@@ -319,6 +324,19 @@ class ClientSettings(BaseSettings):
         if self.client_id:
             kwargs["client_id"] = self.client_id
         return kwargs
+
+    def as_spark_options(self, *, bootstrap: bool = True) -> dict[str, str]:
+        """These settings as the Spark source's and sink's options, the inverse of
+        :meth:`from_spark_options`: ``lakelog.bootstrap.servers`` (with ``bootstrap``), ``lakelog.auth.*`` and
+        ``lakelog.ssl.*``, only those set (the source has no option for the other settings)."""
+        secret = {"sasl.password": self.sasl_password, "sasl.oauthbearer.token": self.sasl_oauthbearer_token}
+        values = {"sasl.username": self.sasl_username, "ssl.cafile": self.ssl_cafile, "ssl.certfile": self.ssl_certfile,
+                  "ssl.keyfile": self.ssl_keyfile,
+                  **{k: None if v is None else v.get_secret_value() for k, v in secret.items()}}
+        by_setting = {setting: option for option, setting in SPARK_OPTION_NAMES.items()}
+        out = {"lakelog.bootstrap.servers": self.bootstrap_servers} if bootstrap else {}
+        out.update({by_setting.get(k, f"lakelog.{k}"): v for k, v in values.items() if v is not None})
+        return out
 
     def client(self, **overrides: Any) -> LakelogClient:
         """A :class:`~lakelog.client.LakelogClient` of these settings (``overrides``: its keyword arguments
