@@ -39,7 +39,7 @@ def main() -> int:
         count = 1
         while count < args.partitions:
             count = min(args.partitions, count + 1000)
-            client.add_partitions("wide", partitions_count=count)
+            client.admin.add_partitions("wide", partitions_count=count)
         grown = time.perf_counter() - started
         time.sleep(args.settle_s)
         started = time.perf_counter()

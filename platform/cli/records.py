@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, gateway_client
 
 
 def producer_client(bootstrap: str, *, enable_idempotence: bool):
@@ -141,7 +141,7 @@ def _consume_group(topic: str, group: str, *, from_beginning: bool, follow: bool
     with gateway_client(bootstrap_server) as client:
         consumer = None
         try:
-            consumer = client.create_consumer(group, auto_offset_reset="earliest" if from_beginning else "latest",
+            consumer = client.groups.create_consumer(group, auto_offset_reset="earliest" if from_beginning else "latest",
                                               auto_commit=False)
             consumer.subscribe([topic])
             deadline = time.monotonic() + 10  # without --follow: give up if no partition is assigned by then

@@ -75,11 +75,11 @@ def topics_alter(
         fail("nothing to alter: give --config key=value, --delete-config key or --partitions N")
     with gateway_client(bootstrap_server) as client:
         if configs or deleted:
-            client.alter_topic_configs(topic, set=configs, delete=deleted)
+            client.admin.alter_topic_configs(topic, set=configs, delete=deleted)
             changes = [f"{k}={v}" for k, v in configs.items()] + [f"-{k}" for k in deleted]
             console.print(f"Altered configs of topic {topic}: {', '.join(changes)}.")
         if partitions is not None:
-            data = client.add_partitions(topic, partitions_count=partitions)
+            data = client.admin.add_partitions(topic, partitions_count=partitions)
             console.print(f"Topic {topic} has {data['partitions_count']} partitions now.")
 
 

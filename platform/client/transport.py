@@ -26,7 +26,6 @@ import pyarrow as pa
 from lakelog.client.admin import AdminClient
 from lakelog.client.answers import answered
 from lakelog.client.auth import ClientAuth, http_auth
-from lakelog.client.consumer import HttpConsumer
 from lakelog.client.groups import GroupsClient
 from lakelog.client.idempotent_producer import IdempotentProducer
 from lakelog.client.security import SecurityClient
@@ -83,8 +82,9 @@ class LakelogClient:
     - :attr:`transactions` (:class:`~lakelog.client.transactions.TransactionsClient`): producer ids, the
       transactional producer, the cluster's transactional ids.
 
-    The most used requests of the facades are also methods of the client, each one line that delegates
-    (``client.create_topic(...)`` is ``client.admin.create_topic(...)``).
+    The facades' most used requests (topic creation, partition offsets and logs, group offset commits) are
+    also methods of the client, each one line that delegates (``client.create_topic(...)`` is
+    ``client.admin.create_topic(...)``).
 
     Args:
         bootstrap_servers: ``"host:port[,host:port]"`` or URLs; the first that answers is used.
@@ -335,15 +335,6 @@ class LakelogClient:
         return self.admin.create_topic(name, partitions=partitions, replication_factor=replication_factor,
                                        configs=configs)
 
-    def alter_topic_configs(self, topic: str, *, set: dict[str, str] | None = None,
-                            delete: Sequence[str] | None = None, validate_only: bool = False) -> None:
-        """:meth:`AdminClient.alter_topic_configs <lakelog.client.admin.AdminClient.alter_topic_configs>`."""
-        self.admin.alter_topic_configs(topic, set=set, delete=delete, validate_only=validate_only)
-
-    def add_partitions(self, topic: str, *, partitions_count: int) -> dict:
-        """:meth:`AdminClient.add_partitions <lakelog.client.admin.AdminClient.add_partitions>`."""
-        return self.admin.add_partitions(topic, partitions_count=partitions_count)
-
     def partition_offsets(self, topic: str, partition: int, *, timestamp_ms: int | None = None) -> dict:
         """:meth:`AdminClient.partition_offsets <lakelog.client.admin.AdminClient.partition_offsets>`."""
         return self.admin.partition_offsets(topic, partition, timestamp_ms=timestamp_ms)
@@ -351,11 +342,6 @@ class LakelogClient:
     def topic_logs(self, topic: str) -> list[dict]:
         """:meth:`AdminClient.topic_logs <lakelog.client.admin.AdminClient.topic_logs>`."""
         return self.admin.topic_logs(topic)
-
-    def create_consumer(self, group: str, **settings: Any) -> HttpConsumer:
-        """:meth:`GroupsClient.create_consumer <lakelog.client.groups.GroupsClient.create_consumer>`
-        (``settings``: its keyword arguments)."""
-        return self.groups.create_consumer(group, **settings)
 
     def commit_offsets(self, group: str, offsets: Sequence[dict], *, transaction_app_id: str | None = None,
                        transaction_version: int | None = None, generation_id: int | None = None) -> dict:
@@ -367,11 +353,6 @@ class LakelogClient:
         """:meth:`GroupsClient.committed_offsets <lakelog.client.groups.GroupsClient.committed_offsets>`."""
         return self.groups.committed_offsets(group, topic)
 
-    def end_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, commit: bool,
-                        timeout_s: float = 60.0) -> dict:
-        """:meth:`TransactionsClient.end_transaction <lakelog.client.transactions.TransactionsClient.end_transaction>`."""
-        return self.transactions.end_transaction(transactional_id, producer_id=producer_id,
-                                                 producer_epoch=producer_epoch, commit=commit, timeout_s=timeout_s)
 
 #: ``table`` as an Arrow IPC stream body (the same encoder the gateway uses).
 arrow_body = arrow_ipc

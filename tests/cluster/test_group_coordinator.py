@@ -90,7 +90,7 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
     victim_broker = next(b for b in groups if b != 2)  # a group coordinated elsewhere than broker 2
     group = groups[victim_broker]
     with LakelogClient(urls[2]) as client:
-        consumer = client.create_consumer(group, format="binary", auto_offset_reset="earliest", auto_commit=False)
+        consumer = client.groups.create_consumer(group, format="binary", auto_offset_reset="earliest", auto_commit=False)
         with consumer:
             consumer.subscribe(["orders"])
             seen: dict[int, int] = {}

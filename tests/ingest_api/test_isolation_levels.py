@@ -77,7 +77,7 @@ def test_consumer_instances_read_by_isolation_level_and_commit_past_the_markers(
     polled: dict[str, list[bytes]] = {"read_committed": [], "read_uncommitted": []}
     consumers = {}
     for level in polled:
-        consumers[level] = c = client.create_consumer(f"g-{level}", auto_offset_reset="earliest", auto_commit=False,
+        consumers[level] = c = client.groups.create_consumer(f"g-{level}", auto_offset_reset="earliest", auto_commit=False,
                                                       isolation_level=level)
         c.assign([("iso-c", 0)])
 

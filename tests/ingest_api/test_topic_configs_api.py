@@ -152,7 +152,7 @@ def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_fact
         assert v3["configs_list"] == [{"name": "retention.ms", "value": "1000"}]  # nothing of the broker's
         assert client.admin.topic_configs(topic_name)["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
 
-        client.alter_topic_configs(topic_name, delete=["retention.ms"])
+        client.admin.alter_topic_configs(topic_name, delete=["retention.ms"])
         retention = client.admin.topic_configs(topic_name)["retention.ms"]
         assert (retention["value"], retention["is_default"], retention["source"]) == (
             "3600000", False, "STATIC_BROKER_CONFIG")
@@ -167,7 +167,7 @@ def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_fact
         headers = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
         resp = http.post(produce, headers=headers, json=big)
         assert resp.status_code == 422 and resp.json()["error_code"] == 42201, resp.text  # message.max.bytes
-        client.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
+        client.admin.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
         assert http.post(produce, headers=headers, json=big).status_code == 200
-        client.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
+        client.admin.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
         assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42201

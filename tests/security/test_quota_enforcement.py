@@ -111,7 +111,7 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     # a consumer instance's polls are fetches too: throttled, retried by HttpConsumer, nothing lost
     fetched_throttles = _throttled(url, FETCH)
     with LakelogClient(url, auth=ALICE, client_id="reader") as alice:
-        with alice.create_consumer("readers", auto_commit=False) as consumer:
+        with alice.groups.create_consumer("readers", auto_commit=False) as consumer:
             consumer.assign([(topic_name, 0)])
             consumer.seek(topic_name, 0, 0)
             got = []

@@ -376,7 +376,7 @@ def commit_transactions(options: SinkOptions, messages: Iterable[LakelogCommitMe
         return 0
     with LakelogClient(options.bootstrap_servers, enable_idempotence=False, auth=options.auth, **options.tls) as client:
         def end(m: LakelogCommitMessage) -> str:
-            return client.end_transaction(m.transactional_id, producer_id=m.producer_id,
+            return client.transactions.end_transaction(m.transactional_id, producer_id=m.producer_id,
                                           producer_epoch=m.producer_epoch, commit=commit)["state"]
 
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_ENDS, len(open_ones))) as pool:
