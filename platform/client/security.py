@@ -39,18 +39,21 @@ class SecurityClient:
         Raises:
             lakelog.security.errors.InvalidAclError: an invalid ACL (400 / 40021); nothing stored.
         """
-        self.transport.request("POST", f"/v3/clusters/{self.transport.cluster_id}/acls:batch", json={"data": [dict(a) for a in acls]})
+        self.transport.request("POST", f"/v3/clusters/{self.transport.cluster_id}/acls:batch",
+                               json={"data": [dict(a) for a in acls]})
 
     def list_acls(self, **acl_filter: str) -> list[dict]:
         """The ACLs that pass the filter (``GET /v3/clusters/{c}/acls``), without ``kind``/``metadata``/``cluster_id``."""
         params = {k: v for k, v in acl_filter.items() if v is not None}
-        data = self.transport.request("GET", f"/v3/clusters/{self.transport.cluster_id}/acls", params=params).json()["data"]
+        path = f"/v3/clusters/{self.transport.cluster_id}/acls"
+        data = self.transport.request("GET", path, params=params).json()["data"]
         return [{k: a[k] for k in ACL_FIELDS} for a in data]
 
     def delete_acls(self, *, resource_type: str = "ANY", **acl_filter: str) -> list[dict]:
         """Remove the ACLs that pass the filter (``DELETE /v3/clusters/{c}/acls``); answers the removed ones."""
         params = {"resource_type": resource_type, **{k: v for k, v in acl_filter.items() if v is not None}}
-        data = self.transport.request("DELETE", f"/v3/clusters/{self.transport.cluster_id}/acls", params=params).json()["data"]
+        path = f"/v3/clusters/{self.transport.cluster_id}/acls"
+        data = self.transport.request("DELETE", path, params=params).json()["data"]
         return [{k: a[k] for k in ACL_FIELDS} for a in data]
 
     def upsert_user(self, name: str, password: str, *, iterations: int = 4096) -> None:
@@ -106,4 +109,5 @@ class SecurityClient:
         """
         ops = [{"key": k, "value": v} for k, v in (set or {}).items()] + [{"key": k, "remove": True} for k in remove]
         body = {"entries": [{"entity": dict(entity), "ops": ops}], "validate_only": validate_only}
-        return self.transport.request("POST", "/lakelog/v1/client-quotas:alter", json=body).json()["entries"][0]["values"]
+        answer = self.transport.request("POST", "/lakelog/v1/client-quotas:alter", json=body).json()
+        return answer["entries"][0]["values"]

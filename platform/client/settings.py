@@ -114,8 +114,9 @@ class ClientSettings(BaseSettings):
         "ssl.certfile", "ssl_certfile", "LAKELOG_SSL_CERTFILE"),
         description="ssl.certfile: PEM client certificate for brokers that ask for one (ssl.client.auth; "
                     "authentication.methods=mtls). Default: none.")
-    ssl_keyfile: str | None = Field(None, validation_alias=_names("ssl.keyfile", "ssl_keyfile", "LAKELOG_SSL_KEYFILE"),
-                                    description="ssl.keyfile: PEM key of ssl.certfile. Default: none (in ssl.certfile).")
+    ssl_keyfile: str | None = Field(None, validation_alias=_names(
+        "ssl.keyfile", "ssl_keyfile", "LAKELOG_SSL_KEYFILE"),
+        description="ssl.keyfile: PEM key of ssl.certfile. Default: none (in ssl.certfile).")
     client_id: str | None = Field(None, validation_alias=_names("client.id", "client_id", "LAKELOG_CLIENT_ID"),
                                   description="client.id: sent with every request (X-Lakelog-Client-Id) for the "
                                               "brokers' client quotas. Default: none (the empty client id).")
@@ -125,13 +126,15 @@ class ClientSettings(BaseSettings):
     enable_idempotence: bool = Field(True, validation_alias=_names("enable.idempotence", "enable_idempotence"),
                                      description="enable.idempotence: produce requests carry a producer id and "
                                                  "sequence and are retried with it. Default: true.")
-    delivery_timeout_ms: int = Field(120_000, gt=0, validation_alias=_names("delivery.timeout.ms", "delivery_timeout_ms"),
+    delivery_timeout_ms: int = Field(120_000, gt=0,
+                                     validation_alias=_names("delivery.timeout.ms", "delivery_timeout_ms"),
                                      description="delivery.timeout.ms: how long an idempotent produce request is "
                                                  "retried from its first try, ms. Default: 120000.")
     retry_backoff_ms: int = Field(100, ge=0, validation_alias=_names("retry.backoff.ms", "retry_backoff_ms"),
                                   description="retry.backoff.ms: the first wait between tries of a produce "
                                               "request, ms; it doubles on each retry. Default: 100.")
-    retry_backoff_max_ms: int = Field(1000, ge=0, validation_alias=_names("retry.backoff.max.ms", "retry_backoff_max_ms"),
+    retry_backoff_max_ms: int = Field(1000, ge=0,
+                                      validation_alias=_names("retry.backoff.max.ms", "retry_backoff_max_ms"),
                                       description="retry.backoff.max.ms: the longest wait between tries, ms. "
                                                   "Default: 1000.")
 
@@ -139,10 +142,10 @@ class ClientSettings(BaseSettings):
     _credential_names: tuple[str, str, str] = PrivateAttr(default=CREDENTIAL_NAMES["kafka"])
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
         """Only the keyword arguments: :meth:`load` merges the sources in their precedence."""
         return (init_settings,)
 
@@ -185,7 +188,8 @@ class ClientSettings(BaseSettings):
         Raises:
             ValueError: see the class; credential messages name the environment variables.
         """
-        return cls._of({**cls._dotted(EnvSettingsSource(cls)()), **cls._dotted(overrides)}, names=CREDENTIAL_NAMES["env"])
+        values = {**cls._dotted(EnvSettingsSource(cls)()), **cls._dotted(overrides)}
+        return cls._of(values, names=CREDENTIAL_NAMES["env"])
 
     @classmethod
     def from_properties(cls, path: str | Path, *, keys: tuple[str, ...] | None = None,

@@ -125,7 +125,8 @@ class TransactionsClient:
             body["transactional_id"] = transactional_id
             if transaction_timeout_ms is not None:
                 body["transaction_timeout_ms"] = transaction_timeout_ms
-        return self.transport.request("POST", f"/v3/clusters/{self.transport.cluster_id}/producers", json=body).json()
+        return self.transport.request("POST", f"/v3/clusters/{self.transport.cluster_id}/producers",
+                                      json=body).json()
 
     def list_transactions(self, *, states: Sequence[str] | None = None) -> list[dict]:
         """Every transactional id known cluster-wide, by id (``GET /v3/clusters/{c}/transactions``): each a
@@ -137,7 +138,8 @@ class TransactionsClient:
         Raises: GatewayError (LeaderNotAvailableError 40406, retriable), ConnectionError.
         """
         params = {"state": list(states)} if states else None
-        return self.transport.request("GET", f"/v3/clusters/{self.transport.cluster_id}/transactions", params=params).json()["data"]
+        path = f"/v3/clusters/{self.transport.cluster_id}/transactions"
+        return self.transport.request("GET", path, params=params).json()["data"]
 
     def describe_transaction(self, transactional_id: str) -> dict:
         """One transactional id as its coordinator holds it (``GET /v3/clusters/{c}/transactions/{id}``):

@@ -161,3 +161,10 @@ def test_a_properties_file_reaches_a_broker(broker_factory, tmp_path, topic_name
     with ClientSettings.from_properties(wrong).client() as mallory, pytest.raises(GatewayError) as refused:
         mallory.admin.list_topics()
     assert refused.value.http_status == 401
+
+
+def test_every_setting_has_a_kafka_name_and_a_description():
+    for name, field in ClientSettings.model_fields.items():
+        dotted = field.validation_alias.choices[0]
+        assert dotted == name.replace("_", "."), name
+        assert (field.description or "").startswith(f"{dotted}:"), name

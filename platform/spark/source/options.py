@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "AUTH_OPTIONS", "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SOURCE_OPTIONS",
-    "SSL_OPTIONS", "SourceOptions", "TopicPartition", "check_known_options", "client_settings_option", "isolation_level_option",
-    "offsets_from_json", "offsets_to_json", "read_tail_option",
+    "SSL_OPTIONS", "SourceOptions", "TopicPartition", "check_known_options", "client_settings_option",
+    "isolation_level_option", "offsets_from_json", "offsets_to_json", "read_tail_option",
     "READ_MODE", "ReadMode", "read_mode_option"]
 
 #: A partition of a topic: ``(topic, partition)``.
