@@ -37,7 +37,8 @@ from lakelog.client.transport import LakelogClient, parse_bootstrap
 from lakelog.config import read_properties
 from lakelog.errors import ConfigError
 
-__all__ = ["CREDENTIAL_NAMES", "ClientSettings", "SaslMechanism", "SecurityProtocol", "SPARK_OPTION_NAMES"]
+__all__ = ["CREDENTIAL_NAMES", "ClientSettings", "SPARK_BOOTSTRAP_OPTIONS", "SPARK_OPTION_NAMES", "SaslMechanism",
+           "SecurityProtocol"]
 
 #: Kafka's ``security.protocol``: SSL and SASL_SSL mean HTTPS (``host:port`` -> ``https://host:port``);
 #: PLAINTEXT and SASL_PLAINTEXT plain HTTP. Unset: HTTPS exactly when a TLS file is given.
@@ -64,17 +65,14 @@ SPARK_OPTION_NAMES: dict[str, str] = {
 SPARK_BOOTSTRAP_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers")
 
 
-def _names(*aliases: str) -> AliasChoices:
-    return AliasChoices(*aliases)
-
-
 class ClientSettings(BaseSettings):
     """How a client reaches and authenticates to the gateways (Kafka's client configs, dotted names as
     aliases: ``ClientSettings(**{"bootstrap.servers": "h:8082"})``).
 
     Build from a source with :meth:`load`, :meth:`from_env`, :meth:`from_properties` or
-    :meth:`from_spark_options`; the constructor alone takes only its keyword arguments. The credentials are
-    checked when the settings are built (:meth:`auth`).
+    :meth:`from_spark_options`, which check the credentials at once (:meth:`auth`); the constructor alone
+    takes only its keyword arguments (no environment) and leaves that check to :meth:`auth` and
+    :meth:`client`.
 
     Raises:
         ValueError: a value of the wrong type or out of range (a ``pydantic.ValidationError``), credentials
@@ -84,59 +82,66 @@ class ClientSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", extra="forbid", populate_by_name=True, frozen=True)
 
-    bootstrap_servers: str = Field("localhost:8082", validation_alias=_names(
-        "bootstrap.servers", "bootstrap_servers", "LAKELOG_BOOTSTRAP_SERVERS", "LAKELOG_BOOTSTRAP_SERVER"),
-        description="bootstrap.servers: the gateways, host:port[,host:port] or URLs; the first that answers "
-                    "is used. Default: localhost:8082.")
-    security_protocol: SecurityProtocol | None = Field(None, validation_alias=_names(
-        "security.protocol", "security_protocol", "LAKELOG_SECURITY_PROTOCOL"),
-        description="security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; SSL and SASL_SSL make "
-                    "host:port https://host:port. Default: none (HTTPS exactly when an ssl.* file is given).")
-    sasl_mechanism: SaslMechanism | None = Field(None, validation_alias=_names(
-        "sasl.mechanism", "sasl_mechanism", "LAKELOG_SASL_MECHANISM"),
-        description="sasl.mechanism: PLAIN or SCRAM-SHA-512 (sasl.username and sasl.password as HTTP Basic) "
-                    "or OAUTHBEARER (sasl.oauthbearer.token). Default: none (the credentials given).")
-    sasl_username: str | None = Field(None, validation_alias=_names(
-        "sasl.username", "sasl_username", "LAKELOG_SASL_USERNAME", "LAKELOG_USERNAME"),
-        description="sasl.username: the lakelog user (HTTP Basic; brokers with authentication.methods "
-                    "holding basic). With sasl.password. Default: none.")
-    sasl_password: SecretStr | None = Field(None, validation_alias=_names(
-        "sasl.password", "sasl_password", "LAKELOG_SASL_PASSWORD", "LAKELOG_PASSWORD"),
+    bootstrap_servers: str = Field(
+        "localhost:8082", validation_alias=AliasChoices(
+            "bootstrap.servers", "bootstrap_servers", "LAKELOG_BOOTSTRAP_SERVERS", "LAKELOG_BOOTSTRAP_SERVER"),
+        description="bootstrap.servers: the gateways, host:port[,host:port] or URLs; the first that answers is used. "
+                    "Default: localhost:8082.")
+    security_protocol: SecurityProtocol | None = Field(
+        None, validation_alias=AliasChoices("security.protocol", "security_protocol", "LAKELOG_SECURITY_PROTOCOL"),
+        description="security.protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; SSL and SASL_SSL make host:port "
+                    "https://host:port. Default: none (HTTPS exactly when an ssl.* file is given).")
+    sasl_mechanism: SaslMechanism | None = Field(
+        None, validation_alias=AliasChoices("sasl.mechanism", "sasl_mechanism", "LAKELOG_SASL_MECHANISM"),
+        description="sasl.mechanism: PLAIN or SCRAM-SHA-512 (sasl.username and sasl.password as HTTP Basic) or "
+                    "OAUTHBEARER (sasl.oauthbearer.token). Default: none (the credentials given).")
+    sasl_username: str | None = Field(
+        None, validation_alias=AliasChoices(
+            "sasl.username", "sasl_username", "LAKELOG_SASL_USERNAME", "LAKELOG_USERNAME"),
+        description="sasl.username: the lakelog user (HTTP Basic; brokers with authentication.methods holding basic). "
+                    "With sasl.password. Default: none.")
+    sasl_password: SecretStr | None = Field(
+        None, validation_alias=AliasChoices(
+            "sasl.password", "sasl_password", "LAKELOG_SASL_PASSWORD", "LAKELOG_PASSWORD"),
         description="sasl.password: sasl.username's password. Default: none.")
-    sasl_oauthbearer_token: SecretStr | None = Field(None, validation_alias=_names(
-        "sasl.oauthbearer.token", "sasl_oauthbearer_token", "LAKELOG_SASL_OAUTHBEARER_TOKEN", "LAKELOG_TOKEN"),
-        description="sasl.oauthbearer.token: a bearer token (a JWT), sent as Authorization: Bearer (brokers "
-                    "with oauthbearer), instead of a user and password. Default: none.")
-    ssl_cafile: str | None = Field(None, validation_alias=_names("ssl.cafile", "ssl_cafile", "LAKELOG_SSL_CAFILE"),
-                                   description="ssl.cafile: PEM CA certificate(s) the gateways' certificates are "
-                                               "verified against. Default: the system's trusted CAs.")
-    ssl_certfile: str | None = Field(None, validation_alias=_names(
-        "ssl.certfile", "ssl_certfile", "LAKELOG_SSL_CERTFILE"),
+    sasl_oauthbearer_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices(
+            "sasl.oauthbearer.token", "sasl_oauthbearer_token", "LAKELOG_SASL_OAUTHBEARER_TOKEN", "LAKELOG_TOKEN"),
+        description="sasl.oauthbearer.token: a bearer token (a JWT), sent as Authorization: Bearer (brokers with "
+                    "oauthbearer), instead of a user and password. Default: none.")
+    ssl_cafile: str | None = Field(
+        None, validation_alias=AliasChoices("ssl.cafile", "ssl_cafile", "LAKELOG_SSL_CAFILE"),
+        description="ssl.cafile: PEM CA certificate(s) the gateways' certificates are verified against. Default: the "
+                    "system's trusted CAs.")
+    ssl_certfile: str | None = Field(
+        None, validation_alias=AliasChoices("ssl.certfile", "ssl_certfile", "LAKELOG_SSL_CERTFILE"),
         description="ssl.certfile: PEM client certificate for brokers that ask for one (ssl.client.auth; "
                     "authentication.methods=mtls). Default: none.")
-    ssl_keyfile: str | None = Field(None, validation_alias=_names(
-        "ssl.keyfile", "ssl_keyfile", "LAKELOG_SSL_KEYFILE"),
+    ssl_keyfile: str | None = Field(
+        None, validation_alias=AliasChoices("ssl.keyfile", "ssl_keyfile", "LAKELOG_SSL_KEYFILE"),
         description="ssl.keyfile: PEM key of ssl.certfile. Default: none (in ssl.certfile).")
-    client_id: str | None = Field(None, validation_alias=_names("client.id", "client_id", "LAKELOG_CLIENT_ID"),
-                                  description="client.id: sent with every request (X-Lakelog-Client-Id) for the "
-                                              "brokers' client quotas. Default: none (the empty client id).")
-    request_timeout_ms: int = Field(60_000, gt=0, validation_alias=_names("request.timeout.ms", "request_timeout_ms"),
-                                    description="request.timeout.ms: how long the client waits for an answer to "
-                                                "one request, ms. Default: 60000.")
-    enable_idempotence: bool = Field(True, validation_alias=_names("enable.idempotence", "enable_idempotence"),
-                                     description="enable.idempotence: produce requests carry a producer id and "
-                                                 "sequence and are retried with it. Default: true.")
-    delivery_timeout_ms: int = Field(120_000, gt=0,
-                                     validation_alias=_names("delivery.timeout.ms", "delivery_timeout_ms"),
-                                     description="delivery.timeout.ms: how long an idempotent produce request is "
-                                                 "retried from its first try, ms. Default: 120000.")
-    retry_backoff_ms: int = Field(100, ge=0, validation_alias=_names("retry.backoff.ms", "retry_backoff_ms"),
-                                  description="retry.backoff.ms: the first wait between tries of a produce "
-                                              "request, ms; it doubles on each retry. Default: 100.")
-    retry_backoff_max_ms: int = Field(1000, ge=0,
-                                      validation_alias=_names("retry.backoff.max.ms", "retry_backoff_max_ms"),
-                                      description="retry.backoff.max.ms: the longest wait between tries, ms. "
-                                                  "Default: 1000.")
+    client_id: str | None = Field(
+        None, validation_alias=AliasChoices("client.id", "client_id", "LAKELOG_CLIENT_ID"),
+        description="client.id: sent with every request (X-Lakelog-Client-Id) for the brokers' client quotas. Default: "
+                    "none (the empty client id).")
+    request_timeout_ms: int = Field(
+        60_000, gt=0, validation_alias=AliasChoices("request.timeout.ms", "request_timeout_ms"),
+        description="request.timeout.ms: how long the client waits for an answer to one request, ms. Default: 60000.")
+    enable_idempotence: bool = Field(
+        True, validation_alias=AliasChoices("enable.idempotence", "enable_idempotence"),
+        description="enable.idempotence: produce requests carry a producer id and sequence and are retried with it. "
+                    "Default: true.")
+    delivery_timeout_ms: int = Field(
+        120_000, gt=0, validation_alias=AliasChoices("delivery.timeout.ms", "delivery_timeout_ms"),
+        description="delivery.timeout.ms: how long an idempotent produce request is retried from its first try, ms. "
+                    "Default: 120000.")
+    retry_backoff_ms: int = Field(
+        100, ge=0, validation_alias=AliasChoices("retry.backoff.ms", "retry_backoff_ms"),
+        description="retry.backoff.ms: the first wait between tries of a produce request, ms; it doubles on each retry. "
+                    "Default: 100.")
+    retry_backoff_max_ms: int = Field(
+        1000, ge=0, validation_alias=AliasChoices("retry.backoff.max.ms", "retry_backoff_max_ms"),
+        description="retry.backoff.max.ms: the longest wait between tries, ms. Default: 1000.")
 
     #: the names the credentials had in their source, for messages (a value of :data:`CREDENTIAL_NAMES`)
     _credential_names: tuple[str, str, str] = PrivateAttr(default=CREDENTIAL_NAMES["kafka"])
