@@ -24,8 +24,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from lakelog.broker_process import BrokerProcess
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.broker_process import BrokerProcess
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

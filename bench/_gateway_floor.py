@@ -2,7 +2,7 @@
 
 Run as a child process: ``python bench/_gateway_floor.py PORT``. It serves the real gateway app
 (:func:`lakelog.ingest_api.app.create_app`) under the broker's real uvicorn configuration
-(:func:`lakelog.server.uvicorn_config`: uvloop, the guarded httptools protocol) on ``127.0.0.1:PORT``,
+(:func:`lakelog.runtime.server.uvicorn_config`: uvloop, the guarded httptools protocol) on ``127.0.0.1:PORT``,
 with a stub broker whose every topic has one partition and whose produce assigns offsets at once
 (no ZooKeeper, no validation in the produce router, no log). A one-record produce then pays only what
 the gateway itself does: HTTP parse, routing, body read and decode, the answer. No lifespan runs.
@@ -27,7 +27,7 @@ from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.produce_router import ProduceResult
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer
-from lakelog.server import uvicorn_config
+from lakelog.runtime.server import uvicorn_config
 
 
 class _StubRouter:

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 from lakelog.processes import spawn
-from lakelog.replication.zookeeper_server import find_java, free_port
+from lakelog.runtime.zookeeper_server import find_java, free_port
 
 KAFKA_VERSION = "4.1.1"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakelog-bench"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _kafka import KAFKA_VERSION, KafkaBroker
-from lakelog.replication.zookeeper_server import find_java
+from lakelog.runtime.zookeeper_server import find_java
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "TransactionRounds.java"
 #: Seconds of an untimed transactional phase before the pairs (see :func:`run_kafka_phases`).

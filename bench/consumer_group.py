@@ -51,8 +51,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lakelog.client import HttpConsumer, LakelogClient
-from lakelog.broker_process import BrokerProcess
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.broker_process import BrokerProcess
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 PARTITIONS = 6
 VALUE_BYTES = 100

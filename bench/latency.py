@@ -61,7 +61,7 @@ import numpy as np
 import orjson
 from rich.table import Table
 
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 from _cluster import Broker, PySpy, bench_cluster, broker_env, client_cpu, machine_cpu, make_console, py_spy_executable
 from _gateway_floor import GatewayFloorProcess
@@ -496,7 +496,7 @@ def spark_check(client: httpx.Client, path: str, headers: dict, value: str, tabl
 #: (stage, regex on a frame "function (file:line)"); first match walking from the leaf to the root wins.
 STAGES: list[tuple[str, re.Pattern]] = [(s, re.compile(p)) for s, p in [
     ("append: Delta commit (delta-rs)", r"\(deltalake/"),
-    ("append: small-file compaction", r"\((lakelog/)?log_tables/compaction\.py"),
+    ("append: small-file merges", r"\((lakelog/)?log_tables/file_merges\.py"),
     ("append: replication, log (Python)", r"\((lakelog/)?(replication|log_tables|producers)/"),
     ("response (encode, socket write)", r"^(produce_response_body|_produce_response_entries|kafka_json)\b|"
                                         r"starlette/responses\.py|^RequestResponseCycle\.send |"

@@ -38,9 +38,9 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.client import LakelogClient
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 TYPES = {"json": "application/vnd.kafka.json.v2+json", "binary": "application/vnd.kafka.binary.v2+json",
          "arrow": "application/vnd.apache.arrow.stream"}

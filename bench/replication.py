@@ -41,9 +41,9 @@ import httpx
 import numpy as np
 import orjson
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.protocol import media_types
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 
 def body(n: int, value_size: int = 100) -> bytes:

@@ -180,8 +180,8 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from lakelog.client import LakelogClient
-    from lakelog.broker_process import BrokerProcess
-    from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+    from lakelog.runtime.broker_process import BrokerProcess
+    from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
     from lakelog.spark import session
     from lakelog.spark.source import register
 

@@ -9,12 +9,14 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.replication.leader_client.LeaderClient` (every broker-to-broker call);
 - the :class:`~lakelog.replication.replica_manager.ReplicaManager` (roles, produce, fetch, ISR);
 - the :class:`~lakelog.replication.produce_router.ProduceRouter` (partitioning, forwarding);
+- the :class:`~lakelog.replication.partition_writer.ReplicaPartitionWriter`, the replica manager as the
+  coordinators see it (:class:`~lakelog.coordinators.partition_writer.PartitionWriter`);
 - the :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator` (committed offsets in the internal
   topic ``__consumer_offsets``; an old per-broker table is imported once at start);
-- the :class:`~lakelog.producers.producer_ids.ProducerIdManager` (producer ids, blocks in ZooKeeper);
-- the :class:`~lakelog.producers.transaction_log.TransactionStateManager` (the transaction coordinator's
+- the :class:`~lakelog.coordinators.producer_id_manager.ProducerIdManager` (producer ids, blocks in ZooKeeper);
+- the :class:`~lakelog.coordinators.transaction_log.TransactionStateManager` (the transaction coordinator's
   state in the internal topic ``__transaction_state``) and the
-  :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator` (its requests from any broker).
+  :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator` (its requests from any broker).
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -35,13 +37,13 @@ from kazoo.client import KazooClient, KazooState
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offsets_import import import_old_offsets
+from lakelog.coordinators.producer_id_manager import ProducerIdManager
+from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinators.transaction_log import TransactionStateManager
+from lakelog.coordinators.transaction_markers import TransactionMarkerWriter
 from lakelog.errors import ConfigError
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
-from lakelog.producers.producer_ids import ProducerIdManager
-from lakelog.producers.transaction_coordinator import TransactionCoordinator
-from lakelog.producers.transaction_markers import TransactionMarkerWriter
-from lakelog.producers.transaction_log import TransactionStateManager
 from lakelog.replication.acks import Acks
 from lakelog.replication.committer_lease import LeaseWatch
 from lakelog.replication.controller import Controller, controlled_shutdown
@@ -52,6 +54,7 @@ from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition import Partition
 from lakelog.replication import consumer_fetch
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
+from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.produce_router import ProduceRouter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
@@ -150,17 +153,20 @@ class Broker:
             window_size_s=settings.quota_window_size_seconds,
             exempt_principals={f"User:{settings.inter_broker_username}"})
         self.replica_manager.producer_states.is_allocated = self.producer_ids.is_allocated
-        self.coordinator = GroupCoordinator(settings, cache=self.cache, replica_manager=self.replica_manager,
+        #: the coordinators' only way to the replicas: append, role and marker listeners, local reads
+        self.partition_writer = ReplicaPartitionWriter(self.replica_manager,
+                                                       request_timeout_ms=settings.request_timeout_ms)
+        self.coordinator = GroupCoordinator(settings, cache=self.cache, writer=self.partition_writer,
                                             leader_client=self.leader_client, create_topic=self.create_topic)
         self.transaction_state_manager = TransactionStateManager(
-            settings, cache=self.cache, replica_manager=self.replica_manager, create_topic=self.create_topic,
+            settings, cache=self.cache, writer=self.partition_writer, create_topic=self.create_topic,
             producer_ids=self.producer_ids)
         self.transaction_coordinator = TransactionCoordinator(
             settings, manager=self.transaction_state_manager, leader_client=self.leader_client)
         # transactional produce requests join their transaction; decided transactions get their markers
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
-        TransactionMarkerWriter(settings, manager=self.transaction_state_manager, replica_manager=self.replica_manager,
-                                leader_client=self.leader_client).attach()
+        TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
+                                writer=self.partition_writer, leader_client=self.leader_client).attach()
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
@@ -227,6 +233,7 @@ class Broker:
         self.coordinator.stop()
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()
+        await self.log_manager.scheduler.close()
         try:
             await asyncio.to_thread(self.controller.stop)
             await asyncio.to_thread(self.zk.stop)

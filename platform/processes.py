@@ -1,7 +1,7 @@
 """Child processes that never outlive their parent, and looking at other processes by pid.
 
 Layer 0: imports only the standard library, so every layer may use it (the embedded ZooKeeper in
-``replication/``, :mod:`lakelog.broker_process`, the CLI, the demo, the tests).
+``replication/``, :mod:`lakelog.runtime.broker_process`, the CLI, the demo, the tests).
 
 :func:`spawn` starts a child with :class:`subprocess.Popen` and, on Linux, asks the kernel to send it
 a signal when its parent dies (``prctl(PR_SET_PDEATHSIG, sig)`` in the child between ``fork`` and

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
-from lakelog.replication.zookeeper_server import ZooKeeperServer, free_port
+from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 from tests.harness import BrokerProcess, new_chroot, pids_mentioning, wait_gone
 
 

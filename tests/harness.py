@@ -1,6 +1,6 @@
 """Test harness: real ZooKeeper, real broker processes, stopped by pid (the kazoo testing model).
 
-``BrokerProcess`` (:mod:`lakelog.broker_process`) runs ``python -m lakelog.cli broker start`` as a child
+``BrokerProcess`` (:mod:`lakelog.runtime.broker_process`) runs ``python -m lakelog.cli broker start`` as a child
 process on a free port with its own log dir and ZooKeeper chroot; tests stop it with SIGTERM or kill
 it with SIGKILL by pid. Every process the harness starts (brokers, the session's ZooKeeper) is started
 through :func:`lakelog.processes.spawn`, so it dies with the test process even when that is killed.
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from kazoo.client import KazooClient
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
 from lakelog.processes import process_alive, process_cmdline

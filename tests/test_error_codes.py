@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import pkgutil
+import re
+import subprocess
+import sys
 
 import httpx
 import pytest
 
 import lakelog
-from lakelog.errors import ERROR_CLASSES, LakelogError
+from lakelog.errors import ERROR_CLASSES, LakelogError, for_code
 from lakelog.protocol.errors import RemoteError, error_from_response
 
 
@@ -82,3 +87,105 @@ def test_unknown_answers_are_remote_errors(resp, code, retriable):
     err = error_from_response(resp)
     assert type(err) is RemoteError
     assert err.error_code == code and err.retriable is retriable
+
+
+# -- the table is complete as soon as lakelog.errors loads ------------------------------------------
+
+#: Run in a fresh Python: prints {code: "module.Class"} of every class that declares a REST code, either
+#: after importing only lakelog.errors ("errors") or after importing every module of the package ("all").
+_CODES_SCRIPT = """
+import importlib, json, pkgutil, sys
+import lakelog, lakelog.errors
+from lakelog.errors import LakelogError
+if sys.argv[1] == "all":
+    for info in pkgutil.walk_packages(lakelog.__path__, "lakelog."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+def walk(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from walk(sub)
+codes = {}
+for cls in walk(LakelogError):
+    code = cls.__dict__.get("error_code")
+    if isinstance(code, int):
+        codes.setdefault(str(code), []).append(f"{cls.__module__}.{cls.__qualname__}")
+table = {str(code): f"{cls.__module__}.{cls.__qualname__}" for code, cls in lakelog.errors.ERROR_CLASSES.items()}
+print(json.dumps({"codes": codes, "table": table, "modules": sorted(m for m in sys.modules if m.startswith("lakelog"))}))
+"""
+
+
+def _codes_in_fresh_python(what: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CODES_SCRIPT, what], capture_output=True, text=True, timeout=300,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_lakelog_errors_alone_knows_every_code():
+    """A client that imports nothing but lakelog.errors rebuilds any error the server may answer."""
+    alone = _codes_in_fresh_python("errors")
+    everything = _codes_in_fresh_python("all")
+    assert len(everything["modules"]) > len(alone["modules"]) + 50  # the walk really imported the package
+    assert not [m for m in alone["modules"] if m != "lakelog" and not m.startswith("lakelog.errors")], \
+        "lakelog.errors imports modules above layer 0"
+    missing = {code: names for code, names in everything["codes"].items() if code not in alone["codes"]}
+    assert not missing, f"REST codes defined outside lakelog.errors (move the class there): {missing}"
+    assert alone["codes"] == everything["codes"]
+    assert alone["table"] == everything["table"]
+    shared = {code: names for code, names in everything["codes"].items() if len(names) > 1}
+    assert not shared, f"REST error codes used by more than one error class: {shared}"
+    assert {code: names[0] for code, names in everything["codes"].items()} == everything["table"]
+    assert all(name.startswith("lakelog.errors.") for name in everything["table"].values())
+
+
+def test_for_code_looks_up_the_table():
+    from lakelog.errors import InternalError
+    from lakelog.ingest_api.errors import RequestTimeoutError
+    from lakelog.replication.errors import NotLeaderError, UnknownTopicError
+
+    assert for_code(40401) is UnknownTopicError and for_code(42101) is NotLeaderError
+    assert for_code(50001) is InternalError and for_code(40801) is RequestTimeoutError
+    assert for_code(41899) is None
+    assert all(for_code(code) is cls and cls.error_code == code for code, cls in ERROR_CLASSES.items())
+
+
+def test_subpackage_errors_modules_re_export_their_area():
+    """Each subpackage's errors.py is the name its modules import by: the same classes as lakelog.errors."""
+    import lakelog.errors as errors
+
+    for package in ("log_tables", "replication", "producers", "consumer_groups", "security", "spark", "ingest_api",
+                    "protocol"):
+        module = importlib.import_module(f"lakelog.{package}.errors")
+        exported = [name for name in module.__all__ if isinstance(getattr(module, name), type)]
+        assert exported, package
+        for name in exported:
+            cls = getattr(module, name)
+            if issubclass(cls, LakelogError) and name != "RemoteError":
+                assert getattr(errors, name) is cls, f"lakelog.{package}.errors.{name} is not lakelog.errors.{name}"
+
+
+#: Exceptions of the package that are not LakelogErrors, each with the reason.
+NOT_LAKELOG_ERRORS = {
+    "lakelog.client.idempotent_producer.DeliveryTimeoutError":
+        "a ConnectionError on the client side, as LakelogClient raises when no gateway answers",
+}
+
+
+def test_every_exception_is_a_lakelog_error_or_control_flow_of_its_own_module():
+    """An exception class that is not a LakelogError is private (``_Name``) and caught in the module that
+    defines it, so it never crosses a module (let alone a layer), or is listed above with its reason."""
+    _import_everything()
+    others = []
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith("lakelog.") or module is None:
+            continue
+        for cls_name, cls in vars(module).items():
+            if not (inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == name):
+                continue
+            if issubclass(cls, LakelogError) or f"{name}.{cls_name}" in NOT_LAKELOG_ERRORS:
+                continue
+            source = inspect.getsource(module)
+            caught = re.search(rf"except\s*\(?[\w\s,.]*\b{cls_name}\b", source)
+            if not cls_name.startswith("_") or caught is None or cls_name in getattr(module, "__all__", ()):
+                others.append(f"{name}.{cls_name}")
+    assert not others, f"exceptions that are not LakelogErrors and leave their module: {others}"

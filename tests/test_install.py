@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from lakelog.processes import spawn
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from tests.harness import wait_for
 
 pytestmark = pytest.mark.install

@@ -7,7 +7,7 @@ import json
 
 import httpx
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from tests.harness import new_chroot, wait_for
 
 

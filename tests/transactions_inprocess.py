@@ -19,7 +19,7 @@ from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
 from lakelog.log_tables.schema import TRANSACTIONAL_BIT
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 
 class ServedBroker:

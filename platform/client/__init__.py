@@ -11,17 +11,13 @@
 - :class:`BearerToken` (:mod:`~lakelog.client.auth`), TLS (:mod:`~lakelog.client.tls`).
 
 An error answer comes back as the class the server raised (``UnknownTopicError``, ``NotLeaderError``,
-``IllegalGenerationError``, ``OutOfOrderSequenceError``, ...), always also a :class:`GatewayError`.
+``IllegalGenerationError``, ``OutOfOrderSequenceError``, ...: every class of :mod:`lakelog.errors`), always
+also a :class:`GatewayError`; no answer at all (connection refused or dropped, a timeout, a TLS failure) is
+the builtin ``ConnectionError``, never an httpx error.
 """
 
 from __future__ import annotations
 
-# The error classes the gateway may answer with, so error_from_response rebuilds them here.
-import lakelog.consumer_groups.errors  # noqa: F401
-import lakelog.log_tables.errors  # noqa: F401
-import lakelog.producers.errors  # noqa: F401
-import lakelog.producers.producer_ids  # noqa: F401  (TransactionsNotSupportedError)
-import lakelog.replication.errors  # noqa: F401
 from lakelog.client.answers import GatewayError
 from lakelog.client.auth import BearerToken
 from lakelog.client.consumer import HttpConsumer

@@ -11,6 +11,7 @@ import httpx
 import orjson
 
 from lakelog.client.answers import GatewayError, answered
+from lakelog.client.tls import describe_tls_failure, disconnect_hint
 from lakelog.protocol import media_types
 from lakelog.protocol.client_id import CLIENT_ID_HEADER
 
@@ -43,8 +44,15 @@ class HttpConsumer:
         if body is not None:
             kwargs["content"] = orjson.dumps(body)
             headers.setdefault("Content-Type", media_types.V2)
-        return answered(lambda: self.http.request(method, self.base_uri + path, headers=headers, **kwargs),
-                        timeout_s=self.timeout_s)
+
+        def send() -> httpx.Response:
+            try:
+                return self.http.request(method, self.base_uri + path, headers=headers, **kwargs)
+            except httpx.TransportError as e:  # as LakelogClient: the builtin ConnectionError, never httpx's
+                raise ConnectionError(describe_tls_failure(e, url=self.base_uri) or f"the consumer instance at "
+                                      f"{self.base_uri} did not answer: {e}{disconnect_hint(e, url=self.base_uri)}") from e
+
+        return answered(send, timeout_s=self.timeout_s)
 
     def subscribe(self, topics: Sequence[str] | None = None, *, pattern: str | None = None) -> None:
         """Subscribe to ``topics`` or to the topics matching the regex ``pattern`` (now and later)."""

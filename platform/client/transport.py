@@ -7,8 +7,10 @@ Produce requests are idempotent by default (Kafka's ``enable.idempotence=true``)
 sequence per request and retries with the same sequence (:mod:`lakelog.client.idempotent_producer`).
 
 Errors the gateway answers come back as the server's own :class:`~lakelog.errors.LakelogError`
-subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response`), always also a
-:class:`GatewayError` carrying the REST Proxy ``error_code``, the message and the HTTP status.
+subclass (rebuilt by :func:`~lakelog.protocol.errors.error_from_response`, which knows every class of
+:mod:`lakelog.errors`), always also a :class:`~lakelog.client.GatewayError` carrying the REST Proxy
+``error_code``, the message and the HTTP status. No answer at all (connection refused or dropped, a
+timeout, a TLS failure) is the builtin ``ConnectionError``, never an httpx error.
 """
 
 from __future__ import annotations

@@ -19,12 +19,12 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.errors import NotCoordinatorError
 from lakelog.consumer_groups.group_metadata import GroupMetadataManager
 from lakelog.consumer_groups.offset_records import CommittedOffset
+from lakelog.coordinators.coordinator_partitions import COORDINATOR_MOVING, retry_while_moving
+from lakelog.coordinators.partition_writer import PartitionWriter
 from lakelog.protocol.producer_headers import ProducerBatch
-from lakelog.replication.coordinator_partitions import COORDINATOR_MOVING, retry_while_moving
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
-from lakelog.replication.replica_manager import ReplicaManager
 
 #: Errors after which a request to the coordinator is sent again (it moved, or is being elected).
 RETRIABLE = COORDINATOR_MOVING
@@ -37,7 +37,7 @@ class GroupCoordinator:
         settings: ``broker.id``, ``request.timeout.ms`` (how long a request waits for a coordinator that
             moves) and the settings of :class:`GroupMetadataManager`.
         cache: partition states and broker URLs.
-        replica_manager: the local replicas.
+        writer: the local replicas (appends, role changes, markers, local reads).
         leader_client: the inter-broker client.
         create_topic: creates a topic (``Broker.create_topic``), for ``__consumer_offsets``.
 
@@ -47,14 +47,14 @@ class GroupCoordinator:
     Call :meth:`start` inside the serving event loop, :meth:`stop` at the end.
     """
 
-    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, replica_manager: ReplicaManager,
+    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, writer: PartitionWriter,
                  leader_client: LeaderClient, create_topic: Callable[..., Awaitable[TopicMetadata]]) -> None:
         self.settings = settings
         self.broker_id = settings.broker_id
         self.cache = cache
-        self.replica_manager = replica_manager
+        self.writer = writer
         self.leader_client = leader_client
-        self.manager = GroupMetadataManager(settings, cache=cache, replica_manager=replica_manager,
+        self.manager = GroupMetadataManager(settings, cache=cache, writer=writer,
                                             create_topic=create_topic)
 
     def start(self) -> None:

@@ -10,7 +10,7 @@ live brokers), ``cleanup.policy=compact`` and :func:`min_insync_replicas_for` it
   epoch), it reads the partition's log and folds its records into the groups' offsets (Kafka's
   ``onElection`` / ``loadGroupsForPartition``); requests for its groups wait for the load. When it stops
   leading, it drops them (``onResignation``). Loading, unloading and the topic's creation are the
-  generic :class:`~lakelog.replication.coordinator_partitions.CoordinatorPartitions`, shared with the
+  generic :class:`~lakelog.coordinators.coordinator_partitions.CoordinatorPartitions`, shared with the
   transaction coordinator.
 - **Commits** (steps mirrored in :meth:`GroupMetadataManager.commit_local`): 1. this broker must lead the
   group's partition and have loaded it; 2. a commit from an older generation than the group's is refused
@@ -20,7 +20,7 @@ live brokers), ``cleanup.policy=compact`` and :func:`min_insync_replicas_for` it
 - **Transactional commits** (Kafka's TxnOffsetCommit, KIP-98): a commit made for a transactional producer
   is appended in its transaction (the partition joins the transaction at the transaction coordinator) and
   stays pending; the producer's commit marker on the partition applies it, its abort marker drops it
-  (:class:`OffsetsPartitionState`, live through the replica manager's marker listeners, and on a load
+  (:class:`OffsetsPartitionState`, live through the partition writer's marker listeners, and on a load
   from the markers in the log: :func:`fold_offsets`). So offsets consumed in a transaction count exactly
   when the transaction's output does.
 
@@ -47,20 +47,19 @@ from lakelog.consumer_groups.offset_records import (
     commit_records,
     tombstone_records,
 )
-from lakelog.log_tables.records import normalize_produce_batch
-from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT, TRANSACTIONAL_BIT
-from lakelog.log_tables.transaction_index import control_type
-from lakelog.protocol.producer_headers import ProducerBatch
-from lakelog.replication.coordinator_partitions import (
+from lakelog.coordinators.coordinator_partitions import (
     CoordinatorPartitions,
     InternalTopic,
     LoadedPartition,
     capped_min_isr,
 )
+from lakelog.coordinators.partition_writer import PartitionRole, PartitionWriter
+from lakelog.log_tables.records import normalize_produce_batch
+from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT, TRANSACTIONAL_BIT
+from lakelog.log_tables.transaction_index import control_type
+from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
-from lakelog.replication.partition import Partition
-from lakelog.replication.replica_manager import ReplicaManager
 
 
 def min_insync_replicas_for(replication_factor: int) -> int:
@@ -87,7 +86,7 @@ class OffsetsPartitionState(dict):
 
 
 def fold_offsets(state: OffsetsPartitionState, rows: pa.Table) -> int:
-    """Fold ``__consumer_offsets`` rows (:data:`~lakelog.replication.coordinator_partitions.LOAD_COLUMNS`,
+    """Fold ``__consumer_offsets`` rows (:data:`~lakelog.coordinators.coordinator_partitions.LOAD_COLUMNS`,
     in offset order) into ``state``: plain records at once, transactional ones pending until their
     producer's marker. Returns the records applied."""
     attributes = rows[ATTRIBUTES].to_numpy(zero_copy_only=False) if ATTRIBUTES in rows.column_names else None
@@ -115,27 +114,27 @@ class GroupMetadataManager:
     Args:
         settings: ``broker.id``, ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``.
         cache: topic metadata and live brokers.
-        replica_manager: the local replicas (their roles, logs, produce).
+        writer: the local replicas (their roles, appends, local reads, transaction markers).
         create_topic: creates a topic (``Broker.create_topic``).
 
     Call :meth:`start` inside the serving event loop (it listens to role changes), :meth:`stop` at the end.
-    The loading, unloading and topic creation are :class:`~lakelog.replication.coordinator_partitions.
+    The loading, unloading and topic creation are :class:`~lakelog.coordinators.coordinator_partitions.
     CoordinatorPartitions`' (:attr:`partitions`).
     """
 
-    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, replica_manager: ReplicaManager,
+    def __init__(self, settings: BrokerSettings, *, cache: MetadataCache, writer: PartitionWriter,
                  create_topic: Callable[..., Awaitable[TopicMetadata]]) -> None:
         self.settings = settings
         self.broker_id = settings.broker_id
         self.cache = cache
-        self.replica_manager = replica_manager
+        self.writer = writer
         topic = InternalTopic(
             OFFSETS_TOPIC, num_partitions=settings.offsets_topic_num_partitions,
             replication_factor=settings.offsets_topic_replication_factor,
             replication_factor_key="offsets.topic.replication.factor", min_isr=min_insync_replicas_for,
             keys="groups", missing=f"{OFFSETS_TOPIC} does not exist yet: no group has committed offsets.")
         self.partitions: CoordinatorPartitions[OffsetsPartitionState] = CoordinatorPartitions(
-            topic, broker_id=self.broker_id, cache=cache, replica_manager=replica_manager, create_topic=create_topic,
+            topic, broker_id=self.broker_id, cache=cache, writer=writer, create_topic=create_topic,
             new_state=OffsetsPartitionState, fold=fold_offsets)
         self._group_locks: dict[str, asyncio.Lock] = {}
         self._sequence_locks: dict[int, asyncio.Lock] = {}
@@ -143,18 +142,17 @@ class GroupMetadataManager:
     # -- roles ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Listen to the replica manager's role changes and load the partitions this broker leads already;
+        """Listen to the role changes of the local replicas and load the partitions this broker leads already;
         listen to the transaction markers written here."""
         self.partitions.start()
-        self.replica_manager.marker_listeners.append(self._on_marker)
+        self.writer.add_marker_listener(self._on_marker)
 
     def stop(self) -> None:
         """Stop listening; forget every group."""
-        if self._on_marker in self.replica_manager.marker_listeners:
-            self.replica_manager.marker_listeners.remove(self._on_marker)
+        self.writer.remove_marker_listener(self._on_marker)
         self.partitions.stop()
 
-    def _on_marker(self, part: Partition, producer_id: int, control: str) -> None:
+    def _on_marker(self, part: PartitionRole, producer_id: int, control: str) -> None:
         """A transaction marker was written on a partition this broker leads: on an ``__consumer_offsets``
         partition, the producer's pending offset commits apply or go (once its load finished, if one is under
         way: ending a transaction twice changes nothing)."""
@@ -162,7 +160,7 @@ class GroupMetadataManager:
             self.partitions.apply_when_loaded(part.partition, lambda state: state.end_transaction(
                 producer_id, commit=control == "commit"))
 
-    def on_role_change(self, part: Partition) -> None:
+    def on_role_change(self, part: PartitionRole) -> None:
         """A replica changed role: load an ``__consumer_offsets`` partition this broker now leads (at a new
         leader epoch), drop one it stopped leading. In the event loop."""
         self.partitions.on_role_change(part)
@@ -231,7 +229,7 @@ class GroupMetadataManager:
             # 4. one append, acks=all (in the producer's transaction for a transactional commit)
             records = normalize_produce_batch(commit_records(offsets))
             if producer is None:
-                await self.replica_manager.produce(OFFSETS_TOPIC, partition, records, acks="all")
+                await self.writer.append(OFFSETS_TOPIC, partition, records)
             else:
                 await self._produce_in_transaction(partition, records, producer)
             # 5. the view (of the partition loaded now: a re-election meanwhile reloaded it from the log)
@@ -246,12 +244,10 @@ class GroupMetadataManager:
         """Append a transactional offset commit: the next sequence of the producer on the partition (a
         commit is the coordinator's request, not the client's: one at a time per partition)."""
         async with self._sequence_locks.setdefault(partition, asyncio.Lock()):
-            part = self.replica_manager.local_partition(OFFSETS_TOPIC, partition)
-            entry = None if part is None else part.producer_state.entries.get(producer.producer_id)
-            sequence = entry.batches[-1].sequence + 1 if (
-                entry is not None and entry.batches and entry.producer_epoch == producer.producer_epoch) else 0
-            await self.replica_manager.produce(OFFSETS_TOPIC, partition, records, acks="all",
-                                               producer=dataclasses.replace(producer, sequence=sequence))
+            sequence = self.writer.next_sequence(OFFSETS_TOPIC, partition, producer_id=producer.producer_id,
+                                                 producer_epoch=producer.producer_epoch)
+            await self.writer.append(OFFSETS_TOPIC, partition, records,
+                                     producer=dataclasses.replace(producer, sequence=sequence))
 
     async def committed_local(self, group: str, topic: str | None = None) -> list[CommittedOffset]:
         """The group's latest committed offsets (optionally one topic), by topic and partition, as its
@@ -280,9 +276,8 @@ class GroupMetadataManager:
                 return []
             emptied = state is not None and not set(state.offsets) - set(had)
             apps = sorted(state.app_versions) if emptied and state is not None else []
-            await self.replica_manager.produce(OFFSETS_TOPIC, partition,
-                                               normalize_produce_batch(tombstone_records(group, had, app_ids=apps)),
-                                               acks="all")
+            await self.writer.append(OFFSETS_TOPIC, partition,
+                                     normalize_produce_batch(tombstone_records(group, had, app_ids=apps)))
             _, state, _ = await self._coordinated(group)
             if state is not None:
                 for tp in had:

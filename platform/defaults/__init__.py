@@ -1,7 +1,7 @@
 """lakelog's built-in default files, shipped inside the package (read with :mod:`importlib.resources`).
 
 - ``zookeeper.properties``: the template of the embedded ZooKeeper's ``zoo.cfg``
-  (:func:`lakelog.replication.zookeeper_files.write_config` fills its ``{placeholders}``);
+  (:func:`lakelog.runtime.zookeeper_files.write_config` fills its ``{placeholders}``);
 - ``log4j2-zookeeper.properties``: the embedded ZooKeeper's logging (one file in its data dir);
 - ``spark-defaults.conf``: lakelog's Spark settings, below every setting a user gives
   (:mod:`lakelog.spark.session`);

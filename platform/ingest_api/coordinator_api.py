@@ -17,7 +17,7 @@ to the coordinator of a transactional id; the id travels in the body or query, n
 - ``POST /lakelog/v1/coordinator/transactions/init-producer-id`` ``{"transactional_id",
   "transaction_timeout_ms"}`` -> ``{"producer_id", "producer_epoch"}``;
 - ``GET /lakelog/v1/coordinator/transactions/describe?transactional_id=`` -> ``{"transaction": {...} | null}``
-  (:func:`~lakelog.producers.transaction_coordinator.metadata_to_dict`);
+  (:func:`~lakelog.coordinators.transaction_coordinator.metadata_to_dict`);
 - ``GET /lakelog/v1/coordinator/transactions`` -> ``{"transactions": [{...}]}`` (the ids this broker
   coordinates);
 - ``POST /lakelog/v1/coordinator/transactions/add-partitions`` ``{"transactional_id", "producer_id",
@@ -29,7 +29,7 @@ to the coordinator of a transactional id; the id travels in the body or query, n
 They answer only as the coordinator, never forwarding: 503 / 50320 (NOT_COORDINATOR) when this broker is
 not it, 503 / 50321 while it loads; the asking broker retries
 (:class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`,
-:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). For brokers, not clients:
+:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`). For brokers, not clients:
 hidden from the OpenAPI document.
 """
 
@@ -45,7 +45,7 @@ from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.ingest_api.consumers_api import GroupName
 from lakelog.ingest_api.deps import CoordinatorDep, TransactionCoordinatorDep
 from lakelog.ingest_api.permissions import require_cluster_action
-from lakelog.producers.transaction_coordinator import metadata_to_dict
+from lakelog.coordinators.transaction_coordinator import metadata_to_dict
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.leader_client import COORDINATOR_PREFIX
 

@@ -26,9 +26,9 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.ingest_api.request_metrics import RequestStats
 from lakelog.log_tables.transaction_index import IsolationLevel
-from lakelog.producers.producer_ids import ProducerIdManager
-from lakelog.producers.transaction_coordinator import TransactionCoordinator
-from lakelog.producers.transaction_log import TransactionStateManager
+from lakelog.coordinators.producer_id_manager import ProducerIdManager
+from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
+from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.replication.controller import Controller
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.partition import Partition
@@ -107,7 +107,7 @@ async def get_producer_ids(request: Request) -> ProducerIdManager:
     return request.app.state.broker.producer_ids
 
 
-#: The broker's :class:`~lakelog.producers.producer_ids.ProducerIdManager` (InitProducerId).
+#: The broker's :class:`~lakelog.coordinators.producer_id_manager.ProducerIdManager` (InitProducerId).
 ProducerIdsDep = Annotated[ProducerIdManager, Depends(get_producer_ids)]
 
 
@@ -117,7 +117,7 @@ async def get_transaction_coordinator(request: Request) -> TransactionCoordinato
     return request.app.state.broker.transaction_coordinator
 
 
-#: The broker's :class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`.
+#: The broker's :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`.
 TransactionCoordinatorDep = Annotated[TransactionCoordinator, Depends(get_transaction_coordinator)]
 
 

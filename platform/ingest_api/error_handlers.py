@@ -1,15 +1,19 @@
 """How the gateway answers errors: REST Proxy's body ``{"error_code": int, "message": str}`` always.
 
 - a :class:`~lakelog.errors.LakelogError`: its status and code, ``X-Lakelog-Retriable``;
-- kazoo's connection loss, session expiry or timeout (the broker lost ZooKeeper while answering):
+- kazoo's connection loss, session expiry or timeout (the broker lost ZooKeeper while answering) met
+  outside the modules that wrap it where it enters (:mod:`lakelog.replication.zookeeper_errors`): the same
   :class:`~lakelog.replication.errors.ZooKeeperUnavailableError`, 503 / 50304, retriable;
-- a request parameter or body that fails validation: 400 / 40001 (parameters) or 422 / 42222 (body);
+- a request parameter or body that fails validation: :class:`~lakelog.protocol.errors.MalformedBodyError`,
+  400 / 40001 (parameters) or :class:`~lakelog.protocol.errors.InvalidBodyFieldError`, 422 / 42222 (body);
 - Starlette's own HTTP errors (404 route, 405 method): their status as the code; a 405 carries an
   ``Allow`` header naming every method the path serves (across routers);
 - a client that went away while its body was read (``ClientDisconnect``, e.g. closed by
-  :mod:`lakelog.ingest_api.http_guard` for a slow body): logged at debug, the answer goes nowhere;
-- anything else (a bug): 500 / 50001 with ``Connection: close`` (uvicorn closes the connection after
-  the answer, so a client reusing connections opens a new one), logged with its traceback.
+  :mod:`lakelog.ingest_api.http_guard` for a slow body): logged at debug, the answer
+  (:class:`~lakelog.ingest_api.errors.RequestTimeoutError`, 408 / 40801) goes nowhere;
+- anything else (a bug): :class:`~lakelog.errors.InternalError`, 500 / 50001 with ``Connection: close``
+  (uvicorn closes the connection after the answer, so a client reusing connections opens a new one), logged
+  with its traceback.
 
 The statuses and codes are documented in :mod:`lakelog.ingest_api.openapi_docs`.
 """
@@ -21,18 +25,15 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
-from kazoo.handlers.threading import KazooTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from lakelog.errors import RETRIABLE_HEADER, LakelogError
-from lakelog.replication.errors import ZooKeeperUnavailableError
+from lakelog.errors import RETRIABLE_HEADER, InternalError, LakelogError
+from lakelog.ingest_api.errors import RequestTimeoutError
+from lakelog.protocol.errors import InvalidBodyFieldError, MalformedBodyError
+from lakelog.replication.zookeeper_errors import ZOOKEEPER_UNAVAILABLE, unavailable_error
 
 log = logging.getLogger(__name__)
-
-#: kazoo errors that mean "ZooKeeper is not reachable right now", not a bug.
-ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError)
 
 
 def error_response(exc: LakelogError) -> JSONResponse:
@@ -51,8 +52,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def zookeeper_unavailable(request: Request, exc: Exception) -> JSONResponse:
         log.warning("%s %s: ZooKeeper unavailable (%s)", request.method, request.url.path, type(exc).__name__)
-        return error_response(ZooKeeperUnavailableError(
-            f"The broker lost its ZooKeeper connection ({type(exc).__name__}) while answering; retry."))
+        return error_response(unavailable_error(exc))
 
     for kind in ZOOKEEPER_UNAVAILABLE:
         app.add_exception_handler(kind, zookeeper_unavailable)
@@ -61,8 +61,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         # A bug or an unexpected failure: still a REST Proxy error body, never a bare text/plain 500.
         log.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse({"error_code": 50001, "message": f"Internal error: {type(exc).__name__}: {exc}"},
-                            status_code=500, headers={RETRIABLE_HEADER: "false", "Connection": "close"})
+        err = InternalError(f"Internal error: {type(exc).__name__}: {exc}")
+        return JSONResponse(err.to_body(), status_code=err.http_status,
+                            headers={RETRIABLE_HEADER: "false", "Connection": "close"})
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -70,16 +71,16 @@ def install_error_handlers(app: FastAPI) -> None:
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"])
             parts.append(f"{loc}: {err['msg']}")
-        status = 422 if any(e["loc"] and e["loc"][0] == "body" for e in exc.errors()) else 400
-        return JSONResponse({"error_code": status * 100 + (22 if status == 422 else 1),
-                             "message": "Invalid request: " + "; ".join(parts)}, status_code=status)
+        body = any(e["loc"] and e["loc"][0] == "body" for e in exc.errors())
+        answer = (InvalidBodyFieldError if body else MalformedBodyError)("Invalid request: " + "; ".join(parts))
+        return JSONResponse(answer.to_body(), status_code=answer.http_status)
 
     @app.exception_handler(ClientDisconnect)
     async def client_disconnect(request: Request, exc: ClientDisconnect) -> JSONResponse:
         log.debug("%s %s: the client disconnected before its request body arrived", request.method,
                   request.url.path)
-        return JSONResponse({"error_code": 40801, "message": "The client disconnected."}, status_code=408,
-                            headers={"Connection": "close"})
+        err = RequestTimeoutError("The client disconnected.")
+        return JSONResponse(err.to_body(), status_code=err.http_status, headers={"Connection": "close"})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

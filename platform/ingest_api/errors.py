@@ -1,20 +1,24 @@
-"""Errors of the HTTP gateway itself (``lakelog.ingest_api``): cluster ids, slow or too many connections.
+"""Errors of the HTTP gateway itself (``lakelog.ingest_api``): cluster ids, slow or too many connections,
+readiness.
+
+The classes are those of :mod:`lakelog.errors.gateway`; this is the name the gateway's modules import them by.
 
 The request errors every route may answer (malformed body, bad base64, unsupported media types, body
 too large, a record naming a missing partition) are part of the wire vocabulary and live in
-:mod:`lakelog.protocol.errors`, so clients rebuild them too.
+:mod:`lakelog.errors.request` (re-exported by :mod:`lakelog.protocol.errors`).
 """
 
 from __future__ import annotations
 
-from lakelog.errors import LakelogError
+from lakelog.errors.gateway import (
+    BrokerNotReadyError,
+    ClusterNotFoundError,
+    RequestTimeoutError,
+    TooManyConnectionsError,
+)
 
-
-class ClusterNotFoundError(LakelogError):
-    """The cluster id in a v3 path is not this cluster's. 404 / 40404."""
-
-    http_status = 404
-    error_code = 40404
+__all__ = ["BrokerNotReadyError", "ClusterNotFoundError", "RequestTimeoutError", "TooManyConnectionsError",
+           "check_cluster"]
 
 
 def check_cluster(broker, cluster_id: str) -> None:
@@ -27,26 +31,3 @@ def check_cluster(broker, cluster_id: str) -> None:
         raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
 
 
-class RequestTimeoutError(LakelogError):
-    """A request's headers or body did not arrive within ``request.header.timeout.ms`` /
-    ``request.body.timeout.ms`` (a slow or stalled client); the connection is closed. 408 / 40801."""
-
-    http_status = 408
-    error_code = 40801
-
-
-class TooManyConnectionsError(LakelogError):
-    """The broker has ``max.connections`` open connections; retry later. 503 / 50305, retriable."""
-
-    http_status = 503
-    error_code = 50305
-    retriable = True
-
-
-class BrokerNotReadyError(LakelogError):
-    """``GET /ready``: the broker is not ready to serve (not registered, partitions not opened yet, followers
-    catching up); the message lists why. 503 / 50306, retriable."""
-
-    http_status = 503
-    error_code = 50306
-    retriable = True

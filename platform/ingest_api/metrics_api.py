@@ -3,7 +3,7 @@
 - ``GET /metrics``: the Prometheus text format (prometheus-client's exposition): the broker's replication
   gauges and counters and the log histograms (:mod:`lakelog.replication.broker_metrics`), consumer group
   lag of the groups this broker coordinates (:mod:`lakelog.consumer_groups.lag_metrics`), the transactional
-  ids it coordinates by state (:mod:`lakelog.producers.transaction_metrics`), and per-route request counts
+  ids it coordinates by state (:mod:`lakelog.coordinators.transaction_metrics`), and per-route request counts
   and latency (:class:`RequestStats`), requests refused for client quotas by quota type.
   Everything but the request metrics and the per-topic counters is read at scrape time.
 - ``GET /health``: 200 ``{"status": "ok"}`` while the process serves HTTP (a liveness probe).
@@ -28,7 +28,7 @@ from lakelog.ingest_api.deps import BrokerDep, RequestStatsDep
 from lakelog.ingest_api.permissions import require_cluster_describe
 from lakelog.ingest_api.errors import BrokerNotReadyError
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.producers.transaction_metrics import transaction_metrics
+from lakelog.coordinators.transaction_metrics import transaction_metrics
 from lakelog.replication.broker_metrics import replication_metrics
 from lakelog.replication.readiness import readiness_problems
 

@@ -52,7 +52,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "partition missing, ...).",
     429: "Too many produce bytes in flight on this broker (42901, queued.max.request.bytes), or the user or "
          "client id is over its client quota (42902, lakelog quotas); retry after `Retry-After` seconds.",
-    500: "Internal error (50001); answered with `Connection: close`.",
+    500: "Internal error (50001), answered with `Connection: close`; a partition's Delta table this broker "
+         "cannot open or read (50021).",
     503: "Unavailable, retriable (`X-Lakelog-Retriable: true`): ZooKeeper unreachable (50304), not enough "
          "in-sync replicas (50301-50303), too many connections (50305, `Retry-After`), no group or "
          "transaction coordinator answered in request.timeout.ms (50320 not the coordinator, 50321 loading), "

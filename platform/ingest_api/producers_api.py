@@ -5,7 +5,7 @@
   reserved in ZooKeeper).
 - Transactional producer (``{"transactional_id": "t1", "transaction_timeout_ms": 60000}``): the
   coordinator of the transactional id answers, asked by whichever broker took the request
-  (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`): a new producer id with
+  (:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`): a new producer id with
   epoch 0 for a new id, else the same producer id with the epoch + 1, which fences the previous instance
   of the producer.
 
@@ -25,7 +25,7 @@ from lakelog.ingest_api.deps import BrokerDep, ProducerIdsDep, TransactionCoordi
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.permissions import PermissionsDep
-from lakelog.producers.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
+from lakelog.coordinators.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
 from lakelog.protocol.producer_headers import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
 from lakelog.security.acls import Operation, ResourceType
 

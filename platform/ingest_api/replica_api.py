@@ -20,7 +20,7 @@ over HTTP.
   log and N the first offset after it (the follower truncates to it before fetching).
 - ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/markers`` ``{"producer_id", "producer_epoch",
   "control": "commit"|"abort", "coordinator_epoch"}`` -> ``{"offset": N}``: a transaction's marker on this
-  leader, answered once the ISR has it (:func:`~lakelog.producers.transaction_markers.write_marker`).
+  leader, answered once the ISR has it (:func:`~lakelog.replication.transaction_markers.write_marker`).
 
 Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
 409/40912 newer, 422/42202 ``offset`` beyond the leader's log end offset (the follower truncates).
@@ -39,11 +39,11 @@ from fastapi.responses import Response
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.permissions import require_cluster_action
 from lakelog.log_tables.records import fetched_range
-from lakelog.producers.transaction_markers import write_marker
 from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.replication import replica_fetch as leader_side
 from lakelog.replication.leader_client import REPLICA_PREFIX
+from lakelog.replication.transaction_markers import write_marker
 
 router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False,
                    dependencies=[require_cluster_action])  # brokers only (ClusterAction)

@@ -16,7 +16,7 @@ transaction coordinators hold, as Kafka's ``kafka-transactions.sh list`` and ``d
   group's offsets committed in the producer's open transaction (Kafka's AddOffsetsToTxn + TxnOffsetCommit):
   they count for the group exactly when the transaction commits, with the records it wrote.
 
-Any broker answers (:class:`~lakelog.producers.transaction_coordinator.TransactionCoordinator`). Each id
+Any broker answers (:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
 transaction began and how long it has been open (its age, ms, measured by the answering broker's clock).
 Errors: 404 with 40404 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
@@ -42,7 +42,7 @@ from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.permissions import PermissionsDep, transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 from lakelog.producers.errors import TransactionalIdNotFoundError
-from lakelog.producers.transaction_state import NO_TIMESTAMP, TransactionMetadata
+from lakelog.coordinators.transaction_state import NO_TIMESTAMP, TransactionMetadata
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.security.acls import Operation, ResourceType
 

@@ -46,7 +46,7 @@ Memory: the decision reads only the ``offset``, ``key`` and ``timestamp`` column
 ``value`` (one row group at a time); then the full rows of the changed files are read file by file and
 only their kept rows stay. delta-rs keeps the order of rows only for a single contiguous input (a chunked
 input is written out of order, measured with deltalake 1.6.6), so the kept rows of the rewritten range
-are held in memory together, as :func:`~lakelog.log_tables.compaction.merged_rows` does.
+are held in memory together, as :func:`~lakelog.log_tables.file_merges.merged_rows` does.
 
 The caller (the log's writer) holds the table's write lock, passes the snapshot of the table's current
 version and treats an exception as an ambiguous commit outcome (re-read the table).
@@ -65,7 +65,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES
+from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import RecordWithoutKeyError
 from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
@@ -79,9 +79,9 @@ __all__ = ["CLEANED_FILE_TARGET_BYTES", "CLEANED_OFFSET_KEY", "CleanResult", "ch
 
 #: commitInfo key of a cleaning commit: the cleaned offset after it (Kafka's cleaner checkpoint).
 CLEANED_OFFSET_KEY = "lakelog.cleaned_offset"
-#: Bytes per data file written by a cleaning (delta-rs splits larger outputs): four compaction targets,
-#: so cleaned files are left alone by the small-file merge (:mod:`~lakelog.log_tables.compaction`).
-CLEANED_FILE_TARGET_BYTES = 4 * COMPACTION_TARGET_BYTES
+#: Bytes per data file written by a cleaning (delta-rs splits larger outputs): four merge targets,
+#: so cleaned files are left alone by the small-file merge (:mod:`~lakelog.log_tables.file_merges`).
+CLEANED_FILE_TARGET_BYTES = 4 * MERGE_TARGET_BYTES
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -397,7 +397,7 @@ def clean(table: DeltaTable, snapshot: FileSnapshot, *, config: TopicConfig, cle
     try:
         version = commit_rewrite(table, rows, first=lo, last=hi, compression_type=config.compression_type,
                                  lake_end_offset=lake_end_offset, target_file_size=target_file_size,
-                                 row_group_rows=COMPACTION_ROW_GROUP_ROWS, extra_metadata=metadata)
+                                 row_group_rows=MERGED_ROW_GROUP_ROWS, extra_metadata=metadata)
     except Exception:
         log.exception("cleaning %s offsets %d..%d failed", name, first, last)
         raise

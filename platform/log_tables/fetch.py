@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.log_tables.data_files import FileSnapshot
-from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.errors import DataLossError, OffsetOutOfRangeError
 from lakelog.log_tables.offset_scan import DataLoss, scan_offsets, target_schema
 from lakelog.log_tables.reader import offset_for_timestamp
 from lakelog.log_tables.schema import ATTRIBUTES, LOG_SCHEMA, TAIL_SCHEMA, timestamps_us, with_attributes
@@ -143,13 +143,17 @@ def read_end_offset(rows: pa.Table) -> int | None:
     return int(meta[READ_END_OFFSET_KEY]) if READ_END_OFFSET_KEY in meta else None
 
 
-class FetchDataLoss(Exception):
+class FetchDataLoss(DataLossError):
     """Offsets of a fetch are gone from the table (a listed file vanished and the newest snapshot starts
-    later). ``partial`` holds what was read before them, possibly nothing."""
+    later). ``partial`` holds what was read before them, possibly nothing.
+
+    Control flow of a fetch: raised by :func:`read_range`, caught by :func:`read_log`, which answers what was
+    read or an :class:`OffsetOutOfRangeError`. A :class:`DataLossError` (422 / 42208; it declares no code of its own), so
+    one that escaped anyway would still answer as a lakelog error.
+    """
 
     def __init__(self, loss: DataLoss, partial: list[pa.Table]) -> None:
-        super().__init__(loss.describe())
-        self.loss = loss
+        super().__init__(loss, loss.describe())
         self.partial = partial
 
 

@@ -2,13 +2,14 @@
 
 An append costs time whatever its size (a frame written to the segment tail; a whole Delta commit for a
 log without a tail), so the broker does not append per request. Requests for a partition queue here;
-one committer task per partition takes everything queued — waiting up to ``linger.ms`` after the first
+a committer task of the partition, started by the first request and ended once nothing is queued
+(an idle partition has no task), takes everything queued — waiting up to ``linger.ms`` after the first
 request for more, or less once ``batch.size`` bytes are queued — and appends it as one batch. Requests
 that arrive while an append runs go into the next one, so under load batches grow by themselves.
 
 Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit_loop`):
 
-1. wait for a first request, then linger until ``linger_ms`` passed or ``batch_size`` bytes queued;
+1. (the first request started the task) linger until ``linger_ms`` passed or ``batch_size`` bytes queued;
 2. take the queued requests (at least one, up to ``batch_size`` bytes) as one Arrow table; a request
    whose ``check`` raises now is answered with that error and left out (the producer state's test that
    its producer was not fenced, and its transaction not ended by a marker, while it waited here: Kafka
@@ -20,7 +21,7 @@ Steps of one group commit (mirrored by comments in :meth:`GroupCommitter._commit
    (the replica manager folds those into the producer state and moves the high watermark);
 5. answer each request with the offset of its first record, or every request with the error;
 6. without a tail: when the table holds more than ``segment_files_max`` data files, merge the oldest
-   small ones (:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`):
+   small ones (:meth:`LogLifecycle.merge_head <lakelog.log_tables.lifecycle.LogLifecycle.merge_head>`):
    a delta-rs commit costs time per file in the table.
    (With a tail the flusher does this after its commits.)
 """
@@ -38,7 +39,7 @@ import pyarrow as pa
 
 from lakelog.errors import LakelogError
 from lakelog.log_tables.errors import LogClosedError
-from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.file_merges import merge_if_needed
 from lakelog.log_tables.log_metrics import LogMetrics
 from lakelog.log_tables.partition_log import AppendInfo, PartitionLog
 from lakelog.log_tables.schema import TRANSACTIONAL_BIT
@@ -87,10 +88,9 @@ class GroupCommitter:
         self._segment_files_max = segment_files_max
         self._queue: list[_Pending] = []
         self._queued_bytes = 0
-        self._wakeup = asyncio.Event()
         self._full = asyncio.Event()
         self._closed = False
-        self._task = asyncio.get_running_loop().create_task(self._commit_loop(), name=f"commit-{log.topic}-{log.partition}")
+        self._task: asyncio.Task | None = None  # the committer while requests are queued
         #: commits made and records in them (for metrics and tests)
         self.commits = 0
         self.records = 0
@@ -117,52 +117,51 @@ class GroupCommitter:
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(records, future, producer, check))
         self._queued_bytes += records.nbytes
-        self._wakeup.set()
         if self._queued_bytes >= self.batch_size:
             self._full.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._commit_loop(), name=f"commit-{self.log.topic}-{self.log.partition}")
         return await future
 
     async def _commit_loop(self) -> None:
-        while True:
-            # 1. wait for a first request, then linger for more (or until batch.size bytes queued)
-            if not self._queue:
-                if self._closed:
-                    return
-                await self._wakeup.wait()
-                self._wakeup.clear()
-                continue
-            if self.linger_s > 0 and self._queued_bytes < self.batch_size and not self._closed:
+        try:
+            while self._queue:
+                # 1. linger for more (or until batch.size bytes queued)
+                if self.linger_s > 0 and self._queued_bytes < self.batch_size and not self._closed:
+                    try:
+                        await asyncio.wait_for(self._full.wait(), self.linger_s)
+                    except asyncio.TimeoutError:
+                        pass
+                self._full.clear()
+                # 2. take the queued requests, at least one, up to batch.size bytes
+                taken, size = [], 0
+                while self._queue and (not taken or size + self._queue[0].records.nbytes <= self.batch_size):
+                    item = self._queue.pop(0)
+                    taken.append(item)
+                    size += item.records.nbytes
+                self._queued_bytes -= size
                 try:
-                    await asyncio.wait_for(self._full.wait(), self.linger_s)
-                except asyncio.TimeoutError:
-                    pass
-            self._full.clear()
-            # 2. take the queued requests, at least one, up to batch.size bytes
-            taken, size = [], 0
-            while self._queue and (not taken or size + self._queue[0].records.nbytes <= self.batch_size):
-                item = self._queue.pop(0)
-                taken.append(item)
-                size += item.records.nbytes
-            self._queued_bytes -= size
-            try:
-                await self._commit(taken)
-            except asyncio.CancelledError:
-                _fail(taken, self._closed_error())
-                raise
-            except Exception as e:
-                # one failed batch fails only its own requests; the committer goes on with the next
-                if isinstance(e, LakelogError):  # an expected error (not leader, commit failed)
-                    log.info("group commit to %s-%d failed: %s", self.log.topic, self.log.partition, e,
-                             extra={"topic": self.log.topic, "partition": self.log.partition})
-                else:
-                    log.exception("group commit to %s-%d failed", self.log.topic, self.log.partition,
-                                  extra={"topic": self.log.topic, "partition": self.log.partition})
-                _fail(taken, e)
-                continue
-            # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
-            # failure is logged and the next commit tries again (with a tail, the flusher does it)
-            if not self.log.tiered:
-                await compact_if_needed(self.log, segment_files_max=self._segment_files_max)
+                    await self._commit(taken)
+                except asyncio.CancelledError:
+                    _fail(taken, self._closed_error())
+                    raise
+                except Exception as e:
+                    # one failed batch fails only its own requests; the committer goes on with the next
+                    if isinstance(e, LakelogError):  # an expected error (not leader, commit failed)
+                        log.info("group commit to %s-%d failed: %s", self.log.topic, self.log.partition, e,
+                                 extra={"topic": self.log.topic, "partition": self.log.partition})
+                    else:
+                        log.exception("group commit to %s-%d failed", self.log.topic, self.log.partition,
+                                      extra={"topic": self.log.topic, "partition": self.log.partition})
+                    _fail(taken, e)
+                    continue
+                # 6. keep the file count (and so the cost of every commit) bounded; an optimisation, so a
+                # failure is logged and the next commit tries again (with a tail, the flusher does it)
+                if not self.log.tiered:
+                    await merge_if_needed(self.log, segment_files_max=self._segment_files_max)
+        finally:
+            self._task = None  # nothing queued (or cancelled): the next request starts the committer again
 
     async def _commit(self, taken: list[_Pending]) -> None:
         """Steps 2-5 for the requests ``taken``: one append, then each request answered."""
@@ -217,18 +216,19 @@ class GroupCommitter:
         with :class:`LogClosedError`.
         """
         self._closed = True
-        self._wakeup.set()
         self._full.set()
+        task = self._task
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout=30)
+            if task is not None:
+                await asyncio.wait_for(asyncio.shield(task), timeout=30)
         except asyncio.TimeoutError:
-            self._task.cancel()
+            task.cancel()
             try:
-                await self._task
+                await task
             except BaseException:
                 pass
         except asyncio.CancelledError:
-            self._task.cancel()
+            task.cancel()
             raise
         except Exception:
             log.exception("the committer of %s-%d failed", self.log.topic, self.log.partition,

@@ -47,22 +47,23 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltalake import CommitProperties, write_deltalake
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import TopicConfig
 from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES, CleanResult, clean, cleaned_offset, needs_cleaning
-from lakelog.log_tables import compaction
-from lakelog.log_tables.compaction import COMPACTION_TARGET_BYTES, merge_target_bytes
+from lakelog.log_tables import file_merges
+from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, merge_target_bytes
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
 
 if TYPE_CHECKING:
+    from lakelog.log_tables.log_scheduler import LogScheduler
     from lakelog.log_tables.log_state import LogState
     from lakelog.log_tables.log_writer import LogWriter
 
@@ -154,29 +155,34 @@ class LogLifecycle:
     Attributes:
         on_removal: called (from any thread) after :meth:`note_removal`, e.g. to wake the flusher's
             VACUUM timer; None = nobody listens.
+        clock: what removals' expiries and default ``now`` are read on. Default: the system clock.
+        scheduler: the broker's log scheduler (set by the :class:`~lakelog.log_tables.log_manager.LogManager`
+            that opened the log), on which the log's flusher runs; None = the flusher makes its own.
     """
 
     def __init__(self, writer: "LogWriter", state: "LogState") -> None:
         self._writer = writer
         self._state = state
         self.on_removal: "Callable[[], None] | None" = None
+        self.clock: Time = SYSTEM_TIME
+        self.scheduler: "LogScheduler | None" = None
         # wall-clock seconds at which the files removed by recorded commits may leave the disk
         self._expiries: list[float] = []
         self._expiries_lock = threading.Lock()
-        self._last_vacuum = float("-inf")  # time.monotonic() at the start of the last VACUUM
+        self._last_vacuum = float("-inf")  # clock.monotonic() at the start of the last VACUUM
 
-    def needs_compaction(self, *, max_files: int = 64, max_file_bytes: int = COMPACTION_TARGET_BYTES) -> bool:
-        """True when the table holds more than ``max_files`` data files that :meth:`compact_head` may merge
+    def needs_merge(self, *, max_files: int = 64, max_file_bytes: int = MERGE_TARGET_BYTES) -> bool:
+        """True when the table holds more than ``max_files`` data files that :meth:`merge_head` may merge
         (smaller than half of ``max_file_bytes``, plus commits not indexed yet): a cheap, in-memory check."""
         state = self._state
-        return compaction.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
+        return file_merges.small_files(state.files.files, max_file_bytes) + state.commits_since_index > max_files
 
-    def compact_head(self, *, keep_newest: int = 16, max_file_bytes: int = COMPACTION_TARGET_BYTES,
+    def merge_head(self, *, keep_newest: int = 16, max_file_bytes: int = MERGE_TARGET_BYTES,
                      max_run_bytes: int = 256 * 1024 * 1024) -> int:
         """Merge the oldest run of small data files into one, in offset order (one Delta commit; see
-        :mod:`~lakelog.log_tables.compaction`, sizes in bytes). A failed commit is logged, the log re-read,
+        :mod:`~lakelog.log_tables.file_merges`, sizes in bytes). A failed commit is logged, the log re-read,
         and 0 returned. Returns the number of files replaced."""
-        return self._writer.compact_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
+        return self._writer.merge_head(keep_newest=keep_newest, max_file_bytes=max_file_bytes,
                                          max_run_bytes=max_run_bytes)
 
     def run(self, *, now_ms: int | None = None, skip_vacuum_within_s: float = 0.0) -> MaintenanceResult:
@@ -189,7 +195,7 @@ class LogLifecycle:
                 ago (the flusher's VACUUM timer ran one: a full VACUUM deletes every file expired by its
                 start, recorded removal or not). Default: 0 (always VACUUM).
         """
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        now_ms = int(self.clock.time() * 1000) if now_ms is None else now_ms
         config = self._writer.config
         # 1. Delta table properties follow the topic config
         self._step("setting the table properties of", self.sync_table_properties)
@@ -199,7 +205,7 @@ class LogLifecycle:
         cleaned = self._step("cleaning", lambda: self.clean(now_ms=now_ms)) if config.compacts else None
         # 4. VACUUM: files removed longer than lake.vacuum.retention.ms ago leave the disk
         vacuumed = None
-        if time.monotonic() - self._last_vacuum >= skip_vacuum_within_s:
+        if self.clock.monotonic() - self._last_vacuum >= skip_vacuum_within_s:
             vacuumed = self._step("vacuuming", self.vacuum)
         return MaintenanceResult(self._state.log_start_offset, removed or 0, vacuumed or 0, cleaned)
 
@@ -207,7 +213,7 @@ class LogLifecycle:
         """Run the log cleaner when the table needs it (:func:`~lakelog.log_tables.cleaner.needs_cleaning`),
         or always with ``force`` (tombstones past ``delete.retention.ms``): one Delta commit keeping the
         latest record per key of the cleanable range (:func:`~lakelog.log_tables.cleaner.clean`), in files of
-        at most :func:`~lakelog.log_tables.compaction.merge_target_bytes` (so ``retention.bytes`` of a
+        at most :func:`~lakelog.log_tables.file_merges.merge_target_bytes` (so ``retention.bytes`` of a
         ``compact,delete`` topic can remove them).
 
         The cleaned offset (Kafka's cleaner checkpoint) is kept in the log's state; after a restart or a
@@ -396,8 +402,8 @@ class LogLifecycle:
             if writer.closed:
                 return 0
             table = writer.table
-            started = time.time()  # delta-rs reads its clock after this: what expired before is deleted
-            self._last_vacuum = time.monotonic()
+            started = self.clock.time()  # delta-rs reads its clock after this: what expired before is deleted
+            self._last_vacuum = self.clock.monotonic()
             # full: the directory is listed, so a removed file whose tombstone a checkpoint already dropped
             # (it expired before this round) is deleted too, not left behind
             deleted = table.vacuum(dry_run=False, full=True, commit_properties=CommitProperties(custom_metadata={
@@ -415,7 +421,7 @@ class LogLifecycle:
         ``lake.vacuum.retention.ms`` from now (the commit's ``deletionTimestamp`` is earlier), when
         :meth:`vacuum_due_at` says so; then tell :attr:`on_removal`. Kafka schedules a removed segment's
         deletion ``file.delete.delay.ms`` after its removal (``LocalLog.deleteSegmentFiles``)."""
-        expiry = time.time() + self._writer.config.lake_vacuum_retention_ms / 1000.0 + VACUUM_MARGIN_S
+        expiry = self.clock.time() + self._writer.config.lake_vacuum_retention_ms / 1000.0 + VACUUM_MARGIN_S
         with self._expiries_lock:
             self._expiries.append(expiry)
         if self.on_removal is not None:
@@ -435,7 +441,7 @@ class LogLifecycle:
             Exception: whatever delta-rs raises; the removals stay recorded (the caller retries later).
         """
         due = self.vacuum_due_at()
-        if due is None or due > (time.time() if now is None else now):
+        if due is None or due > (self.clock.time() if now is None else now):
             return 0
         return self.vacuum()
 

@@ -4,7 +4,12 @@ Each replica's log is ``{log.dirs}/{topic}-{partition}/``, a Delta table. A topi
 table (``_lakelog_topic_id``) tells a table of a deleted-and-re-created topic of the same name apart: it
 is removed before the new topic's log is created there.
 
-:func:`~lakelog.log_tables.compaction.compact_if_needed` runs after Delta commits: the flusher's
+The log manager owns the broker's one :class:`~lakelog.log_tables.log_scheduler.LogScheduler` (Kafka's
+``LogManager`` and its ``KafkaScheduler``) and the clock it runs on: every log it opens gets them
+(``lifecycle.scheduler``; the clock of its appends and timers), and the log's flusher runs its flush
+rounds, retention, cleaning, VACUUM and merges as a job there, not as tasks of its own.
+
+:func:`~lakelog.log_tables.file_merges.merge_if_needed` runs after Delta commits: the flusher's
 (:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
 and the follower's replicated append (through :meth:`LogManager.compact_after_append`).
 """
@@ -17,9 +22,11 @@ import shutil
 import uuid
 from pathlib import Path
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
-from lakelog.log_tables.compaction import compact_if_needed
+from lakelog.log_tables.file_merges import merge_if_needed
+from lakelog.log_tables.log_scheduler import LogScheduler
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import table_dir_name
 
@@ -41,10 +48,16 @@ class LogManager:
         tail_cache_max_bytes: per-log tail cache (``log.tail.cache.max.bytes``).
         segment_files_max: data files per table after which the oldest small ones are merged
             (``log.segment.files.max``); None = never.
+        clock: the clock of the logs' timers (Kafka's ``Time``; tests pass a
+            :class:`~lakelog.clock.MockTime`). Default: the system clock.
     """
 
-    def __init__(self, log_dirs: str | Path, *, tail_cache_max_bytes: int, segment_files_max: int | None) -> None:
+    def __init__(self, log_dirs: str | Path, *, tail_cache_max_bytes: int, segment_files_max: int | None,
+                 clock: Time = SYSTEM_TIME) -> None:
         self.log_dirs = Path(log_dirs).resolve()
+        self.clock = clock
+        #: the one timer loop of every log opened here
+        self.scheduler = LogScheduler(clock=clock)
         self.tail_cache_max_bytes = tail_cache_max_bytes
         self.segment_files_max = segment_files_max
         #: partitions whose table an outside committer (a Spark maintenance job) holds the lease of; every
@@ -76,10 +89,11 @@ class LogManager:
             shutil.rmtree(uri)
         plog = PartitionLog.open(topic=topic, partition=partition, table_uri=uri, config=config,
                                  tail_cache_max_bytes=self.tail_cache_max_bytes,
-                                 initial_high_watermark=0 if replicated else None)
+                                 initial_high_watermark=0 if replicated else None, clock=self.clock)
         if not id_file.exists():
             id_file.write_text(topic_id)
         plog.honour_leases(self.leased_tables)
+        plog.lifecycle.scheduler = self.scheduler
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:
@@ -97,10 +111,11 @@ class LogManager:
 
     async def compact_after_append(self, plog: PartitionLog) -> None:
         """After a follower's append: a log without a segment tail made a Delta commit, so run
-        :func:`compact_if_needed` with this broker's ``log.segment.files.max``; a log with a tail is
-        compacted by its flusher after the flusher's commits."""
+        :func:`merge_if_needed` (small files merged, not log compaction) with this broker's
+        ``log.segment.files.max``; a log with a tail has its files merged by its flusher after the flusher's
+        commits."""
         if not plog.tiered:
-            await compact_if_needed(plog, segment_files_max=self.segment_files_max)
+            await merge_if_needed(plog, segment_files_max=self.segment_files_max)
 
 
 def _rename_for_deletion(table_dir: Path) -> Path | None:

@@ -9,10 +9,12 @@ them through :meth:`LogMetrics.collect`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
 from prometheus_client import Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 __all__ = ["LogMetrics", "bytes_on_disk"]
@@ -51,9 +53,18 @@ class LogMetrics:
             registry=None)
 
     def collect(self) -> Iterator[Metric]:
-        """The three histograms' metric families, for a collector."""
+        """The three histograms' metric families, for a collector, and (when called in the broker's event
+        loop) ``lakelog_asyncio_tasks``: the tasks of that loop, so what each partition costs while idle shows
+        (``bench/partition_scale.py``)."""
         for histogram in (self.append_seconds, self.lake_commit_seconds, self.group_commit_records):
             yield from histogram.collect()
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # no running event loop
+            return
+        yield GaugeMetricFamily("lakelog_asyncio_tasks", "asyncio tasks of the broker's event loop (timers, group "
+                                "commits, fetchers, requests in flight; no Kafka equivalent: the nearest is the "
+                                "JVM's thread count).", value=tasks)
 
 
 def bytes_on_disk(table_uri: str) -> int | None:

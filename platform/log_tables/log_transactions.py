@@ -8,11 +8,11 @@ log's state (:class:`~lakelog.log_tables.log_state.LogState`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pyarrow as pa
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo
 from lakelog.log_tables.schema import CONTROL_BIT, TRANSACTIONAL_BIT
@@ -27,11 +27,13 @@ class LogTransactions:
     Args:
         append: the log's :meth:`~lakelog.log_tables.partition_log.PartitionLog.append`.
         state: the log's state.
+        clock: the broker time of markers. Default: the system clock.
     """
 
-    def __init__(self, append: Callable[..., AppendInfo], state: LogState) -> None:
+    def __init__(self, append: Callable[..., AppendInfo], state: LogState, *, clock: Time = SYSTEM_TIME) -> None:
         self._append = append
         self._state = state
+        self._clock = clock
 
     def view(self) -> TransactionView:
         """The open and aborted transactions and the control records of the segment tail, now."""
@@ -58,7 +60,7 @@ class LogTransactions:
             TransactionsNeedTailError: the log has no segment tail. LogClosedError, FencedLeaderEpochError,
             CommitFailedError: as :meth:`PartitionLog.append <lakelog.log_tables.partition_log.PartitionLog.append>`.
         """
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        now_ms = int(self._clock.time() * 1000) if now_ms is None else now_ms
         producers = (pa.array([producer_id], pa.int64()), pa.array([producer_epoch], pa.int16()),
                      pa.array([-1], pa.int32()))  # Kafka's control batches carry no sequence
         return self._append(control_batch(control=control, coordinator_epoch=coordinator_epoch, now_ms=now_ms),

@@ -1,7 +1,7 @@
 """The one writer of a partition log: serialised appends and Delta commits that keep the log's state in step.
 
 Two locks, always taken in this order: ``lake_lock`` serialises the Delta commits (flush of the
-segment tail, truncation, compaction, and the appends of a log without a tail: one writer per table);
+segment tail, truncation, merges of small files, and the appends of a log without a tail: one writer per table);
 ``lock`` serialises appends to the segment tail and the state changes. So an append to the tail never
 waits for a Delta commit: the flusher holds only ``lake_lock`` while it commits.
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -47,8 +46,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import TopicConfig
-from lakelog.log_tables import compaction
+from lakelog.log_tables import file_merges
 from lakelog.log_tables.committer_leases import PartitionLease
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.errors import (CommitFailedError, LogClosedError, NonContiguousOffsetsError,
@@ -113,11 +113,14 @@ class LogWriter:
         state: the log's in-memory state.
         segments: the segment tail appends go to; None = every append is a Delta commit
             (``lake.commit.interval.ms=0``).
+        clock: the broker time of appends. Default: the system clock.
     """
 
     def __init__(self, table: DeltaTable, *, uri: str, fs: pafs.FileSystem, root: str, topic: str, partition: int,
-                 config: TopicConfig, state: LogState, segments: SegmentLog | None) -> None:
+                 config: TopicConfig, state: LogState, segments: SegmentLog | None,
+                 clock: Time = SYSTEM_TIME) -> None:
         self.table, self.uri, self._fs, self._root = table, uri, fs, root
+        self.clock = clock  # broker time of appends (LogAppendTime, records without a timestamp)
         self.topic, self.partition, self.config, self.state = topic, partition, config, state
         self.segments = segments
         self.lake_lock = threading.Lock()
@@ -163,7 +166,7 @@ class LogWriter:
         with self._append_locks():
             self.check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
-            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            now_ms = int(self.clock.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
             batch = with_attributes(to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
                                                  timestamp_type=self.config.message_timestamp_type,
@@ -205,7 +208,7 @@ class LogWriter:
                 check_replicated(offsets, base, fetched, topic=self.topic, partition=self.partition)
                 # 2. one frame of the segment tail (or one Delta transaction); 3. LEO, tail cache, epochs
                 version = self._append(f"Writing {n} replicated records", base, batch, epochs)
-                return AppendInfo(base, base + n - 1, n, int(time.time() * 1000), version)
+                return AppendInfo(base, base + n - 1, n, int(self.clock.time() * 1000), version)
         return _append_with_gaps(self, batch, offsets, fetched, epochs)
 
     def flush(self, *, max_bytes: int, beyond_high_watermark: bool = False) -> int:
@@ -281,7 +284,7 @@ class LogWriter:
         with self.lake_lock, self.lock:
             self.config = config
             if self.segments is not None:
-                self.segments.configure(segment_bytes=compaction.tail_segment_bytes(config),
+                self.segments.configure(segment_bytes=file_merges.tail_segment_bytes(config),
                                         segment_ms=config.segment_ms, flush_messages=config.flush_messages,
                                         flush_ms=config.flush_ms)
             elif config.lake_commit_interval_ms > 0 and not self.closed:
@@ -325,13 +328,13 @@ class LogWriter:
             log.info("truncated %s from log end offset %d to %d", self.name, old_leo, offset)
             return True
 
-    def compact_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
-        """:meth:`LogLifecycle.compact_head <lakelog.log_tables.lifecycle.LogLifecycle.compact_head>`."""
+    def merge_head(self, *, keep_newest: int, max_file_bytes: int, max_run_bytes: int) -> int:
+        """:meth:`LogLifecycle.merge_head <lakelog.log_tables.lifecycle.LogLifecycle.merge_head>`."""
         with self.lake_lock:
             if self.closed or not self.lake_commits_allowed():
                 return 0
             try:
-                merged = compaction.compact_oldest_run(
+                merged = file_merges.merge_oldest_run(
                     self.table, self.load_index(), name=self.name, keep_newest=keep_newest,
                     max_file_bytes=max_file_bytes, max_run_bytes=max_run_bytes,
                     compression_type=self.config.compression_type, lake_end_offset=self.state.lake_end_offset)
@@ -461,7 +464,7 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
         if split < n:
             writer._append(f"Writing {n - split} replicated records", head_end, batch.slice(split),
                            [s for s in epochs if s[1] >= head_end])
-        return AppendInfo(base, end - 1, n, int(time.time() * 1000), version)
+        return AppendInfo(base, end - 1, n, int(writer.clock.time() * 1000), version)
 
 
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:

@@ -18,11 +18,11 @@ lives in :mod:`lakelog.log_tables.group_commit`.
   (:mod:`~lakelog.log_tables.tail_cache`) and leader epoch cache (:mod:`~lakelog.log_tables.leader_epochs`,
   KIP-101), changed atomically;
 - :mod:`~lakelog.log_tables.recovery`: that state from the table and the tail on open and after truncation;
-- :mod:`~lakelog.log_tables.table_writes`: the Delta commits (append, truncate, compaction rewrite);
+- :mod:`~lakelog.log_tables.table_writes`: the Delta commits (append, truncate, merge rewrite);
 - :mod:`~lakelog.log_tables.fetch`: reads, the tail cache first, then the data files through
   :mod:`~lakelog.log_tables.offset_scan` (the same code as Spark's
   :func:`~lakelog.log_tables.reader.read_offset_range`);
-- :mod:`~lakelog.log_tables.compaction`: which small files to merge, and the merge;
+- :mod:`~lakelog.log_tables.file_merges`: which small files to merge, and the merge;
 - :mod:`~lakelog.log_tables.lifecycle`: retention, log start offset moves, VACUUM (:attr:`PartitionLog.lifecycle`).
 
 Replication (see :mod:`lakelog.replication`) adds three operations: :meth:`PartitionLog.append_replicated`
@@ -46,16 +46,18 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
-from lakelog.log_tables.compaction import COMPACTION_ROW_GROUP_ROWS, COMPACTION_TARGET_BYTES, tail_segment_bytes
+from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES, tail_segment_bytes
 from lakelog.log_tables.data_files import FileSnapshot
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
 from lakelog.log_tables.log_writer import AppendInfo, LogWriter
 from lakelog.log_tables.segments import SEGMENT_DIR, SegmentLog, SegmentView
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table
+from lakelog.log_tables.table_writes import (LAKE_END_OFFSET_KEY, LOG_END_OFFSET_KEY, PARQUET_CODECS, open_log_table,
+                                          storage_errors)
 from lakelog.log_tables.log_transactions import LogTransactions
 from lakelog.log_tables.transaction_index import IsolationLevel
 
@@ -65,7 +67,7 @@ log = logging.getLogger(__name__)
 #: hand-off to a worker thread (see :meth:`PartitionLog.append_is_quick`).
 QUICK_APPEND_MAX_BYTES = 256 * 1024
 
-__all__ = ["COMPACTION_ROW_GROUP_ROWS", "COMPACTION_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
+__all__ = ["MERGED_ROW_GROUP_ROWS", "MERGE_TARGET_BYTES", "LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY",
            "PARQUET_CODECS", "AppendInfo", "PartitionLog"]
 
 
@@ -84,29 +86,32 @@ class PartitionLog:
             Default: None = the log end offset (a single-replica log: everything in it is committed).
             A replicated partition passes 0 and lets the ISR move it; it starts at the lake end offset
             at least when the log has a tail (the flusher only commits records below the HW).
+        clock: the broker time of appends and markers, ``segment.ms`` / ``flush.ms`` and the timers of
+            retention and VACUUM (Kafka's ``Time``). Default: the system clock.
 
     Use :meth:`open`: it creates the table if needed and recovers the offsets (:mod:`~lakelog.log_tables.recovery`).
     """
 
     def __init__(self, *, topic: str, partition: int, table_uri: str, config: TopicConfig,
                  table: DeltaTable, tail_cache_max_bytes: int = 32 * 1024 * 1024,
-                 initial_high_watermark: int | None = None) -> None:
+                 initial_high_watermark: int | None = None, clock: Time = SYSTEM_TIME) -> None:
         self.topic = topic
         self.partition = partition
         self.table_uri = table_uri
         self.config = config
         self.table_id: str = table.metadata().id  #: the table's metaData.id: tells replicas' tables apart
         fs, root = pafs.FileSystem.from_uri(table_uri)
-        segments = _segment_log(table_uri, config)
+        segments = _segment_log(table_uri, config, clock)
         self._state = state = LogState(FileSnapshot(table_uri, (), fs, root), SegmentView(Path(table_uri) / SEGMENT_DIR),
                                        tail_cache_max_bytes)
         self._writer = writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
-                                          config=config, state=state, segments=segments)
+                                          config=config, state=state, segments=segments, clock=clock)
         writer.recover()
         #: retention, log start offset moves, VACUUM (:class:`~lakelog.log_tables.lifecycle.LogLifecycle`)
         self.lifecycle = LogLifecycle(writer, state)
+        self.lifecycle.clock = clock
         #: transaction markers, open and aborted transactions (:class:`~lakelog.log_tables.log_transactions.LogTransactions`)
-        self.transactions = LogTransactions(self.append, state)
+        self.transactions = LogTransactions(self.append, state, clock=clock)
         if segments is not None and config.lake_commit_interval_ms == 0:
             writer.drop_tail()
         state.high_watermark = (state.log_end_offset if initial_high_watermark is None else
@@ -116,16 +121,15 @@ class PartitionLog:
 
     @classmethod
     def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
-             tail_cache_max_bytes: int = 32 * 1024 * 1024,
-             initial_high_watermark: int | None = None) -> "PartitionLog":
-        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
-
-        Raises:
-            deltalake.exceptions.DeltaError: the table exists with an incompatible schema or is unreadable.
-        """
-        uri, table = open_log_table(table_uri, topic=topic, partition=partition)
-        return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
-                   tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark)
+             tail_cache_max_bytes: int = 32 * 1024 * 1024, initial_high_watermark: int | None = None,
+             clock: Time = SYSTEM_TIME) -> "PartitionLog":
+        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing. Raises
+        :class:`~lakelog.log_tables.errors.LogStorageError`: the table exists with another schema or is unreadable."""
+        with storage_errors(topic=topic, partition=partition, table_uri=table_uri):
+            uri, table = open_log_table(table_uri, topic=topic, partition=partition)
+            return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
+                       tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark,
+                       clock=clock)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -274,7 +278,8 @@ class PartitionLog:
         applies from the next append or flush. ``lake.commit.interval.ms`` set to 0 commits the whole tail
         to Delta first; set above 0 on a log without a tail starts one. Blocking: call from a worker thread."""
         self.config = config
-        self._writer.update_config(config, make_segments=lambda: _segment_log(self.table_uri, config))
+        clock = self._writer.clock
+        self._writer.update_config(config, make_segments=lambda: _segment_log(self.table_uri, config, clock))
 
     @property
     def fsyncs(self) -> bool:
@@ -391,9 +396,10 @@ class PartitionLog:
                 f"end={self.log_end_offset}, hw={self.high_watermark})")
 
 
-def _segment_log(table_uri: str, config: TopicConfig) -> SegmentLog | None:
+def _segment_log(table_uri: str, config: TopicConfig, clock: Time = SYSTEM_TIME) -> SegmentLog | None:
     """The segment tail of a local table (an object-store table has none: every append is a Delta commit)."""
     if "://" in table_uri:
         return None
     return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config),
-                      segment_ms=config.segment_ms, flush_messages=config.flush_messages, flush_ms=config.flush_ms)
+                      segment_ms=config.segment_ms, flush_messages=config.flush_messages, flush_ms=config.flush_ms,
+                      clock=clock)

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lakelog.log_tables.data_files import DataFile, FileSnapshot, data_files, open_table
-from lakelog.log_tables.errors import LogTableError
+from lakelog.log_tables.errors import DataLossError
 from lakelog.log_tables.offset_scan import (MAX_SNAPSHOT_RELOADS, DataLoss, TimestampBounds, groups_of_files,
                                             read_file_range, scan_offsets, target_schema)
 from lakelog.log_tables.recovery import log_start_offset_of
@@ -61,21 +61,6 @@ __all__ = [
     "open_table",
     "read_offset_range",
 ]
-
-
-class DataLossError(LogTableError):
-    """Offsets a reader needs are no longer in the partition log (retention or truncation removed them).
-
-    Raised by :func:`read_offset_range` when no ``on_data_loss`` callback is given. Not retriable:
-    the records are gone.
-    """
-
-    http_status = 422
-    error_code = 42208
-
-    def __init__(self, loss: "DataLoss", message: str | None = None) -> None:
-        super().__init__(message or f"{loss.describe()} of the table {loss.table_uri}")
-        self.loss = loss
 
 
 def log_start_offset(table: "str | DeltaTable", *, storage_options: dict[str, str] | None = None) -> int | None:

@@ -33,13 +33,13 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
 
+from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import INT64_MAX
 from lakelog.log_tables.frames import FRAME_HEADER, FRAME_MAGIC, FRAME_MAGICS, PreparedFrame, decode_frame, frame_crc
 
@@ -227,18 +227,20 @@ class SegmentLog:
             Default: never.
         flush_ms: fsync when the last fsync is older than this on an append or :meth:`sync_if_due`
             (``flush.ms``). Default: never.
+        clock: what ``segment.ms`` and ``flush.ms`` are measured on. Default: the system clock.
     """
 
     def __init__(self, directory: Path, *, segment_bytes: int = 1 << 30, segment_ms: int = 7 * 86_400_000,
-                 flush_messages: int = INT64_MAX, flush_ms: int = INT64_MAX) -> None:
+                 flush_messages: int = INT64_MAX, flush_ms: int = INT64_MAX, clock: Time = SYSTEM_TIME) -> None:
         self.directory = directory
+        self._clock = clock
         self.configure(segment_bytes=segment_bytes, segment_ms=segment_ms, flush_messages=flush_messages,
                        flush_ms=flush_ms)
         self._segments: list[_Segment] = []
         self._retired: list[int] = []
         self._fd: int | None = None
         self._unsynced = 0
-        self._synced_at = time.monotonic()
+        self._synced_at = self._clock.monotonic()
         #: frames at or above the lake end offset (readers take it as it is)
         self.view = SegmentView(directory)
 
@@ -279,7 +281,7 @@ class SegmentLog:
             # 2. check each frame
             good, cut = self._read_segment(path, base, expected, frames, batches)
             expected = frames[-1].end_offset if frames else expected
-            self._segments.append(_Segment(base, good, time.time()))
+            self._segments.append(_Segment(base, good, self._clock.time()))
             if cut:
                 # 3. cut the log at the bad frame
                 log.warning("segment %s: cut at byte %d (%s); later segments dropped", path, good, cut)
@@ -343,7 +345,7 @@ class SegmentLog:
         frame_bytes = prepared.size
         active = self._segments[-1] if self._segments else None
         if (active is None or (active.size and (active.size + frame_bytes > self.segment_bytes
-                                                 or time.time() - active.created_s >= self.segment_s))):
+                                                 or self._clock.time() - active.created_s >= self.segment_s))):
             active = self._roll(base_offset)
         elif self._fd is None:
             self._fd = os.open(self.directory / segment_name(active.base_offset), os.O_WRONLY | os.O_APPEND)
@@ -355,7 +357,8 @@ class SegmentLog:
         frame = Frame(active.base_offset, base_offset, batch.num_rows, active.size, prepared.length, prepared.magic)
         active.size += frame_bytes
         self._unsynced += batch.num_rows
-        if self.fsyncs and (self._unsynced >= self.flush_messages or time.monotonic() - self._synced_at >= self.flush_s):
+        if self.fsyncs and (self._unsynced >= self.flush_messages
+                            or self._clock.monotonic() - self._synced_at >= self.flush_s):
             self.sync()
         return frame
 
@@ -370,7 +373,7 @@ class SegmentLog:
                 os.fsync(self._fd)
             os.close(self._fd)
         self._fd = os.open(self.directory / segment_name(base_offset), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        segment = _Segment(base_offset, 0, time.time())
+        segment = _Segment(base_offset, 0, self._clock.time())
         self._segments.append(segment)
         return segment
 
@@ -393,11 +396,11 @@ class SegmentLog:
         """fsync the active segment (Kafka's log flush)."""
         if self._fd is not None:
             os.fsync(self._fd)
-        self._unsynced, self._synced_at = 0, time.monotonic()
+        self._unsynced, self._synced_at = 0, self._clock.monotonic()
 
     def sync_if_due(self) -> None:
         """fsync when ``flush.ms`` passed since the last one and records are unsynced."""
-        if self._unsynced and time.monotonic() - self._synced_at >= self.flush_s:
+        if self._unsynced and self._clock.monotonic() - self._synced_at >= self.flush_s:
             self.sync()
 
     # -- after a flush, truncation --------------------------------------------------------------

@@ -1,15 +1,17 @@
-"""The Delta commits a partition log makes: append, truncate, compact. Each is one atomic Delta transaction.
+"""The Delta commits a partition log makes: append, truncate, rewrite. Each is one atomic Delta transaction.
 
 Every commit records the table's end offset after it (the *lake end offset*: the first offset not in
 the table) in its commitInfo (:data:`LAKE_END_OFFSET_KEY`), so recovery finds the end of a table whose
 newest records were removed (retention, truncation). Tables written before the two-tier log recorded it
 as :data:`LOG_END_OFFSET_KEY` (then always equal); both are read.
 The functions here only write; the caller (:class:`~lakelog.log_tables.partition_log.PartitionLog`)
-holds the table's write lock and treats a failure as ambiguous (re-reads the table).
+holds the table's write lock and treats a failure as ambiguous (re-reads the table). Opening a table,
+:func:`storage_errors` turns what delta-rs and pyarrow raise into a lakelog error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -17,12 +19,14 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
+from deltalake.exceptions import DeltaError
 
+from lakelog.log_tables.errors import LogStorageError
 from lakelog.log_tables.schema import LOG_SCHEMA
 
-__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY", "PARQUET_CODECS",
-           "commit_append", "commit_rewrite", "commit_truncation", "newest_commits", "open_log_table",
-           "recorded_lake_end_offset", "recorded_log_start_offset"]
+__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY",
+           "PARQUET_CODECS", "commit_append", "commit_rewrite", "commit_truncation", "newest_commits",
+           "open_log_table", "recorded_lake_end_offset", "recorded_log_start_offset", "storage_errors"]
 
 #: commitInfo key holding the table's end offset (lake end offset) after the commit.
 LAKE_END_OFFSET_KEY = "lakelog.lake_end_offset"
@@ -43,6 +47,19 @@ PARQUET_CODECS = {
     "lz4": "LZ4_RAW",
     "zstd": "ZSTD",
 }
+
+
+@contextlib.contextmanager
+def storage_errors(*, topic: str, partition: int, table_uri: str | Path) -> Iterator[None]:
+    """Raise what delta-rs (``deltalake.exceptions.DeltaError`` and its subclasses) or pyarrow
+    (``ArrowException``) raise inside the block as a :class:`~lakelog.log_tables.errors.LogStorageError`
+    naming the partition's table (the library's error is its ``__cause__``)."""
+    try:
+        yield
+    except (DeltaError, pa.ArrowException) as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        raise LogStorageError(f"The Delta table of {topic}-{partition} ({table_uri}) cannot be opened or read: "
+                              f"{type(e).__name__}: {first_line}") from e
 
 
 def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tuple[str, DeltaTable]:
@@ -112,7 +129,7 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
 def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, compression_type: str,
                    lake_end_offset: int, target_file_size: int, row_group_rows: int,
                    extra_metadata: dict[str, str] | None = None) -> int:
-    """Replace the files holding offsets ``[first, last]`` by ``rows`` (compaction): one commit.
+    """Replace the files holding offsets ``[first, last]`` by ``rows`` (a merge, a cleaning): one commit.
 
     An ``overwrite`` with ``predicate = offset in [first, last]`` (Delta's replaceWhere), so readers of an
     older version keep their files; a later VACUUM removes them.

@@ -1,1 +1,2 @@
-"""Producers: producer ids, per-partition producer state (idempotence), later the transaction coordinator."""
+"""Producers: producer ids, per-partition producer state (idempotence). The transaction coordinator is
+:mod:`lakelog.coordinators`."""

@@ -51,7 +51,7 @@ class ProducerStates:
         expiration_check_interval_ms: ``producer.id.expiration.check.interval.ms``. Default: 600000.
         snapshot_interval_ms: ``producer.snapshot.interval.ms``. Default: 60000.
         is_allocated: blocking ``producer_id -> bool``: did the cluster hand the id out
-            (:meth:`ProducerIdManager.is_allocated <lakelog.producers.producer_ids.ProducerIdManager.is_allocated>`)?
+            (:meth:`lakelog.coordinators.producer_id_manager.ProducerIdManager.is_allocated`)?
             Default: None (every id is taken as handed out).
     """
 
@@ -63,7 +63,7 @@ class ProducerStates:
         self.is_allocated = is_allocated
         #: adds a partition to a transactional request's transaction at its coordinator, ``(producer, topic,
         #: partition)`` (the broker sets it: :meth:`TransactionCoordinator.add_partition
-        #: <lakelog.producers.transaction_coordinator.TransactionCoordinator.add_partition>`); None refuses them
+        #: <lakelog.coordinators.transaction_coordinator.TransactionCoordinator.add_partition>`); None refuses them
         self.add_partition: Callable[[ProducerBatch, str, int], Awaitable[None]] | None = None
         self._task: asyncio.Task | None = None
 

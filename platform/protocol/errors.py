@@ -11,73 +11,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakelog.errors import ERROR_CLASSES, RETRIABLE_HEADER, LakelogError
+from lakelog.errors import RETRIABLE_HEADER, LakelogError, for_code
+from lakelog.errors.request import (
+    FieldOutOfRangeError,
+    InvalidBodyFieldError,
+    InvalidEncodingError,
+    InvalidPartitionInRecordError,
+    InvalidProducerHeadersError,
+    MalformedBodyError,
+    NotAcceptableError,
+    ProduceQueueFullError,
+    RequestError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+)
 
-
-# -- the request errors every gateway route may answer ----------------------------------------
-
-class RequestError(LakelogError):
-    """The request is malformed (base class: each subclass has its own status and code)."""
-
-
-class MalformedBodyError(RequestError):
-    """The body is not valid JSON or not shaped as the endpoint expects. 400 / 40001."""
-
-    http_status = 400
-    error_code = 40001
-
-
-class InvalidEncodingError(RequestError):
-    """A key, value or header is not valid base64 (binary format). REST Proxy's JSON conversion error: 422 / 42203."""
-
-    http_status = 422
-    error_code = 42203
-
-
-class InvalidPartitionInRecordError(RequestError):
-    """A record names a partition the topic does not have. 422 / 42206."""
-
-    http_status = 422
-    error_code = 42206
-
-
-class UnsupportedMediaTypeError(RequestError):
-    """The Content-Type is not one the endpoint accepts. 415 / 41501."""
-
-    http_status = 415
-    error_code = 41501
-
-
-class NotAcceptableError(RequestError):
-    """No response form matches the Accept header. 406 / 40602."""
-
-    http_status = 406
-    error_code = 40602
-
-
-class RequestTooLargeError(RequestError):
-    """The body is larger than ``socket.request.max.bytes``. 413 / 41301."""
-
-    http_status = 413
-    error_code = 41301
-
-
-class FieldOutOfRangeError(RequestError):
-    """A produce field is outside the range Kafka gives it: a partition that is not an int32 >= 0 (or a
-    JSON boolean), an offset that is not an int64 >= 0. Nothing was written. 422 / 42220."""
-
-    http_status = 422
-    error_code = 42220
-
-
-class ProduceQueueFullError(RequestError):
-    """The bytes of produce requests in flight on this broker are at ``queued.max.request.bytes``; the
-    request was not read. Retriable after the ``Retry-After`` seconds. 429 / 42901."""
-
-    http_status = 429
-    error_code = 42901
-    retriable = True
-    retry_after_s = 1
+#: The request errors every gateway route may answer (:mod:`lakelog.errors.request`) are re-exported here.
+__all__ = ["FieldOutOfRangeError", "InvalidBodyFieldError", "InvalidEncodingError",
+           "InvalidPartitionInRecordError", "InvalidProducerHeadersError", "MalformedBodyError",
+           "NotAcceptableError", "ProduceQueueFullError", "RemoteError", "RequestError",
+           "RequestTooLargeError", "UnsupportedMediaTypeError", "error_from_response"]
 
 
 # -- errors rebuilt from an answer ---------------------------------------------------------------
@@ -117,8 +70,8 @@ def error_from_response(resp: Any) -> LakelogError:
         resp: an ``httpx.Response`` (anything with ``status_code``, ``headers``, ``json()``, ``text``).
 
     Returns:
-        An instance of the registered class of the body's ``error_code`` (see
-        :data:`lakelog.errors.ERROR_CLASSES`; the class's module must have been imported), which is also a
+        An instance of the class of the body's ``error_code`` (:func:`lakelog.errors.for_code`, complete
+        once :mod:`lakelog.errors` is imported, which this module does), which is also a
         :class:`RemoteError` carrying the answer's status and retriability; a plain :class:`RemoteError`
         when the code is unknown or the body is not REST Proxy's.
     """
@@ -139,7 +92,7 @@ def error_from_response(resp: Any) -> LakelogError:
         message = getattr(resp, "text", "")[:2000] or f"HTTP {status}"
     flag = resp.headers.get(RETRIABLE_HEADER)
     retriable = None if flag is None else flag == "true"
-    cls = ERROR_CLASSES.get(code)
+    cls = for_code(code)
     if cls is None or issubclass(cls, RemoteError):
         return RemoteError(status, code, message, retriable=retriable)
     err = _remote_class(cls).from_body(f"{message} (HTTP {status}, error_code {code})", body)

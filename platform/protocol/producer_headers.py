@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lakelog.protocol.errors import RequestError
+from lakelog.protocol.errors import InvalidProducerHeadersError
 
 PRODUCER_ID_HEADER = "X-Lakelog-Producer-Id"
 PRODUCER_EPOCH_HEADER = "X-Lakelog-Producer-Epoch"
@@ -33,14 +33,6 @@ TRANSACTIONAL_ID_HEADER = "X-Lakelog-Transactional-Id"
 MAX_PRODUCER_ID = 2**63 - 1
 MAX_PRODUCER_EPOCH = 2**15 - 1
 MAX_SEQUENCE = 2**31 - 1
-
-
-class InvalidProducerHeadersError(RequestError):
-    """The idempotent producer headers are incomplete, not integers or out of range, or come with
-    ``acks=0`` (Kafka's producer refuses ``enable.idempotence`` without acknowledgements). 400 / 40009."""
-
-    http_status = 400
-    error_code = 40009
 
 
 @dataclass(frozen=True)

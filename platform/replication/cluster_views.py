@@ -21,13 +21,15 @@ from lakelog.replication.errors import UnknownBrokerError, UnknownReplicaError
 from lakelog.replication.metadata import CONTROLLER_PATH, BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.partition_views import ReplicaSummary
+from lakelog.replication.zookeeper_errors import zookeeper_calls
 
 
 async def controller_id(metadata: ClusterMetadata) -> int | None:
     """The id of the active controller (the ephemeral ``/lakelog/controller`` znode), or None while no
     broker holds it (an election under way)."""
     try:
-        data, _ = await asyncio.to_thread(metadata.zk.get, CONTROLLER_PATH)
+        with zookeeper_calls():
+            data, _ = await asyncio.to_thread(metadata.zk.get, CONTROLLER_PATH)
     except NoNodeError:
         return None
     return int(json.loads(data)["broker_id"])

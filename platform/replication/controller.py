@@ -42,7 +42,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from lakelog.config import TopicConfig
 from lakelog.errors import ConfigError
-from lakelog.replication.errors import UnknownTopicError
+from lakelog.replication.errors import ControllerFencedError, UnknownTopicError
 from lakelog.replication.metadata import (
     BROKERS_PATH,
     CONTROLLER_EPOCH_PATH,
@@ -183,14 +183,6 @@ def controlled_shutdown(metadata: ClusterMetadata, broker_id: int) -> int:
         return replace(state, isr=isr)
 
     return update_partitions(metadata, decide)
-
-
-class ControllerFencedError(Exception):
-    """A newer controller has written partition state: this one must step down."""
-
-    def __init__(self, newer_epoch: int) -> None:
-        super().__init__(f"a controller with epoch {newer_epoch} is active")
-        self.newer_epoch = newer_epoch
 
 
 class Controller:

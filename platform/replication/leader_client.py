@@ -19,11 +19,11 @@ A broker asks a partition's leader when it does not lead the partition itself:
 - :meth:`LeaderClient.transaction_init_producer_id`, :meth:`~LeaderClient.transaction_describe`,
   :meth:`~LeaderClient.transaction_list`: a transactional id's InitProducerId and metadata on its
   transaction coordinator, the leader of the id's ``__transaction_state`` partition
-  (``/lakelog/v1/coordinator/transactions...``; :mod:`lakelog.producers.transaction_coordinator`);
+  (``/lakelog/v1/coordinator/transactions...``; :mod:`lakelog.coordinators.transaction_coordinator`);
   :meth:`~LeaderClient.transaction_add_partitions` and :meth:`~LeaderClient.transaction_end` there too
   (AddPartitionsToTxn, EndTxn);
 - :meth:`LeaderClient.write_txn_marker`: a transaction's commit or abort marker on a partition leader
-  (Kafka's WriteTxnMarkers, ``/lakelog/v1/replica/...``; :mod:`lakelog.producers.transaction_markers`).
+  (Kafka's WriteTxnMarkers, ``/lakelog/v1/replica/...``; :mod:`lakelog.coordinators.transaction_markers`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the

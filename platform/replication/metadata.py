@@ -51,6 +51,7 @@ from lakelog.replication.topic_configs import (
     explicit_configs,
     known_configs,
 )
+from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 
 ROOT = "/lakelog"
 CLUSTER_ID_PATH = f"{ROOT}/cluster/id"
@@ -269,8 +270,13 @@ def assign_replicas(broker_ids: list[int], partitions: int, replication_factor: 
     return assignment
 
 
+@zookeeper_errors_wrapped
 class ClusterMetadata:
     """Reads and writes lakelog's metadata in ZooKeeper through a started kazoo client.
+
+    Every public method raises :class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304,
+    retriable) when ZooKeeper cannot be reached, never kazoo's own errors
+    (:mod:`lakelog.replication.zookeeper_errors`).
 
     Args:
         zk: a connected :class:`kazoo.client.KazooClient` (its chroot, if any, already applied).

@@ -39,22 +39,12 @@ import jwt
 from jwt import PyJWK, PyJWKClient, PyJWKSet
 
 from lakelog.config import BrokerSettings
-from lakelog.security.errors import SecurityError
+from lakelog.security.errors import InvalidTokenError, SecurityError
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "InvalidTokenError", "JwtValidator", "bearer_token", "jwt_validator"]
 
 #: The only ``alg`` values accepted: signatures checked with a public key.
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-
-
-class InvalidTokenError(Exception):
-    """A bearer token that is not accepted; ``reason`` says why (never contains the token)."""
-
-    def __init__(self, reason: str, *, who: str = "-") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        #: the token's unverified principal claim, for the log line ("-" when unreadable)
-        self.who = who
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -19,7 +19,7 @@ size, not by position, and writes each group's rows in the order of its files (m
 find records by offset (Kafka fetches, the broker's retention and cleaner, which remove and rewrite
 whole files by offset range), so files must keep disjoint offset ranges with rows in offset order. The
 optimize job therefore merges *runs of neighbouring small files* (the broker's own rule,
-:func:`~lakelog.log_tables.compaction.choose_run`), each run one commit: a ``replaceWhere`` over the run's
+:func:`~lakelog.log_tables.file_merges.choose_run`), each run one commit: a ``replaceWhere`` over the run's
 offset range, its rows range-partitioned and sorted by offset, as the broker's own merges commit. Delta's
 documented way to compact files marks such a rewrite ``dataChange=false``, which Delta allows only for
 partition filters (``DELTA_REPLACE_WHERE_WITH_FILTER_DATA_CHANGE_UNSET``); so, like the broker's merges,
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from deltalake import DeltaTable as RsDeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.compaction import COMPACTION_TARGET_BYTES, choose_run
+from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, choose_run
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.table_writes import OPERATION_KEY
 from lakelog.protocol.log_info import PartitionLogInfo
@@ -115,7 +115,7 @@ def plan_runs(files: Sequence[DataFile], *, target_file_bytes: int,
               max_run_bytes: int | None = None) -> list[list[DataFile]]:
     """The runs of neighbouring small files an optimize merges, oldest first (pure).
 
-    Each run is what :func:`~lakelog.log_tables.compaction.choose_run` picks from the files after the
+    Each run is what :func:`~lakelog.log_tables.file_merges.choose_run` picks from the files after the
     previous run: two or more files with contiguous offsets, each under half of ``target_file_bytes``,
     together about ``target_file_bytes``.
 
@@ -159,7 +159,7 @@ def _merge_run(spark: "SparkSession", table_uri: str, run: Sequence[DataFile], *
      .save(table_uri))
 
 
-def optimize_table(spark: "SparkSession", table_uri: str, *, target_file_bytes: int = COMPACTION_TARGET_BYTES,
+def optimize_table(spark: "SparkSession", table_uri: str, *, target_file_bytes: int = MERGE_TARGET_BYTES,
                    zorder_by: ZOrderColumn | None = None) -> int:
     """OPTIMIZE one partition table (see the module docstring); the caller holds the committer lease.
 
@@ -217,7 +217,7 @@ def _retrying(commit: Callable[[], T], *, what: str) -> T:
 
 
 def compact_table(spark: "SparkSession", table_uri: str, *, config: TopicConfig, now_ms: int | None = None,
-                  target_file_bytes: int = COMPACTION_TARGET_BYTES) -> int:
+                  target_file_bytes: int = MERGE_TARGET_BYTES) -> int:
     """Kafka's log cleaning of one partition table, done by Spark; the caller holds the committer lease.
 
     The broker's cleaner decides (:mod:`~lakelog.log_tables.cleaner`: the cleanable range ends at the first
@@ -302,7 +302,7 @@ def _parquet_files(table_uri: str) -> int:
 
 def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk: "KazooClient", topic: str,
             partitions: Sequence[int] | None = None, zorder_by: ZOrderColumn | None = None,
-            target_file_bytes: int = COMPACTION_TARGET_BYTES, lease_wait_s: float = 300.0) -> list[JobResult]:
+            target_file_bytes: int = MERGE_TARGET_BYTES, lease_wait_s: float = 300.0) -> list[JobResult]:
     """Run a maintenance job over a topic's partitions, one at a time, each under its committer lease.
 
     Args:
@@ -365,7 +365,7 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
 
 def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect: str, topic: str,
                      partitions: Sequence[int] | None = None, zorder_by: ZOrderColumn | None = None,
-                     target_file_bytes: int = COMPACTION_TARGET_BYTES, lease_wait_s: float = 300.0,
+                     target_file_bytes: int = MERGE_TARGET_BYTES, lease_wait_s: float = 300.0,
                      master: str | None = None, client_options: dict | None = None) -> list[JobResult]:
     """:func:`run_job` with its own SparkSession (:func:`lakelog.spark.session`), gateway client and
     ZooKeeper client, all stopped at the end: what ``lakelog job`` and ``jobs/maintenance.py`` run.

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from lakelog.client import LakelogClient
 from lakelog.producers.producer_ids import PRODUCER_ID_BLOCK_PATH
 from lakelog.protocol.producer_headers import PRODUCER_ID_HEADER, SEQUENCE_HEADER, producer_batch_from_headers
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 
 class Recorder:

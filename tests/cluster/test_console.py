@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from lakelog.broker_process import BrokerProcess
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.protocol import media_types
 from tests.cluster.test_replication import FAST, Zk, create_topic, produce, wait_full_isr
 from tests.harness import new_chroot, wait_for

@@ -27,7 +27,7 @@ import pytest
 from lakelog.client import LakelogClient
 from lakelog.processes import DEATH_SIGNAL_SUPPORTED, spawn
 from lakelog.replication.acks import ACKS_HEADER
-from lakelog.replication.zookeeper_server import PID_FILE_NAME, four_letter_word, free_port
+from lakelog.runtime.zookeeper_server import PID_FILE_NAME, four_letter_word, free_port
 from tests.harness import child_pids, pids_mentioning, read_partition, wait_for, wait_gone
 
 pytestmark = [

@@ -17,7 +17,7 @@ import pytest
 from lakelog.client import LakelogClient
 from lakelog.processes import DEATH_SIGNAL_SUPPORTED
 from lakelog.protocol.errors import RemoteError
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from tests.harness import child_pids
 from tests.cluster import test_process_lifecycle as lifecycle
 from tests.cluster.test_process_lifecycle import ENV, assert_nothing_left, free_port_pair

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lakelog.producers.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
+from lakelog.coordinators.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
 from tests.cluster.test_replication import start_cluster, wait_full_isr
 
 pytestmark = pytest.mark.cluster

@@ -26,7 +26,7 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import table_dir_name
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from tests.harness import compact_range, table_offsets
 
 #: records are in the Delta table as soon as they are acknowledged

@@ -24,7 +24,7 @@ from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.metadata import CONSUMERS_PATH
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 
 def records(n: int, value: bytes = b"v") -> pa.Table:

@@ -9,14 +9,14 @@ import pyarrow as pa
 
 from lakelog.consumer_groups.group_metadata import OffsetsPartitionState, fold_offsets
 from lakelog.consumer_groups.offset_records import commit_records, offsets_of
-from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT, TRANSACTIONAL_BIT
-from lakelog.log_tables.transaction_index import control_batch
-from lakelog.replication.coordinator_partitions import (
+from lakelog.coordinators.coordinator_partitions import (
     CoordinatorPartitions,
     InternalTopic,
     LoadedPartition,
     capped_min_isr,
 )
+from lakelog.log_tables.schema import ATTRIBUTES, CONTROL_BIT, TRANSACTIONAL_BIT
+from lakelog.log_tables.transaction_index import control_batch
 
 
 def rows(records: pa.Table, *, producer_id: int | None, attributes: int, first: int) -> pa.Table:
@@ -50,7 +50,7 @@ def test_a_change_during_a_load_is_applied_once_the_load_finished():
         topic = InternalTopic("__consumer_offsets", num_partitions=1, replication_factor=1,
                               replication_factor_key="offsets.topic.replication.factor",
                               min_isr=lambda rf: capped_min_isr(rf, min_isr=2), keys="groups", missing="none")
-        partitions = CoordinatorPartitions(topic, broker_id=0, cache=None, replica_manager=None, create_topic=None,
+        partitions = CoordinatorPartitions(topic, broker_id=0, cache=None, writer=None, create_topic=None,
                                            new_state=OffsetsPartitionState, fold=fold_offsets)
         seen: list[str] = []
         partitions.apply_when_loaded(0, lambda state: seen.append("not led"))  # no such partition here: nothing

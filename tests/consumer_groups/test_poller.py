@@ -16,7 +16,7 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import PollResult, record_bytes
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import FETCH_COLUMNS
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 
 
 def records(n: int, prefix: str) -> pa.Table:

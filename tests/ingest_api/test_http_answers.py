@@ -18,9 +18,9 @@ import uvicorn
 from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.ingest_api.app import create_app
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from lakelog.security.authentication import Authenticator
-from lakelog.server import uvicorn_config
+from lakelog.runtime.server import uvicorn_config
 from tests.harness import wait_for
 
 

@@ -326,7 +326,7 @@ def test_nothing_to_clean_on_an_empty_table_or_without_offset_statistics(tmp_pat
 
 
 def test_repeated_cleanings_over_many_row_groups_match_the_reference(tmp_path, monkeypatch):
-    monkeypatch.setattr(cleaner, "COMPACTION_ROW_GROUP_ROWS", 16)  # cleaned files get many row groups
+    monkeypatch.setattr(cleaner, "MERGED_ROW_GROUP_ROWS", 16)  # cleaned files get many row groups
     config = TopicConfig.parse({"cleanup.policy": "compact", "delete.retention.ms": str(DAY)})
     rng = random.Random(3)
     tbl = Table(tmp_path / "t-0")

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES
-from lakelog.log_tables.compaction import COMPACTION_TARGET_BYTES, choose_run, compact_if_needed, merge_target_bytes
+from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, choose_run, merge_if_needed, merge_target_bytes
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import OffsetOutOfRangeError
 from lakelog.log_tables.flusher import LakeFlusher
@@ -183,12 +183,12 @@ def live_sizes(log: PartitionLog) -> list[int]:
 
 def test_merge_target_is_a_fraction_of_retention_bytes_and_at_most_segment_bytes():
     parse = TopicConfig.parse
-    assert merge_target_bytes(parse({})) == COMPACTION_TARGET_BYTES
+    assert merge_target_bytes(parse({})) == MERGE_TARGET_BYTES
     assert merge_target_bytes(parse({"retention.bytes": str(50 << 20)})) == (50 << 20) // 8
     assert merge_target_bytes(parse({"segment.bytes": str(1 << 20)})) == 1 << 20
     assert merge_target_bytes(parse({"retention.bytes": "4"})) == 1
     # retention.bytes counts only where cleanup.policy deletes
-    assert merge_target_bytes(parse({"cleanup.policy": "compact", "retention.bytes": "800"})) == COMPACTION_TARGET_BYTES
+    assert merge_target_bytes(parse({"cleanup.policy": "compact", "retention.bytes": "800"})) == MERGE_TARGET_BYTES
     assert merge_target_bytes(parse({"cleanup.policy": "compact"}), default=CLEANED_FILE_TARGET_BYTES) \
         == CLEANED_FILE_TARGET_BYTES
     assert merge_target_bytes(parse({"cleanup.policy": "compact,delete", "retention.bytes": "800"}),
@@ -215,9 +215,9 @@ def test_merged_files_stay_small_enough_for_retention_bytes_to_remove(tmp_path):
     target = merge_target_bytes(log.config)
     assert target == budget // 8
     for _ in range(100):
-        if not log.lifecycle.needs_compaction(max_files=8, max_file_bytes=target):
+        if not log.lifecycle.needs_merge(max_files=8, max_file_bytes=target):
             break
-        asyncio.run(compact_if_needed(log, segment_files_max=8))
+        asyncio.run(merge_if_needed(log, segment_files_max=8))
     sizes = live_sizes(log)
     assert len(sizes) < 30 and max(sizes) <= target            # merged, but none above the target
     assert log.lifecycle.apply_retention(now_ms=NOW_MS) > 0
@@ -268,7 +268,7 @@ def test_removed_files_leave_the_disk_after_the_vacuum_retention_and_not_before(
 def test_merged_files_are_vacuumed_too(tmp_path):
     log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
     fill(log, 10, first_ts_ms=NOW_MS)
-    assert log.lifecycle.compact_head(keep_newest=1) == 9
+    assert log.lifecycle.merge_head(keep_newest=1) == 9
     assert len(parquet_files(log)) == 11
     log.lifecycle.run(now_ms=NOW_MS)
     assert len(parquet_files(log)) == 2
@@ -285,7 +285,7 @@ def test_the_delta_log_stays_bounded(tmp_path):
     assert any(n.endswith(".checkpoint.parquet") for n in names)
     assert len(commits) < 110, len(commits)                    # one checkpoint interval, not 230
     # merged files whose tombstones a later checkpoint dropped still leave the disk
-    assert log.lifecycle.compact_head(keep_newest=1) > 100
+    assert log.lifecycle.merge_head(keep_newest=1) > 100
     for i in range(230, 340):
         log.append(records(1, timestamp_ms=NOW_MS, start=i))
     log.lifecycle.run(now_ms=NOW_MS)

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakelog.log_tables.compaction import choose_run
+from lakelog.log_tables.file_merges import choose_run
 from lakelog.log_tables.data_files import DataFile
 from lakelog.log_tables.errors import FencedLeaderEpochError
 from lakelog.log_tables.leader_epochs import LeaderEpochCache, epoch_starts

@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from lakelog.config import TopicConfig
 from lakelog.errors import LakelogError
-from lakelog.log_tables.errors import LogClosedError, OffsetOutOfRangeError
+from lakelog.log_tables.errors import LogClosedError, LogStorageError, OffsetOutOfRangeError
 from lakelog.log_tables.partition_log import LOG_END_OFFSET_KEY, PartitionLog
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA
@@ -387,3 +387,19 @@ def test_delta_rs_reader_sees_exactly_what_the_log_wrote(tmp_path):
     assert from_delta["leader_epoch"].to_pylist() == [7] * 5 + [8] * 3
     assert from_delta["producer_id"].null_count == 8
     assert _ms(from_delta)[:3] == [1, NOW_MS, 3]
+
+
+def test_an_unreadable_table_is_a_log_storage_error(tmp_path):
+    """delta-rs' and pyarrow's errors do not leak from PartitionLog.open: a table whose Delta log is torn, or
+    a Delta table of another schema, is a LogStorageError (500 / 50021) naming the partition."""
+    open_log(tmp_path).close()
+    first_commit = tmp_path / "orders-0" / "_delta_log" / "00000000000000000000.json"
+    first_commit.write_text('{"commitInfo": {"torn"\n')
+    with pytest.raises(LogStorageError, match=r"orders-0 .* cannot be opened or read: DeltaError") as e:
+        open_log(tmp_path)
+    assert (e.value.http_status, e.value.error_code, e.value.retriable) == (500, 50021, False)
+    assert type(e.value.__cause__).__name__ == "DeltaError"
+
+    write_deltalake(str(tmp_path / "other-0"), pa.table({"x": [1]}))
+    with pytest.raises(LogStorageError, match="other-0 .* cannot be opened or read: ArrowInvalid"):
+        open_log(tmp_path, topic="other")

@@ -72,7 +72,7 @@ def test_spark_reader_and_broker_fetch_return_identical_rows(tmp_path):
     # several commits, a compaction of the oldest ones, more commits under a new leader epoch
     log = open_log(tmp_path, cache=4096)  # a small tail cache: ranges cross from files into memory
     fill(log, [7, 1, 12, 3, 9, 9, 1, 20, 5, 6])
-    merged = log.lifecycle.compact_head(keep_newest=3)
+    merged = log.lifecycle.merge_head(keep_newest=3)
     assert merged >= 2
     fill(log, [4, 11, 2], epoch=2)
     leo = log.log_end_offset

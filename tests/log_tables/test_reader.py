@@ -161,7 +161,7 @@ def test_files_without_statistics_are_read_and_ordered(tmp_path):
 
 def test_compacted_runs_read_like_the_files_they_replaced(tmp_path, monkeypatch):
     log = make_log(tmp_path, [10] * 12)
-    assert log.lifecycle.compact_head(keep_newest=3) == 9  # offsets 0-89 now in one file
+    assert log.lifecycle.merge_head(keep_newest=3) == 9  # offsets 0-89 now in one file
     files = data_files(DeltaTable(log.table_uri))
     assert [(f.min_offset, f.max_offset) for f in files][:2] == [(0, 89), (90, 99)]
     opened = spy_files(monkeypatch)
@@ -173,7 +173,7 @@ def test_compacted_runs_read_like_the_files_they_replaced(tmp_path, monkeypatch)
 def test_a_pinned_version_reads_consistently_and_survives_vacuum(tmp_path, caplog):
     log = make_log(tmp_path, [10] * 6)
     before = DeltaTable(log.table_uri)  # snapshot listing six small files
-    log.lifecycle.compact_head(keep_newest=1)
+    log.lifecycle.merge_head(keep_newest=1)
     # the old snapshot still reads its own files (compaction does not delete them) ...
     assert offsets_of(read_offset_range(before, 0, 60)) == list(range(60))
     assert offsets_of(read_offset_range(log.table_uri, 0, 60, version=before.version())) == list(range(60))

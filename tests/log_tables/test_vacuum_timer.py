@@ -10,11 +10,21 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lakelog.clock import MockTime
 from lakelog.config import TopicConfig
 from lakelog.log_tables.flusher import LakeFlusher
+from lakelog.log_tables.log_scheduler import LogScheduler
 from lakelog.log_tables.partition_log import PartitionLog
 
 HOUR_MS = 3_600_000
+
+
+async def drained(scheduler: LogScheduler) -> None:
+    """Wait (in real time: worker threads) until no job runs and none is due on the scheduler's clock."""
+    deadline = time.monotonic() + 10
+    while scheduler.running or (scheduler.next_due() or float("inf")) <= scheduler.clock.monotonic():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
 
 
 def open_log(path: Path, **configs) -> PartitionLog:
@@ -54,12 +64,12 @@ def test_a_removal_is_vacuumed_once_its_grace_ended_and_not_before(tmp_path):
 
 
 def test_a_merge_records_its_inputs_for_vacuum(tmp_path):
-    from lakelog.log_tables.compaction import compact_if_needed
+    from lakelog.log_tables.file_merges import merge_if_needed
 
     log = open_log(tmp_path, lake_commit_interval_ms=0, lake_vacuum_retention_ms=0)
     log.lifecycle.sync_table_properties()
     fill(log, 6, timestamp_ms=int(time.time() * 1000))
-    asyncio.run(compact_if_needed(log, segment_files_max=4))
+    asyncio.run(merge_if_needed(log, segment_files_max=4))
     assert log.lifecycle.vacuum_due_at() is not None
     time.sleep(0.02)
     assert log.lifecycle.vacuum_if_due() >= 2 and log.lifecycle.vacuum_due_at() is None
@@ -114,21 +124,22 @@ def test_maintenance_is_due_one_interval_after_the_start_of_the_round_that_ran_i
 
 def test_a_check_interval_shorter_than_the_commit_interval_is_kept(tmp_path):
     async def run() -> list[float]:
+        clock = MockTime()
         log = open_log(tmp_path, lake_commit_interval_ms=100)
-        flusher = LakeFlusher(log, interval_ms=3_600_000, maintenance_interval_ms=200)  # one round an hour
+        log.lifecycle.clock = clock
+        flusher = LakeFlusher(log, interval_ms=3_600_000, maintenance_interval_ms=250)  # one round an hour
         ran: list[float] = []
-        log.lifecycle.run = lambda **_: ran.append(time.monotonic())  # counts the rounds, does nothing
-        await asyncio.sleep(1.1)
+        log.lifecycle.run = lambda **_: ran.append(clock.monotonic())  # counts the rounds, does nothing
+        for _ in range(9):                                            # steps of 1/8 s (exact in binary)
+            clock.advance(0.125)
+            await drained(flusher._scheduler)
         await flusher.close(flush=False)
         log.close()
         return ran
 
-    # log.retention.check.interval.ms 200 with lake.commit.interval.ms an hour: maintenance every 200 ms all the
-    # same (it used to run only inside the flush rounds: never here)
-    ran = asyncio.run(run())
-    assert 3 <= len(ran) <= 6, ran
-    gaps = [b - a for a, b in zip(ran, ran[1:])]
-    assert all(g >= 0.15 for g in gaps), gaps                       # never faster than the check interval
+    # log.retention.check.interval.ms 250 with lake.commit.interval.ms an hour: maintenance every 250 ms all the
+    # same (it used to run only inside the flush rounds: never here), and never faster
+    assert asyncio.run(run()) == [0.25, 0.5, 0.75, 1.0]
 
 
 def test_maintenance_leaves_vacuum_out_right_after_the_timers(tmp_path):

@@ -225,7 +225,7 @@ def test_a_jwks_is_not_fetched_over_plain_http_from_another_host():
 
 
 def test_an_unreachable_jwks_url_refuses_tokens_without_blaming_them(keys):
-    from lakelog.replication.zookeeper_server import free_port
+    from lakelog.runtime.zookeeper_server import free_port
 
     validator = JwtValidator(jwks_url=f"http://127.0.0.1:{free_port()}/jwks", jwks_timeout_s=2)
     auth = Authenticator(method="oauthbearer", oauth=validator).start()  # logged, not fatal: fetched again on use

@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from lakelog.processes import spawn
-from lakelog.replication.zookeeper_server import free_port
+from lakelog.runtime.zookeeper_server import free_port
 from lakelog.spark.session import delta_maven_coordinates
 from tests.harness import read_partition
 

@@ -1,0 +1,126 @@
+"""Errors of consumer groups and the offset store (:mod:`lakelog.consumer_groups`), re-exported by
+``lakelog.consumer_groups.errors``."""
+
+from __future__ import annotations
+
+from lakelog.errors.base import LakelogError
+
+__all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "ConsumerFormatMismatchError",
+           "ConsumerGroupError", "ConsumerInstanceNotFoundError", "GroupNotEmptyError",
+           "IllegalConsumerStateError", "IllegalGenerationError", "InvalidCommitError",
+           "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
+           "UnknownGroupError"]
+
+
+class ConsumerGroupError(LakelogError):
+    """A consumer group operation failed."""
+
+
+class IllegalGenerationError(ConsumerGroupError):
+    """An offset commit carries an older generation than the group's. Kafka: ILLEGAL_GENERATION (22).
+
+    Answered 409 / 40904: the committer was fenced by a rebalance; it must rejoin, not retry.
+    """
+
+    http_status = 409
+    error_code = 40904
+
+
+class GroupNotEmptyError(ConsumerGroupError):
+    """The group has active members. Kafka: NON_EMPTY_GROUP (68). 409 / 40905."""
+
+    http_status = 409
+    error_code = 40905
+
+
+class UnknownGroupError(ConsumerGroupError):
+    """The group has no committed offsets and no members. Kafka: GROUP_ID_NOT_FOUND (69). 404 / 40407."""
+
+    http_status = 404
+    error_code = 40407
+
+
+class InvalidGroupIdError(ConsumerGroupError):
+    """A group id that cannot name a group. Kafka: INVALID_GROUP_ID (24). 400 / 40008.
+
+    Kafka takes any non-empty string; here a group is also one ZooKeeper znode name
+    (``/lakelog/consumers/{group}``), so ``.``, ``..``, ``/`` and the characters ZooKeeper refuses
+    (controls U+0000-U+001F and U+007F-U+009F, U+D800-U+F8FF, U+FFF0 and above) are refused too.
+    """
+
+    http_status = 400
+    error_code = 40008
+
+
+class InvalidCommitError(ConsumerGroupError):
+    """An offset commit names a partition that does not exist or a negative offset. 422 / 42207."""
+
+    http_status = 422
+    error_code = 42207
+
+
+class ConsumerInstanceNotFoundError(ConsumerGroupError):
+    """Consumer instance not found. REST Proxy: 404 / 40403.
+
+    The instance was deleted, expired after ``consumer.instance.timeout.ms`` without requests, or
+    lives on another broker (use the ``base_uri`` returned when it was created).
+    """
+
+    http_status = 404
+    error_code = 40403
+
+
+class ConsumerFormatMismatchError(ConsumerGroupError):
+    """The requested embedded data format does not match the format of this consumer instance.
+
+    REST Proxy: 406 / 40601 (the ``Accept`` header of a records request must name the instance's format).
+    """
+
+    http_status = 406
+    error_code = 40601
+
+
+class ConsumerAlreadySubscribedError(ConsumerGroupError):
+    """The consumer instance is already subscribed to other topics. REST Proxy: 409 / 40901.
+
+    Delete the subscription first (``DELETE .../subscription``), then subscribe again.
+    """
+
+    http_status = 409
+    error_code = 40901
+
+
+class ConsumerAlreadyExistsError(ConsumerGroupError):
+    """Consumer with specified consumer ID already exists in the specified consumer group.
+
+    REST Proxy: 409 / 40902. Instance names are unique per group across the cluster (ZooKeeper).
+    """
+
+    http_status = 409
+    error_code = 40902
+
+
+class IllegalConsumerStateError(ConsumerGroupError):
+    """Illegal state of a consumer instance. REST Proxy: 409 / 40903 (Kafka's IllegalStateException).
+
+    E.g. subscription, manual assignment and pattern subscription are mutually exclusive; seeking or
+    reading needs an assignment.
+    """
+
+    http_status = 409
+    error_code = 40903
+
+
+class InvalidConsumerConfigError(ConsumerGroupError):
+    """Invalid consumer configuration. REST Proxy: 422 / 42204."""
+
+    http_status = 422
+    error_code = 42204
+
+
+class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):
+    """A consumer instance name outside REST Proxy's characters (ASCII letters, digits, ``.``, ``_``,
+    ``-``, ``:``, ``@``), or ``.`` / ``..`` (the name is a ZooKeeper znode and a URL path segment).
+    422 / 42209 (an :class:`InvalidConsumerConfigError`)."""
+
+    error_code = 42209

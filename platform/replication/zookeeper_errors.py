@@ -1,0 +1,73 @@
+"""Where kazoo's "ZooKeeper is not reachable right now" errors become lakelog's
+:class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304, retriable).
+
+kazoo raises ``ConnectionLoss`` (the connection dropped mid-call), ``SessionExpiredError`` (the session
+ended; the broker's session listener re-registers it), ``ConnectionClosedError`` (the client is closing)
+and ``KazooTimeoutError`` (no answer in time); all of them mean "retry later", not a bug. They are wrapped
+where they enter: every public method of :class:`~lakelog.replication.metadata.ClusterMetadata`
+(:func:`zookeeper_errors_wrapped`), and the direct reads of the replication modules (:func:`zookeeper_calls`).
+The HTTP gateway answers the same error for a kazoo error met elsewhere (consumer group membership, ACL and
+credential stores), so every such answer is the same 503 / 50304. Other kazoo errors (``NoNodeError``,
+``NodeExistsError``, ``BadVersionError``) are answers, not outages: callers handle them and they pass
+through unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from lakelog.replication.errors import ZooKeeperUnavailableError
+
+__all__ = ["ZOOKEEPER_UNAVAILABLE", "unavailable_error", "zookeeper_calls", "zookeeper_errors_wrapped"]
+
+#: kazoo errors that mean "ZooKeeper is not reachable right now", not a bug.
+ZOOKEEPER_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, KazooTimeoutError)
+
+_Class = TypeVar("_Class", bound=type)
+
+
+def unavailable_error(exc: BaseException) -> ZooKeeperUnavailableError:
+    """The :class:`ZooKeeperUnavailableError` answering kazoo's ``exc`` (one of :data:`ZOOKEEPER_UNAVAILABLE`),
+    naming its class."""
+    return ZooKeeperUnavailableError(
+        f"The broker lost its ZooKeeper connection ({type(exc).__name__}) while answering; retry.")
+
+
+@contextlib.contextmanager
+def zookeeper_calls() -> Iterator[None]:
+    """Raise :data:`ZOOKEEPER_UNAVAILABLE` errors of the block as :class:`ZooKeeperUnavailableError` (kazoo's
+    error is its ``__cause__``).
+
+    Raises:
+        ZooKeeperUnavailableError: 503 / 50304, retriable.
+    """
+    try:
+        yield
+    except ZOOKEEPER_UNAVAILABLE as e:
+        raise unavailable_error(e) from e
+
+
+def _wrapped(func: Callable) -> Callable:
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        with zookeeper_calls():
+            return func(*args, **kwargs)
+
+    return call
+
+
+def zookeeper_errors_wrapped(cls: _Class) -> _Class:
+    """Class decorator: every public method defined in ``cls``'s body (a plain function, not a property,
+    static or class method) runs in :func:`zookeeper_calls`, so its callers meet
+    :class:`ZooKeeperUnavailableError`, never kazoo's errors."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _wrapped(member))
+    return cls

@@ -1,0 +1,148 @@
+"""The embedded ZooKeeper's files in its data dir: the ``zoo.cfg`` it runs on and its pid file.
+
+:func:`write_config` renders the built-in ``zookeeper.properties`` (:mod:`lakelog.defaults`) into ``<data_dir>/zoo.cfg``.
+:class:`ZooKeeperPidFile` keeps ``<data_dir>/zookeeper.pid`` (``{"pid": <JVM>, "parent_pid": <the
+process that started it>, "client_port": <port>}``) and reclaims a server left behind on the data dir
+by a process that died. :class:`lakelog.runtime.zookeeper_server.ZooKeeperServer` uses both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from lakelog.config import default_file
+from lakelog.processes import parent_pid, process_alive, process_cmdline, stop_pid
+from lakelog.replication.errors import ZooKeeperStartError
+
+__all__ = ["MAIN_CLASS", "PID_FILE_NAME", "ZOOKEEPER_CONFIG_TEMPLATE", "ZOOKEEPER_LOG4J2_CONFIG", "ZooKeeperPidFile",
+           "write_config"]
+
+# lakelog's built-in defaults (package data of lakelog.defaults).
+ZOOKEEPER_CONFIG_TEMPLATE = default_file("zookeeper.properties")
+ZOOKEEPER_LOG4J2_CONFIG = default_file("log4j2-zookeeper.properties")
+
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+#: Name of the pid file in the data dir: ``{"pid": <JVM>, "parent_pid": <the process that started it>,
+#: "client_port": <port>}``.
+PID_FILE_NAME = "zookeeper.pid"
+
+
+def _render_template(template: str, values: dict[str, object], *, source: Path) -> str:
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise ZooKeeperStartError(f"{source}: unknown placeholder {{{name}}}; known: {sorted(values)}")
+        return str(values[name])
+
+    return re.sub(r"\{([a-z_]+)\}", fill, template)
+
+
+def _properties_escape(value: str) -> str:
+    # Java .properties treats backslash as an escape character.
+    return value.replace("\\", "\\\\")
+
+
+def write_config(config_file: Path, *, data_dir: Path, client_port: int, host: str, tick_time_ms: int,
+                 max_client_cnxns: int) -> Path:
+    """Write ``config_file`` (``zoo.cfg``) from the built-in ``zookeeper.properties`` and return its path.
+
+    Creates ``data_dir``. Raises :class:`ZooKeeperStartError` when the template is missing or has an
+    unknown placeholder.
+    """
+    try:
+        template = ZOOKEEPER_CONFIG_TEMPLATE.read_text()
+    except OSError as e:
+        raise ZooKeeperStartError(f"Cannot read the ZooKeeper config template {ZOOKEEPER_CONFIG_TEMPLATE}: {e}") from e
+    text = _render_template(
+        template,
+        {
+            "data_dir": _properties_escape(str(data_dir)),
+            "client_port": client_port,
+            "client_port_address": host,
+            "tick_time_ms": tick_time_ms,
+            "max_client_cnxns": max_client_cnxns,
+        },
+        source=ZOOKEEPER_CONFIG_TEMPLATE,
+    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(text)
+    return config_file
+
+
+class ZooKeeperPidFile:
+    """The pid file ``path`` of the ZooKeeper that runs on ``config_file`` (its data dir's ``zoo.cfg``)."""
+
+    def __init__(self, path: Path, *, config_file: Path, data_dir: Path) -> None:
+        self.path = path
+        self.config_file = config_file
+        self.data_dir = data_dir
+
+    def is_our_server(self, pid: int) -> bool:
+        """Whether process ``pid`` runs ZooKeeper's main class on this data dir's ``zoo.cfg``."""
+        args = process_cmdline(pid)
+        return args is not None and MAIN_CLASS in args and str(self.config_file) in args
+
+    def write(self, pid: int, *, client_port: int) -> None:
+        """Record ``pid`` (started by this process, serving ``client_port``), atomically."""
+        record = {"pid": pid, "parent_pid": os.getpid(), "client_port": client_port}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, self.path)
+
+    def remove(self, pid: int) -> None:
+        """Remove the pid file if it still names ``pid`` (a later server may have written its own)."""
+        try:
+            if json.loads(self.path.read_text()).get("pid") == pid:
+                self.path.unlink(missing_ok=True)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def reclaim(self, *, timeout_s: float = 10.0) -> int | None:
+        """Stop a ZooKeeper left behind on this data dir by a process that died; remove a stale pid file.
+
+        Reads the pid file. When its pid is alive and ``/proc/PID/cmdline`` shows our ZooKeeper
+        (``QuorumPeerMain``) for this data dir's ``zoo.cfg``, and its parent is no longer the process that
+        started it, that JVM is stopped: SIGTERM, then SIGKILL after ``timeout_s`` seconds. A pid file
+        naming a dead process, an unrelated process or nothing readable is removed; no other process is
+        ever signalled.
+
+        Returns:
+            The pid of the ZooKeeper it stopped, or None when there was none.
+
+        Raises:
+            ZooKeeperStartError: the ZooKeeper of this data dir is still the child of a running process
+                (another ``lakelog`` uses this data dir), or it could not be stopped.
+        """
+        try:
+            record = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            record = None
+        pid = record.get("pid") if isinstance(record, dict) else None
+        if not isinstance(pid, int) or pid <= 0 or not self.is_our_server(pid) or not process_alive(pid):
+            self.path.unlink(missing_ok=True)  # stale
+            return None
+        owner = record.get("parent_pid")
+        if parent_pid(pid) == owner:
+            raise ZooKeeperStartError(
+                f"The ZooKeeper data dir {self.data_dir} is in use by ZooKeeper pid {pid}, started by pid "
+                f"{owner}, which still runs (another lakelog on this data dir?). Stop it, or use another "
+                "data dir."
+            )
+        try:
+            gone = stop_pid(pid, timeout_s=timeout_s, still_ours=lambda: self.is_our_server(pid))
+        except PermissionError as e:
+            raise ZooKeeperStartError(
+                f"Cannot stop the ZooKeeper (pid {pid}) left behind on {self.data_dir}: {e}"
+            ) from e
+        if not gone:
+            raise ZooKeeperStartError(
+                f"The ZooKeeper (pid {pid}) left behind on {self.data_dir} is still running after SIGKILL."
+            )
+        self.path.unlink(missing_ok=True)
+        return pid
