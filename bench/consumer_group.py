@@ -78,7 +78,7 @@ def fill_topic(client: LakelogClient, topic: str, records: int) -> None:
 
 def consume_group(client: LakelogClient, topic: str, group: str, members: int, total: int) -> tuple[float, int]:
     """Run ``members`` consumer threads until the group read ``total`` records; (seconds, records)."""
-    consumers = [client.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False,
+    consumers = [client.groups.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False,
                                         request_timeout_ms=200) for i in range(members)]
     counts = [0] * members
     done = threading.Event()
@@ -130,7 +130,7 @@ def rebalance_times(client: LakelogClient, topic: str, group: str, rounds: int) 
                 return
 
     def add(name: str) -> threading.Event:
-        c = client.create_consumer(group, name=name, auto_offset_reset="latest", auto_commit=False)
+        c = client.groups.create_consumer(group, name=name, auto_offset_reset="latest", auto_commit=False)
         c.subscribe([topic])
         members[name] = c
         flag = threading.Event()

@@ -39,11 +39,11 @@ def main() -> int:
         count = 1
         while count < args.partitions:
             count = min(args.partitions, count + 1000)
-            client.add_partitions("wide", partitions_count=count)
+            client.admin.add_partitions("wide", partitions_count=count)
         grown = time.perf_counter() - started
         time.sleep(args.settle_s)
         started = time.perf_counter()
-        client.delete_topic("wide")
+        client.admin.delete_topic("wide")
         deleted = time.perf_counter() - started
         console.print(f"{args.partitions:,} partitions: grown in {grown:.2f} s, deleted in {deleted:.2f} s")
     return run.return_code

@@ -85,7 +85,7 @@ def test_reset_offsets_plans_without_execute_and_commits_with_it(broker, client,
     assert _rows(whole.stdout, group) == [(t, 0, 0), (t, 1, 0)]
 
     # a group with an active member is refused with the gateway's message
-    with client.create_consumer(group, name="active") as c:
+    with client.groups.create_consumer(group, name="active") as c:
         c.subscribe([t])
         busy = lakelog("groups", "reset-offsets", group, "--to-latest", "--execute", *b, check=False)
     assert busy.returncode == 1 and "active member" in _text(busy.stderr)

@@ -166,7 +166,7 @@ def test_subpackage_errors_modules_re_export_their_area():
 
 #: Exceptions of the package that are not LakelogErrors, each with the reason.
 NOT_LAKELOG_ERRORS = {
-    "lakelog.protocol.idempotent_producer.DeliveryTimeoutError":
+    "lakelog.client.idempotent_producer.DeliveryTimeoutError":
         "a ConnectionError on the client side, as LakelogClient raises when no gateway answers",
 }
 

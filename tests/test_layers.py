@@ -4,12 +4,13 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 
 ====  ===================================================================
 0     ``errors.py``, ``config.py``, ``processes.py``, ``clock.py``, ``protocol/``
+0.5   ``client/`` (the HTTP client: the Spark source, the brokers' leader client and the CLI use it)
 1     ``log_tables/``
 2     ``replication/``, ``producers/``
 3     ``consumer_groups/``, ``coordinators/``, ``security/``
 3.5   ``requests/`` (the request layer: one typed operation per request kind, for every front door)
 4     ``ingest_api/``, ``spark/``
-5     ``broker.py``, ``cli/``, ``client.py``, ``runtime/``
+5     ``broker.py``, ``cli/``, ``runtime/``
 ====  ===================================================================
 
 Every import counts, also one inside a function; only imports under ``if TYPE_CHECKING:`` (type hints,
@@ -39,7 +40,8 @@ LAYERS: dict[str, float] = {
     "consumer_groups": 3, "coordinators": 3, "security": 3,
     "requests": 3.5,
     "ingest_api": 4, "spark": 4,
-    "broker": 5, "cli": 5, "client": 5, "runtime": 5,
+    "client": 0.5,
+    "broker": 5, "cli": 5, "runtime": 5,
     # DESIGN.md's table names these top-level modules, now in runtime/ (layer 5 all the same)
     "broker_process": 5, "server": 5, "demo": 5, "demo_secure": 5,
 }

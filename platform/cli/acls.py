@@ -87,7 +87,7 @@ def acls_add(allow_principal: AllowPrincipal = None, deny_principal: DenyPrincip
              "principal": principal, "host": host, "operation": op, "permission": permission}
             for (rt, name), (permission, principal, host), op in product(resources, entries, operation or ["All"])]
     with gateway_client(bootstrap_server) as client:
-        client.create_acls(acls)
+        client.security.create_acls(acls)
     console.print(f"Added {len(acls)} ACL{'s' if len(acls) != 1 else ''}:")
     _print(acls)
 
@@ -104,7 +104,7 @@ def acls_list(topic: Topics = None, group: Groups = None, transactional_id: Tran
     found: list[dict] = []
     with gateway_client(bootstrap_server) as client:
         for rt, name in resources:
-            found += client.list_acls(resource_type=rt, resource_name=name, pattern_type=resource_pattern_type,
+            found += client.security.list_acls(resource_type=rt, resource_name=name, pattern_type=resource_pattern_type,
                                       principal=principal)
     _print(found)
 
@@ -130,7 +130,7 @@ def acls_remove(allow_principal: AllowPrincipal = None, deny_principal: DenyPrin
     removed: list[dict] = []
     with gateway_client(bootstrap_server) as client:
         for (rt, name), (permission, principal, host), op in product(resources, entries, operations):
-            removed += client.delete_acls(resource_type=rt, resource_name=name, pattern_type=resource_pattern_type,
+            removed += client.security.delete_acls(resource_type=rt, resource_name=name, pattern_type=resource_pattern_type,
                                           principal=principal, host=host if principal else None, operation=op,
                                           permission=permission)
     console.print(f"Removed {len(removed)} ACL{'s' if len(removed) != 1 else ''}:")

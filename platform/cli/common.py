@@ -67,24 +67,6 @@ def set_command_config(path: Path | None) -> None:
     _command_config = path
 
 
-def _auth_of(user: str | None, password: str | None, token: str | None, *, names: tuple[str, str, str]):
-    """``(user, password)``, a :class:`~lakelog.client.BearerToken` or None; ends the command when they do not fit."""
-    from lakelog.client import BearerToken
-
-    if token is not None:
-        if user is not None or password is not None:
-            fail(f"give either {names[2]} or {names[0]} and {names[1]}, not both")
-        try:
-            return BearerToken(token)
-        except ValueError as e:
-            fail(f"{names[2]}: {e}")
-    if not user and not password:
-        return None
-    if not user or password is None:
-        fail(f"set both {names[0]} and {names[1]} (or neither)")
-    return user, password
-
-
 #: Environment variables with the commands' TLS files (PEM; Kafka's client ``ssl.cafile``, ``ssl.certfile``,
 #: ``ssl.keyfile``): the CA the brokers' certificates are verified against, and a client certificate with its
 #: key for brokers that ask for one (``ssl.client.auth``, ``authentication.methods=mtls``). Any of them set:
@@ -93,57 +75,40 @@ TLS_ENVS = {"ssl_cafile": "LAKELOG_SSL_CAFILE", "ssl_certfile": "LAKELOG_SSL_CER
             "ssl_keyfile": "LAKELOG_SSL_KEYFILE"}
 
 
-def tls_options() -> dict[str, str]:
-    """The :class:`LakelogClient` TLS keyword arguments (``ssl_cafile``, ...) set in :data:`TLS_ENVS`."""
-    return {arg: os.environ[env] for arg, env in TLS_ENVS.items() if os.environ.get(env)}
+def connection_settings(*, command_config_file: Path | None = None, **flags):
+    """This invocation's :class:`~lakelog.client.ClientSettings` (:meth:`ClientSettings.load
+    <lakelog.client.ClientSettings.load>`), highest precedence first: ``flags`` (Kafka names, e.g.
+    ``{"bootstrap.servers": ...}``; None: not given); the ``--command-config`` file (``command_config_file``,
+    else the CLI's ``--command-config`` or ``LAKELOG_COMMAND_CONFIG``) when given, alone, with the keys of
+    :data:`COMMAND_CONFIG_KEYS`; else :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and :data:`PASSWORD_ENV` (not
+    both kinds) and the TLS files of :data:`TLS_ENVS`. Ends the command on an unreadable file, an unknown key or
+    credentials that do not fit."""
+    from lakelog.client import ClientSettings
 
-
-def command_config(path: Path) -> dict:
-    """The :class:`LakelogClient` keyword arguments of a ``--command-config`` file (:data:`COMMAND_CONFIG_KEYS`);
-    ends the command on an unreadable file, an unknown key or credentials that do not fit."""
-    from lakelog.config import read_properties
-    from lakelog.errors import ConfigError
-
+    path = command_config_file or _command_config or (Path(os.environ["LAKELOG_COMMAND_CONFIG"])
+                                                       if os.environ.get("LAKELOG_COMMAND_CONFIG") else None)
     try:
-        values = read_properties(path)
-    except ConfigError as e:
+        return ClientSettings.load(command_config=path, command_config_keys=COMMAND_CONFIG_KEYS, **flags)
+    except ValueError as e:
         fail(str(e))
-    unknown = sorted(set(values) - set(COMMAND_CONFIG_KEYS))
-    if unknown:
-        fail(f"--command-config {path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(COMMAND_CONFIG_KEYS)})")
-    tls = {f"ssl_{k[4:]}": v for k, v in values.items() if k.startswith("ssl.") and v}  # ssl.cafile -> ssl_cafile
-    return {"auth": _auth_of(values.get("sasl.username"), values.get("sasl.password"),
-                             values.get("sasl.oauthbearer.token"),
-                             names=("sasl.username", "sasl.password", "sasl.oauthbearer.token")), **tls}
 
 
 def client_settings(*, command_config_file: Path | None = None) -> dict:
-    """The :class:`LakelogClient` keyword arguments of this invocation's security settings, highest precedence
-    first: the ``--command-config`` file (``command_config_file``, else the CLI's ``--command-config`` or
-    ``LAKELOG_COMMAND_CONFIG``) when given, alone; else :data:`TOKEN_ENV` or :data:`USERNAME_ENV` and
-    :data:`PASSWORD_ENV` (not both kinds) and the TLS files of :data:`TLS_ENVS`."""
-    path = command_config_file or _command_config or (Path(os.environ["LAKELOG_COMMAND_CONFIG"])
-                                                       if os.environ.get("LAKELOG_COMMAND_CONFIG") else None)
-    if path is not None:
-        return command_config(path)
-    return {"auth": credentials(), **tls_options()}
-
-
-def credentials():
-    """The environment's credentials: ``(user, password)`` from :data:`USERNAME_ENV` and :data:`PASSWORD_ENV`,
-    a :class:`~lakelog.client.BearerToken` from :data:`TOKEN_ENV`, or None when none is set."""
-    return _auth_of(os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV), os.environ.get(TOKEN_ENV),
-                    names=(USERNAME_ENV, PASSWORD_ENV, TOKEN_ENV))
+    """The :class:`LakelogClient` keyword arguments of this invocation's security settings (``auth``, the TLS
+    files; see :func:`connection_settings`)."""
+    return connection_settings(command_config_file=command_config_file).client_kwargs()
 
 
 @contextlib.contextmanager
 def gateway_client(bootstrap: str, **kwargs):
-    """A :class:`LakelogClient` (with the security settings of :func:`client_settings`; ``kwargs`` go to it
-    too); a gateway error, an unreachable gateway or an unreadable TLS file ends the command with its message."""
-    from lakelog.client import GatewayError, LakelogClient
+    """A :class:`LakelogClient` of ``--bootstrap-server`` and this invocation's settings
+    (:func:`connection_settings`; ``kwargs``: LakelogClient keyword arguments that win); a gateway error, an
+    unreachable gateway or an unreadable TLS file ends the command with its message."""
+    from lakelog.client import GatewayError
 
+    settings = connection_settings(**{"bootstrap.servers": bootstrap})
     try:
-        with LakelogClient(bootstrap, **client_settings(), **kwargs) as client:
+        with settings.client(**kwargs) as client:
             yield client
     except (GatewayError, ConnectionError, ValueError) as e:
         fail(str(e))

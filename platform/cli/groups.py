@@ -31,7 +31,7 @@ groups_app = typer.Typer(help="Consumer groups: committed offsets, lag, members,
 def groups_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """List groups that have committed offsets."""
     with gateway_client(bootstrap_server) as client:
-        for name in client.list_groups():
+        for name in client.groups.list_groups():
             console.print(name)
 
 
@@ -42,9 +42,9 @@ def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
     from lakelog.client import GatewayError
 
     with gateway_client(bootstrap_server) as client:
-        members = client.group_members(group)
+        members = client.groups.group_members(group)
         try:
-            lag = client.group_lag(group)
+            lag = client.groups.group_lag(group)
         except GatewayError as e:
             if e.error_code != 40407 or not members["members"]:
                 raise
@@ -188,7 +188,7 @@ def groups_reset_offsets(
         fail("--dry-run and --execute exclude each other: give one (without --execute nothing is committed)")
     topics, partitions = parse_topic_partitions(topic or [])
     with gateway_client(bootstrap_server) as client:
-        result = client.reset_offsets(group, to=to, value=value, topics=topics or None,
+        result = client.groups.reset_offsets(group, to=to, value=value, topics=topics or None,
                                       partitions=partitions or None, dry_run=not execute)
     table = Table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
     for o in result["offsets"]:
@@ -214,7 +214,7 @@ def groups_delete_offsets(group: str, topic: TopicOpt = None, bootstrap_server: 
     deleted: list[dict] = []
     with gateway_client(bootstrap_server) as client:
         for t, parts in by_topic.items():
-            deleted += client.delete_offsets(group, t, parts)
+            deleted += client.groups.delete_offsets(group, t, parts)
     table = Table("GROUP", "TOPIC", "PARTITION", "STATUS")
     for d in sorted(deleted, key=lambda d: (d["topic"], d["partition"])):
         table.add_row(group, d["topic"], str(d["partition"]), "Successful")

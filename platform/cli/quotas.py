@@ -71,7 +71,7 @@ def quotas_alter(user: UserOpt = None, client_id: ClientIdOpt = None,
         fail("give a quota to set (--producer-byte-rate, --consumer-byte-rate, --request-percentage) or "
              "--delete-config NAME")
     with gateway_client(bootstrap_server) as client:
-        values = client.alter_client_quotas(entity, set=sets, remove=delete_config or [])
+        values = client.security.alter_client_quotas(entity, set=sets, remove=delete_config or [])
     shown = ", ".join(f"{k}={_value(v)}" for k, v in sorted(values.items())) or "no quotas"
     console.print(f"Quotas of {_describe_entity({k: (None if v == '<default>' else v) for k, v in entity.items()})}: "
                   f"{shown}", markup=False, highlight=False)
@@ -82,7 +82,7 @@ def quotas_describe(user: UserOpt = None, client_id: ClientIdOpt = None,
                     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """The entities with quotas (those of --user / --client-id when given), one per line."""
     with gateway_client(bootstrap_server) as client:
-        entries = client.describe_client_quotas(user=user, client_id=client_id)
+        entries = client.security.describe_client_quotas(user=user, client_id=client_id)
     for entry in entries:
         values = ", ".join(f"{k}={_value(v)}" for k, v in sorted(entry["values"].items()))
         console.print(f"Quota configs for {_describe_entity(entry['entity'])} are {values}", markup=False,

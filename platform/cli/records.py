@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -11,20 +10,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, client_settings, err_console, fail, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, gateway_client
 
 
-@contextlib.contextmanager
 def producer_client(bootstrap: str, *, enable_idempotence: bool):
     """A :class:`LakelogClient` that produces idempotently or not; a gateway error or an unreachable
-    gateway ends the command with its message (as :func:`~lakelog.cli.common.gateway_client`)."""
-    from lakelog.client import GatewayError, LakelogClient
-
-    try:
-        with LakelogClient(bootstrap, enable_idempotence=enable_idempotence, **client_settings()) as client:
-            yield client
-    except (GatewayError, ConnectionError, ValueError) as e:
-        fail(str(e))
+    gateway ends the command with its message (:func:`~lakelog.cli.common.gateway_client`)."""
+    return gateway_client(bootstrap, enable_idempotence=enable_idempotence)
 
 
 def produce(
@@ -96,7 +88,7 @@ def consume(
     count = 0
     with gateway_client(bootstrap_server) as client:
         try:
-            info = client.describe_topic(topic)
+            info = client.admin.describe_topic(topic)
             parts = [p["partition"] for p in info["partitions"]] if partition is None else [partition]
             positions = {}
             for p in parts:
@@ -149,7 +141,7 @@ def _consume_group(topic: str, group: str, *, from_beginning: bool, follow: bool
     with gateway_client(bootstrap_server) as client:
         consumer = None
         try:
-            consumer = client.create_consumer(group, auto_offset_reset="earliest" if from_beginning else "latest",
+            consumer = client.groups.create_consumer(group, auto_offset_reset="earliest" if from_beginning else "latest",
                                               auto_commit=False)
             consumer.subscribe([topic])
             deadline = time.monotonic() + 10  # without --follow: give up if no partition is assigned by then

@@ -32,7 +32,7 @@ def topics_create(
 def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """List topic names."""
     with gateway_client(bootstrap_server) as client:
-        for name in client.list_topics():
+        for name in client.admin.list_topics():
             console.print(name)
 
 
@@ -42,7 +42,7 @@ def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
     the Delta table), log end offset, high watermark and last stable offset (the first offset of an open
     transaction: read_committed consumers read below it)."""
     with gateway_client(bootstrap_server) as client:
-        info = client.describe_topic(topic)
+        info = client.admin.describe_topic(topic)
     configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
     console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
     table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LakeEndOffset",
@@ -75,11 +75,11 @@ def topics_alter(
         fail("nothing to alter: give --config key=value, --delete-config key or --partitions N")
     with gateway_client(bootstrap_server) as client:
         if configs or deleted:
-            client.alter_topic_configs(topic, set=configs, delete=deleted)
+            client.admin.alter_topic_configs(topic, set=configs, delete=deleted)
             changes = [f"{k}={v}" for k, v in configs.items()] + [f"-{k}" for k in deleted]
             console.print(f"Altered configs of topic {topic}: {', '.join(changes)}.")
         if partitions is not None:
-            data = client.add_partitions(topic, partitions_count=partitions)
+            data = client.admin.add_partitions(topic, partitions_count=partitions)
             console.print(f"Topic {topic} has {data['partitions_count']} partitions now.")
 
 
@@ -87,5 +87,5 @@ def topics_alter(
 def topics_delete(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Delete a topic and its partition logs."""
     with gateway_client(bootstrap_server) as client:
-        client.delete_topic(topic)
+        client.admin.delete_topic(topic)
     console.print(f"Deleted topic {topic}.")

@@ -42,7 +42,7 @@ def transactions_list(
     """Every transactional id of the cluster: coordinator, producer id and epoch, state, the partitions of
     its open transaction and its age in ms (GET /v3/clusters/{c}/transactions)."""
     with gateway_client(bootstrap_server) as client:
-        found = client.list_transactions(states=state)
+        found = client.transactions.list_transactions(states=state)
     table = Table("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "EPOCH", "STATE", "PARTITIONS", "AGE-MS")
     for t in found:
         table.add_row(t["transactional_id"], _coordinator(t), str(t["producer_id"]), str(t["producer_epoch"]),
@@ -55,7 +55,7 @@ def transactions_describe(transactional_id: str, bootstrap_server: BootstrapOpt 
     """One transactional id as its coordinator holds it (GET /v3/clusters/{c}/transactions/{id}), as
     kafka-transactions.sh describe shows it; exit code 1 when the id is unknown."""
     with gateway_client(bootstrap_server) as client:
-        t = client.describe_transaction(transactional_id)
+        t = client.transactions.describe_transaction(transactional_id)
     table = Table("COORDINATOR", "TRANSACTIONAL-ID", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS", "START-TIME-MS",
                   "AGE-MS", "PARTITIONS")
     table.add_row(_coordinator(t), t["transactional_id"], str(t["producer_id"]), str(t["producer_epoch"]), t["state"],

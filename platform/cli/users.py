@@ -37,7 +37,7 @@ def users_add(name: str,
     if not password:
         fail("no password on stdin")
     with gateway_client(bootstrap_server) as client:
-        client.upsert_user(name, password, iterations=iterations)
+        client.security.upsert_user(name, password, iterations=iterations)
     console.print(f"Set the SCRAM-SHA-512 credential of User:{name}")
 
 
@@ -45,7 +45,7 @@ def users_add(name: str,
 def users_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """The users that have a credential, one per line."""
     with gateway_client(bootstrap_server) as client:
-        for name in client.list_users():
+        for name in client.security.list_users():
             console.print(name, markup=False, highlight=False)
 
 
@@ -53,5 +53,5 @@ def users_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
 def users_delete(name: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Remove the user NAME's credential; exit code 1 when there is no such user."""
     with gateway_client(bootstrap_server) as client:
-        client.delete_user(name)
+        client.security.delete_user(name)
     console.print(f"Deleted User:{name}")

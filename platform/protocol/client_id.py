@@ -1,7 +1,7 @@
 """Kafka's ``client.id`` over HTTP: the request header that names the client (client quotas, logs).
 
 A client sends ``X-Lakelog-Client-Id: <client.id>`` with each request
-(:class:`~lakelog.protocol.http_client.LakelogClient` does when given ``client_id``); brokers measure and
+(:class:`~lakelog.client.LakelogClient` does when given ``client_id``); brokers measure and
 enforce client quotas per user, per client id and per (user, client id) (:mod:`lakelog.security.quotas`).
 A request without the header has the empty client id, to which ``lakelog quotas alter --client-id
 '<default>'`` applies.

@@ -48,7 +48,7 @@ from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.protocol.errors import error_from_response
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER
 from lakelog.protocol.producer_headers import ProducerBatch
-from lakelog.protocol.tls import client_ssl_context, describe_tls_failure, uses_tls
+from lakelog.client.tls import client_ssl_context, describe_tls_failure, uses_tls
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError
 
@@ -85,7 +85,7 @@ class LeaderClient:
         auth: ``(inter.broker.username, inter.broker.password)``: every call carries them as HTTP Basic
             credentials (``authentication.methods=basic``). Default: None (no credentials).
         ssl_cafile: ``ssl.cafile``: the other brokers' TLS certificates are verified against it
-            (:func:`lakelog.protocol.tls.client_ssl_context`). Default: None (the system's trusted CAs).
+            (:func:`lakelog.client.tls.client_ssl_context`). Default: None (the system's trusted CAs).
         ssl_certfile, ssl_keyfile: this broker's ``ssl.certfile``/``ssl.keyfile``, presented as its client
             certificate (``ssl.client.auth``; ``authentication.methods=mtls``). Default: None.
 

@@ -27,7 +27,7 @@ import httpx
 
 from lakelog.config import read_properties
 from lakelog.processes import spawn
-from lakelog.protocol.tls import client_ssl_context
+from lakelog.client.tls import client_ssl_context
 from lakelog.runtime.zookeeper_server import free_port
 
 

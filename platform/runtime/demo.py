@@ -141,10 +141,10 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             url = broker.url
             console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
         access = tls.client_kwargs() if tls else {}  # how every client step connects
-        with LakelogClient(url, **(tls.admin_kwargs() if tls else {})) as admin:
-            if TOPIC in admin.list_topics():
-                admin.delete_topic(TOPIC)
-            admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
+        with LakelogClient(url, **(tls.admin_kwargs() if tls else {})) as super_user:
+            if TOPIC in super_user.admin.list_topics():
+                super_user.admin.delete_topic(TOPIC)
+            super_user.admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
         console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions, "
                       f"replication factor {replication_factor}" + (" (as the super user)" if tls else ""))
         if tls:
@@ -251,7 +251,7 @@ def wait_for_pipeline(client: LakelogClient, query, total: int, timeout_s: float
 def _group_lag(client: LakelogClient, total: int) -> dict:
     """The pipeline group's lag; all of ``total`` while the group has committed nothing yet."""
     try:
-        return client.group_lag(GROUP)
+        return client.groups.group_lag(GROUP)
     except GatewayError as e:
         if e.error_code != 40407:  # unknown group: no micro-batch has committed yet
             raise

@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lakelog.client import GatewayError, LakelogClient
+from lakelog.client import ClientSettings, GatewayError
 from lakelog.security.certificates import write_private
 from lakelog.security.secure_setup import SUPER_USER, SecureCluster, prepare_secure_cluster
 
@@ -29,7 +29,8 @@ DENIED_TOPIC = "__consumer_offsets"
 
 
 def demo_acls(*, topic: str, group: str, principal: str = f"User:{DEMO_USER}") -> list[dict[str, str]]:
-    """The ACLs the demo's clients need, in :meth:`LakelogClient.create_acls`'s shape (literal, any host, Allow).
+    """The ACLs the demo's clients need, in the shape of
+    :meth:`~lakelog.client.security.SecurityClient.create_acls` (literal, any host, Allow).
 
     Write on ``topic`` (produce; it also lets an idempotent producer get its producer id, KIP-679), Read
     (fetch, the Spark source) and Describe (offsets, logs, the SQL views' look-ups) on ``topic``, Read on
@@ -66,18 +67,29 @@ class SecureDemo:
         return {"extra_env": self.tls.broker_env(), "ssl_certfile": self.tls.brokers[0].certfile,
                 "ssl_keyfile": self.tls.brokers[0].keyfile, "ssl_cafile": self.tls.cafile}
 
+    def client_settings(self, url: str = "localhost:8082") -> ClientSettings:
+        """The connection settings of the demo user at ``url``: Basic credentials (``sasl.username``,
+        ``sasl.password``) and the CA (``ssl.cafile``)."""
+        return ClientSettings(**{"bootstrap.servers": url, "sasl.username": DEMO_USER, "sasl.password": self.password,
+                                 "ssl.cafile": str(self.tls.cafile)})
+
+    def admin_settings(self, url: str = "localhost:8082") -> ClientSettings:
+        """The connection settings of the super user ``admin`` at ``url``."""
+        return ClientSettings(**{"bootstrap.servers": url, "sasl.username": SUPER_USER,
+                                 "sasl.password": self.tls.admin_password, "ssl.cafile": str(self.tls.cafile)})
+
     def client_kwargs(self) -> dict:
-        """:class:`LakelogClient` keyword arguments of the demo user: Basic credentials and the CA."""
-        return {"auth": (DEMO_USER, self.password), "ssl_cafile": str(self.tls.cafile)}
+        """:class:`LakelogClient` keyword arguments of the demo user (:meth:`client_settings`)."""
+        return self.client_settings().client_kwargs()
 
     def admin_kwargs(self) -> dict:
-        """:class:`LakelogClient` keyword arguments of the super user ``admin``."""
-        return {"auth": (SUPER_USER, self.tls.admin_password), "ssl_cafile": str(self.tls.cafile)}
+        """:class:`LakelogClient` keyword arguments of the super user ``admin`` (:meth:`admin_settings`)."""
+        return self.admin_settings().client_kwargs()
 
     def spark_options(self) -> dict[str, str]:
-        """The Spark source options of the demo user (``lakelog.auth.*``, ``lakelog.ssl.cafile``)."""
-        return {"lakelog.auth.username": DEMO_USER, "lakelog.auth.password": self.password,
-                "lakelog.ssl.cafile": str(self.tls.cafile)}
+        """The Spark source options of the demo user (``lakelog.auth.*``, ``lakelog.ssl.cafile``): the same
+        settings as :meth:`client_settings` (:meth:`ClientSettings.as_spark_options`)."""
+        return self.client_settings().as_spark_options(bootstrap=False)
 
     def grant(self, url: str, *, topic: str, group: str) -> list[dict[str, str]]:
         """As the super user: create (or reset the password of) :data:`DEMO_USER` and store :func:`demo_acls`
@@ -88,9 +100,9 @@ class SecureDemo:
                 password is not ``admin.password``'s).
         """
         acls = demo_acls(topic=topic, group=group)
-        with LakelogClient(url, **self.admin_kwargs()) as admin:
-            admin.upsert_user(DEMO_USER, self.password)
-            admin.create_acls(acls)
+        with self.admin_settings(url).client() as admin:
+            admin.security.upsert_user(DEMO_USER, self.password)
+            admin.security.create_acls(acls)
         return acls
 
     def show_denial(self, url: str) -> str:
@@ -100,7 +112,7 @@ class SecureDemo:
         Raises:
             SystemExit: the fetch was not refused with 403.
         """
-        with LakelogClient(url, **self.client_kwargs()) as client:
+        with self.client_settings(url).client() as client:
             try:
                 client.fetch_arrow(DENIED_TOPIC, 0, 0)
             except GatewayError as e:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
     from pyspark.sql import SparkSession
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ def run_job(kind: JobKind, *, spark: "SparkSession", client: "LakelogClient", zk
         lakelog.replication.errors.CommitterLeaseHeldError: another job held a lease all along.
         lakelog.replication.errors.UnknownTopicError: no such topic.
     """
-    config = TopicConfig.parse({name: entry["value"] for name, entry in client.topic_configs(topic).items()
+    config = TopicConfig.parse({name: entry["value"] for name, entry in client.admin.topic_configs(topic).items()
                                 if entry.get("value") is not None})
     if kind == "optimize" and zorder_by is not None and config.compacts:
         raise ValueError(f"ZORDER BY refused on {topic}: its cleanup.policy={config.cleanup_policy} needs files with "
@@ -384,7 +384,7 @@ def run_from_gateway(kind: JobKind, *, bootstrap_server: str, zookeeper_connect:
     """
     from kazoo.client import KazooClient
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
     from lakelog.spark.session import session
 
     zk = KazooClient(hosts=zookeeper_connect)

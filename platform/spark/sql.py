@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakelog.protocol.http_client import LakelogClient
+    from lakelog.client import LakelogClient
 
 #: Timestamp types as in Kafka's ``TimestampType.id`` (the ``timestampType`` column), and
 #: :class:`~lakelog.protocol.log_info.PartitionLogInfo`, the partition bounds every function here takes:
@@ -260,7 +260,7 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
         ``{topic: temp view name as written in SQL}`` (the temp view is named after the topic).
     """
     names, catalog_names = {}, {}
-    for topic in (client.list_topics() if topics is None else topics):
+    for topic in (client.admin.list_topics() if topics is None else topics):
         if topics is None and topic == "__consumer_offsets":
             continue  # its own view below: the commits in its records, not the records
         partitions = partition_logs_from_gateway(client, topic)

@@ -41,7 +41,7 @@ def test_added_partitions_get_leaders_and_take_records(cluster, topic_name):
             wait_for(lambda: _fully_replicated(url, topic_name, 3), 30, "3 partitions in sync")
         client.produce_binary(topic_name, [(None, b"before")], partition=0)  # follows the leader (421)
 
-        assert client.add_partitions(topic_name, partitions_count=6)["partitions_count"] == 6
+        assert client.admin.add_partitions(topic_name, partitions_count=6)["partitions_count"] == 6
 
     # every broker serves the new partitions, each with a leader and all three replicas in sync
     for url in urls.values():
@@ -86,7 +86,7 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
         for url in urls.values():  # every replica has the records, all in its segment tail
             wait_for(lambda: partition_info(url, topic_name, 0)["high_watermark"] == 5, 30, "HW 5")
 
-        client.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0", "max.message.bytes": "1000"})
+        client.admin.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0", "max.message.bytes": "1000"})
 
     def rows(b: int) -> int:
         try:
@@ -101,4 +101,4 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
                         .status_code == 422 and r, 15, f"broker {i} to refuse 2000 bytes")
         assert resp.json()["error_code"] == 42201
         with LakelogClient(url) as client:
-            assert client.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"
+            assert client.admin.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"

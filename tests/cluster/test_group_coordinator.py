@@ -81,16 +81,16 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
         for p in not_leading[b]:
             assert client.partition_offsets("orders", p, timestamp_ms=0) == {
                 "beginning_offset": 0, "end_offset": 20, "last_stable_offset": 20, "offset_for_timestamp": 0}
-        rows = client.reset_offsets("group-reset", to="timestamp", value=0, topics=["orders"])["offsets"]
+        rows = client.groups.reset_offsets("group-reset", to="timestamp", value=0, topics=["orders"])["offsets"]
         assert [(r["partition"], r["offset"]) for r in rows] == [(0, 0), (1, 0), (2, 0)]
-        rows = client.reset_offsets("group-reset", to="duration", value=0, topics=["orders"])["offsets"]
+        rows = client.groups.reset_offsets("group-reset", to="duration", value=0, topics=["orders"])["offsets"]
         assert [(r["partition"], r["offset"]) for r in rows] == [(0, 20), (1, 20), (2, 20)]  # none that new
 
     # an HTTP consumer instance created on broker 2 resumes at the group's committed offsets
     victim_broker = next(b for b in groups if b != 2)  # a group coordinated elsewhere than broker 2
     group = groups[victim_broker]
     with LakelogClient(urls[2]) as client:
-        consumer = client.create_consumer(group, format="binary", auto_offset_reset="earliest", auto_commit=False)
+        consumer = client.groups.create_consumer(group, format="binary", auto_offset_reset="earliest", auto_commit=False)
         with consumer:
             consumer.subscribe(["orders"])
             seen: dict[int, int] = {}

@@ -85,7 +85,7 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factor
     assert produce(leader, topic_name, 0, [b"c-%d" % j for j in range(10)]).status_code == 200
     wait_until(lambda: log_start(leader, topic_name) >= 40, 20, "the leader's retention past the follower's end")
     with LakelogClient(leader) as api:  # keep what is left from now on (a config change, no restart)
-        api.alter_topic_configs(topic_name, set={"retention.ms": "-1"})
+        api.admin.alter_topic_configs(topic_name, set={"retention.ms": "-1"})
     time.sleep(1.0)
     start = log_start(leader, topic_name)
     assert 40 <= start <= 50

@@ -59,7 +59,7 @@ def test_cluster_up_secure(tmp_path, run, topic_name):
     bootstrap, cafile = exports["LAKELOG_BOOTSTRAP_SERVER"], exports["LAKELOG_SSL_CAFILE"]
     with LakelogClient(bootstrap, ssl_cafile=cafile) as anonymous:  # TLS verified, but no credentials
         with pytest.raises(RemoteError) as e:
-            anonymous.list_topics()
+            anonymous.admin.list_topics()
         assert e.value.http_status == 401
     with LakelogClient(bootstrap, ssl_cafile=cafile, auth=("admin", password)) as admin:
         admin.create_topic(topic_name, partitions=1, replication_factor=2)

@@ -32,7 +32,7 @@ def test_subscribe_read_commit_and_resume(api, topic_name, group):
     api.create_topic(topic_name, partitions=3)
     for p in range(3):
         api.produce_binary(topic_name, [(b"k", f"p{p}-{i}".encode()) for i in range(10)], partition=p)
-    with api.create_consumer(group, name="c1", auto_offset_reset="earliest", auto_commit=False) as c:
+    with api.groups.create_consumer(group, name="c1", auto_offset_reset="earliest", auto_commit=False) as c:
         assert c.base_uri.endswith(f"/consumers/{group}/instances/c1")
         c.subscribe([topic_name])
         assert c.subscription() == [topic_name]
@@ -47,7 +47,7 @@ def test_subscribe_read_commit_and_resume(api, topic_name, group):
         assert sorted((o["partition"], o["offset"]) for o in committed) == [(0, 10), (1, 10), (2, 10)]
     # a restarted member resumes at the committed offsets
     api.produce_binary(topic_name, [(None, b"new")], partition=1)
-    with api.create_consumer(group, name="c2", auto_offset_reset="earliest", auto_commit=False) as c:
+    with api.groups.create_consumer(group, name="c2", auto_offset_reset="earliest", auto_commit=False) as c:
         c.subscribe([topic_name])
         got = drain(c, 1)
         assert [(r["partition"], r["offset"], base64.b64decode(r["value"])) for r in got] == [(1, 10, b"new")]
@@ -57,7 +57,7 @@ def test_subscribe_read_commit_and_resume(api, topic_name, group):
 def test_auto_offset_reset_latest_and_auto_commit_on_close(api, topic_name, group):
     api.create_topic(topic_name, partitions=1)
     api.produce_binary(topic_name, [(None, b"old")] * 5, partition=0)
-    with api.create_consumer(group, auto_offset_reset="latest") as c:  # auto commit on (Kafka's default)
+    with api.groups.create_consumer(group, auto_offset_reset="latest") as c:  # auto commit on (Kafka's default)
         c.subscribe([topic_name])
         wait_for(lambda: c.assignment(), what="assignment")
         assert c.poll(timeout_ms=100) == []
@@ -71,7 +71,7 @@ def test_auto_offset_reset_latest_and_auto_commit_on_close(api, topic_name, grou
 def test_json_format(api, topic_name, group):
     api.create_topic(topic_name, partitions=1)
     api.produce_json(topic_name, [{"key": "a", "value": {"n": 1}}, {"value": [1, 2]}], partition=0)
-    with api.create_consumer(group, format="json", auto_offset_reset="earliest") as c:
+    with api.groups.create_consumer(group, format="json", auto_offset_reset="earliest") as c:
         c.subscribe([topic_name])
         got = drain(c, 2)
         assert [(r["key"], r["value"]) for r in got] == [("a", {"n": 1}), (None, [1, 2])]
@@ -82,7 +82,7 @@ def test_a_large_round_from_several_partitions(api, topic_name, group):
     api.create_topic(topic_name, partitions=2)
     for p in range(2):
         api.produce_binary(topic_name, [(f"k{i}".encode(), f"p{p}-{i}".encode()) for i in range(700)], partition=p)
-    with api.create_consumer(group, auto_offset_reset="earliest", auto_commit=False) as c:
+    with api.groups.create_consumer(group, auto_offset_reset="earliest", auto_commit=False) as c:
         c.assign([(topic_name, 0), (topic_name, 1)])
         got = drain(c, 1400)
     assert len(got) == 1400
@@ -96,7 +96,7 @@ def test_a_large_round_from_several_partitions(api, topic_name, group):
 def test_manual_assignment_and_seek(api, topic_name, group):
     api.create_topic(topic_name, partitions=2)
     api.produce_binary(topic_name, [(None, f"v{i}".encode()) for i in range(10)], partition=1)
-    with api.create_consumer(group, auto_offset_reset="latest", auto_commit=False) as c:
+    with api.groups.create_consumer(group, auto_offset_reset="latest", auto_commit=False) as c:
         c.assign([(topic_name, 1)])
         assert c.assignment() == [(topic_name, 1)]
         assert c.poll(timeout_ms=50) == []  # latest: at the end
@@ -119,7 +119,7 @@ def test_manual_assignment_and_seek(api, topic_name, group):
             c.subscribe([topic_name])
         assert e.value.error_code == 40903
     # a new instance of the group starts at the committed offset
-    with api.create_consumer(group, auto_offset_reset="latest", auto_commit=False) as c:
+    with api.groups.create_consumer(group, auto_offset_reset="latest", auto_commit=False) as c:
         c.assign([(topic_name, 1)])
         assert [r["offset"] for r in drain(c, 5)] == [5, 6, 7, 8, 9]
 
@@ -128,7 +128,7 @@ def test_pattern_subscription_picks_up_a_topic_created_later(api, topic_name, gr
     first, later = f"{topic_name}-a", f"{topic_name}-b"
     api.create_topic(first, partitions=1)
     api.create_topic(f"other-{topic_name}", partitions=1)
-    with api.create_consumer(group, auto_offset_reset="earliest") as c:
+    with api.groups.create_consumer(group, auto_offset_reset="earliest") as c:
         c.subscribe(pattern=f"{topic_name}-.*")
         assert c.subscription() == [first]
         api.create_topic(later, partitions=2)
@@ -189,12 +189,12 @@ def test_idle_instance_expires(api, topic_name, group):
     from tests.consumer_groups.conftest import INSTANCE_TIMEOUT_MS
 
     api.create_topic(topic_name, partitions=1)
-    c = api.create_consumer(group, name="idle")
+    c = api.groups.create_consumer(group, name="idle")
     c.subscribe([topic_name])
-    wait_for(lambda: api.group_members(group)["members"], what="membership")
+    wait_for(lambda: api.groups.group_members(group)["members"], what="membership")
 
     # no request for consumer.instance.timeout.ms: deleted, and it left the group
-    wait_for(lambda: api.group_members(group)["members"] == [], timeout_s=INSTANCE_TIMEOUT_MS / 1000.0 + 5,
+    wait_for(lambda: api.groups.group_members(group)["members"] == [], timeout_s=INSTANCE_TIMEOUT_MS / 1000.0 + 5,
              interval_s=0.2, what="expiry")
     with pytest.raises(GatewayError) as e:
         c.subscription()

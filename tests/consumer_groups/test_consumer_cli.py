@@ -48,7 +48,7 @@ def test_consume_with_group_resumes_and_describe_shows_members(api, gw, topic_na
 
     described = lakelog("groups", "describe", group, *b).stdout.decode()
     assert "Total lag: 0" in described and "State: Empty" in described
-    with api.create_consumer(group, name="console-member") as c:
+    with api.groups.create_consumer(group, name="console-member") as c:
         c.subscribe([topic_name])
         wait_for(lambda: len(c.assignment()) == 2, what="assignment")
         with kept_alive(c):

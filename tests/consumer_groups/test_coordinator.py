@@ -41,8 +41,8 @@ def test_commits_are_records_of_a_compacted_internal_topic_and_survive_a_restart
     group, topic = _group(), "events"
     with LakelogClient(broker.url) as client:
         client.create_topic(topic, partitions=2)
-        assert "__consumer_offsets" not in client.list_topics()  # created on the first commit
-        assert client.committed_offsets(group) == [] and client.list_groups() == []
+        assert "__consumer_offsets" not in client.admin.list_topics()  # created on the first commit
+        assert client.committed_offsets(group) == [] and client.groups.list_groups() == []
         assert client.commit_offsets(group, [{"topic": topic, "partition": 0, "offset": 3, "metadata": "m"},
                                              {"topic": topic, "partition": 1, "offset": 5}],
                                      transaction_app_id=group, transaction_version=1)["committed"]
@@ -72,17 +72,17 @@ def test_commits_are_records_of_a_compacted_internal_topic_and_survive_a_restart
     with LakelogClient(broker.url) as client:
         got = wait_for(lambda: client.committed_offsets(group) or None, what="offsets after the restart")
         assert [(o["partition"], o["offset"], o["metadata"]) for o in got] == [(0, 3, "m"), (1, 5, None)]
-        assert client.list_groups() == [group]
+        assert client.groups.list_groups() == [group]
         # a replay of version 1 still writes nothing; version 2 does
         again = [{"topic": topic, "partition": 0, "offset": 9}]
         assert not client.commit_offsets(group, again, transaction_app_id=group, transaction_version=1)["committed"]
         assert client.commit_offsets(group, again, transaction_app_id=group, transaction_version=2)["committed"]
         assert client.committed_offsets(group)[0]["offset"] == 9
         # delete-offsets: a tombstone; the group keeps partition 1
-        assert client.delete_offsets(group, topic, [0]) == [{"topic": topic, "partition": 0}]
+        assert client.groups.delete_offsets(group, topic, [0]) == [{"topic": topic, "partition": 0}]
         assert [(o["partition"], o["offset"]) for o in client.committed_offsets(group)] == [(1, 5)]
         with pytest.raises(GatewayError) as e:
-            client.delete_offsets(group, topic, [0])
+            client.groups.delete_offsets(group, topic, [0])
         assert e.value.error_code == 40407
         tomb = wait_for(lambda: [r for r in _records(broker.url, group) if r["value"] is None] or None,
                         what="the tombstone")
@@ -99,7 +99,7 @@ def test_reset_offsets_takes_kafkas_options(broker_factory, zk_connect):
         client.commit_offsets(group, [{"topic": topic, "partition": p, "offset": 4} for p in range(3)])
 
         def reset(**kw) -> dict[int, int]:
-            return {o["partition"]: o["offset"] for o in client.reset_offsets(group, **kw)["offsets"]}
+            return {o["partition"]: o["offset"] for o in client.groups.reset_offsets(group, **kw)["offsets"]}
 
         assert reset(to="shift", value=3, dry_run=True) == {0: 7, 1: 7, 2: 7}
         assert {o["offset"] for o in client.committed_offsets(group)} == {4}  # a dry run commits nothing
@@ -111,10 +111,10 @@ def test_reset_offsets_takes_kafkas_options(broker_factory, zk_connect):
         assert reset(to="duration", value=3_600_000) == {0: 0, 1: 0, 2: 0}  # an hour ago: before every record
         assert reset(to="duration", value=0, partitions=[(topic, 1)]) == {1: 10}  # now: after every record
         with pytest.raises(GatewayError) as e:
-            client.reset_offsets(group, to="shift")
+            client.groups.reset_offsets(group, to="shift")
         assert e.value.error_code == 42207
         with pytest.raises(GatewayError) as e:
-            client.reset_offsets(group, to="earliest", partitions=[(topic, 7)])
+            client.groups.reset_offsets(group, to="earliest", partitions=[(topic, 7)])
         assert e.value.error_code == 42207
 
 
@@ -146,7 +146,7 @@ def test_an_old_per_broker_table_is_imported_once_newest_commit_winning(broker_f
         got = wait_for(lambda: client.committed_offsets("spark-q") or None, what="the imported offsets")
         assert [(o["partition"], o["offset"]) for o in got] == [(0, 15), (1, 20)]
         assert [(o["partition"], o["offset"]) for o in client.committed_offsets("tool")] == [(1, 3)]
-        assert sorted(client.list_groups()) == ["spark-q", "tool"]
+        assert sorted(client.groups.list_groups()) == ["spark-q", "tool"]
         # the imported transaction version still makes a replay a no-op
         replay = [{"topic": "old", "partition": 0, "offset": 99}]
         assert not client.commit_offsets("spark-q", replay, transaction_app_id="spark-q",

@@ -18,7 +18,7 @@ def test_first_poll_after_subscribe_returns_the_records_in_one_call(api, topic_n
         api.produce_binary(topic_name, [(None, f"p{p}-{i}".encode()) for i in range(3)], partition=p)
     for n in range(GROUPS):
         group = f"first-poll-{uuid.uuid4().hex[:8]}"
-        with api.create_consumer(group, auto_offset_reset="earliest", auto_commit=False) as c:
+        with api.groups.create_consumer(group, auto_offset_reset="earliest", auto_commit=False) as c:
             c.subscribe([topic_name])
             started = time.monotonic()
             got = c.poll(timeout_ms=TIMEOUT_MS)  # the first call, no retry
@@ -37,7 +37,7 @@ def test_first_poll_after_subscribe_returns_the_records_in_one_call(api, topic_n
 
 def test_first_poll_without_records_waits_for_the_timeout(api, topic_name):
     api.create_topic(topic_name, partitions=1)
-    with api.create_consumer(f"first-poll-{uuid.uuid4().hex[:8]}", auto_offset_reset="earliest") as c:
+    with api.groups.create_consumer(f"first-poll-{uuid.uuid4().hex[:8]}", auto_offset_reset="earliest") as c:
         c.subscribe([topic_name])
         started = time.monotonic()
         assert c.poll(timeout_ms=1500) == []

@@ -25,8 +25,8 @@ def test_commit_get_and_lag(client, topic_name):
     assert client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 6}])["committed"]
     got = client.committed_offsets(group)
     assert [(o["topic"], o["partition"], o["offset"]) for o in got] == [(topic_name, 0, 6)]
-    assert group in client.list_groups()
-    lag = client.group_lag(group)
+    assert group in client.groups.list_groups()
+    lag = client.groups.group_lag(group)
     by_partition = {p["partition"]: p for p in lag["partitions"]}
     assert by_partition[0]["lag"] == 4 and by_partition[0]["high_watermark"] == 10
     assert by_partition[1]["committed_offset"] is None and by_partition[1]["lag"] == 4
@@ -62,8 +62,8 @@ def test_a_deleted_topic_takes_its_committed_offsets_and_a_new_one_starts_over(c
                                  transaction_app_id=app, transaction_version=100)["committed"]
     client.commit_offsets(keeps, [{"topic": topic_name, "partition": 0, "offset": 3},
                                   {"topic": other, "partition": 0, "offset": 4}])
-    client.delete_topic(topic_name)
-    assert client.committed_offsets(group) == [] and group not in client.list_groups()
+    client.admin.delete_topic(topic_name)
+    assert client.committed_offsets(group) == [] and group not in client.groups.list_groups()
     assert [(c["topic"], c["offset"]) for c in client.committed_offsets(keeps)] == [(other, 4)]
     client.create_topic(topic_name, partitions=2)
     assert client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 2}],
@@ -94,7 +94,7 @@ def test_reset_offsets(client, topic_name, zk_client, broker):
     client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 2}])
 
     def reset(**kw) -> int:
-        return client.reset_offsets(group, **kw)["offsets"][0]["offset"]
+        return client.groups.reset_offsets(group, **kw)["offsets"][0]["offset"]
 
     assert reset(to="latest") == 8
     assert reset(to="earliest") == 0
@@ -117,7 +117,7 @@ def test_reset_offsets(client, topic_name, zk_client, broker):
     # a group with an active member cannot be reset
     zk_client.create(f"{CONSUMERS_PATH}/{group}/members/m-1", ephemeral=True, makepath=True)
     with pytest.raises(GatewayError) as e:
-        client.reset_offsets(group, to="earliest")
+        client.groups.reset_offsets(group, to="earliest")
     assert e.value.error_code == 40905 and "m-1" in str(e.value)
 
     # the CLI shows the lag

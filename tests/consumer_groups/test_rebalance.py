@@ -105,7 +105,7 @@ def test_members_split_rebalance_on_delete_and_expiry(api, gw, topic_name, group
     api.create_topic(topic_name, partitions=PARTITIONS)
     for p in range(PARTITIONS):
         api.produce_binary(topic_name, [(None, b"before")] * 50, partition=p)
-    consumers = [api.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False)
+    consumers = [api.groups.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False)
                  for i in range(3)]
     log: list = []
     workers = [Worker(c, log) for c in consumers]
@@ -117,7 +117,7 @@ def test_members_split_rebalance_on_delete_and_expiry(api, gw, topic_name, group
     try:
         # 3 members, 6 partitions: 2 each
         wait_for(lambda: owned_counts(consumers) == {"m0": 2, "m1": 2, "m2": 2}, what="3 x 2 partitions")
-        described = api.group_members(group)
+        described = api.groups.group_members(group)
         assert described["state"] == "Stable" and described["assignor"] == "range"
         assert [len(m["assignment"]) for m in described["members"]] == [2, 2, 2]
         time.sleep(0.3)
@@ -151,7 +151,7 @@ def test_two_groups_each_get_every_record(api, gw, topic_name, group):
     consumers, workers = [], []
     for g, log in logs.items():
         for i in range(2):
-            c = api.create_consumer(g, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False,
+            c = api.groups.create_consumer(g, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False,
                                     assignor="roundrobin" if g.endswith("a") else "sticky")
             c.subscribe([topic_name])
             consumers.append(c)
@@ -180,7 +180,7 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(api, gw, topic_name
     """Kafka's consumers rebalance when their metadata shows a topic grew; so do lakelog's groups, and the
     new partitions' records are consumed."""
     api.create_topic(topic_name, partitions=1)
-    consumers = [api.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False)
+    consumers = [api.groups.create_consumer(group, name=f"m{i}", auto_offset_reset="earliest", auto_commit=False)
                  for i in range(2)]
     for c in consumers:
         c.subscribe([topic_name])
@@ -191,7 +191,7 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(api, gw, topic_name
         return {tuple(tp) for c in consumers for tp in c.assignment()}
 
     wait_for(lambda: assigned() == {(topic_name, 0)}, 20, "the first assignment")
-    api.add_partitions(topic_name, partitions_count=3)
+    api.admin.add_partitions(topic_name, partitions_count=3)
     wait_for(lambda: assigned() == {(topic_name, p) for p in range(3)}, 20, "the new partitions assigned")
     api.produce_binary(topic_name, [(None, b"new")], partition=2)
     seen: list[dict] = []

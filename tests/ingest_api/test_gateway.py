@@ -488,7 +488,7 @@ def test_v3_topic_create_list_get_delete_and_recreate(api, http):
     resp = post(http, f"/topics/{name}/partitions/0", {"records": [{"value": b64(b"new")}]}, BINARY)
     assert resp.json()["offsets"][0]["offset"] == 0
     assert [unb64(r["value"]) for r in fetch_all(http, name, 0)] == [b"new"]
-    api.delete_topic(other)
+    api.admin.delete_topic(other)
 
 
 def test_v3_single_record_produce(api, http, topic):
@@ -620,7 +620,7 @@ def _refs(node):
 
 def test_client_reports_gateway_errors(api):
     with pytest.raises(GatewayError) as e:
-        api.describe_topic(f"missing-{uuid.uuid4().hex[:6]}")
+        api.admin.describe_topic(f"missing-{uuid.uuid4().hex[:6]}")
     assert e.value.error_code == 40401 and e.value.http_status == 404
 
 

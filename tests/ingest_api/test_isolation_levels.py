@@ -50,7 +50,7 @@ def _values(page) -> list[bytes]:
 def test_an_open_transaction_holds_the_lso_and_fetch_reads_by_isolation_level(served, client):
     _layout(served, client, "iso")
     assert client.partition_offsets("iso", 0) == {"beginning_offset": 0, "end_offset": 8, "last_stable_offset": 2}
-    assert client.describe_topic("iso")["partitions"][0]["last_stable_offset"] == 2
+    assert client.admin.describe_topic("iso")["partitions"][0]["last_stable_offset"] == 2
 
     committed = client.fetch_page("iso", 0, 0, isolation_level="read_committed")
     assert (_values(committed), committed.next_offset) == ([b"p0", b"p1"], 2)
@@ -77,7 +77,7 @@ def test_consumer_instances_read_by_isolation_level_and_commit_past_the_markers(
     polled: dict[str, list[bytes]] = {"read_committed": [], "read_uncommitted": []}
     consumers = {}
     for level in polled:
-        consumers[level] = c = client.create_consumer(f"g-{level}", auto_offset_reset="earliest", auto_commit=False,
+        consumers[level] = c = client.groups.create_consumer(f"g-{level}", auto_offset_reset="earliest", auto_commit=False,
                                                       isolation_level=level)
         c.assign([("iso-c", 0)])
 
@@ -93,7 +93,7 @@ def test_consumer_instances_read_by_isolation_level_and_commit_past_the_markers(
         poll(level)
         consumer.commit()  # every record fetched: the position
         assert consumer.committed([("iso-c", 0)])[0]["offset"] == 9, level
-        assert client.group_lag(f"g-{level}")["total_lag"] == 0, level
+        assert client.groups.group_lag(f"g-{level}")["total_lag"] == 0, level
         consumer.close()
     assert polled["read_committed"] == [b"p0", b"p1", b"o0", b"o1", b"c0"]
     assert polled["read_uncommitted"] == [b"p0", b"p1", b"o0", b"o1", b"x0", b"c0"]

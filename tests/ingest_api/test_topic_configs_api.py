@@ -67,13 +67,13 @@ def test_alter_sets_and_deletes_and_describe_shows_it(http, api, topic):
                                      {"name": "cleanup.policy", "value": "delete,compact", "operation": "SET"},
                                      {"name": "retention.ms", "operation": "DELETE"}])
     assert resp.status_code == 204 and resp.content == b""
-    configs = api.topic_configs(topic)
+    configs = api.admin.topic_configs(topic)
     assert configs["max.message.bytes"]["value"] == "2000"
     assert configs["max.message.bytes"]["source"] == "DYNAMIC_TOPIC_CONFIG"
     assert configs["cleanup.policy"]["value"] == "compact,delete"
     assert configs["retention.ms"]["value"] == "604800000" and configs["retention.ms"]["is_default"]
     # v2 describe and v3 topic show the change too
-    assert api.describe_topic(topic)["configs"]["max.message.bytes"] == "2000"
+    assert api.admin.describe_topic(topic)["configs"]["max.message.bytes"] == "2000"
     v3 = http.get(f"/v3/clusters/{api.cluster_id}/topics/{topic}").json()
     assert {c["name"]: c["value"] for c in v3["configs_list"]} == {"cleanup.policy": "compact,delete",
                                                                    "max.message.bytes": "2000"}
@@ -86,16 +86,16 @@ def test_alter_sets_and_deletes_and_describe_shows_it(http, api, topic):
     ({"name": "segment.ms", "value": "5"}, "segment.ms"),  # the same key twice in one request
 ])
 def test_a_bad_key_is_refused_naming_it_and_nothing_is_written(http, api, topic, bad, named):
-    before = api.topic_configs(topic)
+    before = api.admin.topic_configs(topic)
     resp = _alter(http, api, topic, [{"name": "segment.ms", "value": "1000"}, bad])
     assert resp.status_code == 400, resp.text
     assert resp.json()["error_code"] == 40003 and f"'{named}'" in resp.json()["message"]
-    assert api.topic_configs(topic) == before  # the valid change in the same request was not made
+    assert api.admin.topic_configs(topic) == before  # the valid change in the same request was not made
 
 
 def test_validate_only_and_malformed_bodies(http, api, topic):
     assert _alter(http, api, topic, [{"name": "retention.ms", "value": "5"}], validate_only=True).status_code == 204
-    assert api.topic_configs(topic)["retention.ms"]["value"] == "3600000"
+    assert api.admin.topic_configs(topic)["retention.ms"]["value"] == "3600000"
     resp = _alter(http, api, topic, [{"name": "retention.ms", "value": "5", "operation": "APPEND"}])
     assert resp.status_code == 422
 
@@ -150,24 +150,24 @@ def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_fact
         client.create_topic(topic_name, configs={"retention.ms": "1000"})
         v3 = http.get(f"/v3/clusters/{client.cluster_id}/topics/{topic_name}").json()
         assert v3["configs_list"] == [{"name": "retention.ms", "value": "1000"}]  # nothing of the broker's
-        assert client.topic_configs(topic_name)["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert client.admin.topic_configs(topic_name)["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
 
-        client.alter_topic_configs(topic_name, delete=["retention.ms"])
-        retention = client.topic_configs(topic_name)["retention.ms"]
+        client.admin.alter_topic_configs(topic_name, delete=["retention.ms"])
+        retention = client.admin.topic_configs(topic_name)["retention.ms"]
         assert (retention["value"], retention["is_default"], retention["source"]) == (
             "3600000", False, "STATIC_BROKER_CONFIG")
         assert retention["synonyms"] == [
             {"name": "log.retention.ms", "value": "3600000", "source": "STATIC_BROKER_CONFIG"},
             {"name": "retention.ms", "value": "604800000", "source": "DEFAULT_CONFIG"}]
-        assert client.describe_topic(topic_name)["configs"]["retention.ms"] == "3600000"  # not 7 days
+        assert client.admin.describe_topic(topic_name)["configs"]["retention.ms"] == "3600000"  # not 7 days
 
-        size = client.topic_configs(topic_name)["max.message.bytes"]
+        size = client.admin.topic_configs(topic_name)["max.message.bytes"]
         assert (size["value"], size["is_default"], size["source"]) == ("1500", False, "STATIC_BROKER_CONFIG")
         produce = f"/topics/{topic_name}/partitions/0"
         headers = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
         resp = http.post(produce, headers=headers, json=big)
         assert resp.status_code == 422 and resp.json()["error_code"] == 42201, resp.text  # message.max.bytes
-        client.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
+        client.admin.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
         assert http.post(produce, headers=headers, json=big).status_code == 200
-        client.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
+        client.admin.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
         assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42201

@@ -37,17 +37,17 @@ def test_create_list_delete_in_confluents_shapes(broker, client):
                                  "permission": "ALLOW"}
     assert len(listed["data"]) == 3
     # MATCH: what applies to a name (the literal name and the prefixes)
-    assert [a["principal"] for a in client.list_acls(resource_type="TOPIC", resource_name="team-a",
+    assert [a["principal"] for a in client.security.list_acls(resource_type="TOPIC", resource_name="team-a",
                                                      pattern_type="MATCH")] == ["User:bob"]
-    assert client.list_acls(principal="User:alice") == [read]
-    assert client.list_acls(resource_type="GROUP") == []
+    assert client.security.list_acls(principal="User:alice") == [read]
+    assert client.security.list_acls(resource_type="GROUP") == []
 
-    removed = client.delete_acls(resource_type="TOPIC", principal="User:bob")
+    removed = client.security.delete_acls(resource_type="TOPIC", principal="User:bob")
     assert [(a["resource_name"], a["pattern_type"]) for a in removed] == [("team-", "PREFIXED")]
-    assert {a["principal"] for a in client.list_acls()} == {"User:alice", "User:broker"}
+    assert {a["principal"] for a in client.security.list_acls()} == {"User:alice", "User:broker"}
     r = httpx.delete(base)  # resource_type is required (ANY for all)
     assert (r.status_code, r.json()["error_code"]) == (400, 40001) and "resource_type" in r.text
-    assert len(client.delete_acls(resource_type="ANY")) == 2 and client.list_acls() == []
+    assert len(client.security.delete_acls(resource_type="ANY")) == 2 and client.security.list_acls() == []
 
 
 def test_invalid_acls_are_refused_and_nothing_is_stored(broker, client):
@@ -57,7 +57,7 @@ def test_invalid_acls_are_refused_and_nothing_is_stored(broker, client):
     r = httpx.post(f"{base}:batch", json={"data": [good, bad]})
     assert r.status_code == 400 and r.json()["error_code"] == 40021
     assert "Operation Write does not apply to a Group" in r.json()["message"]
-    assert client.list_acls() == []  # all or none
+    assert client.security.list_acls() == []  # all or none
     r = httpx.post(base, json={**good, "principal": "alice"})
     assert (r.status_code, r.json()["error_code"]) == (400, 40021) and "use Type:name" in r.json()["message"]
     r = httpx.get(base, params={"operation": "FLY"})
@@ -65,7 +65,7 @@ def test_invalid_acls_are_refused_and_nothing_is_stored(broker, client):
     r = httpx.get(f"{broker.url}/v3/clusters/not-this-one/acls")
     assert (r.status_code, r.json()["error_code"]) == (404, 40404)
     with pytest.raises(RemoteError) as e:
-        client.create_acls([bad])
+        client.security.create_acls([bad])
     assert e.value.error_code == 40021
 
 
@@ -76,7 +76,7 @@ def test_cli_adds_lists_and_removes_like_kafka_acls(broker, client):
     assert "Added 4 ACLs" in out
     lakelog("acls", "add", "--deny-principal", "User:mallory", "--deny-host", "10.0.0.9", "--operation", "Read",
             "--topic", "ord", "--resource-pattern-type", "prefixed", *b)
-    assert len(client.list_acls()) == 5
+    assert len(client.security.list_acls()) == 5
     listed = lakelog("acls", "list", "--topic", "orders", "--resource-pattern-type", "match", *b).stdout.decode()
     assert "User:mallory" in listed and "10.0.0.9" in listed and listed.count("User:alice") == 2
 
@@ -84,9 +84,9 @@ def test_cli_adds_lists_and_removes_like_kafka_acls(broker, client):
     assert "Removed 0 ACLs" in out  # as kafka-acls.sh: --operation defaults to All, and bob has no All ACL
     out = lakelog("acls", "remove", "--allow-principal", "User:bob", "--operation", "Read", "--operation", "Describe",
                   "--topic", "orders", "--force", *b).stdout.decode()
-    assert "Removed 2 ACLs" in out and {a["principal"] for a in client.list_acls()} == {"User:alice", "User:mallory"}
+    assert "Removed 2 ACLs" in out and {a["principal"] for a in client.security.list_acls()} == {"User:alice", "User:mallory"}
     out = lakelog("acls", "remove", "--topic", "orders", "--force", *b).stdout.decode()  # all of the resource's
-    assert "Removed 2 ACLs" in out and [a["principal"] for a in client.list_acls()] == ["User:mallory"]
+    assert "Removed 2 ACLs" in out and [a["principal"] for a in client.security.list_acls()] == ["User:mallory"]
 
     wrong = lakelog("acls", "add", "--allow-principal", "User:a", "--operation", "Write", "--group", "g", *b,
                     check=False)
@@ -100,13 +100,13 @@ def test_users_routes_and_cli(broker, client):
     out = subprocess.run([sys.executable, "-m", "lakelog.cli", "users", "add", "alice", "--password-stdin", *b],
                          input=b"s3cret\n", capture_output=True, timeout=60, check=True).stdout.decode()
     assert "Set the SCRAM-SHA-512 credential of User:alice" in out
-    client.upsert_user("bob", "pw", iterations=8192)
-    assert client.list_users() == ["alice", "bob"]
+    client.security.upsert_user("bob", "pw", iterations=8192)
+    assert client.security.list_users() == ["alice", "bob"]
     assert lakelog("users", "list", *b).stdout.decode().split() == ["alice", "bob"]
     r = httpx.put(f"{broker.url}/lakelog/v1/users/carol", json={"password": "pw", "iterations": 10})
     assert (r.status_code, r.json()["error_code"]) == (422, 42222) and "iterations" in r.text  # a body field
     lakelog("users", "delete", "alice", *b)
-    assert client.list_users() == ["bob"]
+    assert client.security.list_users() == ["bob"]
     gone = lakelog("users", "delete", "alice", *b, check=False)
     assert gone.returncode == 1 and "No user 'alice'" in gone.stderr.decode()
     no_stdin = lakelog("users", "add", "dave", *b, check=False)

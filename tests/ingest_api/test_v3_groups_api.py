@@ -112,7 +112,7 @@ def test_a_group_with_members(http, gw, api, topic, group):
     members but no committed offsets has no lag summary (null link, 404 / 40407)."""
     cluster = _cluster(gw, api)
     url = f"{cluster}/consumer-groups/{group}"
-    with api.create_consumer(group, name="m-1", assignor="range") as c:
+    with api.groups.create_consumer(group, name="m-1", assignor="range") as c:
         c.subscribe([topic])
         wait_for(lambda: len(c.assignment()) == 2, timeout_s=30, what="the member's assignment")
         wait_for(lambda: http.get(url).json().get("state") == "STABLE", timeout_s=30, what="a stable group")

@@ -263,11 +263,11 @@ def test_a_running_broker_applies_a_config_change_to_its_open_logs(broker, topic
         client.produce_binary(topic_name, [(b"k", b"v%d" % i) for i in range(5)], partition=0)
         before = _partition(broker.url, topic_name)
         assert before["log_end_offset"] == 5 and before["lake_end_offset"] == 0
-        client.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0"})
+        client.admin.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0"})
         wait_for(lambda: _partition(broker.url, topic_name)["lake_end_offset"] == 5, what="the tail in Delta")
         client.produce_binary(topic_name, [(b"k", b"after")], partition=0)  # a Delta commit per append now
         assert _partition(broker.url, topic_name)["lake_end_offset"] == 6
-        assert client.topic_configs(topic_name)["lake.commit.interval.ms"]["value"] == "0"
+        assert client.admin.topic_configs(topic_name)["lake.commit.interval.ms"]["value"] == "0"
 
 
 def test_delete_tree_removes_a_subtree_in_batches(zk_client, monkeypatch):

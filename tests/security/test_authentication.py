@@ -71,7 +71,7 @@ def test_a_basic_cluster_replicates_and_refuses_requests_without_credentials(bro
     assert httpx.get(f"{url}/health").status_code == 200  # probes need no credentials
 
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the inter-broker user exists
-        admin.upsert_user("alice", "alice-pw")
+        admin.security.upsert_user("alice", "alice-pw")
     for b in brokers:  # the new credential reaches each broker's followed copy within ZooKeeper's watch latency
         deadline = time.monotonic() + 10
         while httpx.get(f"{b.url}/topics", auth=("alice", "alice-pw")).status_code == 401:
@@ -98,7 +98,7 @@ def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
     brokers = [broker_factory(i, extra_env={**SECURE, "LAKELOG_AUTHORIZER_ENABLED": "true"}) for i in range(2)]
     url = brokers[0].url
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
-        admin.upsert_user("alice", "alice-pw")
+        admin.security.upsert_user("alice", "alice-pw")
         admin.create_topic(topic_name, partitions=1, replication_factor=2)
         admin.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"a", b"b"])}))  # replicated: brokers may
         assert admin.topic_logs(topic_name)[0]["high_watermark"] == 2
@@ -111,19 +111,19 @@ def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
         assert "User:alice is not authorized to ClusterAction on Cluster 'kafka-cluster'" in r.json()["message"]
     assert httpx.get(internal[0], auth=("broker", BROKER_PASSWORD)).status_code == 200
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
-        admin.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster", "principal": "User:alice",
+        admin.security.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster", "principal": "User:alice",
                             "operation": "CLUSTER_ACTION"}])
     # nor grant herself anything: ACLs and users need Describe / Alter on the cluster
     with LakelogClient(url, auth=("alice", "alice-pw")) as alice:
-        for call in (alice.list_acls, alice.list_users, lambda: alice.upsert_user("mallory", "pw"),
-                     lambda: alice.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster",
+        for call in (alice.security.list_acls, alice.security.list_users, lambda: alice.security.upsert_user("mallory", "pw"),
+                     lambda: alice.security.create_acls([{"resource_type": "CLUSTER", "resource_name": "kafka-cluster",
                                                  "principal": "User:alice", "operation": "ALL"}])):
             with pytest.raises(RemoteError) as e:
                 call()
             assert e.value.error_code == 40301
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the brokers' own user is not changed here
         with pytest.raises(RemoteError) as e:
-            admin.upsert_user("broker", "taken-over")
+            admin.security.upsert_user("broker", "taken-over")
         assert e.value.error_code == 40022 and "inter.broker.password" in str(e.value)
     deadline = time.monotonic() + 10
     while httpx.get(internal[0], auth=("alice", "alice-pw")).status_code != 200:  # the ACL reaches the cache

@@ -23,7 +23,7 @@ def test_command_config_credentials_reach_every_command(broker_factory, tmp_path
     broker = broker_factory(extra_env=SECURE)
     b = ["--bootstrap-server", broker.url]
     with LakelogClient(broker.url, auth=("broker", BROKER_PASSWORD)) as admin:
-        admin.upsert_user("alice", "alice-pw")
+        admin.security.upsert_user("alice", "alice-pw")
     props = tmp_path / "alice.properties"
     props.write_text("# Kafka-style client settings\nsasl.username=alice\nsasl.password=alice-pw\n")
     cc = ["--command-config", str(props)]

@@ -321,7 +321,7 @@ def test_a_broker_with_oauthbearer_takes_tokens_and_refuses_requests_without(bro
     assert r.status_code == 401 and 'error="invalid_token"' in r.headers["WWW-Authenticate"]
     assert "the token has expired" in r.json()["message"]
     with LakelogClient(broker.url, auth=token) as etl:  # a str is a token too
-        assert topic_name in etl.list_topics()
+        assert topic_name in etl.admin.list_topics()
     # the CLI: LAKELOG_TOKEN, or sasl.oauthbearer.token in a --command-config file
     assert topic_name in lakelog_cli("topics", "list", "-b", broker.url, env={"LAKELOG_TOKEN": token}).stdout.decode()
     props = tmp_path / "client.properties"
@@ -344,7 +344,7 @@ def test_oauthbearer_brokers_replicate_with_the_inter_broker_user(broker_factory
         for p in range(2):  # acks=all: each answer waits for the follower's replica fetch (Basic, as the brokers)
             etl.produce_arrow(topic_name, p, pa.table({"value": pa.array([b"v%d" % i for i in range(5)])}))
         assert all(log["high_watermark"] == 5 for log in etl.topic_logs(topic_name))
-        etl.upsert_user("alice", "alice-pw")
+        etl.security.upsert_user("alice", "alice-pw")
     r = httpx.get(f"{brokers[1].url}/topics", auth=("alice", "alice-pw"))  # Basic is for the brokers only
     assert r.status_code == 401 and r.headers["WWW-Authenticate"] == 'Bearer realm="lakelog"'
     assert httpx.get(f"{brokers[1].url}/topics", auth=("broker", "inter-broker-s3cret")).status_code == 200

@@ -48,17 +48,17 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     broker = broker_factory(extra_env=SETTINGS)
     url = broker.url
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:
-        admin.upsert_user(*ALICE)
+        admin.security.upsert_user(*ALICE)
         admin.create_topic(topic_name, partitions=1)
-        assert admin.alter_client_quotas({"user": "alice"}, set={PRODUCE: 100_000, FETCH: 100_000}) == {
+        assert admin.security.alter_client_quotas({"user": "alice"}, set={PRODUCE: 100_000, FETCH: 100_000}) == {
             PRODUCE: 100_000, FETCH: 100_000}
         # a stricter quota for alice's client id "raw" (more specific than her user quota)
-        admin.alter_client_quotas({"user": "alice", "client-id": "raw"}, set={PRODUCE: 1000, FETCH: 1000})
-        admin.alter_client_quotas({"user": "<default>"}, set={FETCH: 1})  # never applies to the brokers' user
+        admin.security.alter_client_quotas({"user": "alice", "client-id": "raw"}, set={PRODUCE: 1000, FETCH: 1000})
+        admin.security.alter_client_quotas({"user": "<default>"}, set={FETCH: 1})  # never applies to the brokers' user
         # 5 % of a second: 50 ms of request time per second
-        admin.alter_client_quotas({"user": "alice", "client-id": "slow"}, set={REQUEST: 5})
-        admin.alter_client_quotas({"user": "alice", "client-id": "reader"}, set={FETCH: 100_000})
-        assert [e["entity"] for e in admin.describe_client_quotas(user="alice")] == [
+        admin.security.alter_client_quotas({"user": "alice", "client-id": "slow"}, set={REQUEST: 5})
+        admin.security.alter_client_quotas({"user": "alice", "client-id": "reader"}, set={FETCH: 100_000})
+        assert [e["entity"] for e in admin.security.describe_client_quotas(user="alice")] == [
             {"user": "alice"}, {"user": "alice", "client-id": "raw"}, {"user": "alice", "client-id": "reader"},
             {"user": "alice", "client-id": "slow"}]
     time.sleep(0.5)  # the broker follows the quotas (TreeCache)
@@ -67,7 +67,7 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     values = [b"%06d" % i * 40 for i in range(300)]
     started = time.monotonic()
     with LakelogClient(url, auth=ALICE, client_id="etl") as alice:
-        alice.list_topics()  # the password check (PBKDF2) before the clock matters
+        alice.admin.list_topics()  # the password check (PBKDF2) before the clock matters
         started = time.monotonic()
         for i in range(0, len(values), 10):
             alice.produce_binary(topic_name, [(None, v) for v in values[i:i + 10]], partition=0)
@@ -111,7 +111,7 @@ def test_quotas_throttle_produce_and_fetch_without_loss(broker_factory, topic_na
     # a consumer instance's polls are fetches too: throttled, retried by HttpConsumer, nothing lost
     fetched_throttles = _throttled(url, FETCH)
     with LakelogClient(url, auth=ALICE, client_id="reader") as alice:
-        with alice.create_consumer("readers", auto_commit=False) as consumer:
+        with alice.groups.create_consumer("readers", auto_commit=False) as consumer:
             consumer.assign([(topic_name, 0)])
             consumer.seek(topic_name, 0, 0)
             got = []
@@ -151,9 +151,9 @@ def test_replication_is_never_throttled(broker_factory, topic_name):
                                             "LAKELOG_QUOTA_WINDOW_SIZE_SECONDS": "0.5"}) for i in range(2)]
     with LakelogClient(",".join(b.url for b in brokers), client_id="producer") as admin:
         admin.create_topic(topic_name, partitions=1, replication_factor=2)
-        leader = admin.describe_topic(topic_name)["partitions"][0]["leader"]
-        admin.alter_client_quotas({"client-id": "producer"}, set={REQUEST: 1_000_000})  # this client's own first
-        admin.alter_client_quotas({"client-id": "<default>"}, set={REQUEST: 1, FETCH: 1})
+        leader = admin.admin.describe_topic(topic_name)["partitions"][0]["leader"]
+        admin.security.alter_client_quotas({"client-id": "producer"}, set={REQUEST: 1_000_000})  # this client's own first
+        admin.security.alter_client_quotas({"client-id": "<default>"}, set={REQUEST: 1, FETCH: 1})
     time.sleep(0.5)
     with LakelogClient(brokers[leader].url, client_id="producer") as client:  # the leader: nothing forwarded
         started = time.monotonic()

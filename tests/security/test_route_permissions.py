@@ -139,10 +139,10 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
     topic, new_topic, group, txn, instance = f"t-{run}", f"t-{run}-new", f"g-{run}", f"x-{run}", f"i-{run}"
     with LakelogClient(url, auth=BROKER) as admin:
         cluster_id = admin.cluster_id
-        admin.upsert_user("alice", ALICE[1])
-        admin.upsert_user("nobody", NOBODY[1])
+        admin.security.upsert_user("alice", ALICE[1])
+        admin.security.upsert_user("nobody", NOBODY[1])
         admin.create_topic(topic, partitions=1, replication_factor=1)
-        admin.create_acls([_acl("TOPIC", topic, op) for op in ("READ", "WRITE", "DELETE", "ALTER", "DESCRIBE_CONFIGS",
+        admin.security.create_acls([_acl("TOPIC", topic, op) for op in ("READ", "WRITE", "DELETE", "ALTER", "DESCRIBE_CONFIGS",
                                                                "ALTER_CONFIGS")]
                           + [_acl("TOPIC", new_topic, "CREATE"), _acl("GROUP", group, "READ"),
                              _acl("GROUP", group, "DELETE"), _acl("TRANSACTIONAL_ID", txn, "WRITE"),
@@ -305,11 +305,11 @@ def test_consumer_instances_belong_to_their_creator_and_read_only_readable_topic
     readable, secret, group = f"r-{run}", f"r-{run}-secret", f"g-{run}"
     with LakelogClient(url, auth=BROKER) as admin:
         for user in ("alice", "bob"):
-            admin.upsert_user(user, f"{user}-pw")
+            admin.security.upsert_user(user, f"{user}-pw")
         for t in (readable, secret):
             admin.create_topic(t, partitions=1, replication_factor=1)
             admin.produce_arrow(t, 0, __import__("pyarrow").table({"value": [t.encode()]}))
-        admin.create_acls([_acl("TOPIC", readable, "READ", principal=f"User:{u}") for u in ("alice", "bob")]
+        admin.security.create_acls([_acl("TOPIC", readable, "READ", principal=f"User:{u}") for u in ("alice", "bob")]
                           + [_acl("GROUP", group, "READ", principal=f"User:{u}") for u in ("alice", "bob")])
     alice, bob = ("alice", "alice-pw"), ("bob", "bob-pw")
     base = f"{url}/consumers/{group}"

@@ -9,7 +9,7 @@ import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.protocol.errors import RemoteError
-from lakelog.protocol.tls import client_ssl_context
+from lakelog.client.tls import client_ssl_context
 from lakelog.replication.metadata import ClusterMetadata
 from lakelog.security.authentication import MTLS_CHALLENGE
 from lakelog.security.certificates import CertificateAuthority, TlsFiles
@@ -57,10 +57,10 @@ def test_a_tls_broker_is_verified_by_its_clients(broker_factory, ca, topic_name)
     for kwargs in ({}, {"ssl_cafile": str(other_ca.cafile)}):
         with LakelogClient(broker.url, **kwargs) as client:
             with pytest.raises(ConnectionError, match="TLS certificate of .* was not verified .*ssl.cafile"):
-                client.list_topics()
+                client.admin.list_topics()
     with LakelogClient(f"http://127.0.0.1:{port}") as client:  # plain HTTP to the TLS port
         with pytest.raises(ConnectionError, match="TLS port, use https://"):
-            client.list_topics()
+            client.admin.list_topics()
 
 
 # a lag time that a loaded machine does not exceed: no follower leaves the ISR before the leader's kill
@@ -78,7 +78,7 @@ def test_three_tls_brokers_replicate_and_fail_over(broker_factory, ca, zk_client
     brokers = {i: broker_factory(i, extra_env=env, **broker_files(ca, i, unit="brokers")) for i in range(3)}
     with LakelogClient(brokers[0].url, ssl_cafile=str(ca.cafile)) as no_cert:  # the handshake needs one
         with pytest.raises(ConnectionError, match="requires a client certificate .*ssl.certfile"):
-            no_cert.list_topics()
+            no_cert.admin.list_topics()
     admin = ca.issue("admin", common_name="admin")
     meta = ClusterMetadata(zk_client)
     assert {b.url for b in meta.brokers().values()} == {b.url for b in brokers.values()}  # https:// registered
@@ -113,17 +113,17 @@ def test_mtls_principal_is_the_certificate_subject(broker_factory, ca, topic_nam
     bob = ca.issue("bob", common_name="bob", organizational_unit="eng")
     with LakelogClient(broker.url, ssl_cafile=str(ca.cafile)) as anonymous:
         with pytest.raises(RemoteError) as e:
-            anonymous.list_topics()
+            anonymous.admin.list_topics()
         assert e.value.http_status == 401 and e.value.error_code == 40101 and "no client certificate" in str(e.value)
     resp = httpx.get(f"{broker.url}/topics", verify=client_ssl_context(ssl_cafile=ca.cafile))
     assert resp.status_code == 401 and resp.headers["WWW-Authenticate"] == MTLS_CHALLENGE
     with LakelogClient(broker.url, **client_tls(alice)) as client:  # a super user: allowed everything
         client.create_topic(topic_name, partitions=1)
         client.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"a"])}))
-        assert client.list_acls() == []
+        assert client.security.list_acls() == []
     with LakelogClient(broker.url, **client_tls(bob)) as client:
         with pytest.raises(RemoteError, match=r"User:CN=bob,OU=eng is not authorized") as e:
-            client.list_acls()
+            client.security.list_acls()
         assert e.value.http_status == 403
 
 
@@ -140,7 +140,7 @@ def test_a_broker_configured_for_tls_by_its_properties_file(broker_factory, ca, 
     broker = broker_factory(0, config_file=config)  # polled over TLS with the files the config names
     assert broker.url.startswith("https://")
     with LakelogClient(broker.url, **client_tls(files)) as client:
-        assert client.list_topics() == []
+        assert client.admin.list_topics() == []
 
 
 def test_tls_settings_are_checked(tmp_path, ca):

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
              .config("spark.ui.enabled", "false").config("spark.default.parallelism", "2").getOrCreate())
     source.register(spark)
     with LakelogClient(url) as client:
-        partitions = len(client.describe_topic(source_topic)["partitions"])
+        partitions = len(client.admin.describe_topic(source_topic)["partitions"])
         target = {source_topic: {str(p): client.partition_offsets(source_topic, p)["end_offset"]
                                  for p in range(partitions)}}
     query = (spark.readStream.format("lakelog").option("lakelog.bootstrap.servers", url)

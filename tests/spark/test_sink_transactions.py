@@ -126,7 +126,7 @@ def test_an_empty_task_leaves_no_transaction_and_a_failing_task_aborts_its_own(c
     bad = pa.record_batch({"value": ["x"], "partition": pa.array([7], pa.int32())})
     with pytest.raises(SourceError, match="Partition 7 does not exist"):
         write_transaction(options, [pa.record_batch({"value": ["first"]}), bad], StreamTask(query, 1, 0))
-    described = client.describe_transaction(f"spark-{query}-0")
+    described = client.transactions.describe_transaction(f"spark-{query}-0")
     assert described["state"] == "CompleteAbort" and described["partitions"] == []
     assert read_values(client, topic_name, 1, "read_committed") == []
 

@@ -59,7 +59,7 @@ def test_read_and_write_a_basic_cluster(lakelog_spark, broker_factory, topic_nam
     spark = lakelog_spark
     broker = broker_factory(0, extra_env=SECURE)
     with LakelogClient(broker.url, auth=("broker", PASSWORD)) as admin:
-        admin.upsert_user("etl", "etl-pw")
+        admin.security.upsert_user("etl", "etl-pw")
     with LakelogClient(broker.url, auth=("etl", "etl-pw")) as etl:
         etl.create_topic(topic_name, partitions=2, configs={"lake.commit.interval.ms": "0"})
         etl.create_topic(f"{topic_name}-out", partitions=1)

@@ -52,7 +52,7 @@ def test_read_committed_ends_at_the_lso_and_drops_aborted_records(spark, zk_conn
 
         def sql_values(lake_end: int) -> list[bytes]:
             """The topic's SQL view (the Delta table, which the flusher fills below the LSO only)."""
-            wait_for(lambda: client.describe_topic("iso-s")["partitions"][0]["lake_end_offset"] == lake_end,
+            wait_for(lambda: client.admin.describe_topic("iso-s")["partitions"][0]["lake_end_offset"] == lake_end,
                      what=f"the flush up to offset {lake_end}")
             view = register_topics_from_gateway(spark, client, topics=["iso-s"], schema=None)["iso-s"]
             return [row.value for row in spark.sql(f"SELECT value FROM {view} ORDER BY offset").collect()]

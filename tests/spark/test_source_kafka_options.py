@@ -165,7 +165,7 @@ def test_a_kafka_jobs_options_work_unchanged(lakelog_spark, client, topic_name, 
     finally:
         q.stop()
     assert len(seen) == 40
-    groups = [g for g in client.list_groups() if g.startswith(f"{t}-etl-")]
+    groups = [g for g in client.groups.list_groups() if g.startswith(f"{t}-etl-")]
     assert len(groups) == 1
     assert {(o["partition"], o["offset"]) for o in client.committed_offsets(groups[0], t)} == {(0, 30), (1, 10)}
 

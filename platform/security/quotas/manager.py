@@ -14,7 +14,7 @@ request once answered (its size is known only then) and refuses the entity's nex
 throttle time (:func:`~lakelog.security.quotas.rate.throttle_time_ms`) is above zero: 429 / 42902
 (:class:`~lakelog.security.errors.ClientQuotaExceededError`) with ``Retry-After`` = the throttle time in
 whole seconds rounded up, before anything is done (a refused produce writes nothing). Clients wait and
-retry (:class:`~lakelog.protocol.http_client.LakelogClient`), so over time an entity gets its quota.
+retry (:class:`~lakelog.client.LakelogClient`), so over time an entity gets its quota.
 
 Brokers' own requests are exempt (Kafka exempts inter-broker replication from client quotas).
 """

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from lakelog.protocol.client_auth import BearerToken
+from lakelog.client import BearerToken, ClientSettings
+from lakelog.client.settings import SPARK_BOOTSTRAP_OPTIONS
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
 
@@ -32,9 +33,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "AUTH_OPTIONS", "BOOTSTRAP_SERVERS_OPTIONS", "EARLIEST", "GROUP_ID_OPTIONS", "LATEST", "READ_TAIL", "SOURCE_OPTIONS",
-    "SSL_OPTIONS", "SourceOptions", "TopicPartition", "auth_option", "check_known_options", "isolation_level_option",
-    "offsets_from_json", "offsets_to_json", "read_tail_option",
-    "READ_MODE", "ReadMode", "read_mode_option", "ssl_option"]
+    "SSL_OPTIONS", "SourceOptions", "TopicPartition", "check_known_options", "client_settings_option",
+    "isolation_level_option", "offsets_from_json", "offsets_to_json", "read_tail_option",
+    "READ_MODE", "ReadMode", "read_mode_option"]
 
 #: A partition of a topic: ``(topic, partition)``.
 TopicPartition = tuple[str, int]
@@ -119,7 +120,7 @@ def _int(opts: Mapping[str, str], name: str, *, minimum: int) -> int | None:
 
 #: The names of the gateways option: lakelog's, and Spark's Kafka source's (an alias, so a Kafka job moves over
 #: by changing the format name only).
-BOOTSTRAP_SERVERS_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers")
+BOOTSTRAP_SERVERS_OPTIONS = SPARK_BOOTSTRAP_OPTIONS
 
 
 def _one_of(opts: Mapping[str, str], names: tuple[str, ...], what: str) -> str | None:
@@ -135,18 +136,20 @@ def _one_of(opts: Mapping[str, str], names: tuple[str, ...], what: str) -> str |
     return next(iter(given.values()), None)
 
 
-def _bootstrap(opts: Mapping[str, str]) -> str:
-    """``lakelog.bootstrap.servers`` or its alias ``kafka.bootstrap.servers``, required.
+def client_settings_option(opts: Mapping[str, str]) -> ClientSettings:
+    """The connection settings of (lower-cased) ``opts``: ``lakelog.bootstrap.servers`` or its alias
+    ``kafka.bootstrap.servers`` (required), the credentials (:data:`AUTH_OPTIONS`) and the TLS files
+    (:data:`SSL_OPTIONS`), read by :meth:`ClientSettings.from_spark_options
+    <lakelog.client.ClientSettings.from_spark_options>`, the parser the CLI and the demo use too.
 
     Raises:
-        SourceOptionError: neither given, or both with different values.
+        SourceOptionError: neither gateway option given, both with different values, only one of user and
+            password, a token with a user name or password too, or an empty token; naming the options.
     """
-    servers = _one_of(opts, BOOTSTRAP_SERVERS_OPTIONS, "the gateways")
-    if not servers:
-        raise SourceOptionError(
-            "Option 'lakelog.bootstrap.servers' (or its alias 'kafka.bootstrap.servers') must be specified: a "
-            "comma-separated list of the gateways' host:port.")
-    return servers
+    try:
+        return ClientSettings.from_spark_options(opts)
+    except ValueError as e:
+        raise SourceOptionError(str(e)) from None
 
 
 #: The names of the consumer group option: Spark's Kafka source's, and lakelog's own earlier name.
@@ -234,44 +237,11 @@ def check_known_options(opts: Mapping[str, str], *, known: tuple[str, ...], igno
 AUTH_OPTIONS = ("lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token")
 
 
-def auth_option(opts: Mapping[str, str]) -> tuple[str, str] | BearerToken | None:
-    """``(user, password)`` of ``lakelog.auth.username`` / ``lakelog.auth.password``, or a
-    :class:`~lakelog.protocol.client_auth.BearerToken` of ``lakelog.auth.token`` (lower-cased ``opts``), or
-    None when none is given. The token travels to the executors inside the options (pickled) and stays out
-    of every repr.
-
-    Raises:
-        SourceOptionError: only one of user and password given, an empty user name, a token with a user
-            name or password too, or an empty token.
-    """
-    user, password, token = (opts.get(name) for name in AUTH_OPTIONS)
-    if token is not None:
-        if user is not None or password is not None:
-            raise SourceOptionError("Give either 'lakelog.auth.token' (a bearer token) or 'lakelog.auth.username' "
-                                    "and 'lakelog.auth.password', not both.")
-        try:
-            return BearerToken(token)
-        except ValueError as e:
-            raise SourceOptionError(f"Option 'lakelog.auth.token': {e}.") from None
-    if user is None and password is None:
-        return None
-    if not user or password is None:
-        raise SourceOptionError("Options 'lakelog.auth.username' and 'lakelog.auth.password' go together: give "
-                                "both (a lakelog user: lakelog users add NAME --password-stdin), or neither.")
-    return user, password
-
-
 #: The TLS options (PEM files; Kafka's client ``ssl.cafile``, ``ssl.certfile``, ``ssl.keyfile``): the CA the
 #: brokers' certificates are verified against, and a client certificate with its key for brokers that ask
 #: for one (``ssl.client.auth``); used by the driver, the executors (the files must be at the same paths
 #: there) and the sink.
 SSL_OPTIONS = ("lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile")
-
-
-def ssl_option(opts: Mapping[str, str]) -> dict[str, str]:
-    """The :class:`~lakelog.client.LakelogClient` TLS keyword arguments (``ssl_cafile``, ``ssl_certfile``,
-    ``ssl_keyfile``) of the :data:`SSL_OPTIONS` given in (lower-cased) ``opts``; ``{}`` when none is."""
-    return {name.split(".", 1)[1].replace(".", "_"): opts[name] for name in SSL_OPTIONS if opts.get(name)}
 
 
 @dataclass(frozen=True)
@@ -326,7 +296,7 @@ class SourceOptions:
     isolation_level: IsolationLevel = "read_uncommitted"
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
     read_mode: "ReadMode" = "auto"
-    #: LakelogClient TLS keyword arguments (:func:`ssl_option`)
+    #: LakelogClient TLS keyword arguments (:meth:`ClientSettings.tls <lakelog.client.ClientSettings.tls>`)
     tls: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -432,11 +402,12 @@ class SourceOptions:
             raise SourceOptionError(
                 f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
         group_id = _one_of(opts, GROUP_ID_OPTIONS, "the consumer group")
+        connection = client_settings_option(opts)
         prefix = opts.get("groupidprefix")
         if prefix is not None and not prefix.strip():
             raise SourceOptionError("Option 'groupIdPrefix' is empty: name a prefix, or leave it out.")
         return cls(
-            bootstrap_servers=_bootstrap(opts),
+            bootstrap_servers=connection.bootstrap_servers,
             streaming=streaming,
             subscribe=subscribe,
             subscribe_pattern=pattern,
@@ -463,8 +434,8 @@ class SourceOptions:
             read_tail=read_tail_option(opts, streaming=streaming),
             isolation_level=isolation_level_option(opts),
             read_mode=read_mode_option(opts),
-            auth=auth_option(opts),
-            tls=ssl_option(opts),
+            auth=connection.auth(),
+            tls=connection.tls(),
         )
 
 

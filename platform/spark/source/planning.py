@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 from pyspark.sql.datasource import InputPartition
 
 from lakelog.log_tables.reader import DataLoss, offset_for_timestamp
-from lakelog.protocol.http_client import LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.metadata import INTERNAL_TOPICS  # Kafka's internal topics: a pattern subscription does not match them (exclude.internal.topics)
@@ -197,7 +197,7 @@ def split_ranges(ranges: Sequence[OffsetRangePartition], *, min_partitions: int 
 class _Cluster:
     """Driver-side metadata through the gateway: which partitions a read covers and their offsets.
 
-    Holds one :class:`~lakelog.protocol.http_client.LakelogClient` of ``options.bootstrap_servers``, made on first
+    Holds one :class:`~lakelog.client.LakelogClient` of ``options.bootstrap_servers``, made on first
     use and dropped when pickled (Spark ships readers to its Python workers) or closed.
     """
 
@@ -226,7 +226,7 @@ class _Cluster:
         if opts.assign is not None:
             return sorted(opts.assign)
         pattern = re.compile(opts.subscribe_pattern)
-        return sorted(t for t in self.client.list_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
+        return sorted(t for t in self.client.admin.list_topics() if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
 
     def partitions(self) -> dict[TopicPartition, PartitionLogInfo]:
         """The partitions of the subscribed/assigned topics that exist now, with their offsets.

@@ -8,7 +8,7 @@ the partitions batch by batch (sticky, as Kafka's default partitioner). Records 
 the gateway's Arrow produce endpoint, one request per partition and chunk of at most
 ``lakelog.max.request.bytes`` (default 8 MiB), each with the idempotent producer's sequence: a request
 retried after a timeout, a dropped connection or a leader change is written once
-(:mod:`lakelog.protocol.idempotent_producer`).
+(:mod:`lakelog.client.idempotent_producer`).
 
 **Batch writes** (``df.write``, :class:`LakelogWriter`) are at-least-once, like Kafka's sink: each task
 produces through its own idempotent client, and a task Spark runs again produces its rows again.
@@ -69,7 +69,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from lakelog.protocol.http_client import LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.errors import UnknownTopicError
@@ -183,7 +183,7 @@ class _Producer:
         """
         if topic not in self._partition_counts:
             try:
-                info = self.client.describe_topic(topic)
+                info = self.client.admin.describe_topic(topic)
             except UnknownTopicError as e:
                 raise SourceError(f"Topic '{topic}' does not exist; create it first ({e})") from e
             self._partition_counts[topic] = len(info["partitions"])
@@ -328,7 +328,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
     transactional_id = task.transactional_id(options)
     client = LakelogClient(options.bootstrap_servers, auth=options.auth, **options.tls)
     try:
-        answer = client.init_transactions(transactional_id, transaction_timeout_ms=options.transaction_timeout_ms)
+        answer = client.transactions.init_transactions(transactional_id, transaction_timeout_ms=options.transaction_timeout_ms)
         # after InitProducerId: a previous transaction of this id is complete, its offsets applied or dropped
         if _batch_committed(client, task):
             log.info("lakelog sink: %s already committed micro-batch %d; writing nothing", transactional_id,
@@ -342,7 +342,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
                 producer.send(batch)
             if not producer.records:  # nothing written: no transaction to commit
                 return LakelogCommitMessage(transactional_id=transactional_id)
-            client.send_offsets_to_transaction(sink_group(task.query_id), [
+            client.transactions.send_offsets_to_transaction(sink_group(task.query_id), [
                 {"topic": BATCHES_TOPIC, "partition": task.partition_id, "offset": task.batch_id + 1}])
         except BaseException:
             _abort_quietly(client, transactional_id)
@@ -355,7 +355,7 @@ def write_transaction(options: SinkOptions, batches: Iterable[pa.RecordBatch], t
 
 def _abort_quietly(client: LakelogClient, transactional_id: str) -> None:
     try:
-        client.abort_transaction(timeout_s=10)
+        client.transactions.abort_transaction(timeout_s=10)
     except Exception as e:  # noqa: BLE001 - the re-initialization of the id aborts it anyway
         log.warning("lakelog sink: could not abort the transaction of %s (%s); the next attempt or its "
                     "timeout aborts it", transactional_id, e)
@@ -376,7 +376,7 @@ def commit_transactions(options: SinkOptions, messages: Iterable[LakelogCommitMe
         return 0
     with LakelogClient(options.bootstrap_servers, enable_idempotence=False, auth=options.auth, **options.tls) as client:
         def end(m: LakelogCommitMessage) -> str:
-            return client.end_transaction(m.transactional_id, producer_id=m.producer_id,
+            return client.transactions.end_transaction(m.transactional_id, producer_id=m.producer_id,
                                           producer_epoch=m.producer_epoch, commit=commit)["state"]
 
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_ENDS, len(open_ones))) as pool:

@@ -4,7 +4,7 @@ The names and meaning are those of Spark's Kafka sink (``kafka.bootstrap.servers
 ``lakelog.bootstrap.servers``, ``topic``), plus lakelog's ``lakelog.max.request.bytes`` and
 ``lakelog.transactional.id.prefix``, the Kafka producer's ``transaction.timeout.ms`` for the exactly-once
 ``writeStream``, and the credentials ``lakelog.auth.username`` / ``lakelog.auth.password`` or ``lakelog.auth.token`` (as the source's,
-:func:`~lakelog.spark.source.options.auth_option`).
+:func:`~lakelog.spark.source.options.client_settings_option`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from lakelog.protocol.client_auth import BearerToken
+from lakelog.client import BearerToken
 from lakelog.spark.errors import SourceOptionError
-from lakelog.spark.source.options import (AUTH_OPTIONS, SSL_OPTIONS, _bootstrap, _int, auth_option,
-                                          check_known_options, ssl_option)
+from lakelog.spark.source.options import AUTH_OPTIONS, SSL_OPTIONS, _int, check_known_options, client_settings_option
 
 __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "SINK_OPTIONS", "SinkOptions", "TRANSACTIONAL_ID_PREFIX",
            "TRANSACTION_TIMEOUT_OPTIONS"]
@@ -69,10 +68,10 @@ class SinkOptions:
             from the task's first record to the driver's commit of the micro-batch; set it above the
             longest micro-batch. The broker refuses one above its ``transaction.max.timeout.ms``.
         auth: ``(lakelog.auth.username, lakelog.auth.password)``: HTTP Basic credentials of every produce, or
-            the bearer token of ``lakelog.auth.token`` (:func:`~lakelog.spark.source.options.auth_option`).
+            the bearer token of ``lakelog.auth.token`` (:func:`~lakelog.spark.source.options.client_settings_option`).
             None: none sent.
         tls: ``lakelog.ssl.cafile`` / ``lakelog.ssl.certfile`` / ``lakelog.ssl.keyfile`` as LakelogClient keyword
-            arguments (:func:`~lakelog.spark.source.options.ssl_option`). Default: none (plain HTTP or the
+            arguments (:func:`~lakelog.spark.source.options.client_settings_option`). Default: none (plain HTTP or the
             system's CAs).
     """
 
@@ -106,6 +105,7 @@ class SinkOptions:
         if prefix is not None and not prefix.strip():
             raise SourceOptionError(f"Option '{TRANSACTIONAL_ID_PREFIX}' is empty: name a prefix, or leave it out "
                                     "for spark-{query id}.")
-        return cls(_bootstrap(opts), topic, max_bytes or 8 * 1024 * 1024,
+        connection = client_settings_option(opts)
+        return cls(connection.bootstrap_servers, topic, max_bytes or 8 * 1024 * 1024,
                    None if prefix is None else prefix.strip(),
-                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), auth_option(opts), ssl_option(opts))
+                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), connection.auth(), connection.tls())

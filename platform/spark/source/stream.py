@@ -53,7 +53,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from lakelog.protocol.http_client import LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions, TopicPartition, offsets_from_json, offsets_to_json
 from lakelog.spark.source.planning import (OffsetRangePartition, _Cluster, latest_offsets, micro_batch_ranges,

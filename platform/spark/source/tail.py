@@ -29,10 +29,10 @@ import pyarrow as pa
 
 from lakelog.log_tables.fetch import first_offset_at_or_after
 from lakelog.log_tables.reader import DataLoss
-from lakelog.protocol.client_auth import BearerToken
+from lakelog.client import BearerToken
 from lakelog.protocol.errors import RemoteError
 from lakelog.protocol.fetch_requests import IsolationLevel
-from lakelog.protocol.http_client import LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.source.options import SourceOptions
 

@@ -1,13 +1,14 @@
-"""The producer id and transaction requests of :class:`~lakelog.protocol.http_client.LakelogClient`
-(a mixin): InitProducerId for idempotent and transactional producers, a transactional producer's requests
-(Kafka's ``initTransactions``, ``sendOffsetsToTransaction``, ``commitTransaction``, ``abortTransaction``)
-and the cluster's transactional ids (``lakelog transactions list|describe``).
+"""Producer ids and transactions: :class:`TransactionsClient`, :attr:`LakelogClient.transactions
+<lakelog.client.LakelogClient.transactions>`: InitProducerId for idempotent and transactional producers, a
+transactional producer's requests (Kafka's ``initTransactions``, ``sendOffsetsToTransaction``,
+``commitTransaction``, ``abortTransaction``) and the cluster's transactional ids (``lakelog transactions
+list|describe``).
 
-A client becomes a transactional producer with :meth:`TransactionRequests.init_transactions`: from then on
+A client becomes a transactional producer with :meth:`TransactionsClient.init_transactions`: from then on
 its produce requests carry the transactional id with the idempotent producer's sequences and retries
-(:class:`TransactionalProducer`) and join the open transaction, which :meth:`~TransactionRequests.
-commit_transaction` or :meth:`~TransactionRequests.abort_transaction` ends. :meth:`~TransactionRequests.
-end_transaction` and :meth:`~TransactionRequests.add_offsets_to_transaction` take the producer id and
+(:class:`TransactionalProducer`) and join the open transaction, which :meth:`~TransactionsClient.
+commit_transaction` or :meth:`~TransactionsClient.abort_transaction` ends. :meth:`~TransactionsClient.
+end_transaction` and :meth:`~TransactionsClient.add_offsets_to_transaction` take the producer id and
 epoch explicitly, so another process (a Spark driver) can commit a transaction a task wrote.
 """
 
@@ -17,14 +18,17 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
+from lakelog.client.idempotent_producer import DeliveryTimeoutError, IdempotentProducer, ProducerTransport
 from lakelog.protocol.errors import RemoteError
-from lakelog.protocol.idempotent_producer import DeliveryTimeoutError, IdempotentProducer
 from lakelog.protocol.producer_headers import ProducerBatch
+
+if TYPE_CHECKING:
+    from lakelog.client.transport import LakelogClient
+
+__all__ = ["CONCURRENT_TRANSACTIONS", "TransactionalProducer", "TransactionsClient"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,7 @@ class TransactionalProducer(IdempotentProducer):
             :class:`IdempotentProducer`.
     """
 
-    def __init__(self, transport: Any, transactional_id: str, producer_id: int, producer_epoch: int,
+    def __init__(self, transport: ProducerTransport, transactional_id: str, producer_id: int, producer_epoch: int,
                  **kwargs: Any) -> None:
         super().__init__(transport, **kwargs)
         self.transactional_id = transactional_id
@@ -68,16 +72,12 @@ class TransactionalProducer(IdempotentProducer):
         return producer
 
 
-class TransactionRequests:
-    """Requests about producer ids and transactions; mixed into
-    :class:`~lakelog.protocol.http_client.LakelogClient`, which provides ``_request`` (one request, an error
-    answer raised as the server's error class) and ``cluster_id``."""
+class TransactionsClient:
+    """Producer id and transaction requests of one :class:`~lakelog.client.LakelogClient` (its transport
+    sends them; :meth:`init_transactions` makes its produce requests transactional)."""
 
-    cluster_id: str
-    producer: IdempotentProducer | None
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        raise NotImplementedError
+    def __init__(self, transport: "LakelogClient") -> None:
+        self.transport = transport
 
     @staticmethod
     def _until_settled(call: Callable[[], T], *, timeout_s: float, what: str) -> T:
@@ -125,7 +125,8 @@ class TransactionRequests:
             body["transactional_id"] = transactional_id
             if transaction_timeout_ms is not None:
                 body["transaction_timeout_ms"] = transaction_timeout_ms
-        return self._request("POST", f"/v3/clusters/{self.cluster_id}/producers", json=body).json()
+        return self.transport.request("POST", f"/v3/clusters/{self.transport.cluster_id}/producers",
+                                      json=body).json()
 
     def list_transactions(self, *, states: Sequence[str] | None = None) -> list[dict]:
         """Every transactional id known cluster-wide, by id (``GET /v3/clusters/{c}/transactions``): each a
@@ -137,7 +138,8 @@ class TransactionRequests:
         Raises: GatewayError (LeaderNotAvailableError 40406, retriable), ConnectionError.
         """
         params = {"state": list(states)} if states else None
-        return self._request("GET", f"/v3/clusters/{self.cluster_id}/transactions", params=params).json()["data"]
+        path = f"/v3/clusters/{self.transport.cluster_id}/transactions"
+        return self.transport.request("GET", path, params=params).json()["data"]
 
     def describe_transaction(self, transactional_id: str) -> dict:
         """One transactional id as its coordinator holds it (``GET /v3/clusters/{c}/transactions/{id}``):
@@ -145,7 +147,7 @@ class TransactionRequests:
 
         Raises: GatewayError (TransactionalIdNotFoundError 40408 when unknown), ConnectionError.
         """
-        return self._request("GET", f"/v3/clusters/{self.cluster_id}/transactions/"
+        return self.transport.request("GET", f"/v3/clusters/{self.transport.cluster_id}/transactions/"
                                     f"{quote(transactional_id, safe='')}").json()
 
     # -- a transactional producer ---------------------------------------------------------------
@@ -169,12 +171,12 @@ class TransactionRequests:
             lambda: self.init_producer_id(transactional_id=transactional_id,
                                           transaction_timeout_ms=transaction_timeout_ms),
             timeout_s=timeout_s, what=f"InitProducerId of {transactional_id!r}")
-        self.producer = TransactionalProducer(self, transactional_id, int(answer["producer_id"]),
+        self.transport.producer = TransactionalProducer(self.transport, transactional_id, int(answer["producer_id"]),
                                               int(answer["producer_epoch"]), **producer_settings)
         return answer
 
     def _transactional(self) -> TransactionalProducer:
-        producer = self.producer
+        producer = self.transport.producer
         if not isinstance(producer, TransactionalProducer):
             raise RuntimeError("not a transactional producer: call init_transactions() first")
         return producer
@@ -212,8 +214,8 @@ class TransactionRequests:
         """
         body = {"producer_id": producer_id, "producer_epoch": producer_epoch, "group_id": group_id,
                 "offsets": [dict(o) for o in offsets]}
-        path = f"/v3/clusters/{self.cluster_id}/transactions/{quote(transactional_id, safe='')}/offsets"
-        return self._until_settled(lambda: self._request("POST", path, json=body).json(), timeout_s=60.0,
+        path = f"/v3/clusters/{self.transport.cluster_id}/transactions/{quote(transactional_id, safe='')}/offsets"
+        return self._until_settled(lambda: self.transport.request("POST", path, json=body).json(), timeout_s=60.0,
                                    what=f"offsets in the transaction of {transactional_id!r}")
 
     def end_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, commit: bool,
@@ -234,7 +236,7 @@ class TransactionRequests:
             ConnectionError.
         """
         body = {"producer_id": producer_id, "producer_epoch": producer_epoch}
-        path = (f"/v3/clusters/{self.cluster_id}/transactions/{quote(transactional_id, safe='')}/"
+        path = (f"/v3/clusters/{self.transport.cluster_id}/transactions/{quote(transactional_id, safe='')}/"
                 f"{'commit' if commit else 'abort'}")
-        return self._until_settled(lambda: self._request("POST", path, json=body).json(), timeout_s=timeout_s,
+        return self._until_settled(lambda: self.transport.request("POST", path, json=body).json(), timeout_s=timeout_s,
                                    what=f"{'commit' if commit else 'abort'} of {transactional_id!r}")

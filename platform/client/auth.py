@@ -1,4 +1,4 @@
-"""Client credentials: what :class:`~lakelog.protocol.http_client.LakelogClient` sends in ``Authorization``.
+"""Client credentials: what :class:`~lakelog.client.LakelogClient` sends in ``Authorization``.
 
 - ``(user, password)``: HTTP Basic (brokers with ``authentication.methods`` holding ``basic``);
 - a :class:`BearerToken` (or a ``str``, taken as a token): ``Authorization: Bearer <token>`` (RFC 6750;

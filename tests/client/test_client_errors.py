@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from lakelog.errors import RETRIABLE_HEADER
-from lakelog.protocol.http_client import HttpConsumer, LakelogClient
+from lakelog.client import HttpConsumer, LakelogClient
 from lakelog.replication.errors import LeaderNotAvailableError
 from lakelog.replication.leader_client import LeaderClient
 
@@ -28,7 +28,7 @@ def free_port() -> int:
 def test_no_answer_is_a_connection_error_not_httpxs():
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(ConnectionError, match="no gateway reachable") as e:
-        LakelogClient(url, timeout_s=2).list_topics()
+        LakelogClient(url, timeout_s=2).admin.list_topics()
     assert not isinstance(e.value, httpx.HTTPError)
     consumer = HttpConsumer(f"{url}/consumers/g/instances/c", group="g", instance_id="c", timeout_s=2)
     with pytest.raises(ConnectionError, match="consumer instance at .* did not answer") as e:

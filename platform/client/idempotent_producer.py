@@ -1,7 +1,7 @@
 """The client side of the idempotent producer: a producer id, a sequence per produce request, and retries
 that repeat the request's sequence (Kafka's ``enable.idempotence=true``, KIP-98; the default since Kafka 3.0).
 
-:class:`IdempotentProducer` is what :class:`~lakelog.protocol.http_client.LakelogClient` does with every
+:class:`IdempotentProducer` is what :class:`~lakelog.client.LakelogClient` does with every
 produce request when ``enable_idempotence`` is on (its default):
 
 1. **Producer id.** On the first produce it asks the gateway for a producer id
@@ -68,12 +68,12 @@ BACKOFF_JITTER = 0.2
 class DeliveryTimeoutError(ConnectionError):
     """A produce request got no answer (connection errors, timeouts) before ``delivery.timeout.ms`` passed:
     it may or may not have been written. The last transport error is its ``__cause__``. A
-    ``ConnectionError``, as :class:`~lakelog.protocol.http_client.LakelogClient` raises when no gateway
+    ``ConnectionError``, as :class:`~lakelog.client.LakelogClient` raises when no gateway
     answers."""
 
 
 class ProducerTransport(Protocol):
-    """What :class:`IdempotentProducer` needs of its client (:class:`~lakelog.protocol.http_client.LakelogClient`)."""
+    """What :class:`IdempotentProducer` needs of its client (:class:`~lakelog.client.LakelogClient`)."""
 
     def init_producer_id(self) -> dict:
         """``{"producer_id": int, "producer_epoch": int}`` from the gateway. Raises RemoteError, ConnectionError."""

@@ -16,7 +16,7 @@ import pytest
 
 from lakelog.producers.errors import OutOfOrderSequenceError, UnknownProducerIdError  # registers 40916/40917
 from lakelog.protocol.errors import RemoteError
-from lakelog.protocol.idempotent_producer import (
+from lakelog.client.idempotent_producer import (
     DeliveryTimeoutError,
     IdempotentProducer,
     exponential_backoff_ms,
