@@ -167,7 +167,10 @@ class Broker:
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
                                        leader_client=self.leader_client, coordinator=self.coordinator,
                                        offsets_broker=self, acl_store=self.acl_store,
-                                       user_credentials=self.user_credentials, quota_store=self.quota_store)
+                                       user_credentials=self.user_credentials, quota_store=self.quota_store,
+                                       producer_ids=self.producer_ids,
+                                       transaction_coordinator=self.transaction_coordinator,
+                                       cluster_id=lambda: self.cluster_id)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False

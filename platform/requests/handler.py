@@ -24,16 +24,23 @@ group offsets     :attr:`RequestHandler.groups`                           Offset
 ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
 users             :attr:`RequestHandler.users`                            Describe-/AlterUserScramCredentials
 client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
+producer ids      :attr:`RequestHandler.producers`                        InitProducerId
+                  (:class:`~lakelog.requests.producers.ProducerIds`)
+transactions      :attr:`RequestHandler.transactions`                     ListTransactions,
+                  (:class:`~lakelog.requests.transactions.                DescribeTransactions, EndTxn,
+                  TransactionOperations`)                                 AddOffsetsToTxn, TxnOffsetCommit
 ================  ======================================================  =================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.coordinators.producer_id_manager import ProducerIdManager
+from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
@@ -43,8 +50,10 @@ from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.producers import ProducerIds
 from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
+from lakelog.requests.transactions import TransactionOperations
 from lakelog.security.acl_store import AclStore
 from lakelog.security.quotas import QuotaStore
 from lakelog.security.user_credentials import UserCredentials
@@ -63,11 +72,16 @@ class RequestHandler:
         coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
         offsets_broker: what the group offsets administration uses of the broker (the broker itself).
         acl_store, user_credentials, quota_store: the ACLs, SCRAM credentials and client quotas in ZooKeeper.
+        producer_ids: this broker's producer id blocks (idempotent producers' InitProducerId).
+        transaction_coordinator: transactional ids' requests, wherever their coordinator is.
+        cluster_id: the cluster's id once the broker started (named in errors' advice).
     """
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
                  leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
-                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore) -> None:
+                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
+                 producer_ids: ProducerIdManager, transaction_coordinator: TransactionCoordinator,
+                 cluster_id: Callable[[], str]) -> None:
         self.settings = settings
         self.replica_manager = replica_manager
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client)
@@ -81,6 +95,12 @@ class RequestHandler:
         self.acls = AclAdmin(store=acl_store)
         self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username)
         self.quotas = ClientQuotaAdmin(store=quota_store)
+        #: InitProducerId of idempotent and transactional producers
+        self.producers = ProducerIds(producer_ids=producer_ids, transactions=transaction_coordinator,
+                                     cache=replica_manager.cache)
+        #: transactional ids: list, describe, end a transaction, offsets in a transaction
+        self.transactions = TransactionOperations(transactions=transaction_coordinator, groups=coordinator,
+                                                  cluster_id=cluster_id)
 
     async def produce(self, request: ProduceRequest) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
