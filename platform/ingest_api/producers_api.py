@@ -22,10 +22,9 @@ from typing import Optional
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import PermissionsDep
 from lakelog.coordinators.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
 from lakelog.protocol.producer_headers import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
 from lakelog.requests.producers import InitProducerIdRequest as ProducerIdRequest
@@ -65,7 +64,7 @@ class InitProducerIdResponse(BaseModel):
 @router.post("/v3/clusters/{cluster_id}/producers", response_model=InitProducerIdResponse,
              responses=error_responses(400, 404, 408, 409, 422, 500, 503, 504),
              summary="Get a producer id for an idempotent or transactional producer (Kafka's InitProducerId)")
-async def init_producer_id(cluster_id: str, broker: BrokerDep, permissions: PermissionsDep,
+async def init_producer_id(cluster_id: str, broker: BrokerDep, context: ContextDep,
                            body: Optional[InitProducerIdRequest] = Body(None)) -> InitProducerIdResponse:
     """Without a `transactional_id` (`{}` or no body): a new producer id, unique in the cluster, with
     epoch 0. The producer numbers its produce requests 0, 1, 2, ... and sends the three headers
@@ -89,5 +88,5 @@ async def init_producer_id(cluster_id: str, broker: BrokerDep, permissions: Perm
     answer = await broker.requests.producers.init_producer_id(
         ProducerIdRequest() if body is None else ProducerIdRequest(
             transactional_id=body.transactional_id, transaction_timeout_ms=body.transaction_timeout_ms),
-        permissions=permissions)
+        context=context)
     return InitProducerIdResponse(producer_id=answer.producer_id, producer_epoch=answer.producer_epoch)

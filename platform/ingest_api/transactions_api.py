@@ -35,11 +35,11 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
-from lakelog.ingest_api.permissions import PermissionsDep, transactional_id_permission
+from lakelog.ingest_api.permissions import transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
 from lakelog.coordinators.transaction_state import NO_TIMESTAMP
 from lakelog.requests.transactions import CoordinatedTransaction, EndTxnRequest, TxnOffsetCommitRequest
@@ -134,14 +134,14 @@ def _data(request: Request, cluster_id: str, found: CoordinatedTransaction, *, n
             summary="Transactional ids of the cluster: state, producer, open transaction's partitions and age")
 async def list_transactions(
         cluster_id: str, request: Request, broker: BrokerDep,
-        permissions: PermissionsDep, state: Annotated[Optional[list[StateName]], Query(
+        context: ContextDep, state: Annotated[Optional[list[StateName]], Query(
             description="Only ids in these states (repeat the parameter for several); all when left out.")] = None,
 ) -> TransactionDataList:
     """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id.
     `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones. Only the ids the principal
     may Describe."""
     check_cluster(broker, cluster_id)
-    found = await broker.requests.transactions.list_transactions(states=state, permissions=permissions)
+    found = await broker.requests.transactions.list_transactions(states=state, context=context)
     now_ms = int(time.time() * 1000)
     return TransactionDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/transactions"),
@@ -153,13 +153,13 @@ async def list_transactions(
                                                "partitions and age",
             dependencies=[transactional_id_permission(Operation.DESCRIBE)])
 async def get_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, permissions: PermissionsDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
 ) -> TransactionData:
     """The id as its coordinator holds it (Kafka's DescribeTransactions); 404 / 40408 when it knows none
     (never initialized, or expired after transactional.id.expiration.ms)."""
     check_cluster(broker, cluster_id)
-    found = await broker.requests.transactions.describe_transaction(transactional_id, permissions=permissions)
+    found = await broker.requests.transactions.describe_transaction(transactional_id, context=context)
     return _data(request, cluster_id, found, now_ms=int(time.time() * 1000))
 
 
@@ -174,12 +174,12 @@ class EndTransactionRequest(BaseModel):
 END_ERRORS = error_responses(400, 404, 408, 409, 422, 500, 503)
 
 
-async def _end(cluster_id: str, request: Request, broker, permissions, transactional_id: str,
+async def _end(cluster_id: str, request: Request, broker, context, transactional_id: str,
                body: EndTransactionRequest, *, commit: bool) -> TransactionData:
     check_cluster(broker, cluster_id)
     found = await broker.requests.transactions.end_transaction(EndTxnRequest(
         transactional_id=transactional_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
-        commit=commit), permissions=permissions)
+        commit=commit), context=context)
     return _data(request, cluster_id, found, now_ms=int(time.time() * 1000))
 
 
@@ -187,7 +187,7 @@ async def _end(cluster_id: str, request: Request, broker, permissions, transacti
              responses=END_ERRORS, summary="Commit the producer's open transaction (Kafka's EndTxn)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, permissions: PermissionsDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: EndTransactionRequest,
 ) -> TransactionData:
@@ -197,20 +197,20 @@ async def commit_transaction(
     409 / 40918 when the transaction was aborted meanwhile (it timed out after its transaction_timeout_ms),
     409 / 40915 when a newer instance fenced this epoch, 409 / 40919 for another producer id, 409 / 40920
     (retriable) while a state change is being written; with nothing produced in it, the current state."""
-    return await _end(cluster_id, request, broker, permissions, transactional_id, body, commit=True)
+    return await _end(cluster_id, request, broker, context, transactional_id, body, commit=True)
 
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/abort", response_model=TransactionData,
              responses=END_ERRORS, summary="Abort the producer's open transaction (Kafka's EndTxn)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def abort_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, permissions: PermissionsDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: EndTransactionRequest,
 ) -> TransactionData:
     """Abort the producer's open transaction: its records stay invisible to read_committed consumers, Spark
     and SQL for good. Answered with state `CompleteAbort` once the abort markers are written."""
-    return await _end(cluster_id, request, broker, permissions, transactional_id, body, commit=False)
+    return await _end(cluster_id, request, broker, context, transactional_id, body, commit=False)
 
 
 class TransactionOffset(BaseModel):
@@ -243,7 +243,7 @@ class TransactionOffsetsResponse(BaseModel):
              summary="Commit a consumer group's offsets in the producer's transaction (Kafka's TxnOffsetCommit)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_offsets_in_transaction(
-        cluster_id: str, broker: BrokerDep, permissions: PermissionsDep,
+        cluster_id: str, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: TransactionOffsetsRequest,
 ) -> TransactionOffsetsResponse:
@@ -258,5 +258,5 @@ async def commit_offsets_in_transaction(
         transactional_id=transactional_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
         group=body.group_id,
         offsets=[PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]),
-        permissions=permissions)
+        context=context)
     return TransactionOffsetsResponse(transactional_id=transactional_id, group_id=body.group_id, offsets=body.offsets)

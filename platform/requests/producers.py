@@ -22,7 +22,9 @@ from lakelog.coordinators.transaction_coordinator import DEFAULT_TRANSACTION_TIM
 from lakelog.producers.producer_ids import ProducerIdAndEpoch
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
 from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.authorizer import Authorizer
 
 __all__ = ["InitProducerIdRequest", "ProducerIds"]
 
@@ -50,16 +52,18 @@ class ProducerIds:
         producer_ids: this broker's producer id blocks (idempotent producers).
         transactions: the transaction coordinator, wherever a transactional id's coordinator is.
         cache: the topics (an idempotent producer with Write on any of them may have an id, KIP-679).
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
     def __init__(self, *, producer_ids: ProducerIdManager, transactions: TransactionCoordinator,
-                 cache: MetadataCache) -> None:
+                 cache: MetadataCache, authorizer: Authorizer) -> None:
         self.producer_ids = producer_ids
         self.transactions = transactions
         self.cache = cache
+        self.authorizer = authorizer
 
     async def init_producer_id(self, request: InitProducerIdRequest, *,
-                               permissions: RequestPermissions) -> ProducerIdAndEpoch:
+                               context: RequestContext) -> ProducerIdAndEpoch:
         """A producer id and epoch (see the module docstring).
 
         Raises:
@@ -74,6 +78,7 @@ class ProducerIds:
             :meth:`ProducerIdManager.init_producer_id
             <lakelog.coordinators.producer_id_manager.ProducerIdManager.init_producer_id>`.
         """
+        permissions = RequestPermissions.of(self.authorizer, context)
         if request.transactional_id is not None:
             permissions.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
             timeout_ms = request.transaction_timeout_ms

@@ -22,7 +22,9 @@ from lakelog.coordinators.transaction_state import TransactionMetadata
 from lakelog.producers.errors import TransactionalIdNotFoundError
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
 from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.authorizer import Authorizer
 
 __all__ = ["CoordinatedTransaction", "EndTxnRequest", "TransactionOperations", "TxnOffsetCommitRequest"]
 
@@ -81,16 +83,21 @@ class TransactionOperations:
         transactions: the transaction coordinator, wherever a transactional id's coordinator is.
         groups: the group coordinator (a transaction's offsets go to the group's coordinator).
         cluster_id: the cluster's id once the broker started (named in errors' advice).
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
     def __init__(self, *, transactions: TransactionCoordinator, groups: GroupCoordinator,
-                 cluster_id: Callable[[], str]) -> None:
+                 cluster_id: Callable[[], str], authorizer: Authorizer) -> None:
         self.transactions = transactions
         self.groups = groups
         self.cluster_id = cluster_id
+        self.authorizer = authorizer
+
+    def _permissions(self, context: RequestContext) -> RequestPermissions:
+        return RequestPermissions.of(self.authorizer, context)
 
     async def list_transactions(self, *, states: Collection[str] | None = None,
-                                permissions: RequestPermissions) -> list[CoordinatedTransaction]:
+                                context: RequestContext) -> list[CoordinatedTransaction]:
         """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id;
         ``states``: only ids in these states (Kafka's names, e.g. ``Ongoing``). Only the ids the principal
         may Describe.
@@ -100,13 +107,13 @@ class TransactionOperations:
             a coordinator does not answer.
         """
         found = await self.transactions.list_transactions()
-        visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+        visible = set(self._permissions(context).filter(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                          [m.transactional_id for _, m in found]))
         return [CoordinatedTransaction(coordinator_id, m) for coordinator_id, m in found
                 if (states is None or m.state.value in states) and m.transactional_id in visible]
 
     async def describe_transaction(self, transactional_id: str, *,
-                                   permissions: RequestPermissions) -> CoordinatedTransaction:
+                                   context: RequestContext) -> CoordinatedTransaction:
         """The id as its coordinator holds it (Kafka's DescribeTransactions).
 
         Raises:
@@ -115,7 +122,7 @@ class TransactionOperations:
                 ``transactional.id.expiration.ms``.
             NotCoordinatorError, CoordinatorLoadInProgressError, LeaderNotAvailableError (retriable).
         """
-        permissions.require(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+        self._permissions(context).require(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
         metadata = await self.transactions.describe(transactional_id)
         if metadata is None:
             raise TransactionalIdNotFoundError(
@@ -124,7 +131,7 @@ class TransactionOperations:
         return CoordinatedTransaction(await self.transactions.coordinator_id(transactional_id), metadata)
 
     async def end_transaction(self, request: EndTxnRequest, *,
-                              permissions: RequestPermissions) -> CoordinatedTransaction:
+                              context: RequestContext) -> CoordinatedTransaction:
         """Commit or abort the producer's open transaction (Kafka's EndTxn): answered once the decision is
         durable and, within ``request.timeout.ms``, its markers are written (Complete*; Prepare* when that
         took longer: the decision stands); with nothing produced in it, the current state.
@@ -136,13 +143,13 @@ class TransactionOperations:
             (409 / 40920, retriable): those of :meth:`TransactionCoordinator.end_transaction
             <lakelog.coordinators.transaction_coordinator.TransactionCoordinator.end_transaction>`.
         """
-        permissions.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        self._permissions(context).require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         metadata = await self.transactions.end_transaction(
             request.transactional_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             commit=request.commit)
         return CoordinatedTransaction(await self.transactions.coordinator_id(request.transactional_id), metadata)
 
-    async def commit_offsets(self, request: TxnOffsetCommitRequest, *, permissions: RequestPermissions) -> None:
+    async def commit_offsets(self, request: TxnOffsetCommitRequest, *, context: RequestContext) -> None:
         """The group's offsets join the producer's open transaction (beginning it if none is open): they
         become the group's committed offsets when the transaction commits, never if it aborts.
 
@@ -153,6 +160,7 @@ class TransactionOperations:
             InvalidProducerEpochError (409 / 40915), InvalidProducerIdMappingError (409 / 40919),
             ConcurrentTransactionsError (409 / 40920, retriable): the transaction's errors.
         """
+        permissions = self._permissions(context)
         permissions.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         validate_group_id(request.group)
         permissions.require(Operation.READ, ResourceType.GROUP, request.group)
