@@ -21,7 +21,8 @@ partitions        (:class:`~lakelog.requests.metadata.MetadataViews`)
 topic admin       :meth:`~RequestHandler.create_topic`,                   CreateTopics, DeleteTopics,
                   :meth:`~RequestHandler.delete_topic`,                   CreatePartitions
                   :meth:`~RequestHandler.create_partitions`
-topic configs     :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+topic configs     :meth:`~RequestHandler.describe_topic_configs`,         DescribeConfigs,
+                  :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
 ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
