@@ -37,13 +37,13 @@ class _StubRequests:
         self._next = itertools.count()
         self._topics: dict[str, TopicMetadata] = {}
 
-    async def describe_topic(self, name: str) -> TopicMetadata:
+    async def describe_topic(self, name: str, *, context, with_configs: bool = False) -> TopicMetadata:
         meta = self._topics.get(name)
         if meta is None:
             meta = self._topics[name] = TopicMetadata(name=name, topic_id=name, replicas={0: [0]}, configs={})
         return meta
 
-    async def produce(self, request: ProduceRequest) -> ProduceResult:
+    async def produce(self, request: ProduceRequest, *, context) -> ProduceResult:
         n = request.records.num_rows
         base = next(self._next)
         for _ in range(n - 1):

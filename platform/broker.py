@@ -167,7 +167,10 @@ class Broker:
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
                                        leader_client=self.leader_client, coordinator=self.coordinator,
                                        offsets_broker=self, acl_store=self.acl_store,
-                                       user_credentials=self.user_credentials, quota_store=self.quota_store)
+                                       user_credentials=self.user_credentials, quota_store=self.quota_store,
+                                       producer_ids=self.producer_ids,
+                                       transaction_coordinator=self.transaction_coordinator,
+                                       cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
@@ -301,10 +304,11 @@ class Broker:
 
     async def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
                            configs: dict[str, str] | None = None) -> TopicMetadata:
-        """Create a topic (the coordinators create their internal topics so); see
-        :meth:`RequestHandler.create_topic <lakelog.requests.handler.RequestHandler.create_topic>`."""
+        """Create a topic as the brokers' own principal (the coordinators create their internal topics so);
+        see :meth:`RequestHandler.create_topic <lakelog.requests.handler.RequestHandler.create_topic>`."""
         return await self.requests.create_topic(CreateTopicRequest(
-            name=name, partitions_count=partitions, replication_factor=replication_factor, configs=configs or {}))
+            name=name, partitions_count=partitions, replication_factor=replication_factor, configs=configs or {}),
+            context=self.requests.broker_context)
 
     # -- the surface the gateway and consumer groups use (delegations) ----------------------------
 

@@ -22,7 +22,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.permissions import require_cluster_alter_configs, require_cluster_describe_configs
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.security.errors import InvalidQuotaError
@@ -99,22 +99,24 @@ def entity_map(entity: QuotaEntity) -> dict[str, str | None]:
 @router.get("/lakelog/v1/client-quotas", response_model=QuotaEntries, responses=QUOTA_ERRORS,
             summary="Describe client quotas", dependencies=[require_cluster_describe_configs])
 async def describe_client_quotas(
-    broker: BrokerDep,
+    broker: BrokerDep, context: ContextDep,
     user: Annotated[str | None, Query(description="Only this user's entities (<default>: the default user).")] = None,
     client_id: Annotated[str | None, Query(description="Only this client id's (<default>: the default).")] = None,
     strict: Annotated[bool, Query(description="Only entities with no part other than those filtered.")] = False,
 ) -> QuotaEntries:
     """The entities with quotas that match the filter (Kafka's DescribeClientQuotas)."""
-    found = await broker.requests.quotas.describe_client_quotas(user=user, client_id=client_id, strict=strict)
+    found = await broker.requests.quotas.describe_client_quotas(context=context, user=user, client_id=client_id,
+                                                                strict=strict)
     return QuotaEntries(entries=[QuotaEntry(entity=entity_map(e), values=v) for e, v in found])
 
 
 @router.post("/lakelog/v1/client-quotas:alter", response_model=QuotaEntries, responses=QUOTA_ERRORS,
              summary="Alter client quotas", dependencies=[require_cluster_alter_configs])
-async def alter_client_quotas(body: AlterQuotasRequest, broker: BrokerDep) -> QuotaEntries:
+async def alter_client_quotas(body: AlterQuotasRequest, broker: BrokerDep, context: ContextDep) -> QuotaEntries:
     """Set and remove quotas of entities; all entries are checked before any is written (Kafka's
     AlterClientQuotas)."""
     altered = await broker.requests.quotas.alter_client_quotas([ClientQuotaAlteration(
         entity=entity_of(entry.entity), set={op.key: op.value for op in entry.ops if not op.remove},
-        remove=[op.key for op in entry.ops if op.remove]) for entry in body.entries], validate_only=body.validate_only)
+        remove=[op.key for op in entry.ops if op.remove]) for entry in body.entries], context=context,
+        validate_only=body.validate_only)
     return QuotaEntries(entries=[QuotaEntry(entity=entity_map(e), values=v) for e, v in altered])

@@ -23,13 +23,14 @@ from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.ingest_api.request_metrics import RequestStats
-from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.replication.controller import Controller
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.protocol.client_id import CLIENT_ID_HEADER
 from lakelog.requests import RequestHandler
+from lakelog.requests.context import RequestContext
 from lakelog.security.authentication import ANONYMOUS, Authenticator
 from lakelog.security.authorizer import Authorizer
 
@@ -84,15 +85,6 @@ BrokerDep = Annotated[GatewayBroker, Depends(get_broker)]
 OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
 ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
 CoordinatorDep = Annotated[GroupCoordinator, Depends(get_coordinator)]
-
-
-async def get_producer_ids(request: Request) -> ProducerIdManager:
-    """The broker's producer id manager (:mod:`lakelog.producers.producer_ids`; ``Broker.producer_ids``)."""
-    return request.app.state.broker.producer_ids
-
-
-#: The broker's :class:`~lakelog.coordinators.producer_id_manager.ProducerIdManager` (InitProducerId).
-ProducerIdsDep = Annotated[ProducerIdManager, Depends(get_producer_ids)]
 
 
 async def get_transaction_coordinator(request: Request) -> TransactionCoordinator:
@@ -151,3 +143,19 @@ def client_host(request: Request) -> str:
 
 #: The request's principal (:func:`authenticate`).
 PrincipalDep = Annotated[str, Depends(authenticate)]
+
+#: The listener name of requests that come in by the HTTP gateway (:attr:`RequestContext.listener
+#: <lakelog.requests.context.RequestContext.listener>`).
+HTTP_LISTENER = "http"
+
+
+async def get_context(request: Request, principal: PrincipalDep) -> RequestContext:
+    """The request's caller for the request layer's operations: principal, address, ``client.id``
+    (``X-Lakelog-Client-Id``) and listener."""
+    return RequestContext(principal=principal, host=client_host(request),
+                          client_id=request.headers.get(CLIENT_ID_HEADER, ""), listener=HTTP_LISTENER)
+
+
+#: The request's :class:`~lakelog.requests.context.RequestContext` (:func:`get_context`): what every
+#: operation of the request layer takes.
+ContextDep = Annotated[RequestContext, Depends(get_context)]

@@ -13,8 +13,8 @@
 Offsets live in the internal topic ``__consumer_offsets``; any broker answers, asking the group's
 coordinator (:mod:`lakelog.consumer_groups.coordinator`): 503 / 50320 (retriable) when none answered
 within ``request.timeout.ms``. The routes call the request layer's
-:class:`~lakelog.requests.groups.GroupOffsets` (the per-topic checks are there); the group's permission
-is checked before the body is read.
+:class:`~lakelog.requests.groups.GroupOffsets` (every check is there); the group's permission is also
+checked before the body is read.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from fastapi import APIRouter, Query
 
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.consumers_api import GroupName
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import PermissionsDep, group_permission
+from lakelog.ingest_api.permissions import group_permission
 from lakelog.ingest_api.models import (
     CommitOffsetsRequest,
     CommitOffsetsResponse,
@@ -60,22 +60,22 @@ def _answer(offsets: list[PartitionOffset]) -> list[TopicPartitionOffset]:
              summary="Commit offsets for a group (one append through its coordinator)",
              dependencies=[group_permission(Operation.READ)])
 async def commit_offsets(group: GroupName, body: CommitOffsetsRequest, broker: BrokerDep,
-                         permissions: PermissionsDep) -> CommitOffsetsResponse:
+                         context: ContextDep) -> CommitOffsetsResponse:
     """Read on the group and on each topic (Kafka's OffsetCommit)."""
     txn = body.transaction
     written = await broker.requests.groups.commit_offsets(OffsetCommitRequest(
         group=group, offsets=[PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets],
         generation_id=body.generation_id, app_id=txn.app_id if txn else None, version=txn.version if txn else None),
-        permissions=permissions)
+        context=context)
     return CommitOffsetsResponse(committed=written, offsets=body.offsets)
 
 
 @router.get("/consumers/{group}/offsets", response_model=OffsetsResponse, summary="A group's committed offsets",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def get_offsets(group: GroupName, broker: BrokerDep, permissions: PermissionsDep,
+async def get_offsets(group: GroupName, broker: BrokerDep, context: ContextDep,
                       topic: Optional[str] = Query(None, description="Only this topic.")) -> OffsetsResponse:
     """Describe on the group; topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
-    committed = await broker.requests.groups.committed_offsets(group, topic=topic, permissions=permissions)
+    committed = await broker.requests.groups.committed_offsets(group, topic=topic, context=context)
     return OffsetsResponse(offsets=[
         CommittedOffsetInfo(topic=c.topic, partition=c.partition, offset=c.offset, metadata=c.metadata,
                             generation_id=c.generation, commit_timestamp=c.commit_timestamp_ms)
@@ -83,16 +83,16 @@ async def get_offsets(group: GroupName, broker: BrokerDep, permissions: Permissi
 
 
 @router.get("/consumers", response_model=list[str], summary="Groups with committed offsets")
-async def list_groups(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
+async def list_groups(broker: BrokerDep, context: ContextDep) -> list[str]:
     """Only the groups the principal may Describe (Kafka's ListGroups)."""
-    return await broker.requests.groups.list_groups(permissions=permissions)
+    return await broker.requests.groups.list_groups(context=context)
 
 
 @router.get("/consumers/{group}/lag", response_model=GroupLag, summary="Committed offset, log end and lag per partition",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def group_lag(group: GroupName, broker: BrokerDep, permissions: PermissionsDep) -> GroupLag:
+async def group_lag(group: GroupName, broker: BrokerDep, context: ContextDep) -> GroupLag:
     """Describe on the group; only the topics the principal may Describe (their lag in ``total_lag``)."""
-    lag = await broker.requests.groups.group_lag(group, permissions=permissions)
+    lag = await broker.requests.groups.group_lag(group, context=context)
     return GroupLag(group=lag.group, total_lag=lag.total_lag, partitions=[
         PartitionLag(topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
                      log_end_offset=p.log_end_offset, high_watermark=p.high_watermark, lag=p.lag)
@@ -102,13 +102,13 @@ async def group_lag(group: GroupName, broker: BrokerDep, permissions: Permission
 @router.post("/consumers/{group}/offsets/reset", response_model=CommitOffsetsResponse,
              summary="Reset a group's offsets (no active members)", dependencies=[group_permission(Operation.READ)])
 async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: BrokerDep,
-                        permissions: PermissionsDep) -> CommitOffsetsResponse:
+                        context: ContextDep) -> CommitOffsetsResponse:
     """Read on the group and on each topic reset (Kafka's OffsetCommit, which kafka-consumer-groups
     --reset-offsets sends): with ACLs checked, the reset is planned first (a dry run) to learn its topics."""
     offsets = await broker.requests.groups.reset_offsets(ResetRequest(
         group=group, to=body.to, value=body.value, topics=body.topics, dry_run=body.dry_run,
         partitions=[(p.topic, p.partition) for p in body.partitions] if body.partitions else None),
-        permissions=permissions)
+        context=context)
     return CommitOffsetsResponse(committed=not body.dry_run, offsets=_answer(offsets))
 
 
@@ -116,8 +116,8 @@ async def reset_offsets(group: GroupName, body: ResetOffsetsRequest, broker: Bro
              summary="Delete a group's committed offsets of a topic (no active members)",
              dependencies=[group_permission(Operation.DELETE)])
 async def delete_offsets(group: GroupName, body: DeleteOffsetsRequest, broker: BrokerDep,
-                         permissions: PermissionsDep) -> DeletedOffsetsResponse:
+                         context: ContextDep) -> DeletedOffsetsResponse:
     """Delete on the group and Read on the topic (Kafka's OffsetDelete)."""
     deleted = await broker.requests.groups.delete_offsets(group, topic=body.topic, partitions=body.partitions,
-                                                          permissions=permissions)
+                                                          context=context)
     return DeletedOffsetsResponse(deleted=[TopicPartitionRef(topic=t, partition=p) for t, p in deleted])

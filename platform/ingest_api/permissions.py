@@ -11,7 +11,10 @@ and, where the resources come in the body or the answer is a list, asks :data:`P
 (:class:`RequestPermissions`): ``require`` one resource, ``filter`` a list to what the principal may see.
 
 What each API needs is the request layer's (:mod:`lakelog.requests.authorization`, as Kafka's
-``KafkaApis`` checks it); this module runs those checks as route dependencies, before a route reads the body.
+``KafkaApis`` checks it), and every operation checks it itself for the request's
+:class:`~lakelog.requests.context.RequestContext` (:data:`~lakelog.ingest_api.deps.ContextDep`); this module
+runs the same checks earlier, as route dependencies, before a route reads the body, so that the HTTP
+answers keep their order (403 before a body's 400, 404 or 415).
 
 Checking before the handler runs means a principal that may not Describe a topic gets the same 403 for a
 topic that exists and for one that does not: no answer tells it which topics exist. A denial raises

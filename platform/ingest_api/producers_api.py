@@ -4,10 +4,12 @@
   "producer_epoch": 0}``; ids are unique cluster-wide (:mod:`lakelog.producers.producer_ids`: blocks
   reserved in ZooKeeper).
 - Transactional producer (``{"transactional_id": "t1", "transaction_timeout_ms": 60000}``): the
-  coordinator of the transactional id answers, asked by whichever broker took the request
-  (:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`): a new producer id with
-  epoch 0 for a new id, else the same producer id with the epoch + 1, which fences the previous instance
-  of the producer.
+  coordinator of the transactional id answers, asked by whichever broker took the request: a new producer
+  id with epoch 0 for a new id, else the same producer id with the epoch + 1, which fences the previous
+  instance of the producer.
+
+The route parses the body and encodes the answer; the operation (authorization included) is
+:meth:`ProducerIds.init_producer_id <lakelog.requests.producers.ProducerIds.init_producer_id>`.
 
 The producer then sends the id, the epoch and a sequence per request with every produce
 (:mod:`lakelog.protocol.producer_headers`).
@@ -15,19 +17,17 @@ The producer then sends the id, the epoch and a sequence per request with every 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Optional
 
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep, ProducerIdsDep, TransactionCoordinatorDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import ClusterNotFoundError
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import PermissionsDep
 from lakelog.coordinators.transaction_coordinator import DEFAULT_TRANSACTION_TIMEOUT_MS
 from lakelog.protocol.producer_headers import MAX_PRODUCER_EPOCH, MAX_PRODUCER_ID
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.requests.producers import InitProducerIdRequest as ProducerIdRequest
 
 router = APIRouter(tags=["v3 producers"])
 
@@ -64,8 +64,7 @@ class InitProducerIdResponse(BaseModel):
 @router.post("/v3/clusters/{cluster_id}/producers", response_model=InitProducerIdResponse,
              responses=error_responses(400, 404, 408, 409, 422, 500, 503, 504),
              summary="Get a producer id for an idempotent or transactional producer (Kafka's InitProducerId)")
-async def init_producer_id(cluster_id: str, broker: BrokerDep, producer_ids: ProducerIdsDep,
-                           transactions: TransactionCoordinatorDep, permissions: PermissionsDep,
+async def init_producer_id(cluster_id: str, broker: BrokerDep, context: ContextDep,
                            body: Optional[InitProducerIdRequest] = Body(None)) -> InitProducerIdResponse:
     """Without a `transactional_id` (`{}` or no body): a new producer id, unique in the cluster, with
     epoch 0. The producer numbers its produce requests 0, 1, 2, ... and sends the three headers
@@ -86,14 +85,8 @@ async def init_producer_id(cluster_id: str, broker: BrokerDep, producer_ids: Pro
     on some topic (KIP-679); else 403 / 40301."""
     if cluster_id != broker.cluster_id:
         raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")
-    if body is not None and body.transactional_id is not None:
-        permissions.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
-        timeout_ms = body.transaction_timeout_ms
-        answer = await transactions.init_producer_id(
-            body.transactional_id,
-            transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout_ms is None else timeout_ms)
-    else:
-        if permissions.enabled:
-            permissions.require_idempotent_write(broker.topics())
-        answer = await asyncio.to_thread(producer_ids.init_producer_id)
+    answer = await broker.requests.producers.init_producer_id(
+        ProducerIdRequest() if body is None else ProducerIdRequest(
+            transactional_id=body.transactional_id, transaction_timeout_ms=body.transaction_timeout_ms),
+        context=context)
     return InitProducerIdResponse(producer_id=answer.producer_id, producer_epoch=answer.producer_epoch)

@@ -26,7 +26,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from lakelog.ingest_api import codecs, models
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import produce_permission, topic_permission
 from lakelog.ingest_api.error_handlers import error_response
@@ -50,7 +50,7 @@ from lakelog.protocol.producer_headers import (
 )
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
-from lakelog.requests import FetchRequest, ProduceRequest
+from lakelog.requests import FetchRequest, ProduceRequest, RequestContext
 from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
 from lakelog.security.acls import Operation
 
@@ -212,7 +212,8 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     return body  # type: ignore[return-value]  # a bytearray: no second copy of a large body
 
 
-async def _produce(request: Request, broker, topic: str, partition: int | None, *, allow_arrow: bool) -> Response:
+async def _produce(request: Request, broker, context: RequestContext, topic: str, partition: int | None, *,
+                   allow_arrow: bool) -> Response:
     fmt = codecs.produce_format(request.headers.get("content-type"))
     if fmt == "arrow" and not allow_arrow:
         raise UnsupportedMediaTypeError(
@@ -229,7 +230,7 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
     size, holder = len(body), [body]
     del body  # the body is freed once decoded, while its bytes stay counted until the append is done
     try:
-        return await _produce_body(broker, topic, partition, fmt, holder, acks, producer)
+        return await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
     finally:
         budget.give(size)
 
@@ -238,9 +239,9 @@ async def _produce(request: Request, broker, topic: str, partition: int | None, 
 _DECODE_IN_THREAD_MIN_BYTES = 1 << 20
 
 
-async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: list, acks,
-                        producer: ProducerBatch | None) -> Response:
-    await broker.requests.describe_topic(topic)  # 40401 before body errors, as REST Proxy
+async def _produce_body(broker, context: RequestContext, topic: str, partition: int | None, fmt, holder: list,
+                        acks, producer: ProducerBatch | None) -> Response:
+    await broker.requests.describe_topic(topic, context=context)  # 40401 before body errors, as REST Proxy
     body = holder.pop()
     if len(body) < _DECODE_IN_THREAD_MIN_BYTES:
         batch, parts = codecs.decode_produce(body, fmt, consume=True)
@@ -249,7 +250,7 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
     del body
     result = await broker.requests.produce(ProduceRequest(
         topic=topic, records=batch, record_partitions=parts, partition=partition, acks=acks, producer=producer,
-        layout="batch" if fmt == "arrow" else "records"))
+        layout="batch" if fmt == "arrow" else "records"), context=context)
     if fmt == "arrow":
         base = result.base_offset
         return kafka_json({"partition": partition, "base_offset": base,
@@ -264,30 +265,33 @@ async def _produce_body(broker, topic: str, partition: int | None, fmt, holder: 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
              openapi_extra=_PRODUCE_BODY, dependencies=[produce_permission()])
-async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep) -> Response:
-    return await _produce(request, broker, topic, None, allow_arrow=False)
+async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
+                        context: ContextDep) -> Response:
+    return await _produce(request, broker, context, topic, None, allow_arrow=False)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
              tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
              dependencies=[produce_permission()])
-async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
-    return await _produce(request, broker, topic, partition, allow_arrow=True)
+async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
+                            context: ContextDep) -> Response:
+    return await _produce(request, broker, context, topic, partition, allow_arrow=True)
 
 
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
              openapi_extra=_ARROW_BODY, dependencies=[produce_permission()])
-async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep) -> Response:
-    return await _produce(request, broker, topic, partition, allow_arrow=True)
+async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
+                          context: ContextDep) -> Response:
+    return await _produce(request, broker, context, topic, partition, allow_arrow=True)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", responses=_FETCH_RESPONSES, tags=["fetch"],
             summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response,
             dependencies=[topic_permission(Operation.READ)])
 async def fetch(
-    topic: TopicName, partition: PartitionId, broker: BrokerDep,
+    topic: TopicName, partition: PartitionId, broker: BrokerDep, context: ContextDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
     max_bytes: Annotated[int, Query(
         gt=0, le=FETCH_MAX_BYTES_LIMIT,
@@ -301,7 +305,7 @@ async def fetch(
     fmt = codecs.fetch_format(accept)
     result = await broker.requests.fetch(FetchRequest(
         topic=topic, partition=partition, offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
-        isolation_level=isolation_level, columns=codecs.FETCH_COLUMNS))
+        isolation_level=isolation_level, columns=codecs.FETCH_COLUMNS), context=context)
     table = result.records
     body = await asyncio.to_thread(codecs.encode_records, table, fmt, topic=topic, partition=partition) \
         if table.num_rows > 5000 else codecs.encode_records(table, fmt, topic=topic, partition=partition)

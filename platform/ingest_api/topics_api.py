@@ -18,13 +18,13 @@ from typing import Annotated, Optional
 from fastapi import APIRouter, Path, Query
 
 from lakelog.ingest_api import models
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
-from lakelog.ingest_api.permissions import PermissionsDep, topic_permission
+from lakelog.ingest_api.permissions import topic_permission
 from lakelog.log_tables.records import MAX_TIMESTAMP_MS
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.acls import Operation
 from lakelog.replication.partition_views import PartitionSummary
-from lakelog.requests import ListOffsetsRequest
+from lakelog.requests import ListOffsetsRequest, RequestContext
 
 router = APIRouter()
 
@@ -44,38 +44,40 @@ def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
         high_watermark=s.high_watermark, last_stable_offset=s.last_stable_offset)
 
 
-async def _partitions(broker, topic: str) -> list[models.PartitionInfo]:
-    return [_partition_info(s) for s in await broker.requests.metadata.partition_summaries(topic)]
+async def _partitions(broker, topic: str, context: RequestContext) -> list[models.PartitionInfo]:
+    return [_partition_info(s) for s in await broker.requests.metadata.partition_summaries(topic, context=context)]
 
 
 @router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
             summary="List topic names")
-async def list_topics(broker: BrokerDep, permissions: PermissionsDep) -> list[str]:
-    return permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(await broker.requests.list_topics()))
+async def list_topics(broker: BrokerDep, context: ContextDep) -> list[str]:
+    return sorted(await broker.requests.list_topics(context=context))
 
 
 @router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
             summary="Describe a topic: configs and partitions",
             dependencies=[DESCRIBE_TOPIC, topic_permission(Operation.DESCRIBE_CONFIGS)])
-async def get_topic(topic: TopicName, broker: BrokerDep) -> models.TopicInfo:
+async def get_topic(topic: TopicName, broker: BrokerDep, context: ContextDep) -> models.TopicInfo:
     """Describe and DescribeConfigs on the topic with ACLs checked (REST Proxy reads the configs with Kafka's
     DescribeConfigs)."""
-    meta = await broker.requests.describe_topic(topic)
-    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(), partitions=await _partitions(broker, topic))
+    meta = await broker.requests.describe_topic(topic, context=context, with_configs=True)
+    return models.TopicInfo(name=topic, configs=meta.config.to_kafka(),
+                            partitions=await _partitions(broker, topic, context))
 
 
 @router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=ERRORS,
             tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR",
             dependencies=[DESCRIBE_TOPIC])
-async def list_partitions(topic: TopicName, broker: BrokerDep) -> list[models.PartitionInfo]:
-    return await _partitions(broker, topic)
+async def list_partitions(topic: TopicName, broker: BrokerDep, context: ContextDep) -> list[models.PartitionInfo]:
+    return await _partitions(broker, topic, context)
 
 
 @router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=ERRORS,
             tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets",
             dependencies=[DESCRIBE_TOPIC])
-async def get_partition(topic: TopicName, partition: PartitionId, broker: BrokerDep) -> models.PartitionInfo:
-    summaries = await broker.requests.metadata.partition_summaries(topic, partition)
+async def get_partition(topic: TopicName, partition: PartitionId, broker: BrokerDep,
+                        context: ContextDep) -> models.PartitionInfo:
+    summaries = await broker.requests.metadata.partition_summaries(topic, partition, context=context)
     return _partition_info(summaries[0])
 
 
@@ -89,11 +91,11 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
             summary="Beginning (log start), end (high watermark) and last stable offsets; with timestamp_ms, the "
                     "offset of a time",
             dependencies=[DESCRIBE_TOPIC])
-async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep,
+async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep, context: ContextDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:
     listed = await broker.requests.list_offsets(ListOffsetsRequest(topic=topic, partition=partition,
-                                                                   timestamp_ms=timestamp_ms))
+                                                                   timestamp_ms=timestamp_ms), context=context)
     offsets = listed.offsets
     return models.PartitionOffsets(beginning_offset=offsets.log_start_offset, end_offset=offsets.high_watermark,
                                    last_stable_offset=offsets.last_stable_offset,
@@ -105,10 +107,12 @@ async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDe
             summary="The first offset at or after a time, looked up on this broker (the partition's leader)",
             dependencies=[DESCRIBE_TOPIC])
 async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, broker: BrokerDep,
+                                      context: ContextDep,
                                       timestamp_ms: Annotated[int, Query(**_TIMESTAMP_MS)]) -> models.OffsetForTimestamp:
     """Answered only by the partition's leader (421 naming the leader elsewhere): the lookup another
     broker forwards, so a forwarded request is never forwarded again."""
-    offset = await broker.requests.metadata.leader_offset_for_timestamp(topic, partition, timestamp_ms=timestamp_ms)
+    offset = await broker.requests.metadata.leader_offset_for_timestamp(topic, partition, timestamp_ms=timestamp_ms,
+                                                                        context=context)
     return models.OffsetForTimestamp(timestamp_ms=timestamp_ms, offset=offset)
 
 
@@ -116,7 +120,7 @@ async def leader_offset_for_timestamp(topic: TopicName, partition: PartitionId, 
             tags=["lakelog"], summary="Partition tables (version, files, bytes on disk) and their offsets, for direct "
                                       "readers (Spark) and the console",
             dependencies=[DESCRIBE_TOPIC])
-async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[int] = Query(
+async def topic_logs(broker: BrokerDep, context: ContextDep, topic: TopicName, partition: Optional[int] = Query(
         None, ge=0, le=models.INT32_MAX, description="only this partition (default: all)"),
         details: bool = Query(False, description="also the table's version, data files and the replica's bytes on "
                                                  "disk (a directory walk on the leader: for the console, not for "
@@ -124,4 +128,4 @@ async def topic_logs(broker: BrokerDep, topic: TopicName, partition: Optional[in
     """Every partition's table on its leader. Any broker answers: a partition led elsewhere is asked
     of its leader (``?partition=``), whose table holds the committed records (offsets below the HW).
     ``?details=true`` adds ``table_version``, ``table_files`` and ``size_bytes`` (null without it)."""
-    return await broker.requests.metadata.partition_logs(topic, partition, details=details)
+    return await broker.requests.metadata.partition_logs(topic, partition, context=context, details=details)

@@ -16,7 +16,8 @@ transaction coordinators hold, as Kafka's ``kafka-transactions.sh list`` and ``d
   group's offsets committed in the producer's open transaction (Kafka's AddOffsetsToTxn + TxnOffsetCommit):
   they count for the group exactly when the transaction commits, with the records it wrote.
 
-Any broker answers (:class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator`). Each id
+Any broker answers (the operations, authorization included, are
+:class:`~lakelog.requests.transactions.TransactionOperations`; the routes parse and encode). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
 transaction began and how long it has been open (its age, ms, measured by the answering broker's clock).
 Errors: 404 with 40404 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
@@ -33,18 +34,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from lakelog.consumer_groups.instances import validate_group_id
-from lakelog.consumer_groups.offset_records import offsets_of
-from lakelog.ingest_api.deps import BrokerDep, CoordinatorDep, TransactionCoordinatorDep
+from lakelog.consumer_groups.offsets_admin import PartitionOffset
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
-from lakelog.ingest_api.permissions import PermissionsDep, transactional_id_permission
+from lakelog.ingest_api.permissions import transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
-from lakelog.producers.errors import TransactionalIdNotFoundError
-from lakelog.coordinators.transaction_state import NO_TIMESTAMP, TransactionMetadata
-from lakelog.protocol.producer_headers import ProducerBatch
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.coordinators.transaction_state import NO_TIMESTAMP
+from lakelog.requests.transactions import CoordinatedTransaction, EndTxnRequest, TxnOffsetCommitRequest
+from lakelog.security.acls import Operation
 
 router = APIRouter(tags=["v3 transactions"])
 
@@ -114,9 +113,9 @@ def _cluster_url(request: Request, cluster_id: str) -> str:
     return f"{str(request.base_url).rstrip('/')}/v3/clusters/{quote(cluster_id, safe='')}"
 
 
-def _data(request: Request, cluster_id: str, coordinator_id: int | None, m: TransactionMetadata, *,
-          now_ms: int) -> TransactionData:
+def _data(request: Request, cluster_id: str, found: CoordinatedTransaction, *, now_ms: int) -> TransactionData:
     cluster_url = _cluster_url(request, cluster_id)
+    coordinator_id, m = found.coordinator_id, found.metadata
     is_open = m.has_pending_transaction and m.txn_start_timestamp_ms != NO_TIMESTAMP
     return TransactionData(
         metadata=ResourceMetadata(self=f"{cluster_url}/transactions/{quote(m.transactional_id, safe='')}",
@@ -134,22 +133,19 @@ def _data(request: Request, cluster_id: str, coordinator_id: int | None, m: Tran
 @router.get("/v3/clusters/{cluster_id}/transactions", response_model=TransactionDataList, responses=LIST_ERRORS,
             summary="Transactional ids of the cluster: state, producer, open transaction's partitions and age")
 async def list_transactions(
-        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
-        permissions: PermissionsDep, state: Annotated[Optional[list[StateName]], Query(
+        cluster_id: str, request: Request, broker: BrokerDep,
+        context: ContextDep, state: Annotated[Optional[list[StateName]], Query(
             description="Only ids in these states (repeat the parameter for several); all when left out.")] = None,
 ) -> TransactionDataList:
     """Every transactional id known cluster-wide (Kafka's ListTransactions sent to every broker), by id.
     `?state=Ongoing&state=PrepareCommit&state=PrepareAbort` lists the open ones. Only the ids the principal
     may Describe."""
     check_cluster(broker, cluster_id)
-    found = await transactions.list_transactions()
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
-                                     [m.transactional_id for _, m in found]))
+    found = await broker.requests.transactions.list_transactions(states=state, context=context)
     now_ms = int(time.time() * 1000)
     return TransactionDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/transactions"),
-        data=[_data(request, cluster_id, coordinator_id, m, now_ms=now_ms) for coordinator_id, m in found
-              if (state is None or m.state.value in state) and m.transactional_id in visible])
+        data=[_data(request, cluster_id, t, now_ms=now_ms) for t in found])
 
 
 @router.get("/v3/clusters/{cluster_id}/transactions/{transactional_id}", response_model=TransactionData,
@@ -157,19 +153,14 @@ async def list_transactions(
                                                "partitions and age",
             dependencies=[transactional_id_permission(Operation.DESCRIBE)])
 async def get_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
 ) -> TransactionData:
     """The id as its coordinator holds it (Kafka's DescribeTransactions); 404 / 40408 when it knows none
     (never initialized, or expired after transactional.id.expiration.ms)."""
     check_cluster(broker, cluster_id)
-    metadata = await transactions.describe(transactional_id)
-    if metadata is None:
-        raise TransactionalIdNotFoundError(
-            f"Transactional id '{transactional_id}' not found: no producer initialized it (POST "
-            f"/v3/clusters/{cluster_id}/producers with its transactional_id), or it expired.")
-    coordinator_id = await transactions.coordinator_id(transactional_id)
-    return _data(request, cluster_id, coordinator_id, metadata, now_ms=int(time.time() * 1000))
+    found = await broker.requests.transactions.describe_transaction(transactional_id, context=context)
+    return _data(request, cluster_id, found, now_ms=int(time.time() * 1000))
 
 
 class EndTransactionRequest(BaseModel):
@@ -183,20 +174,20 @@ class EndTransactionRequest(BaseModel):
 END_ERRORS = error_responses(400, 404, 408, 409, 422, 500, 503)
 
 
-async def _end(cluster_id: str, request: Request, broker, transactions, transactional_id: str,
+async def _end(cluster_id: str, request: Request, broker, context, transactional_id: str,
                body: EndTransactionRequest, *, commit: bool) -> TransactionData:
     check_cluster(broker, cluster_id)
-    metadata = await transactions.end_transaction(transactional_id, producer_id=body.producer_id,
-                                                  producer_epoch=body.producer_epoch, commit=commit)
-    coordinator_id = await transactions.coordinator_id(transactional_id)
-    return _data(request, cluster_id, coordinator_id, metadata, now_ms=int(time.time() * 1000))
+    found = await broker.requests.transactions.end_transaction(EndTxnRequest(
+        transactional_id=transactional_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
+        commit=commit), context=context)
+    return _data(request, cluster_id, found, now_ms=int(time.time() * 1000))
 
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/commit", response_model=TransactionData,
              responses=END_ERRORS, summary="Commit the producer's open transaction (Kafka's EndTxn)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: EndTransactionRequest,
 ) -> TransactionData:
@@ -206,20 +197,20 @@ async def commit_transaction(
     409 / 40918 when the transaction was aborted meanwhile (it timed out after its transaction_timeout_ms),
     409 / 40915 when a newer instance fenced this epoch, 409 / 40919 for another producer id, 409 / 40920
     (retriable) while a state change is being written; with nothing produced in it, the current state."""
-    return await _end(cluster_id, request, broker, transactions, transactional_id, body, commit=True)
+    return await _end(cluster_id, request, broker, context, transactional_id, body, commit=True)
 
 
 @router.post("/v3/clusters/{cluster_id}/transactions/{transactional_id}/abort", response_model=TransactionData,
              responses=END_ERRORS, summary="Abort the producer's open transaction (Kafka's EndTxn)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def abort_transaction(
-        cluster_id: str, request: Request, broker: BrokerDep, transactions: TransactionCoordinatorDep,
+        cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: EndTransactionRequest,
 ) -> TransactionData:
     """Abort the producer's open transaction: its records stay invisible to read_committed consumers, Spark
     and SQL for good. Answered with state `CompleteAbort` once the abort markers are written."""
-    return await _end(cluster_id, request, broker, transactions, transactional_id, body, commit=False)
+    return await _end(cluster_id, request, broker, context, transactional_id, body, commit=False)
 
 
 class TransactionOffset(BaseModel):
@@ -252,7 +243,7 @@ class TransactionOffsetsResponse(BaseModel):
              summary="Commit a consumer group's offsets in the producer's transaction (Kafka's TxnOffsetCommit)",
             dependencies=[transactional_id_permission(Operation.WRITE)])
 async def commit_offsets_in_transaction(
-        cluster_id: str, broker: BrokerDep, groups: CoordinatorDep, permissions: PermissionsDep,
+        cluster_id: str, broker: BrokerDep, context: ContextDep,
         transactional_id: Annotated[str, Path(description="The producer's transactional.id.", min_length=1)],
         body: TransactionOffsetsRequest,
 ) -> TransactionOffsetsResponse:
@@ -263,10 +254,9 @@ async def commit_offsets_in_transaction(
     the errors of the transaction (409 / 40915 fenced, 40919 another producer id, 40920 retriable).
     Write on the transactional id, Read on the group and its topics (Kafka's AddOffsetsToTxn, TxnOffsetCommit)."""
     check_cluster(broker, cluster_id)
-    validate_group_id(body.group_id)
-    permissions.require(Operation.READ, ResourceType.GROUP, body.group_id)
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in body.offsets))
-    producer = ProducerBatch(body.producer_id, body.producer_epoch, 0, transactional_id)
-    await groups.commit(body.group_id, offsets_of(body.group_id, [o.model_dump() for o in body.offsets]),
-                        producer=producer)
+    await broker.requests.transactions.commit_offsets(TxnOffsetCommitRequest(
+        transactional_id=transactional_id, producer_id=body.producer_id, producer_epoch=body.producer_epoch,
+        group=body.group_id,
+        offsets=[PartitionOffset(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]),
+        context=context)
     return TransactionOffsetsResponse(transactional_id=transactional_id, group_id=body.group_id, offsets=body.offsets)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.permissions import require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.openapi_docs import v3_read_errors
 
@@ -42,23 +42,24 @@ class UserList(BaseModel):
 
 @router.get("/lakelog/v1/users", response_model=UserList, responses=USER_ERRORS, summary="List users",
             dependencies=[require_cluster_describe])
-async def list_users(broker: BrokerDep) -> UserList:
+async def list_users(broker: BrokerDep, context: ContextDep) -> UserList:
     """Every user with a SCRAM-SHA-512 credential, sorted."""
-    return UserList(users=await broker.requests.users.list_users())
+    return UserList(users=await broker.requests.users.list_users(context=context))
 
 
 @router.put("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
             summary="Set a user's password", dependencies=[require_cluster_alter])
-async def upsert_user(body: UserPassword, broker: BrokerDep,
+async def upsert_user(body: UserPassword, broker: BrokerDep, context: ContextDep,
                       name: str = Path(min_length=1, description="User name (the principal is User:name)")) -> Response:
     """Create the user or replace their credential (not the brokers' own user)."""
-    await broker.requests.users.upsert_user(name, password=body.password, iterations=body.iterations)
+    await broker.requests.users.upsert_user(name, password=body.password, iterations=body.iterations,
+                                            context=context)
     return Response(status_code=204)
 
 
 @router.delete("/lakelog/v1/users/{name}", status_code=204, response_class=Response, responses=USER_ERRORS,
                summary="Delete a user", dependencies=[require_cluster_alter])
-async def delete_user(broker: BrokerDep, name: str = Path(min_length=1)) -> Response:
+async def delete_user(broker: BrokerDep, context: ContextDep, name: str = Path(min_length=1)) -> Response:
     """Remove the user's credential (not the brokers' own user)."""
-    await broker.requests.users.delete_user(name)
+    await broker.requests.users.delete_user(name, context=context)
     return Response(status_code=204)

@@ -27,7 +27,7 @@ from typing import Annotated, Optional
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.permissions import require_cluster_alter, require_cluster_describe
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import ResourceMetadata
@@ -138,7 +138,7 @@ _FILTER_DOC = ("Each parameter narrows the ACLs; left out or ANY: anything. patt
 @router.get("/v3/clusters/{cluster_id}/acls", response_model=AclDataList, responses=ACL_ERRORS,
             dependencies=[require_cluster_describe],
             summary="List ACLs", description=_FILTER_DOC)
-async def list_acls(cluster_id: str, request: Request, broker: BrokerDep,
+async def list_acls(cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
                     resource_type: FilterParam = None, resource_name: FilterParam = None, pattern_type: FilterParam = None,
                     principal: FilterParam = None, host: FilterParam = None, operation: FilterParam = None,
                     permission: FilterParam = None) -> AclDataList:
@@ -146,7 +146,7 @@ async def list_acls(cluster_id: str, request: Request, broker: BrokerDep,
     check_cluster(broker, cluster_id)
     flt = acl_filter(resource_type=resource_type, resource_name=resource_name, pattern_type=pattern_type,
                      principal=principal, host=host, operation=operation, permission=permission)
-    acls = await broker.requests.acls.describe_acls(flt)
+    acls = await broker.requests.acls.describe_acls(flt, context=context)
     return AclDataList(metadata=ResourceCollectionMetadata(self=_acls_url(request, cluster_id), next=None),
                        data=_data(request, cluster_id, acls))
 
@@ -154,27 +154,27 @@ async def list_acls(cluster_id: str, request: Request, broker: BrokerDep,
 @router.post("/v3/clusters/{cluster_id}/acls", status_code=201, response_class=Response,
              dependencies=[require_cluster_alter],
              responses=ACL_ERRORS, summary="Create an ACL")
-async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: BrokerDep) -> Response:
+async def create_acl(cluster_id: str, body: CreateAclRequestData, broker: BrokerDep, context: ContextDep) -> Response:
     """Store one ACL (CreateAcls); storing one that exists changes nothing."""
     check_cluster(broker, cluster_id)
-    await broker.requests.acls.create_acls([body.binding()])
+    await broker.requests.acls.create_acls([body.binding()], context=context)
     return Response(status_code=201)
 
 
 @router.post("/v3/clusters/{cluster_id}/acls:batch", status_code=204, response_class=Response,
              dependencies=[require_cluster_alter],
              responses=ACL_ERRORS, summary="Create several ACLs")
-async def create_acls(cluster_id: str, body: CreateAclBatchRequest, broker: BrokerDep) -> Response:
+async def create_acls(cluster_id: str, body: CreateAclBatchRequest, broker: BrokerDep, context: ContextDep) -> Response:
     """Store several ACLs; every one is checked before any is stored."""
     check_cluster(broker, cluster_id)
-    await broker.requests.acls.create_acls([item.binding() for item in body.data])
+    await broker.requests.acls.create_acls([item.binding() for item in body.data], context=context)
     return Response(status_code=204)
 
 
 @router.delete("/v3/clusters/{cluster_id}/acls", response_model=DeleteAclsResponse, responses=ACL_ERRORS,
                dependencies=[require_cluster_alter],
                summary="Delete ACLs", description=_FILTER_DOC + " resource_type is required (ANY for every type).")
-async def delete_acls(cluster_id: str, request: Request, broker: BrokerDep,
+async def delete_acls(cluster_id: str, request: Request, broker: BrokerDep, context: ContextDep,
                       resource_type: Annotated[str, Query()], resource_name: FilterParam = None,
                       pattern_type: FilterParam = None, principal: FilterParam = None, host: FilterParam = None,
                       operation: FilterParam = None, permission: FilterParam = None) -> DeleteAclsResponse:
@@ -184,5 +184,5 @@ async def delete_acls(cluster_id: str, request: Request, broker: BrokerDep,
         raise InvalidAclError("resource_type must be given to delete ACLs (ANY for every resource type)")
     flt = acl_filter(resource_type=resource_type, resource_name=resource_name, pattern_type=pattern_type,
                      principal=principal, host=host, operation=operation, permission=permission)
-    removed = await broker.requests.acls.delete_acls(flt)
+    removed = await broker.requests.acls.delete_acls(flt, context=context)
     return DeleteAclsResponse(data=_data(request, cluster_id, removed))

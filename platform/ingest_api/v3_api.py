@@ -11,17 +11,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from lakelog.ingest_api import codecs, models
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import PermissionsDep, produce_permission, topic_permission
+from lakelog.ingest_api.permissions import produce_permission, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
 from lakelog.requests import CreateTopicRequest, ProduceRequest
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.acls import Operation
 
 router = APIRouter(tags=["v3"])
 
@@ -56,11 +56,10 @@ def _config_data(request: Request, broker, topic: str, entry: TopicConfigEntry) 
 @router.get("/v3/clusters/{cluster_id}/topics", response_model=models.TopicList, responses=ERRORS,
             summary="List topics (those the principal may Describe)")
 async def list_topics(cluster_id: str, request: Request, broker: BrokerDep,
-                      permissions: PermissionsDep) -> models.TopicList:
+                      context: ContextDep) -> models.TopicList:
     check_cluster(broker, cluster_id)
-    topics = await broker.requests.list_topics()
-    data = [_topic_data(request, broker, topics[t])
-            for t in permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, sorted(topics))]
+    topics = await broker.requests.list_topics(context=context)
+    data = [_topic_data(request, broker, topics[t]) for t in sorted(topics)]
     return models.TopicList(metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics", "next": None},
                             data=data)
 
@@ -68,42 +67,42 @@ async def list_topics(cluster_id: str, request: Request, broker: BrokerDep,
 @router.post("/v3/clusters/{cluster_id}/topics", response_model=models.TopicData, status_code=201,
              responses=ERRORS, summary="Create a topic")
 async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request: Request,
-                       broker: BrokerDep, permissions: PermissionsDep) -> models.TopicData:
+                       broker: BrokerDep, context: ContextDep) -> models.TopicData:
     """Create on the cluster, or Create on the topic, when ACLs are checked (Kafka's CreateTopics)."""
     check_cluster(broker, cluster_id)
-    permissions.require_create_topic(body.topic_name)
     configs = {c.name: c.value for c in body.configs if c.value is not None}
     meta = await broker.requests.create_topic(CreateTopicRequest(
         name=body.topic_name, partitions_count=body.partitions_count, replication_factor=body.replication_factor,
-        configs=configs))
+        configs=configs), context=context)
     return _topic_data(request, broker, meta)
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=ERRORS,
             summary="Describe a topic", dependencies=[topic_permission(Operation.DESCRIBE)])
-async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> models.TopicData:
+async def get_topic(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep,
+                    context: ContextDep) -> models.TopicData:
     check_cluster(broker, cluster_id)
-    return _topic_data(request, broker, await broker.requests.describe_topic(topic))
+    return _topic_data(request, broker, await broker.requests.describe_topic(topic, context=context))
 
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, responses=ERRORS,
                summary="Delete a topic and its partition logs", response_class=Response,
                dependencies=[topic_permission(Operation.DELETE)])
-async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep) -> Response:
+async def delete_topic(cluster_id: str, topic: TopicName, broker: BrokerDep, context: ContextDep) -> Response:
     check_cluster(broker, cluster_id)
-    await broker.requests.delete_topic(topic)
+    await broker.requests.delete_topic(topic, context=context)
     return Response(status_code=204)
 
 
 @router.patch("/v3/clusters/{cluster_id}/topics/{topic}", response_model=models.TopicData, responses=CHANGE_ERRORS,
               summary="Add partitions to a topic (never fewer)", dependencies=[topic_permission(Operation.ALTER)])
 async def update_partition_count(cluster_id: str, topic: TopicName, body: models.UpdatePartitionCountRequest,
-                                 request: Request, broker: BrokerDep) -> models.TopicData:
+                                 request: Request, broker: BrokerDep, context: ContextDep) -> models.TopicData:
     """Grow the topic to ``partitions_count`` partitions (``kafka-topics --alter --partitions``). A count
     not above the current one is refused with 400 / 40005 (Kafka's INVALID_PARTITIONS). Records with
     keys may map to other partitions from now on (murmur2 over the new count)."""
     check_cluster(broker, cluster_id)
-    meta = await broker.requests.create_partitions(topic, partitions_count=body.partitions_count)
+    meta = await broker.requests.create_partitions(topic, partitions_count=body.partitions_count, context=context)
     return _topic_data(request, broker, meta)
 
 
@@ -111,9 +110,9 @@ async def update_partition_count(cluster_id: str, topic: TopicName, body: models
             responses=ERRORS, summary="Every config of a topic with its effective value",
             dependencies=[topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request,
-                             broker: BrokerDep) -> models.TopicConfigList:
+                             broker: BrokerDep, context: ContextDep) -> models.TopicConfigList:
     check_cluster(broker, cluster_id)
-    meta = await broker.requests.describe_topic(topic)
+    meta = await broker.requests.describe_topic_configs(topic, context=context)
     return models.TopicConfigList(
         metadata={"self": f"{_base_url(request)}/v3/clusters/{cluster_id}/topics/{topic}/configs", "next": None},
         data=[_config_data(request, broker, topic, e) for e in meta.config_entries()])
@@ -122,10 +121,10 @@ async def list_topic_configs(cluster_id: str, topic: TopicName, request: Request
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}", response_model=models.TopicConfigData,
             responses=ERRORS, summary="One config of a topic", dependencies=[topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request: Request,
-                           broker: BrokerDep) -> models.TopicConfigData:
+                           broker: BrokerDep, context: ContextDep) -> models.TopicConfigData:
     """404 / 40440 when ``name`` is not a topic config."""
     check_cluster(broker, cluster_id)
-    meta = await broker.requests.describe_topic(topic)
+    meta = await broker.requests.describe_topic_configs(topic, context=context)
     return _config_data(request, broker, topic, meta.config_entry(name))
 
 
@@ -133,13 +132,13 @@ async def get_topic_config(cluster_id: str, topic: TopicName, name: str, request
              summary="Set and delete topic configs (all or nothing)", response_class=Response,
              dependencies=[topic_permission(Operation.ALTER_CONFIGS)])
 async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.AlterConfigBatchRequest,
-                              broker: BrokerDep) -> Response:
+                              broker: BrokerDep, context: ContextDep) -> Response:
     """SET and DELETE configs in one change (``kafka-configs --alter --add-config/--delete-config``);
     running brokers apply it to the topic's open logs without a restart. An unknown key or an invalid
     value is refused with 400 / 40003 naming the key (so is a key named twice), and nothing is written."""
     check_cluster(broker, cluster_id)
     await broker.requests.alter_topic_configs(topic, [(e.name, e.operation, e.value) for e in body.data],
-                                              validate_only=body.validate_only)
+                                              context=context, validate_only=body.validate_only)
     return Response(status_code=204)
 
 
@@ -147,15 +146,15 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
              responses=CHANGE_ERRORS, summary="Produce one record (REST Proxy v3)",
              openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS}, dependencies=[produce_permission()])
 async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
-                  broker: BrokerDep) -> models.V3ProduceResponse:
+                  broker: BrokerDep, context: ContextDep) -> models.V3ProduceResponse:
     """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
     check_cluster(broker, cluster_id)
     producer = producer_batch_from_headers(request.headers)
-    meta = await broker.requests.describe_topic(topic)
+    meta = await broker.requests.describe_topic(topic, context=context)
     batch = codecs.decode_v3_record(body)
     parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
     result = await broker.requests.produce(ProduceRequest(topic=topic, records=batch, record_partitions=parts,
-                                                          producer=producer))
+                                                          producer=producer), context=context)
     if result.errors:
         raise next(iter(result.errors.values()))
     return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,

@@ -26,7 +26,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 
 from lakelog.ingest_api import v3_models as m
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import INT32_MAX
 from lakelog.ingest_api.openapi_docs import ZOOKEEPER_ERRORS, v3_read_errors
@@ -146,9 +146,10 @@ async def get_broker(cluster_id: str, broker_id: BrokerId, request: Request, bro
 @router.get("/v3/clusters/{cluster_id}/topics/{topic}/partitions", response_model=m.PartitionDataList,
             responses=PARTITION_ERRORS, summary="A topic's partitions with links to their leader and replicas",
             dependencies=[topic_permission(Operation.DESCRIBE)])
-async def list_partitions(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep) -> Response:
+async def list_partitions(cluster_id: str, topic: TopicName, request: Request, broker: BrokerDep,
+                          context: ContextDep) -> Response:
     check_cluster(broker, cluster_id)
-    parts = await broker.requests.metadata.partition_replicas(topic)
+    parts = await broker.requests.metadata.partition_replicas(topic, context=context)
     cluster_url = _cluster_url(request, cluster_id)
     listing = m.PartitionDataList(metadata=_collection(f"{cluster_url}/topics/{topic}/partitions"),
                                   data=[_partition_data_at(cluster_url, cluster_id, p) for p in parts])
@@ -160,9 +161,9 @@ async def list_partitions(cluster_id: str, topic: TopicName, request: Request, b
             responses=PARTITION_ERRORS, summary="One partition",
             dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_partition(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
-                        broker: BrokerDep) -> m.PartitionData:
+                        broker: BrokerDep, context: ContextDep) -> m.PartitionData:
     check_cluster(broker, cluster_id)
-    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id, context=context)
     return _partition_data(request, cluster_id, p)
 
 
@@ -171,9 +172,9 @@ async def get_partition(cluster_id: str, topic: TopicName, partition_id: Partiti
             summary="A partition's replicas: leader and in-sync (ISR) flags",
             dependencies=[topic_permission(Operation.DESCRIBE)])
 async def list_replicas(cluster_id: str, topic: TopicName, partition_id: PartitionId, request: Request,
-                        broker: BrokerDep) -> m.ReplicaDataList:
+                        broker: BrokerDep, context: ContextDep) -> m.ReplicaDataList:
     check_cluster(broker, cluster_id)
-    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id, context=context)
     return m.ReplicaDataList(
         metadata=_collection(f"{_partition_url(request, cluster_id, topic, partition_id)}/replicas"),
         data=[_replica_data(request, cluster_id, p, r) for r in p.replicas])
@@ -183,8 +184,8 @@ async def list_replicas(cluster_id: str, topic: TopicName, partition_id: Partiti
             response_model=m.ReplicaData, responses=REPLICA_ERRORS, summary="One replica of a partition",
             dependencies=[topic_permission(Operation.DESCRIBE)])
 async def get_replica(cluster_id: str, topic: TopicName, partition_id: PartitionId, broker_id: BrokerId,
-                      request: Request, broker: BrokerDep) -> m.ReplicaData:
+                      request: Request, broker: BrokerDep, context: ContextDep) -> m.ReplicaData:
     """404 / 40411 when ``broker_id`` holds no replica of the partition."""
     check_cluster(broker, cluster_id)
-    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id)
+    [p] = await broker.requests.metadata.partition_replicas(topic, partition_id, context=context)
     return _replica_data(request, cluster_id, p, p.replica(broker_id))

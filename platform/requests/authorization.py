@@ -26,9 +26,11 @@ transactions                            Describe (lists filtered) / Write on the
 ======================================  =====================================================================
 
 A denial raises :class:`~lakelog.security.errors.AuthorizationError` (403 / 40301, naming the operation and
-the resource) and is logged by the authorizer. A front door checks before it reads a request's body (the
-HTTP gateway in its route dependencies, :mod:`lakelog.ingest_api.permissions`), so a principal that may
-not Describe a topic gets the same 403 for a topic that exists and for one that does not.
+the resource) and is logged by the authorizer. Every operation checks what it needs for the caller of its
+:class:`~lakelog.requests.context.RequestContext`, whatever a front door checked before; a front door may
+also check early, before it reads a request's body (the HTTP gateway in its route dependencies,
+:mod:`lakelog.ingest_api.permissions`), so a principal that may not Describe a topic gets the same 403 for
+a topic that exists and for one that does not.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from lakelog.requests.context import RequestContext
 from lakelog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
 from lakelog.security.errors import AuthorizationError
@@ -60,6 +63,11 @@ class RequestPermissions:
         self.authorizer = authorizer
         self.principal = principal
         self.host = host
+
+    @classmethod
+    def of(cls, authorizer: Authorizer, context: RequestContext) -> RequestPermissions:
+        """The permissions of ``context``'s principal from its address, before ``authorizer``."""
+        return cls(authorizer=authorizer, principal=context.principal, host=context.host)
 
     @property
     def enabled(self) -> bool:

@@ -20,6 +20,8 @@ from lakelog.protocol.errors import FieldOutOfRangeError
 from lakelog.replication.consumer_fetch import next_offset
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.requests.authorization import RequestPermissions
+from lakelog.security.acls import Operation, ResourceType
 
 __all__ = ["DEFAULT_FETCH_MAX_BYTES", "FETCH_MAX_BYTES_LIMIT", "FETCH_MAX_WAIT_MS_LIMIT", "FetchRequest", "FetchResult",
            "ListOffsetsRequest", "ListOffsetsResult", "fetch", "list_offsets", "validate_fetch"]
@@ -85,14 +87,17 @@ def validate_fetch(request: FetchRequest) -> None:
             raise FieldOutOfRangeError(f"A fetch's {name} must be from {low} to {high}, not {value}.")
 
 
-async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, request: FetchRequest) -> FetchResult:
-    """Validate and read ``request`` on this broker, the partition's leader.
+async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, request: FetchRequest, *,
+                permissions: RequestPermissions) -> FetchResult:
+    """Authorize (Read on the topic), validate and read ``request`` on this broker, the partition's leader.
 
     Raises:
+        AuthorizationError (403 / 40301, checked first),
         FieldOutOfRangeError (:func:`validate_fetch`), UnknownTopicError, UnknownPartitionError,
         NotLeaderError (naming the leader), LeaderNotAvailableError,
         OffsetOutOfRangeError: ``offset`` below the log start offset or above the high watermark.
     """
+    permissions.require(Operation.READ, ResourceType.TOPIC, request.topic)
     validate_fetch(request)
     wait_ms = settings.fetch_max_wait_ms if request.max_wait_ms is None else request.max_wait_ms
     rows, part = await replica_manager.fetch(request.topic, request.partition, request.offset,
@@ -131,12 +136,15 @@ class ListOffsetsResult:
     offset_for_timestamp: int | None
 
 
-async def list_offsets(replica_manager: ReplicaManager, request: ListOffsetsRequest) -> ListOffsetsResult:
-    """The partition's offsets, from its leader (any broker answers).
+async def list_offsets(replica_manager: ReplicaManager, request: ListOffsetsRequest, *,
+                       permissions: RequestPermissions) -> ListOffsetsResult:
+    """The partition's offsets, from its leader (any broker answers); Describe on the topic.
 
     Raises:
+        AuthorizationError (403 / 40301, checked first),
         UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError, NotLeaderError (moved again).
     """
+    permissions.require(Operation.DESCRIBE, ResourceType.TOPIC, request.topic)
     offsets = await leader_offsets(replica_manager, request.topic, request.partition)
     found = None if request.timestamp_ms is None else await offset_for_timestamp(
         replica_manager, request.topic, request.partition, timestamp_ms=request.timestamp_ms)

@@ -2,10 +2,11 @@
 administration of ``kafka-consumer-groups`` (lag, ``--reset-offsets``), with their per-topic
 authorization.
 
-Each operation checks what it needs of the topics named in the request or found in the answer (Read on
-each topic committed, reset or deleted; Describe to see a topic in an answer: topics the principal may
-not Describe are left out, as Kafka filters OffsetFetch); the group's own permission (Read, Describe or
-Delete on the group) is a front door's check before it reads the body (:mod:`lakelog.requests.authorization`).
+Each operation checks, for its caller's :class:`~lakelog.requests.context.RequestContext`, the group's own
+permission first (Read to commit or reset, Describe to read offsets or lag, Delete to delete offsets; a
+front door may check it early too, before it reads the body), then what it needs of the topics named in
+the request or found in the answer (Read on each topic committed, reset or deleted; Describe to see a
+topic in an answer: topics the principal may not Describe are left out, as Kafka filters OffsetFetch).
 The offsets are written and read through the group's coordinator (:mod:`lakelog.consumer_groups.offsets_admin`,
 :class:`~lakelog.consumer_groups.coordinator.GroupCoordinator`).
 """
@@ -21,7 +22,9 @@ from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.consumer_groups.offsets_admin import GroupLagInfo, PartitionOffset, ResetTarget
 from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
 from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.authorizer import Authorizer
 
 __all__ = ["GroupOffsets", "OffsetCommitRequest", "ResetOffsetsRequest"]
 
@@ -70,57 +73,75 @@ class GroupOffsets:
     Args:
         broker: what the offsets administration uses of the broker (topics, offsets, the coordinator).
         coordinator: the group coordinator (committed offsets, wherever a group's coordinator is).
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
-    def __init__(self, *, broker: OffsetsAdminBroker, coordinator: GroupCoordinator) -> None:
+    def __init__(self, *, broker: OffsetsAdminBroker, coordinator: GroupCoordinator, authorizer: Authorizer) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self.authorizer = authorizer
 
-    async def commit_offsets(self, request: OffsetCommitRequest, *, permissions: RequestPermissions) -> bool:
+    def _permissions(self, context: RequestContext, operation: Operation | None = None,
+                     group: str | None = None) -> RequestPermissions:
+        """The caller's permissions, after ``operation`` on ``group`` when given (AuthorizationError)."""
+        permissions = RequestPermissions.of(self.authorizer, context)
+        if operation is not None and group is not None:
+            permissions.require(operation, ResourceType.GROUP, group)
+        return permissions
+
+    async def commit_offsets(self, request: OffsetCommitRequest, *, context: RequestContext) -> bool:
         """Commit ``request.offsets`` in one append through the group's coordinator; False when an
         idempotent commit was a replay (nothing written).
 
         Raises:
-            AuthorizationError (Read on a topic, 403 / 40301); the errors of
+            AuthorizationError (Read on the group, then on each topic: 403 / 40301); the errors of
             :func:`~lakelog.consumer_groups.offsets_admin.commit_offsets` (unknown topic or partition,
             a stale generation: 409 / 40904).
         """
+        permissions = self._permissions(context, Operation.READ, request.group)
         permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in request.offsets))
         return await offsets_admin.commit_offsets(self.broker, request.group, request.offsets,
                                                   generation=request.generation_id, app_id=request.app_id,
                                                   version=request.version)
 
     async def committed_offsets(self, group: str, *, topic: str | None = None,
-                                permissions: RequestPermissions) -> list[CommittedOffset]:
+                                context: RequestContext) -> list[CommittedOffset]:
         """The group's committed offsets (``topic``: of that topic only), without the topics the principal
-        may not Describe (Kafka's OffsetFetch)."""
+        may not Describe (Kafka's OffsetFetch). Raises AuthorizationError: no Describe on the group."""
+        permissions = self._permissions(context, Operation.DESCRIBE, group)
         committed = await self.coordinator.committed(group, topic)
         visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
         return [c for c in committed if c.topic in visible]
 
-    async def list_groups(self, *, permissions: RequestPermissions) -> list[str]:
+    async def list_groups(self, *, context: RequestContext) -> list[str]:
         """The groups with committed offsets that the principal may Describe (Kafka's ListGroups)."""
-        return permissions.filter(Operation.DESCRIBE, ResourceType.GROUP, await self.coordinator.groups())
+        groups = await self.coordinator.groups()
+        return self._permissions(context).filter(Operation.DESCRIBE, ResourceType.GROUP, groups)
 
-    async def group_lag(self, group: str, *, permissions: RequestPermissions) -> GroupLagInfo:
+    async def group_lag(self, group: str, *, context: RequestContext) -> GroupLagInfo:
         """The group's lag per partition of the topics it committed, only those the principal may Describe
         (their lag makes ``total_lag``).
 
         Raises:
+            AuthorizationError: no Describe on the group (403 / 40301);
             the errors of :func:`~lakelog.consumer_groups.offsets_admin.group_lag` (404 / 40407: no committed offsets).
         """
+        permissions = self._permissions(context, Operation.DESCRIBE, group)
         lag = await offsets_admin.group_lag(self.broker, group)
         visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {p.topic for p in lag.partitions}))
         return GroupLagInfo(lag.group, [p for p in lag.partitions if p.topic in visible])
 
     async def reset_offsets(self, request: ResetOffsetsRequest, *,
-                            permissions: RequestPermissions) -> list[PartitionOffset]:
+                            context: RequestContext) -> list[PartitionOffset]:
         """Reset the group's offsets (:func:`~lakelog.consumer_groups.offsets_admin.reset_offsets`); with
-        ACLs checked the reset is planned first (a dry run) to learn its topics, each needing Read.
+        ACLs checked the reset needs Read on the group and is planned first (a dry run) to learn its topics,
+        each needing Read.
 
         Raises:
             AuthorizationError; the errors of :func:`~lakelog.consumer_groups.offsets_admin.reset_offsets`.
         """
+        permissions = self._permissions(context, Operation.READ, request.group)
+
         def reset(dry_run: bool):
             return offsets_admin.reset_offsets(self.broker, request.group, to=request.to, value=request.value,
                                                topics=request.topics, dry_run=dry_run, partitions=request.partitions)
@@ -131,11 +152,12 @@ class GroupOffsets:
         return await reset(request.dry_run)
 
     async def delete_offsets(self, group: str, *, topic: str, partitions: Sequence[int] | None = None,
-                             permissions: RequestPermissions) -> list[tuple[str, int]]:
-        """Delete the group's committed offsets of ``topic`` (Kafka's OffsetDelete); Read on the topic.
+                             context: RequestContext) -> list[tuple[str, int]]:
+        """Delete the group's committed offsets of ``topic`` (Kafka's OffsetDelete); Delete on the group,
+        Read on the topic.
 
         Raises:
             AuthorizationError; the errors of :func:`~lakelog.consumer_groups.offsets_admin.delete_offsets`.
         """
-        permissions.require(Operation.READ, ResourceType.TOPIC, topic)
+        self._permissions(context, Operation.DELETE, group).require(Operation.READ, ResourceType.TOPIC, topic)
         return await offsets_admin.delete_offsets(self.broker, group, topic=topic, partitions=partitions)

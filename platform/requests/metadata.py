@@ -4,8 +4,10 @@ partition and replica resources).
 
 Leader, epoch and ISR are read from ZooKeeper (:mod:`lakelog.replication.cluster_views`); offsets and a
 partition's table from its leader (:mod:`lakelog.replication.partition_views`: read locally when this
-broker leads, else asked of the leader). Each view looks the topic up first (UnknownTopicError: 40401;
-UnknownPartitionError: 40402).
+broker leads, else asked of the leader). Each view of a topic checks Describe on it first
+(AuthorizationError: 403 / 40301), then looks the topic up (UnknownTopicError: 40401;
+UnknownPartitionError: 40402); the cluster and its brokers need no ACL (Kafka's Metadata and
+DescribeCluster answer them to every principal).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from lakelog.replication.partition_views import (
     partition_summary,
 )
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
+from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.authorizer import Authorizer
 
 __all__ = ["MetadataViews"]
 
@@ -38,12 +44,17 @@ class MetadataViews:
     Args:
         metadata: ZooKeeper accessor (the controller znode). replica_manager: topics, live brokers
             (its metadata cache) and the partitions this broker leads.
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
-    def __init__(self, *, metadata: ClusterMetadata, replica_manager: ReplicaManager) -> None:
+    def __init__(self, *, metadata: ClusterMetadata, replica_manager: ReplicaManager, authorizer: Authorizer) -> None:
         self.metadata = metadata
         self.replica_manager = replica_manager
         self.cache = replica_manager.cache
+        self.authorizer = authorizer
+
+    def _require_describe(self, topic: str, context: RequestContext) -> None:
+        RequestPermissions.of(self.authorizer, context).require(Operation.DESCRIBE, ResourceType.TOPIC, topic)
 
     async def controller_id(self) -> int | None:
         """The active controller's broker id, or None during an election."""
@@ -57,24 +68,29 @@ class MetadataViews:
         """One live broker's registration. Raises UnknownBrokerError (404 / 40410)."""
         return await live_broker(self.cache, broker_id)
 
-    async def partition_replicas(self, topic: str, partition: int | None = None) -> list[PartitionReplicas]:
+    async def partition_replicas(self, topic: str, partition: int | None = None, *,
+                                 context: RequestContext) -> list[PartitionReplicas]:
         """Leader, replicas and ISR of a topic's partitions (``partition``: only that one), from ZooKeeper.
 
         Raises:
-            UnknownTopicError, UnknownPartitionError.
+            AuthorizationError, UnknownTopicError, UnknownPartitionError.
         """
+        self._require_describe(topic, context)
         meta = await self.replica_manager.topic_fresh(topic)
         if partition is not None:
             return [await partition_replicas(self.cache, meta, partition)]
         return await topic_partition_replicas(self.cache, meta)
 
-    async def partition_summaries(self, topic: str, partition: int | None = None) -> list[PartitionSummary]:
+    async def partition_summaries(self, topic: str, partition: int | None = None, *,
+                                  context: RequestContext) -> list[PartitionSummary]:
         """Leader, epoch, replicas (in sync or not) and the leader's offsets of a topic's partitions
         (``partition``: only that one), in partition order.
 
         Raises:
-            UnknownTopicError, UnknownPartitionError (offsets a leader cannot give now are None).
+            AuthorizationError, UnknownTopicError, UnknownPartitionError (offsets a leader cannot give now
+            are None).
         """
+        self._require_describe(topic, context)
         meta = await self.replica_manager.topic_fresh(topic)
         if partition is not None:
             self.cache.check_partition(meta, partition)
@@ -82,14 +98,15 @@ class MetadataViews:
         return list(await asyncio.gather(*(partition_summary(self.replica_manager, topic, p, meta.replicas[p])
                                            for p in wanted)))
 
-    async def partition_logs(self, topic: str, partition: int | None = None, *,
+    async def partition_logs(self, topic: str, partition: int | None = None, *, context: RequestContext,
                              details: bool = False) -> list[PartitionLogInfo]:
         """Each partition's table on its leader (``partition``: only that one) with its offsets; with
         ``details`` also the table's version, data files and bytes on disk (a directory walk on the leader).
 
         Raises:
-            UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError.
+            AuthorizationError, UnknownTopicError, UnknownPartitionError, LeaderNotAvailableError.
         """
+        self._require_describe(topic, context)
         meta = await self.replica_manager.topic_fresh(topic)
         if partition is not None:
             self.cache.check_partition(meta, partition)
@@ -97,11 +114,14 @@ class MetadataViews:
         return list(await asyncio.gather(*(partition_log_info(self.replica_manager, topic, p, details=details)
                                            for p in wanted)))
 
-    async def leader_offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int) -> int:
+    async def leader_offset_for_timestamp(self, topic: str, partition: int, *, timestamp_ms: int,
+                                          context: RequestContext) -> int:
         """The first offset at or after ``timestamp_ms`` (ms since the epoch), looked up only if this broker
         leads the partition (what another broker forwards, so it is never forwarded again).
 
         Raises:
-            NotLeaderError (naming the leader), LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError.
+            AuthorizationError, NotLeaderError (naming the leader), LeaderNotAvailableError, UnknownTopicError,
+            UnknownPartitionError.
         """
+        self._require_describe(topic, context)
         return await local_offset_for_timestamp(self.replica_manager, topic, partition, timestamp_ms=timestamp_ms)

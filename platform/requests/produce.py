@@ -4,6 +4,8 @@ Kafka's ``KafkaApis.handleProduceRequest`` with the producer's partitioner in fr
 partitions for a topic-level request). Steps of :meth:`ProduceOperation.produce` (mirrored by comments in
 the code):
 
+0. authorize: Write on the topic and, for a transactional request, on its transactional id
+   (:meth:`RequestPermissions.require_produce <lakelog.requests.authorization.RequestPermissions.require_produce>`);
 1. validate the whole request before anything is queued (:func:`validate_produce`: not an internal
    topic, acks with the producer, partitions named by records exist, every record fits
    ``max.message.bytes``, timestamps are -1 or within what the log holds, keys on a compacted topic):
@@ -46,6 +48,9 @@ from lakelog.replication.leader_client import LeaderClient
 from lakelog.replication.metadata import INTERNAL_TOPICS, TopicMetadata
 from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
+from lakelog.security.authorizer import Authorizer
 
 __all__ = ["ProduceLayout", "ProduceOperation", "ProduceRequest", "ProduceResult", "check_acks_for_producer",
            "check_not_internal", "validate_produce"]
@@ -142,24 +147,33 @@ class ProduceOperation:
     Args:
         replica_manager: appends to the partitions this broker leads (and knows the topics).
         leader_client: forwards shares for partitions led by other brokers.
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
-    def __init__(self, *, replica_manager: ReplicaManager, leader_client: LeaderClient) -> None:
+    def __init__(self, *, replica_manager: ReplicaManager, leader_client: LeaderClient,
+                 authorizer: Authorizer) -> None:
         self.replica_manager = replica_manager
         self.leader_client = leader_client
+        self.authorizer = authorizer
         self._sticky = itertools.count()
 
-    async def produce(self, request: ProduceRequest) -> ProduceResult:
-        """Validate, partition and append ``request`` (steps in the module docstring).
+    async def produce(self, request: ProduceRequest, *, context: RequestContext) -> ProduceResult:
+        """Authorize ``context``'s principal, validate, partition and append ``request`` (steps in the
+        module docstring).
 
         Returns:
             one partition and offset per record (:class:`ProduceResult`); a failed share's errors.
 
         Raises:
-            UnknownTopicError (40401, looked up first); the errors of :func:`validate_produce` (nothing
-            written); the share's error when every share failed (those of :meth:`ReplicaManager.produce`:
-            NotLeaderError, NotEnoughReplicasError, InvalidProducerEpochError, ...).
+            AuthorizationError (403 / 40301, checked first); UnknownTopicError (40401); the errors of
+            :func:`validate_produce` (nothing written); the share's error when every share failed (those of
+            :meth:`ReplicaManager.produce`: NotLeaderError, NotEnoughReplicasError, InvalidProducerEpochError, ...).
         """
+        # 0. authorize
+        if self.authorizer.enabled:
+            producer = request.producer
+            RequestPermissions.of(self.authorizer, context).require_produce(
+                request.topic, transactional_id=None if producer is None else producer.transactional_id)
         meta = await self.replica_manager.topic_fresh(request.topic)
         batch, partition, acks, producer = request.records, request.partition, request.acks, request.producer
         n = batch.num_rows

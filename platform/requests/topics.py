@@ -5,6 +5,10 @@ The topic's znodes are written by :class:`~lakelog.replication.metadata.ClusterM
 placement as Kafka spreads it, validation of names, counts and configs there); the replica manager opens
 and drops the logs (:class:`~lakelog.replication.topic_changes.TopicChanges` applies configs and added
 partitions to the open logs).
+
+Every operation first checks its caller's ACLs as Kafka's ``KafkaApis`` does: Describe on a topic to see
+it (lists keep only those), DescribeConfigs to read its configs, Create on the cluster or the topic,
+Delete, Alter (partitions), AlterConfigs on the topic.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
+from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.context import RequestContext
+from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.authorizer import Authorizer
 
 log = logging.getLogger(__name__)
 
@@ -50,37 +58,63 @@ class TopicAdmin:
         settings: the broker's settings (``num.partitions``, ``default.replication.factor``).
         metadata: ZooKeeper accessor. replica_manager: the broker's replicas (opens and drops logs).
         coordinator: the group coordinator (a deleted topic's committed offsets go with it).
+        authorizer: the broker's ACLs (``authorizer.enabled``).
     """
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
-                 coordinator: GroupCoordinator) -> None:
+                 coordinator: GroupCoordinator, authorizer: Authorizer) -> None:
         self.settings = settings
         self.metadata = metadata
         self.replica_manager = replica_manager
         self.coordinator = coordinator
+        self.authorizer = authorizer
 
-    async def list_topics(self) -> dict[str, TopicMetadata]:
-        """Every topic's metadata by name, re-read from ZooKeeper (Kafka's Metadata for all topics)."""
+    def _permissions(self, context: RequestContext) -> RequestPermissions:
+        return RequestPermissions.of(self.authorizer, context)
+
+    async def list_topics(self, *, context: RequestContext) -> dict[str, TopicMetadata]:
+        """Every topic's metadata by name, re-read from ZooKeeper (Kafka's Metadata for all topics): only the
+        topics the principal may Describe."""
         await self.replica_manager.refresh_topics()
-        return self.replica_manager.cache.topics()
+        topics = self.replica_manager.cache.topics()
+        if not self.authorizer.enabled:
+            return topics
+        return {t: topics[t] for t in self._permissions(context).filter(Operation.DESCRIBE, ResourceType.TOPIC, topics)}
 
-    async def describe_topic(self, name: str) -> TopicMetadata:
-        """A topic's metadata (partitions, replicas, configs), re-read if not cached.
+    async def describe_topic(self, name: str, *, context: RequestContext, with_configs: bool = False) -> TopicMetadata:
+        """A topic's metadata (partitions, replicas, configs), re-read if not cached; Describe on the topic
+        (``with_configs``: DescribeConfigs too, for an answer that shows the configs).
 
         Raises:
-            UnknownTopicError: 404 / 40401.
+            AuthorizationError: 403 / 40301 (checked first). UnknownTopicError: 404 / 40401.
         """
+        permissions = self._permissions(context)
+        permissions.require(Operation.DESCRIBE, ResourceType.TOPIC, name)
+        if with_configs:
+            permissions.require(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
         return await self.replica_manager.topic_fresh(name)
 
-    async def create_topic(self, request: CreateTopicRequest) -> TopicMetadata:
-        """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads.
+    async def describe_topic_configs(self, name: str, *, context: RequestContext) -> TopicMetadata:
+        """A topic's metadata for its configs (Kafka's DescribeConfigs): DescribeConfigs on the topic.
 
         Raises:
+            AuthorizationError: 403 / 40301 (checked first). UnknownTopicError: 404 / 40401.
+        """
+        self._permissions(context).require(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
+        return await self.replica_manager.topic_fresh(name)
+
+    async def create_topic(self, request: CreateTopicRequest, *, context: RequestContext) -> TopicMetadata:
+        """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads;
+        Create on the cluster, else Create on the topic.
+
+        Raises:
+            AuthorizationError: 403 / 40301 (checked first);
             the errors of :meth:`ClusterMetadata.create_topic
             <lakelog.replication.metadata.ClusterMetadata.create_topic>`
             (TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError
             when the replication factor exceeds the live brokers, ConfigError for a bad config).
         """
+        self._permissions(context).require_create_topic(request.name)
         rm, broker_id = self.replica_manager, self.settings.broker_id
         meta = await asyncio.to_thread(
             self.metadata.create_topic, request.name,
@@ -93,13 +127,15 @@ class TopicAdmin:
                 await rm.leader_partition(request.name, p)
         return meta
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, context: RequestContext) -> None:
         """Delete a topic and drop its local logs, then every group's committed offsets of it (Kafka's
-        cleanup of a deleted topic's offsets; a failure there is logged, the topic is gone either way).
+        cleanup of a deleted topic's offsets; a failure there is logged, the topic is gone either way);
+        Delete on the topic.
 
         Raises:
-            UnknownTopicError.
+            AuthorizationError (403 / 40301, checked first), UnknownTopicError.
         """
+        self._permissions(context).require(Operation.DELETE, ResourceType.TOPIC, name)
         await asyncio.to_thread(self.metadata.delete_topic, name)
         await self.replica_manager.refresh_topics()
         try:
@@ -110,17 +146,21 @@ class TopicAdmin:
             if removed:
                 log.info("deleted the committed offsets of %d partitions of the deleted topic %s", removed, name)
 
-    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+    async def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *, context: RequestContext,
                                   validate_only: bool = False) -> TopicMetadata:
         """Set and delete topic configs, all or nothing (``(name, "SET", value)``, ``(name, "DELETE", None)``);
-        running brokers apply them to the open logs. See :meth:`TopicChanges.alter_configs
-        <lakelog.replication.topic_changes.TopicChanges.alter_configs>` for the errors."""
+        running brokers apply them to the open logs; AlterConfigs on the topic (AuthorizationError, checked
+        first). See :meth:`TopicChanges.alter_configs
+        <lakelog.replication.topic_changes.TopicChanges.alter_configs>` for the other errors."""
+        self._permissions(context).require(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name)
         return await self.replica_manager.topic_changes.alter_configs(name, changes, validate_only=validate_only)
 
-    async def create_partitions(self, name: str, *, partitions_count: int,
+    async def create_partitions(self, name: str, *, partitions_count: int, context: RequestContext,
                                 validate_only: bool = False) -> TopicMetadata:
-        """Grow a topic to ``partitions_count`` partitions (Kafka's CreatePartitions); see
+        """Grow a topic to ``partitions_count`` partitions (Kafka's CreatePartitions); Alter on the topic
+        (AuthorizationError, checked first); see
         :meth:`TopicChanges.add_partitions <lakelog.replication.topic_changes.TopicChanges.add_partitions>`
         (InvalidPartitionsError for a count not above the current one)."""
+        self._permissions(context).require(Operation.ALTER, ResourceType.TOPIC, name)
         return await self.replica_manager.topic_changes.add_partitions(name, partitions_count=partitions_count,
                                                                        validate_only=validate_only)

@@ -26,12 +26,16 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import table_dir_name
-from lakelog.requests import ProduceRequest
+from lakelog.requests import ProduceRequest, RequestContext
+from lakelog.security.authentication import ANONYMOUS
 from lakelog.runtime.zookeeper_server import free_port
 from tests.harness import compact_range, table_offsets
 
 #: records are in the Delta table as soon as they are acknowledged
 CONFIGS = {"lake.commit.interval.ms": "0"}
+
+#: an anonymous client's requests (authorizer.enabled is false here)
+CLIENT = RequestContext(principal=ANONYMOUS)
 
 
 def records(start: int, n: int) -> pa.Table:
@@ -108,7 +112,8 @@ def test_a_consumer_reads_across_compaction_gaps_and_commits_past_them(zk_connec
         t = topic_name
         await c.broker.create_topic(t, partitions=1, configs=CONFIGS)
         for start in range(0, 60, 10):
-            await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(start, 10)))
+            await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(start, 10)),
+                                            context=CLIENT)
         kept: list[int] = []
         await c.restart(lambda: kept.extend(compact_range(c.table(t), 10, 39)))
         remaining = list(range(10)) + kept + list(range(40, 60))
@@ -148,8 +153,8 @@ def test_a_gap_up_to_the_high_watermark_moves_the_position_to_it(zk_connect, tmp
     async def scenario(c: Cluster) -> None:
         t = topic_name
         await c.broker.create_topic(t, partitions=1, configs=CONFIGS)
-        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(0, 10)))
-        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(10, 10)))
+        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(0, 10)), context=CLIENT)
+        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(10, 10)), context=CLIENT)
         # the newest records are gone (e.g. tombstones the cleaner removed): offsets 14..19 are a gap
         await c.restart(lambda: compact_range(c.table(t), 10, 19, keep=[11, 13]))
         assert (await c.broker.partition_offsets(t, 0))[2] == 20
@@ -180,7 +185,7 @@ def test_a_gap_up_to_the_high_watermark_moves_the_position_to_it(zk_connect, tmp
         # a waiting poll wakes up for the next record
         waiting = asyncio.ensure_future(c.manager.records(inst, timeout_ms=30_000))
         await asyncio.sleep(0.2)
-        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(20, 2)))
+        await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(20, 2)), context=CLIENT)
         assert [o for p in (await waiting).partitions for o in p.records["offset"].to_pylist()] == [20, 21]
 
     run(zk_connect, tmp_path / "logs", scenario)
@@ -192,7 +197,8 @@ def test_offsets_below_the_log_start_offset_are_reset_by_auto_offset_reset(zk_co
         group = f"g-{uuid.uuid4().hex[:8]}"
         await c.broker.create_topic(t, partitions=1, configs=CONFIGS)
         for start in range(0, 50, 10):
-            await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(start, 10)))
+            await c.broker.requests.produce(ProduceRequest(topic=t, partition=0, records=records(start, 10)),
+                                            context=CLIENT)
         await offsets_admin.commit_offsets(c.broker, group, [PartitionOffset(t, 0, 15)])
         kept: list[int] = []
 

@@ -24,8 +24,12 @@ from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.replication.errors import UnknownTopicError
 from lakelog.replication.metadata import CONSUMERS_PATH
-from lakelog.requests import ProduceRequest
+from lakelog.requests import ProduceRequest, RequestContext
+from lakelog.security.authentication import ANONYMOUS
 from lakelog.runtime.zookeeper_server import free_port
+
+#: an anonymous client's requests (authorizer.enabled is false here)
+CLIENT = RequestContext(principal=ANONYMOUS)
 
 
 def records(n: int, value: bytes = b"v") -> pa.Table:
@@ -58,12 +62,14 @@ def test_commit_lag_and_reset(zk_connect, tmp_path, topic_name):
     async def scenario(broker: Broker) -> None:
         group = f"g-{uuid.uuid4().hex[:8]}"
         await broker.create_topic(topic_name, partitions=2)
-        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"early")))
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"early")),
+                                      context=CLIENT)
         await asyncio.sleep(0.05)
         middle_ms = int(time.time() * 1000)
         await asyncio.sleep(0.05)
-        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"late")))
-        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(4)))
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(5, b"late")),
+                                      context=CLIENT)
+        await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(4)), context=CLIENT)
 
         # nothing committed yet
         with pytest.raises(UnknownGroupError):

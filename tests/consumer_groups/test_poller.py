@@ -16,8 +16,12 @@ from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import PollResult, record_bytes
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import FETCH_COLUMNS
-from lakelog.requests import ProduceRequest
+from lakelog.requests import ProduceRequest, RequestContext
+from lakelog.security.authentication import ANONYMOUS
 from lakelog.runtime.zookeeper_server import free_port
+
+#: an anonymous client's requests (authorizer.enabled is false here)
+CLIENT = RequestContext(principal=ANONYMOUS)
 
 
 def records(n: int, prefix: str) -> pa.Table:
@@ -63,8 +67,10 @@ def test_local_reads_positions_and_out_of_range_reset(zk_connect, tmp_path, topi
         await manager.start()
         try:
             await broker.create_topic(topic_name, partitions=2)
-            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(3, "a")))
-            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(2, "b")))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=0, records=records(3, "a")),
+                                          context=CLIENT)
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(2, "b")),
+                                          context=CLIENT)
             inst = await manager.create("g-" + uuid.uuid4().hex[:8], name="c", auto_offset_reset="earliest",
                                         auto_commit=False)
             await manager.assign(inst, [(topic_name, 0), (topic_name, 1)])
@@ -88,7 +94,8 @@ def test_local_reads_positions_and_out_of_range_reset(zk_connect, tmp_path, topi
             # a records request waiting for data wakes up when it arrives
             waiting = asyncio.ensure_future(manager.records(inst, timeout_ms=30_000))
             await asyncio.sleep(0.2)
-            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(1, "late")))
+            await broker.requests.produce(ProduceRequest(topic=topic_name, partition=1, records=records(1, "late")),
+                                          context=CLIENT)
             assert by_partition(await waiting) == {1: [2]}
         finally:
             await manager.stop()
@@ -114,7 +121,8 @@ def test_reads_partitions_led_by_another_broker(broker_factory, zk_connect, tmp_
                 for p in remote:
                     await asyncio.to_thread(client.produce_binary, topic_name, [(None, b"r")] * 3, partition=p)
             for p in local:
-                await broker.requests.produce(ProduceRequest(topic=topic_name, partition=p, records=records(2, "l")))
+                await broker.requests.produce(ProduceRequest(topic=topic_name, partition=p, records=records(2, "l")),
+                                              context=CLIENT)
             inst = await manager.create("g-" + uuid.uuid4().hex[:8], name="c", auto_offset_reset="earliest",
                                         auto_commit=False)
             await manager.assign(inst, [(topic_name, p) for p in range(4)])
@@ -133,7 +141,7 @@ def test_reads_partitions_led_by_another_broker(broker_factory, zk_connect, tmp_
             await asyncio.to_thread(remote_broker.kill)
             await manager.seek(inst, {(topic_name, r): 0})
             await broker.requests.produce(ProduceRequest(topic=topic_name, partition=local[0],
-                                                         records=records(1, "after")))
+                                                         records=records(1, "after")), context=CLIENT)
             result = await manager.records(inst, timeout_ms=0)
             assert by_partition(result) == {local[0]: [2]}
             assert inst.positions[(topic_name, r)] == 0

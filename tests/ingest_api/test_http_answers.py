@@ -35,7 +35,7 @@ class _Requests:
     def __init__(self) -> None:
         self.metadata = _Metadata()
 
-    async def list_topics(self) -> dict:
+    async def list_topics(self, *, context) -> dict:
         raise RuntimeError("planted bug")
 
 
