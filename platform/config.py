@@ -151,8 +151,8 @@ class BrokerSettings(BaseSettings):
     metrics_enabled: bool = Field(True, description="metrics.enabled: record the hot path's metrics (per-route request latency, per-topic traffic counters, append, Delta commit and group-commit histograms) for GET /metrics. false leaves only the gauges read at scrape time (partitions, offsets, lag). Default: true.")
     # -- slow clients (HTTP connections of the gateway; lakelog.ingest_api.http_guard) --
     connections_max_idle_ms: int = Field(30000, gt=0, description="connections.max.idle.ms: a connection with no request in progress (after accept or after an answer) is closed after this long. Kafka's 600000 suits its clients' long-lived connections; 30000 is REST Proxy's HTTP idle timeout. Default: 30000.")
-    request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40801 and the connection is closed. Default: 20000.")
-    request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40801 and the connection is closed. Default: 30000.")
+    request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40802 and the connection is closed. Default: 20000.")
+    request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40802 and the connection is closed. Default: 30000.")
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
     max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
     # -- security (lakelog.security) --
@@ -285,7 +285,7 @@ class TopicConfig(BaseModel):
     max_message_bytes: int = Field(
         1048588, gt=0, alias="max.message.bytes",
         description="The largest record a produce may carry (key, value and headers); a larger one answers "
-                    "422 / 42201 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
+                    "422 / 42225 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
     message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
         "CreateTime", alias="message.timestamp.type",
         description="CreateTime (the producer's timestamp, else the broker's time) or LogAppendTime (the "

@@ -297,7 +297,7 @@ class LakelogClient:
             gateway) the last record's offset + 1, else ``offset``.
 
         Raises:
-            GatewayError: OffsetOutOfRangeError (42202) below the log start offset or past the high
+            GatewayError: OffsetOutOfRangeError (42226) below the log start offset or past the high
             watermark, UnknownTopicError (40401), UnknownPartitionError, 40001 a bad parameter.
         """
         accept = {"binary": media_types.BINARY_V2, "json": media_types.JSON_V2, "arrow": media_types.ARROW_STREAM}

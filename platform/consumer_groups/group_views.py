@@ -161,7 +161,7 @@ async def list_group_views(*, consumers: ConsumerManager, broker: OffsetsAdminBr
 
     Raises:
         LeaderNotAvailableError: a ``__consumer_offsets`` partition has no live leader (its groups are
-            unknown; 404 / 40406, retriable).
+            unknown; 404 / 40404, retriable).
     """
     with_offsets = set(await broker.coordinator.groups())
     with_members = set(await asyncio.to_thread(_groups_with_members, consumers))
@@ -174,7 +174,7 @@ async def get_group_view(*, consumers: ConsumerManager, broker: OffsetsAdminBrok
 
     Raises:
         InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
-        UnknownGroupError: the group has neither committed offsets nor live members (404 / 40407).
+        UnknownGroupError: the group has neither committed offsets nor live members (404 / 40405).
     """
     view = await _view(consumers, broker, group, has_offsets=bool(await broker.coordinator.committed(group)))
     if not view.has_offsets and not view.members:
@@ -188,7 +188,7 @@ async def member_assignments(*, consumers: ConsumerManager, broker: OffsetsAdmin
     partition (Confluent's ``ConsumerAssignmentManager.listConsumerAssignments``).
 
     Raises:
-        UnknownGroupError: no such group (404 / 40407).
+        UnknownGroupError: no such group (404 / 40405).
         ConsumerInstanceNotFoundError: the group has no live member ``member_id`` (404 / 40403).
     """
     view = await get_group_view(consumers=consumers, broker=broker, group=group)
@@ -202,7 +202,7 @@ def find_assignment(assignments: list[AssignmentView], *, member_id: str, topic:
     """The assignment of ``topic``-``partition`` among ``assignments`` (those of ``member_id``).
 
     Raises:
-        UnknownGroupError: the member does not own that partition (404 / 40407: the group has no such
+        UnknownGroupError: the member does not own that partition (404 / 40405: the group has no such
             assignment, as :func:`find_lag` for a lag).
     """
     for a in assignments:
@@ -221,7 +221,7 @@ async def group_lags(*, consumers: ConsumerManager, broker: OffsetsAdminBroker, 
 
     Raises:
         InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
-        UnknownGroupError: the group has no committed offsets (404 / 40407).
+        UnknownGroupError: the group has no committed offsets (404 / 40405).
         LeaderNotAvailableError: a partition's leader does not answer.
     """
     lag, desc = await asyncio.gather(group_lag(broker, group), consumers.describe(group))
@@ -236,7 +236,7 @@ def find_lag(lags: list[PartitionLagView], *, group: str, topic: str, partition:
     """The lag of ``topic``-``partition`` among ``lags`` (those of ``group``).
 
     Raises:
-        UnknownGroupError: the group has no committed offset for that partition (404 / 40407).
+        UnknownGroupError: the group has no committed offset for that partition (404 / 40405).
     """
     for lag in lags:
         if (lag.topic, lag.partition) == (topic, partition):
@@ -249,7 +249,7 @@ def summarize_lags(lags: list[PartitionLagView], *, group: str) -> LagSummaryVie
     first partition whose lag exceeds every earlier one holds the maximum).
 
     Raises:
-        UnknownGroupError: ``lags`` is empty: the group has no committed offsets (404 / 40407).
+        UnknownGroupError: ``lags`` is empty: the group has no committed offsets (404 / 40405).
     """
     if not lags:
         raise UnknownGroupError(f"Group '{group}' has no committed offsets.")

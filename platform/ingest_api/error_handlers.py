@@ -10,7 +10,7 @@
   ``Allow`` header naming every method the path serves (across routers);
 - a client that went away while its body was read (``ClientDisconnect``, e.g. closed by
   :mod:`lakelog.ingest_api.http_guard` for a slow body): logged at debug, the answer
-  (:class:`~lakelog.ingest_api.errors.RequestTimeoutError`, 408 / 40801) goes nowhere;
+  (:class:`~lakelog.ingest_api.errors.RequestTimeoutError`, 408 / 40802) goes nowhere;
 - anything else (a bug): :class:`~lakelog.errors.InternalError`, 500 / 50001 with ``Connection: close``
   (uvicorn closes the connection after the answer, so a client reusing connections opens a new one), logged
   with its traceback.

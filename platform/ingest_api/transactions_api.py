@@ -20,8 +20,8 @@ Any broker answers (the operations, authorization included, are
 :class:`~lakelog.requests.transactions.TransactionOperations`; the routes parse and encode). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
 transaction began and how long it has been open (its age, ms, measured by the answering broker's clock).
-Errors: 404 with 40404 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
-40406 (a ``__transaction_state`` partition without a leader, retriable); 503 / 50320-50321 (no
+Errors: 404 with 40409 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
+40404 (a ``__transaction_state`` partition without a leader, retriable); 503 / 50320-50321 (no
 coordinator answered in ``request.timeout.ms``, retriable).
 """
 
@@ -50,9 +50,9 @@ router = APIRouter(tags=["v3 transactions"])
 #: The states a transactional id is in (Kafka's names; ``Dead`` and ``PrepareEpochFence`` are never current).
 StateName = Literal["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
 
-LIST_ERRORS = v3_read_errors("cluster (40404), no leader of a __transaction_state partition (40406)")
-DESCRIBE_ERRORS = v3_read_errors("cluster (40404), transactional id (40408), no leader of its "
-                                 "__transaction_state partition (40406)")
+LIST_ERRORS = v3_read_errors("cluster (40409), no leader of a __transaction_state partition (40404)")
+DESCRIBE_ERRORS = v3_read_errors("cluster (40409), transactional id (40408), no leader of its "
+                                 "__transaction_state partition (40404)")
 
 
 class TransactionPartition(BaseModel):

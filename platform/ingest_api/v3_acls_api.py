@@ -16,7 +16,7 @@ Shapes are Confluent REST Proxy v3's (``api/v3/openapi.yaml`` of confluentinc/ka
 
 ACLs are kept in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`); every broker's authorizer
 follows them. With ``authorizer.enabled``, listing needs ``Describe`` and changing ``Alter`` on the Cluster
-(Kafka's DescribeAcls, CreateAcls, DeleteAcls): 403 / 40301. Errors: 404 / 40404 (not this cluster's id); 400 / 40021 (an unknown resource type,
+(Kafka's DescribeAcls, CreateAcls, DeleteAcls): 403 / 40301. Errors: 404 / 40409 (not this cluster's id); 400 / 40021 (an unknown resource type,
 operation, permission or pattern type, an operation the resource type does not have, an invalid principal).
 """
 
@@ -39,8 +39,8 @@ from lakelog.security.errors import InvalidAclError
 
 router = APIRouter(tags=["v3"])
 
-#: 400: an invalid ACL or filter (40021); 404: not this cluster (40404).
-ACL_ERRORS = v3_read_errors("cluster (40404)")
+#: 400: an invalid ACL or filter (40021); 404: not this cluster (40409).
+ACL_ERRORS = v3_read_errors("cluster (40409)")
 
 
 class CreateAclRequestData(BaseModel):

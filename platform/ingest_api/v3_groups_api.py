@@ -18,10 +18,10 @@ Confluent REST Proxy v3's ``ConsumerGroupsResource``, ``ConsumersResource``,
 
 Any broker answers for any group. Every ``related`` link and ``self`` URL answers 200 while the
 resource exists (links that would not are ``null``, see :mod:`~lakelog.ingest_api.v3_group_models`).
-Errors: 400 / 40008 a group id ZooKeeper cannot hold; 404 with 40404 (not this cluster's id), 40407 (a
+Errors: 400 / 40008 a group id ZooKeeper cannot hold; 404 with 40409 (not this cluster's id), 40405 (a
 group with neither committed offsets nor members; lags or a lag summary of a group without committed
 offsets, the lag of a partition without one, an assignment the member does not have), 40403 (no live
-member with that id), 40406 (a ``__consumer_offsets`` partition without a leader, retriable).
+member with that id), 40404 (a ``__consumer_offsets`` partition without a leader, retriable).
 """
 
 from __future__ import annotations
@@ -60,15 +60,15 @@ ConsumerId = Annotated[str, Path(description="A member's id (its consumer instan
 
 def _errors(not_found: str) -> dict[int | str, dict[str, Any]]:
     """:func:`v3_read_errors` with the codes every group route may give (400 / 40008 a group id)."""
-    return v3_read_errors(f"cluster (40404), {not_found}, no leader of a __consumer_offsets partition (40406)")
+    return v3_read_errors(f"cluster (40409), {not_found}, no leader of a __consumer_offsets partition (40404)")
 
 
 LIST_ERRORS = _errors("no group")
-GROUP_ERRORS = _errors("a group with neither committed offsets nor live members (40407)")
-CONSUMER_ERRORS = _errors("group (40407), no live member with that id (40403)")
-ASSIGNMENT_ERRORS = _errors("group, or a partition the member does not own (40407), no live member with "
+GROUP_ERRORS = _errors("a group with neither committed offsets nor live members (40405)")
+CONSUMER_ERRORS = _errors("group (40405), no live member with that id (40403)")
+ASSIGNMENT_ERRORS = _errors("group, or a partition the member does not own (40405), no live member with "
                             "that id (40403)")
-LAG_ERRORS = _errors("group, or no committed offset of the group (for the partition) (40407)")
+LAG_ERRORS = _errors("group, or no committed offset of the group (for the partition) (40405)")
 
 
 # -- URLs ------------------------------------------------------------------------------------------
