@@ -35,9 +35,11 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "no live leader (40404), group (40405), transactional id (40408), topic config (40440), or no such "
          "route.",
     405: "Method not allowed; the `Allow` header lists the methods of the path.",
-    406: "Not acceptable: the `Accept` header asks for a format this route or instance does not answer.",
+    406: "Not acceptable: the `Accept` header asks for a format this route (40602) or consumer instance (40601) "
+         "does not answer.",
     408: "Request timeout: the request's headers or body did not arrive in time "
-         "(request.header.timeout.ms, request.body.timeout.ms); the connection is closed.",
+         "(request.header.timeout.ms, request.body.timeout.ms; 40802); the connection is closed. A json "
+         "consumer instance meeting a key or value that is not JSON (40801, REST Proxy's).",
     409: "Conflict: consumer instance state (40901-40905), replication state (40911-40914), idempotent "
          "producer state (40915 producer epoch fenced, 40916 sequence older than the partition remembers, "
          "40917 unknown or expired producer id; nothing written, not retriable), transaction state (40918 "
@@ -45,7 +47,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
          "transaction is being completed, retriable), the topic kept changing during a topic change (40940, "
          "retriable).",
     413: "Body larger than socket.request.max.bytes (41301).",
-    415: "Unsupported Content-Type (41501).",
+    415: "Unsupported or missing Content-Type of a request body (41501).",
     421: "Misdirected: this broker does not lead the partition (42101, the leader's URL in the message).",
     422: "Unprocessable: a request body field fails validation (42222 from the body model; 42225 record "
          "too large, 42226 offset out of range, 42203 bad base64, 42204 consumer config, 42206 record "
@@ -81,6 +83,14 @@ def v3_read_errors(not_found: str) -> dict[int | str, dict[str, Any]]:
     out = error_responses(400, 404, 408, 422, 500, 503)
     out[404] = {**out[404], "description": f"Not found: {not_found}, or no such route."}
     return out
+
+
+def referenced(responses: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """``responses`` (as :func:`error_responses` makes them) for a route whose answers are not
+    ``application/json`` (``response_class=`` :class:`KafkaV2JSONResponse`): each error body as a ``$ref``
+    filed under ``application/json``, the media type of error answers."""
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    return {s: {"description": r["description"], "content": content} for s, r in responses.items()}
 
 
 #: Error answers every route may give, for the OpenAPI document (400 parameters, 422 bodies, ...).

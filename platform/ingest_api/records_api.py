@@ -31,8 +31,9 @@ from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import produce_permission, topic_permission
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
+from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
 from lakelog.protocol.errors import (
-    MalformedBodyError,
+    InvalidBodyFieldError,
     ProduceQueueFullError,
     RequestTooLargeError,
     UnsupportedMediaTypeError,
@@ -55,6 +56,9 @@ from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMI
 from lakelog.security.acls import Operation
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
+#: Produce answers application/vnd.kafka.v2+json (REST Proxy's ``@Produces``): 406 / 40602 to an Accept
+#: that allows it not.
+ACCEPTS_V2 = accepts(*V2_ANSWERS)
 
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
@@ -171,7 +175,7 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     Raises:
         RequestTooLargeError: the declared or actual body is larger than ``limit``.
         ProduceQueueFullError: ``budget`` is exhausted (429, retriable).
-        MalformedBodyError: the body is empty.
+        InvalidBodyFieldError: the body is empty (422, as REST Proxy's ``@NotNull`` produce request).
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -208,7 +212,8 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     if budget is not None and taken > len(body):
         budget.give(taken - len(body))
     if not body:
-        raise MalformedBodyError("The request body is empty; send a produce request.")
+        raise InvalidBodyFieldError('The request body is empty; send a produce request such as '
+                                    '{"records": [{"value": ...}]}. Nothing was written.')
     return body  # type: ignore[return-value]  # a bytearray: no second copy of a large body
 
 
@@ -264,7 +269,7 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
-             openapi_extra=_PRODUCE_BODY, dependencies=[produce_permission()])
+             openapi_extra=_PRODUCE_BODY, dependencies=[ACCEPTS_V2, produce_permission()])
 async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
                         context: ContextDep) -> Response:
     return await _produce(request, broker, context, topic, None, allow_arrow=False)
@@ -272,7 +277,7 @@ async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
              tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
-             dependencies=[produce_permission()])
+             dependencies=[ACCEPTS_V2, produce_permission()])
 async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
                             context: ContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)
@@ -281,7 +286,7 @@ async def produce_partition(topic: TopicName, partition: PartitionId, request: R
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
-             openapi_extra=_ARROW_BODY, dependencies=[produce_permission()])
+             openapi_extra=_ARROW_BODY, dependencies=[ACCEPTS_V2, produce_permission()])
 async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
                           context: ContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)

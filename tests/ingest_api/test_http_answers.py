@@ -144,7 +144,7 @@ def test_the_document_says_400_for_parameters_and_never_fastapis_422_body(doc):
                 assert "422" in responses, (method, path)
     assert "404" in doc["paths"]["/consumers/{group}/lag"]["get"]["responses"]
     assert "40405" in doc["paths"]["/consumers/{group}/lag"]["get"]["responses"]["404"]["description"]
-    assert doc["paths"]["/brokers"]["get"]["responses"]["200"]["content"]["application/json"]["schema"][
+    assert doc["paths"]["/brokers"]["get"]["responses"]["200"]["content"]["application/vnd.kafka.v2+json"]["schema"][
         "$ref"].endswith("/BrokerList")
 
 
