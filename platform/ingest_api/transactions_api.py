@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
-from lakelog.ingest_api.models import Related, ResourceMetadata
+from lakelog.ingest_api.models import Offset, PartitionNumber, Related, ResourceMetadata, TopicNameField
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.permissions import transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
@@ -216,9 +216,9 @@ async def abort_transaction(
 class TransactionOffset(BaseModel):
     """A consumer group's committed offset for one partition: the next offset it reads."""
 
-    topic: str = Field(min_length=1)
-    partition: int = Field(ge=0, le=2**31 - 1, json_schema_extra={"format": "int32"})
-    offset: int = Field(ge=0, json_schema_extra={"format": "int64"})
+    topic: TopicNameField
+    partition: PartitionNumber
+    offset: Offset
     metadata: Optional[str] = Field(None, max_length=4096, description="Kept with the offset (Kafka's "
                                     "offset metadata).")
 

@@ -43,17 +43,28 @@ router = APIRouter(tags=["v3"])
 ACL_ERRORS = v3_read_errors("cluster (40409)")
 
 
+def _enum(kind) -> dict:
+    """The OpenAPI ``enum`` of an ACL field: Confluent's spelling (``TRANSACTIONAL_ID``) of each value the
+    server takes (it also takes Kafka's ``TransactionalId``; anything else is 400 / 40021)."""
+    return {"enum": [member.name for member in kind]}
+
+
 class CreateAclRequestData(BaseModel):
     """One ACL to create (Confluent's ``CreateAclRequestData``)."""
 
-    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID")
-    resource_name: str = Field(description="a name, * for every resource of the type, kafka-cluster for CLUSTER")
-    pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED")
-    principal: str = Field(description="User:name, or User:* for everyone")
-    host: str = Field(WILDCARD, description="the client's IP address, or * for any host")
+    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID",
+                               json_schema_extra=_enum(ResourceType))
+    resource_name: str = Field(description="a name, * for every resource of the type, kafka-cluster for CLUSTER",
+                               json_schema_extra={"minLength": 1})
+    pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED", json_schema_extra=_enum(PatternType))
+    principal: str = Field(description="User:name, or User:* for everyone",
+                           json_schema_extra={"pattern": "^[^:]+:.+$"})
+    host: str = Field(WILDCARD, description="the client's IP address, or * for any host",
+                      json_schema_extra={"minLength": 1})
     operation: str = Field(description="ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, "
-                                       "DESCRIBE_CONFIGS, ALTER_CONFIGS or IDEMPOTENT_WRITE")
-    permission: str = Field("ALLOW", description="ALLOW or DENY")
+                                       "DESCRIBE_CONFIGS, ALTER_CONFIGS or IDEMPOTENT_WRITE",
+                           json_schema_extra=_enum(Operation))
+    permission: str = Field("ALLOW", description="ALLOW or DENY", json_schema_extra=_enum(Permission))
 
     def binding(self) -> AclBinding:
         """The checked ACL. Raises: InvalidAclError."""

@@ -70,7 +70,7 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
                        broker: BrokerDep, context: ContextDep) -> models.TopicData:
     """Create on the cluster, or Create on the topic, when ACLs are checked (Kafka's CreateTopics)."""
     check_cluster(broker, cluster_id)
-    configs = {c.name: c.value for c in body.configs if c.value is not None}
+    configs = {c.name: c.value for c in body.configs}  # a null value: the default (its name is checked)
     meta = await broker.requests.create_topic(CreateTopicRequest(
         name=body.topic_name, partitions_count=body.partitions_count, replication_factor=body.replication_factor,
         configs=configs), context=context)
