@@ -19,16 +19,18 @@
 Errors are REST Proxy's: 40403 unknown instance, 40601 ``Accept`` not the instance's format, 40901
 already subscribed to other topics, 40902 instance name taken, 40903 illegal state (subscription and
 manual assignment mixed, seek of an unassigned partition, read without subscription), 40904 commit
-from a stale generation, 42204 invalid consumer configuration; and lakelog's 40008 (a group id that
-ZooKeeper cannot hold as a znode name: ``.``, ``..``, ``/``, control characters; Kafka takes any other
-string) and 42209 (an instance name ``.`` or ``..``).
+from a stale generation, 42204 invalid consumer configuration, 408 / 40801 a ``json`` instance meeting bytes
+that are not JSON; and lakelog's 40008 (a group id that ZooKeeper cannot hold as a znode name: ``.``, ``..``,
+``/``, control characters, over 249 characters; Kafka takes any other string), 42209 (an instance name ``.``
+or ``..``), 42227 (a subscription that is not one of ``topics`` / ``topic_pattern``) and 40004 (a topic name
+outside Kafka's rule). A body needs a ``Content-Type`` the routes take (415 / 41501), an ``Accept`` must
+allow an answer (406 / 40602); a commit answers REST Proxy's ``[]``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import uuid
 from typing import Annotated, Optional, Union
 from urllib.parse import quote
@@ -36,7 +38,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
 
-from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
+from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, RecordDeserializationError
 from lakelog.consumer_groups.instances import ConsumerInstance, EmbeddedFormat, validate_group_id
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
@@ -44,8 +46,11 @@ from lakelog.ingest_api import codecs
 from lakelog.ingest_api.deps import ConsumerManagerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import PermissionsDep, group_permission
+from lakelog.ingest_api.v2_media import CONSUMER_ANSWERS, CONSUMER_BODIES, accepts, content_types
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
+    GROUP_ID_SCHEMA,
+    MAX_NAME_LENGTH,
     CommitRequest,
     CommittedOffsetsResponse,
     CreateConsumerRequest,
@@ -56,16 +61,17 @@ from lakelog.ingest_api.models import (
     SubscriptionRequest,
     TopicsResponse,
 )
+from lakelog.requests.subscriptions import validate_subscription
 from lakelog.security.acls import Operation, ResourceType
 
 router = APIRouter(tags=["v2 consumers"])
 
 
 async def _group_id(group: Annotated[str, Path(
-        description="Consumer group id: any non-empty string that ZooKeeper can hold as one znode name (Kafka "
-                    "takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
+        description="Consumer group id: any string of 1 to 249 characters that ZooKeeper can hold as one znode "
+                    "name (Kafka takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
                     "U+007F-U+009F), nothing in U+D800-U+F8FF or from U+FFF0 on; else 400 / 40008.",
-        min_length=1)]) -> str:
+        min_length=1, json_schema_extra=GROUP_ID_SCHEMA)]) -> str:
     validate_group_id(group)
     return group
 
@@ -73,7 +79,7 @@ async def _group_id(group: Annotated[str, Path(
 #: A consumer group id in a path, refused with 400 / 40008 when ZooKeeper cannot hold it.
 GroupName = Annotated[str, Depends(_group_id)]
 InstanceName = Annotated[str, Path(description="Consumer instance name (its instance_id)",
-                                   pattern=CONSUMER_NAME_PATTERN)]
+                                   pattern=CONSUMER_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
 
@@ -89,6 +95,11 @@ async def _owned_instance(group: GroupName, instance: InstanceName, consumers: C
 OwnedInstance = Annotated[ConsumerInstance, Depends(_owned_instance)]
 #: Consumer instances join their group: Read on it (Kafka's JoinGroup, SyncGroup, Heartbeat, OffsetCommit).
 READ_GROUP = group_permission(Operation.READ)
+#: What the consumer routes answer and take (REST Proxy's ``ConsumersResource`` ``@Produces`` /
+#: ``@Consumes``): 406 / 40602 for an Accept that allows none of the answers, 415 / 41501 for a body
+#: without one of the request types.
+ACCEPTS = accepts(*CONSUMER_ANSWERS)
+BODY = content_types(*CONSUMER_BODIES)
 
 #: A records answer with more records than this is encoded off the event loop (one thread hop).
 ENCODE_INLINE_MAX_ROWS = 500
@@ -97,15 +108,21 @@ ENCODE_INLINE_MAX_ROWS = 500
 #: JSON with REST Proxy's ``application/vnd.kafka.v2+json`` content type.
 KafkaV2Response = KafkaV2JSONResponse
 
-_CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 422, 500, 503, by_reference=True)
+_CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 415, 422, 500, 503, by_reference=True)
 _CONSUMER_RESPONSES[400] = {**_CONSUMER_RESPONSES[400], "description": (
-    "40001 a parameter or the body fails validation, 40008 a group id ZooKeeper cannot hold")}
+    "40001 a parameter fails validation or the body is not JSON, 40004 a topic name outside Kafka's rule, "
+    "40008 a group id ZooKeeper cannot hold")}
 _CONSUMER_RESPONSES[404] = {**_CONSUMER_RESPONSES[404], "description": "40403 consumer instance not found"}
-_CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": "40601 format mismatch"}
+_CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": (
+    "40601 format mismatch (records), 40602 an Accept that allows none of the answers")}
+_CONSUMER_RESPONSES[408] = {**_CONSUMER_RESPONSES[408], "description": (
+    "40801 a json instance met a key or value that is not JSON (REST Proxy's SerializationException), 40802 "
+    "the request's headers or body too slow")}
 _CONSUMER_RESPONSES[409] = {**_CONSUMER_RESPONSES[409], "description": (
     "40901 already subscribed, 40902 instance exists, 40903 illegal state, 40904 stale generation")}
 _CONSUMER_RESPONSES[422] = {**_CONSUMER_RESPONSES[422], "description": (
-    "42204 invalid consumer configuration, 42209 invalid instance name ('.', '..'); 42222 a body field "
+    "42204 invalid consumer configuration, 42209 invalid instance name ('.', '..'), 42227 a subscription "
+    "that is not one of topics / topic_pattern; 42222 a body field "
     "fails validation")}
 
 
@@ -131,7 +148,7 @@ def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
 
 @router.post("/consumers/{group}", response_model=CreateConsumerResponse, response_class=KafkaV2Response,
              responses=_CONSUMER_RESPONSES, summary="Create a consumer instance in a group",
-             dependencies=[READ_GROUP])
+             dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def create_instance(group: GroupName, body: CreateConsumerRequest, request: Request,
                           consumers: ConsumerManagerDep, permissions: PermissionsDep) -> KafkaV2Response:
     """The instance belongs to the request's principal; a topic pattern it subscribes to matches only the
@@ -150,7 +167,7 @@ async def create_instance(group: GroupName, body: CreateConsumerRequest, request
 
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Delete a consumer instance (commits with auto commit)",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, READ_GROUP])
 async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
     await consumers.delete(inst.group, inst.name)
     return Response(status_code=204)
@@ -160,19 +177,11 @@ async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) ->
 
 @router.post("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Subscribe to topics or a topic pattern",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, consumers: ConsumerManagerDep,
                     permissions: PermissionsDep) -> Response:
     """A topic list needs Read on each topic; a pattern matches the topics the principal may Read."""
-    if (body.topics is None) == (body.topic_pattern is None) or (body.topics is not None and not body.topics):
-        raise InvalidConsumerConfigError(
-            "A subscription needs either a non-empty 'topics' list or a 'topic_pattern', not both.")
-    pattern = None
-    if body.topic_pattern is not None:
-        try:
-            pattern = re.compile(body.topic_pattern)
-        except re.error as e:
-            raise InvalidConsumerConfigError(f"topic_pattern {body.topic_pattern!r} is not a valid regex: {e}") from None
+    pattern = validate_subscription(topics=body.topics, topic_pattern=body.topic_pattern)
     if body.topics is not None:
         permissions.require_all(Operation.READ, ResourceType.TOPIC, body.topics)
     await consumers.subscribe(inst, topics=body.topics, pattern=pattern)
@@ -181,14 +190,14 @@ async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, consumers: C
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", response_model=TopicsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES, summary="The subscribed topics",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, READ_GROUP])
 async def get_subscription(inst: OwnedInstance, consumers: ConsumerManagerDep) -> KafkaV2Response:
     return KafkaV2Response({"topics": await consumers.subscription_topics(inst)})
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Unsubscribe (and drop a manual assignment)",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, READ_GROUP])
 async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
     await consumers.unsubscribe(inst)
     return Response(status_code=204)
@@ -198,7 +207,7 @@ async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Res
 
 @router.post("/consumers/{group}/instances/{instance}/assignments", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Assign partitions manually (no group membership)",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep,
                  permissions: PermissionsDep) -> Response:
     """Read on each topic assigned."""
@@ -210,7 +219,7 @@ async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: Consum
 @router.get("/consumers/{group}/instances/{instance}/assignments", response_model=PartitionsRequest,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="The partitions the instance reads now",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, READ_GROUP])
 async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
     return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in sorted(inst.owned)]})
 
@@ -219,7 +228,7 @@ async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
 
 @router.post("/consumers/{group}/instances/{instance}/positions", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to offsets",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def seek(inst: OwnedInstance, body: SeekRequest, consumers: ConsumerManagerDep) -> Response:
     await consumers.seek(inst, {(o.topic, o.partition): o.offset for o in body.offsets})
     return Response(status_code=204)
@@ -227,7 +236,7 @@ async def seek(inst: OwnedInstance, body: SeekRequest, consumers: ConsumerManage
 
 @router.post("/consumers/{group}/instances/{instance}/positions/beginning", status_code=204,
              response_class=Response, responses=_CONSUMER_RESPONSES, summary="Seek to the log start offsets",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
     await consumers.seek_to(inst, _partitions(body), end=False)
     return Response(status_code=204)
@@ -235,7 +244,7 @@ async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, consum
 
 @router.post("/consumers/{group}/instances/{instance}/positions/end", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to the high watermarks",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
     await consumers.seek_to(inst, _partitions(body), end=True)
     return Response(status_code=204)
@@ -259,8 +268,11 @@ def _check_accept(accept: str | None, fmt: str) -> None:
 
 def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
     """A records answer as one JSON array of REST Proxy v2 consumer records (plus ``timestamp`` and
-    ``headers``; see :func:`lakelog.ingest_api.codecs.encode_records`), in the order read."""
-    chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition) for p in result.partitions]
+    ``headers``; see :func:`lakelog.ingest_api.codecs.encode_records`), in the order read. A ``json``
+    instance's key or value that is not JSON raises :class:`RecordDeserializationError` (408 / 40801, as
+    REST Proxy's JSON consumer)."""
+    chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition, json_only=fmt == "json")
+              for p in result.partitions]
     return b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
 
 
@@ -284,20 +296,24 @@ async def records(
     _check_accept(accept, inst.format)
     permissions.require_all(Operation.READ, ResourceType.TOPIC, (t for t, _ in inst.owned))
     result = await consumers.records(inst, timeout_ms=timeout, max_bytes=max_bytes)
-    if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
-        body = await asyncio.to_thread(encode_poll, result, inst.format)
-    else:
-        body = encode_poll(result, inst.format)
+    try:
+        if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
+            body = await asyncio.to_thread(encode_poll, result, inst.format)
+        else:
+            body = encode_poll(result, inst.format)
+    except RecordDeserializationError:
+        consumers.unread(inst, result)  # nothing was answered: the next read starts at the same records
+        raise
     headers = {} if result.generation is None else {"X-Lakelog-Generation": str(result.generation)}
     return Response(body, media_type=_MEDIA[inst.format], headers=headers)
 
 
 # -- offsets ------------------------------------------------------------------------------------
 
-@router.post("/consumers/{group}/instances/{instance}/offsets", status_code=200, response_class=Response,
+@router.post("/consumers/{group}/instances/{instance}/offsets", status_code=200, response_class=KafkaV2Response,
              responses=_CONSUMER_RESPONSES,
              summary="Commit offsets (each the last processed record's); an empty body commits all fetched",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
                          body: Union[CommitRequest, None] = None) -> Response:
     """Read on the group and on each topic committed (Kafka's OffsetCommit)."""
@@ -309,13 +325,13 @@ async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, per
         # REST Proxy commits offset + 1: the group resumes after the last record processed
         offsets = {(o.topic, o.partition): (o.offset + 1, o.metadata) for o in body.offsets}
     await consumers.commit(inst, offsets)
-    return Response(status_code=200)
+    return KafkaV2Response([])  # REST Proxy's CommitOffsetsResponse: an empty list
 
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", response_model=CommittedOffsetsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)",
-            dependencies=[READ_GROUP])
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
     """Topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
