@@ -32,9 +32,10 @@ def _topic_name(name: str) -> str:
     return name
 
 
-#: Kafka's topic-name rule (``org.apache.kafka.common.internals.Topic``), as the OpenAPI document states it.
+#: Kafka's topic-name rule (``org.apache.kafka.common.internals.Topic``), as the OpenAPI document states it
+#: (``.`` and ``..``, refused too, in the description).
 TOPIC_NAME_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_TOPIC_NAME_LENGTH,
-                     "pattern": r"^(?!\.{1,2}$)[a-zA-Z0-9._-]+$",
+                     "pattern": r"^[a-zA-Z0-9._-]+$",
                      "description": f"A topic name: 1 to {MAX_TOPIC_NAME_LENGTH} of a-z, A-Z, 0-9, '.', '_', '-', "
                                     f"not '.' or '..' (else 400 / 40004)."}
 #: A topic name in a request body, held to Kafka's rule wherever it enters (subscriptions, assignments,
@@ -43,9 +44,11 @@ TopicNameField = Annotated[str, AfterValidator(_topic_name), WithJsonSchema(TOPI
 #: Consumer group ids and instance names: at most Kafka's topic-name length (each is a ZooKeeper znode
 #: name and a URL path segment).
 MAX_NAME_LENGTH = MAX_INSTANCE_NAME_LENGTH
-#: A group id as the OpenAPI document states it (the server's rule: ``validate_group_id``).
+#: A group id as the OpenAPI document states it (the server's rule: ``validate_group_id``; ``.`` and ``..``,
+#: which the pattern leaves to the description, are refused too). No lookahead in the patterns: generated
+#: clients and fuzzers build strings from them.
 GROUP_ID_SCHEMA = {"maxLength": MAX_GROUP_ID_LENGTH,
-                   "pattern": "^(?!\\.{1,2}$)[^/\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uF8FF\\uFFF0-\\uFFFF]+$"}
+                   "pattern": "^[^/\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uF8FF\\uFFF0-\\uFFFF]+$"}
 #: Base64 of bytes (OpenAPI ``format: byte``).
 Base64 = Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})]
 #: An ISO-8601 date-time string (OpenAPI ``format: date-time``), e.g. ``2024-05-01T12:00:00Z``.

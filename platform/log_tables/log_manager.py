@@ -118,9 +118,17 @@ class LogManager:
             await merge_if_needed(plog, segment_files_max=self.segment_files_max)
 
 
+#: The longest file name most file systems take (ext4, XFS, APFS: 255 bytes).
+MAX_FILE_NAME_BYTES = 255
+
+
 def _rename_for_deletion(table_dir: Path) -> Path | None:
-    """Rename a deleted log's directory out of the way; None when there is none."""
-    doomed = table_dir.with_name(f"{table_dir.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+    """Rename a deleted log's directory out of the way; None when there is none.
+
+    The name keeps as much of ``{topic}-{partition}`` as fits beside the suffix in 255 bytes, as Kafka's
+    ``UnifiedLog.logDeleteDirName`` does: a 249-character topic name leaves no room for the suffix."""
+    suffix = f".{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}"
+    doomed = table_dir.with_name(table_dir.name[:MAX_FILE_NAME_BYTES - len(suffix)] + suffix)
     try:
         table_dir.rename(doomed)
     except FileNotFoundError:
