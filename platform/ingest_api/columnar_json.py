@@ -38,6 +38,8 @@ _PARSE = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_RECORD
 _JSON_RECORD = pa.struct([("partition", pa.int64()), ("timestamp", pa.int64()), ("headers", pa.list_(_HEADER))])
 _PARSE_JSON = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_JSON_RECORD))]),
                               unexpected_field_behavior="ignore", newlines_in_values=True)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\\]")  # escapes or raw control bytes: strings need decoding
+_FIRST_VALUE = re.compile(rb'"value"\s*:\s*(.)')  # the first record's value: how it starts
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _LUT = np.full(256, 255, dtype=np.uint8)
@@ -185,9 +187,32 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     """Decode one ``{"records": [...]}`` document (the body, or a chunk of it) in columns, or None.
 
     ``into``: binary format only, the arrays to decode keys and values into (see :func:`b64decode`).
+
+    A JSON-format document whose keys and values are all strings (or null) is read by pyarrow's reader
+    with them as string columns (:func:`_json_texts`: the fastest way); others (numbers, objects, ...)
+    by :func:`~lakelog.ingest_api.json_members.member_texts`. Which is tried first follows the first
+    record's value.
     """
+    if fmt == "binary":
+        return _decode_records(body, fmt, _PARSE, into)
+    first = _FIRST_VALUE.search(body, 0, 4096)
+    plain = not _CONTROL.search(body)  # no escapes nor raw control bytes: strings are their texts
+    if plain and (first is None or first.group(1) in b'"n'):
+        decoded = _decode_records(body, fmt, _PARSE, None)
+        if decoded is not None:
+            return decoded
+    decoded = _decode_records(body, fmt, _PARSE_JSON, None)
+    if decoded is None and plain and first is not None and first.group(1) not in b'"n':
+        decoded = _decode_records(body, fmt, _PARSE, None)
+    return decoded
+
+
+def _decode_records(body: bytes, fmt: str, options: pj.ParseOptions, into: tuple[np.ndarray, np.ndarray] | None
+                    ) -> tuple[pa.Table, pa.Array | None] | None:
+    """:func:`_decode_document` with one way of parsing: ``options`` :data:`_PARSE` (keys and values read as
+    strings) or :data:`_PARSE_JSON` (any JSON, taken from the bytes)."""
     try:
-        table = pj.read_json(pa.py_buffer(body), parse_options=_PARSE if fmt == "binary" else _PARSE_JSON,
+        table = pj.read_json(pa.py_buffer(body), parse_options=options,
                              read_options=pj.ReadOptions(block_size=len(body) + 64, use_threads=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
@@ -204,6 +229,8 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     if fmt == "binary":
         keys = b64decode(records.field("key"), into=into and into[0])
         values = b64decode(records.field("value"), into=into and into[1])
+    elif options is _PARSE:
+        keys, values = _json_texts(records.field("key")), _json_texts(records.field("value"))
     else:
         texts = member_texts(body, n)
         keys, values = (None, None) if texts is None else texts
@@ -215,6 +242,18 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     partitions = records.field("partition")
     batch = pa.Table.from_arrays([keys, values, headers, records.field("timestamp")], schema=PRODUCE_SCHEMA)
     return batch, (partitions if partitions.null_count < n else None)
+
+
+def _json_texts(strings: pa.Array) -> pa.Array | None:
+    """JSON-format keys/values that were JSON strings: their compact JSON text ``"..."`` as bytes.
+
+    The document held no escapes (checked before), so a parsed string needs none either, unless it holds
+    a raw control character, which JSON does not allow (None: the validator refuses it)."""
+    if strings.null_count == len(strings):
+        return pa.nulls(len(strings), pa.binary())
+    if pc.any(pc.match_substring_regex(strings, r"[\x00-\x1f]")).as_py():
+        return None
+    return pc.binary_join_element_wise('"', strings, '"', "").cast(pa.binary())
 
 
 def _headers(headers: pa.Array, n: int) -> pa.Array | None:
