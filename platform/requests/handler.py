@@ -11,7 +11,8 @@ and reads. Every operation takes the caller's :class:`~lakelog.requests.context.
 ================  ======================================================  =================================
 request kind      operation                                               Kafka API
 ================  ======================================================  =================================
-produce           :meth:`RequestHandler.produce`                          Produce
+produce           :meth:`RequestHandler.produce`,                         Produce
+                  :meth:`RequestHandler.produce_each`
 fetch             :meth:`RequestHandler.fetch`                            Fetch
 list offsets      :meth:`RequestHandler.list_offsets`                     ListOffsets
 topics            :meth:`~RequestHandler.list_topics`,                    Metadata
@@ -55,7 +56,7 @@ from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest
 from lakelog.requests.context import RequestContext
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
-from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult, RecordOutcome
 from lakelog.requests.producers import ProducerIds
 from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
@@ -122,6 +123,11 @@ class RequestHandler:
     async def produce(self, request: ProduceRequest, *, context: RequestContext) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
         return await self._produce.produce(request, context=context)
+
+    async def produce_each(self, request: ProduceRequest, *, context: RequestContext) -> list[RecordOutcome]:
+        """Produce with an outcome per record (REST Proxy v3's streaming produce); see
+        :meth:`ProduceOperation.produce_each <lakelog.requests.produce.ProduceOperation.produce_each>`."""
+        return await self._produce.produce_each(request, context=context)
 
     async def fetch(self, request: FetchRequest, *, context: RequestContext) -> FetchResult:
         """Kafka's Fetch (a consumer's); see :func:`lakelog.requests.fetch.fetch`."""
