@@ -110,7 +110,7 @@ def _document_raw_body_models(app: FastAPI) -> None:
             doc = default_openapi()
             _, defs = models_json_schema(
                 [(m, "validation") for m in (models.BinaryProduceRequest, models.JsonProduceRequest,
-                                             models.ConsumerRecord)],
+                                             models.V3ProduceRequest, models.ConsumerRecord)],
                 ref_template="#/components/schemas/{model}")
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
         return app.openapi_schema
