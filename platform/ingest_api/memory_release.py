@@ -16,7 +16,7 @@ import ctypes.util
 import pyarrow as pa
 
 #: Requests whose body had at least this many bytes release the memory they used once answered.
-RELEASE_MIN_BYTES = 8 << 20
+RELEASE_MIN_BYTES = 1 << 20
 
 
 def _malloc_trim():
