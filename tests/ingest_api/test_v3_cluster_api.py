@@ -7,6 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from lakelog.ingest_api.v3_models import PartitionDataList
+
 from tests.harness import v3_links, wait_for
 
 @pytest.fixture
@@ -78,6 +80,8 @@ def test_partitions_link_the_leader_replica_and_the_replicas(http, gw, api, topi
         "leader": {"related": f"{url}/1/replicas/0"}, "replicas": {"related": f"{url}/1/replicas"},
         "reassignment": None}
     assert http.get(f"{url}/1").json() == p1
+    # the list is encoded from plain dicts: it still is the documented model, field for field
+    assert PartitionDataList.model_validate(body).model_dump(mode="json") == body
 
     replica = {
         "kind": "KafkaReplica",
