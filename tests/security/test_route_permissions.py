@@ -67,6 +67,7 @@ NOBODY_GETS: dict[tuple[str, str], str] = {
     ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}"): "DescribeConfigs on Topic",
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter"): "AlterConfigs on Topic",
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records"): "Write on Topic",
+    ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records:delete"): "Delete on Topic",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups"): "empty",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}"): "Describe on Group",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers"): "Describe on Group",
@@ -242,6 +243,8 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
         ("POST", "/lakelog/v1/client-quotas:alter", {"json": {"entries": [
             {"entity": {"user": "carol"}, "ops": [{"key": "producer_byte_rate", "value": 1048576}]}]}}),
         ("GET", "/lakelog/v1/client-quotas", {}),
+        ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records:delete",
+         {"json": {"partitions": [{"partition_id": 0, "offset": -1}]}}),
         ("DELETE", "/v3/clusters/{cluster_id}/topics/{topic}", {}),
     ]
     documented = {(method.upper(), path) for path, item in httpx.get(f"{url}/openapi.json").json()["paths"].items()
