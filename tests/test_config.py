@@ -270,3 +270,19 @@ def test_describe_configs_shows_a_lake_config_from_the_broker_as_static_broker_c
     assert [(x.name, x.value, x.source) for x in vacuum.synonyms] == [
         ("lake.vacuum.retention.ms", "5000", STATIC_BROKER_CONFIG), ("lake.vacuum.retention.ms", "60000", DEFAULT_CONFIG)]
     assert entries["lake.commit.bytes"].source == DEFAULT_CONFIG
+
+
+def test_broker_start_takes_any_setting_as_an_override_flag():
+    """``lakelog broker start --override key=value`` (kafka-server-start's ``--override``) sets a broker
+    setting by its dotted name; a bad value stops the broker naming the key before it connects anywhere."""
+    import subprocess
+    import sys
+
+    def start(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lakelog.cli", "broker", "start", *args], capture_output=True,
+                              text=True, timeout=120)
+
+    out = start("--override", "lake.vacuum.retention.ms=-5")
+    assert out.returncode == 1 and "lake_vacuum_retention_ms" in out.stderr.replace("\n", " ")
+    out = start("--override", "lake.vacuum.retention.ms")
+    assert out.returncode == 1 and "expected key=value" in out.stderr
