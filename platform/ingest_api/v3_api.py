@@ -14,7 +14,7 @@ from lakelog.ingest_api import codecs, models, v3_records
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import produce_permission, topic_permission
+from lakelog.ingest_api.permissions import ProduceContextDep, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS, in_flight, read_body
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.errors import MalformedBodyError
@@ -153,10 +153,9 @@ _V3_PRODUCE_BODY = {
 
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
              responses=CHANGE_ERRORS, summary="Produce one record, or a stream of records (REST Proxy v3)",
-             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS, "requestBody": _V3_PRODUCE_BODY},
-             dependencies=[produce_permission()])
+             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS, "requestBody": _V3_PRODUCE_BODY})
 async def produce(cluster_id: str, topic: TopicName, request: Request,
-                  broker: BrokerDep, context: ContextDep) -> Response:
+                  broker: BrokerDep, context: ProduceContextDep) -> Response:
     """One record: its delivery report, or its error as the answer. Several records (JSON objects one after
     another): 200 and, for each record in order, its delivery report or error body, each followed by
     ``\r\n`` (:mod:`~lakelog.ingest_api.v3_records`); the valid ones are produced as one request.
