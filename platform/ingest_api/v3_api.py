@@ -12,12 +12,13 @@ from fastapi.responses import Response, StreamingResponse
 
 from lakelog.ingest_api import codecs, models, v3_records
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
+from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS, in_flight, read_body
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
-from lakelog.protocol.errors import MalformedBodyError
+from lakelog.protocol.errors import MalformedBodyError, ProduceQueueFullError
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
@@ -151,8 +152,13 @@ _V3_PRODUCE_BODY = {
 }
 
 
+_V3_PRODUCE_ANSWERS = {**CHANGE_ERRORS, 200: {
+    "description": "One record: its delivery report. A stream of records: for each record in order its delivery "
+                   "report (error_code 200) or its error body (error_code, message), each followed by CRLF."}}
+
+
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
-             responses=CHANGE_ERRORS, summary="Produce one record, or a stream of records (REST Proxy v3)",
+             responses=_V3_PRODUCE_ANSWERS, summary="Produce one record, or a stream of records (REST Proxy v3)",
              openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS, "requestBody": _V3_PRODUCE_BODY})
 async def produce(cluster_id: str, topic: TopicName, request: Request,
                   broker: BrokerDep, context: ProduceContextDep) -> Response:
@@ -170,6 +176,10 @@ async def produce(cluster_id: str, topic: TopicName, request: Request,
             raw = await read_body(request, limit=broker.settings.socket_request_max_bytes, budget=budget)
         except MalformedBodyError:  # empty: answered as a missing body
             raw = b""
+        except ProduceQueueFullError as e:
+            response = error_response(e)
+            response.headers["Retry-After"] = str(e.retry_after_s)
+            return response
         size = len(raw)
         items = v3_records.parse_records(raw)
         del raw
