@@ -54,6 +54,7 @@ from lakelog.replication.partition import Partition
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
 from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry
 from lakelog.requests import CreateTopicRequest, RequestHandler
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
@@ -110,7 +111,7 @@ class Broker:
                  leader_client: LeaderClient | None = None, replica_manager: ReplicaManager | None = None) -> None:
         self.settings = settings
         self.broker_id = settings.broker_id
-        self.zk = zk or KazooClient(hosts=settings.zookeeper_connect,
+        self.zk = zk or KazooClient(hosts=settings.zookeeper_connect, connection_retry=connection_retry(),
                                     timeout=settings.zookeeper_session_timeout_ms / 1000.0)
         self.metadata = metadata or ClusterMetadata(self.zk, topic_defaults=settings.topic_config_defaults())
         self.cache = cache or MetadataCache(self.metadata)
@@ -132,6 +133,8 @@ class Broker:
         self.replica_manager = replica_manager or ReplicaManager(
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
+        #: the ZooKeeper connection's state and counters (metrics, readiness)
+        self.zookeeper_session = ZooKeeperSession(self.zk)
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
@@ -192,6 +195,7 @@ class Broker:
         self.log_manager.ensure_dirs()
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
+        self.zk.add_listener(self.zookeeper_session.on_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
         await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
         if self.settings.inter_broker_basic:  # brokers authenticate to each other as this user
