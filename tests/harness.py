@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
-from lakelog.processes import process_alive, process_cmdline
+from lakelog.processes import connected_ports, process_alive, process_cmdline
 from lakelog.protocol import media_types
 
 
@@ -109,28 +109,6 @@ def pids_mentioning(text: str | os.PathLike) -> list[int]:
 def wait_gone(pids: list[int], timeout_s: float = 15.0, what: str = "processes") -> None:
     """Poll until none of ``pids`` is alive (zombies count as gone); AssertionError after ``timeout_s``."""
     wait_for(lambda: not any(process_alive(p) for p in pids), timeout_s=timeout_s, what=f"{what} {pids} to end")
-
-
-def connected_ports(pid: int, ports: set[int] | list[int]) -> list[int]:
-    """Which of ``ports`` (on 127.0.0.1) process ``pid`` holds an established TCP connection to, e.g. the client
-    port of the ZooKeeper node a broker's session is connected to (its socket inodes in ``/proc/PID/fd``
-    matched against ``/proc/PID/net/tcp``; Linux)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    found = []
-    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        remote, state, inode = fields[2], fields[3], fields[9]
-        remote_port = int(remote.split(":")[1], 16)
-        if state == "01" and inode in inodes and remote_port in ports:  # 01: ESTABLISHED
-            found.append(remote_port)
-    return sorted(found)
 
 
 __all__ = ["BrokerProcess", "child_pids", "connected_ports", "new_chroot", "pids_mentioning", "read_partition",
