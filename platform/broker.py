@@ -54,7 +54,7 @@ from lakelog.replication.partition import Partition
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
 from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
-from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry
+from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
@@ -185,7 +185,8 @@ class Broker:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect to ZooKeeper, register, join the controller election, take up partition roles.
+        """Create the ``zookeeper.connect`` chroot if missing, connect to ZooKeeper, register, join the controller
+        election, take up partition roles.
 
         Raises:
             kazoo.handlers.threading.KazooTimeoutError: ZooKeeper not reachable in the session timeout.
@@ -193,6 +194,7 @@ class Broker:
         """
         self._loop = asyncio.get_running_loop()
         self.log_manager.ensure_dirs()
+        await asyncio.to_thread(ensure_chroot, self.settings.zookeeper_connect)
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
         self.zk.add_listener(self.zookeeper_session.on_state)

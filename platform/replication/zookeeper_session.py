@@ -26,7 +26,7 @@ from kazoo.retry import KazooRetry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-__all__ = ["RECONNECT_MAX_DELAY_S", "ZooKeeperSession", "connection_retry"]
+__all__ = ["RECONNECT_MAX_DELAY_S", "ZooKeeperSession", "connection_retry", "ensure_chroot"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,30 @@ RECONNECT_MAX_DELAY_S = 1.0
 def connection_retry() -> KazooRetry:
     """The broker's kazoo connection retry: forever, from 0.1 s doubling to :data:`RECONNECT_MAX_DELAY_S`."""
     return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.2, max_delay=RECONNECT_MAX_DELAY_S)
+
+
+def ensure_chroot(zookeeper_connect: str, *, timeout_s: float = 30.0) -> str | None:
+    """Create the chroot of ``zookeeper_connect`` (``host:port,host:port/chroot``) if it is missing, as Kafka's
+    brokers do on start; returns the chroot, or None when there is none.
+
+    A client with a chroot cannot create the chroot itself (every path it names is under it), so this
+    connects once without it. ``timeout_s`` (seconds) bounds the connection.
+
+    Raises:
+        kazoo.handlers.threading.KazooTimeoutError: no ZooKeeper server answered within ``timeout_s``.
+    """
+    hosts, slash, chroot = zookeeper_connect.partition("/")
+    if not chroot.strip("/"):
+        return None
+    chroot = slash + chroot.rstrip("/")
+    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client.start(timeout=timeout_s)
+    try:
+        client.ensure_path(chroot)
+    finally:
+        client.stop()
+        client.close()
+    return chroot
 
 
 class ZooKeeperSession:

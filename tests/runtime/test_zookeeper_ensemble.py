@@ -7,12 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from lakelog.processes import spawn
+from lakelog.replication.metadata import BROKERS_PATH
+from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
 from lakelog.runtime.zookeeper_server import QuorumServer, ZooKeeperServer, four_letter_word, free_port
 from tests.harness import wait_for, wait_gone
@@ -58,14 +61,16 @@ def test_an_ensemble_serves_through_the_loss_of_any_one_node(tmp_path: Path) -> 
             leader = ensemble.leader()
             assert leader is not None
             leader.kill()  # SIGKILL: the others elect a new leader and go on serving
-            client.set("/orders", b"1")
+            # the client may have been on that node, or on a follower that drops its clients while the
+            # others elect: kazoo's retry reconnects and writes again
+            client.retry(client.set, "/orders", b"1")
             assert ensemble.leader() not in (None, leader)
             leader.start()  # it rejoins as a follower with every write it missed
             assert leader.mode() == "follower"
             direct = _kazoo(leader.connect_string)  # read from that node alone
             try:
-                direct.sync("/orders")
-                assert direct.get("/orders")[0] == b"1"
+                direct.retry(direct.sync, "/orders")
+                assert direct.retry(direct.get, "/orders")[0] == b"1"
             finally:
                 direct.stop()
                 direct.close()
@@ -139,3 +144,18 @@ def test_zookeeper_start_refuses_half_an_ensemble(tmp_path: Path) -> None:
     assert missing_servers.returncode != 0 and "--server" in missing_servers.stderr + missing_servers.stdout
     bad = run("--myid", "1", "--server", "1=127.0.0.1:2888")
     assert bad.returncode != 0 and "ID=HOST:QUORUM_PORT:ELECTION_PORT" in bad.stderr + bad.stdout
+
+
+def test_a_broker_creates_the_chroot_of_its_zookeeper_connect(zookeeper, tmp_path: Path) -> None:
+    """As Kafka's brokers: ``zookeeper.connect`` may name a chroot that does not exist yet."""
+    chroot = f"/created-by-a-broker-{uuid.uuid4().hex[:8]}"
+    broker = BrokerProcess(zookeeper_connect=zookeeper.connect_string + chroot, log_dirs=tmp_path / "logs").start()
+    try:
+        client = _kazoo(zookeeper.connect_string)
+        try:
+            assert client.exists(f"{chroot}{BROKERS_PATH}/0") is not None
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        broker.stop()
