@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -46,14 +46,15 @@ def zookeeper_calls(zk: KazooClient | None = None) -> Iterator[None]:
     """Raise :data:`ZOOKEEPER_UNAVAILABLE` errors of the block as :class:`ZooKeeperUnavailableError` (kazoo's
     error is its ``__cause__``).
 
-    With ``zk``, a client that is not connected now (its connection dropped: kazoo is trying the other
+    With ``zk``, a client whose connection is suspended now (it dropped: kazoo is trying the other
     servers, or the ensemble has no quorum) fails the block before it runs: kazoo would queue its calls
     until a server answers, holding the caller (and the locks it holds) for as long as the quorum is gone.
+    A closed client or an expired session already fails each call at once, with kazoo's own error.
 
     Raises:
         ZooKeeperUnavailableError: 503 / 50304, retriable.
     """
-    if zk is not None and not zk.connected:
+    if zk is not None and zk.state == KazooState.SUSPENDED:
         raise ZooKeeperUnavailableError(
             "The broker is not connected to ZooKeeper (its server is gone, or the ensemble has no quorum); it "
             "reconnects by itself: retry.")
@@ -76,7 +77,7 @@ def zookeeper_errors_wrapped(cls: _Class) -> _Class:
     """Class decorator: every public method defined in ``cls``'s body (a plain function, not a property,
     static or class method) runs in :func:`zookeeper_calls` with the instance's ``zk`` client (if it has
     one), so its callers meet :class:`ZooKeeperUnavailableError`, never kazoo's errors, and at once while
-    the client is disconnected."""
+    the client's connection is suspended."""
     for name, member in list(vars(cls).items()):
         if not name.startswith("_") and inspect.isfunction(member):
             setattr(cls, name, _wrapped(member))
