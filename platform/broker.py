@@ -28,6 +28,7 @@ gateway and the consumer groups use.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -190,7 +191,9 @@ class Broker:
 
         Raises:
             kazoo.handlers.threading.KazooTimeoutError: ZooKeeper not reachable in the session timeout.
-            lakelog.replication.errors.BrokerIdInUseError: the broker id is taken by a live broker.
+            lakelog.replication.errors.BrokerIdInUseError: the broker id is taken by a live broker (a
+                registration of another ZooKeeper session is first waited for, up to
+                ``zookeeper.session.timeout.ms``: that of this broker's process killed just before).
         """
         self._loop = asyncio.get_running_loop()
         self.log_manager.ensure_dirs()
@@ -224,9 +227,11 @@ class Broker:
             log.exception("importing the old per-broker __consumer_offsets table failed; the next start tries again")
 
     async def _register(self) -> None:
-        await asyncio.to_thread(self.metadata.register_broker, BrokerInfo(
-            self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000),
-            "https" if self.settings.ssl_certfile else "http"))
+        await asyncio.to_thread(functools.partial(
+            self.metadata.register_broker, BrokerInfo(
+                self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000),
+                "https" if self.settings.ssl_certfile else "http"),
+            previous_session_wait_ms=self.settings.zookeeper_session_timeout_ms))
         self.registered = True
 
     async def stop(self) -> None:

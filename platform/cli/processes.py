@@ -137,17 +137,24 @@ def broker_start(
     log_dirs: Annotated[Optional[Path], typer.Option("--log-dirs", help="log.dirs: where partition tables live.")] = None,
     zookeeper_connect: Annotated[Optional[str], typer.Option("--zookeeper-connect", help="host:port\\[/chroot]")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file.")] = None,
+    override: Annotated[Optional[list[str]], typer.Option(
+        "--override", help="key=value: any broker setting by its dotted name, over LAKELOG_* and --config "
+                           "(as kafka-server-start --override); repeatable.")] = None,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
     """Run one broker in the foreground until Ctrl-C / SIGTERM."""
-    from lakelog.config import BrokerSettings
+    from lakelog.config import BrokerSettings, settings_from_properties
     from lakelog.errors import LakelogError
     from lakelog.runtime.server import configure_logging, run_broker
 
+    if any("=" not in item for item in override or []):
+        fail("--override: expected key=value, e.g. --override lake.vacuum.retention.ms=5000")
     try:
-        settings = BrokerSettings.load(config_file=config, broker_id=broker_id, port=port, host=host,
-                                       log_dirs=log_dirs, zookeeper_connect=zookeeper_connect)
+        overrides = settings_from_properties(dict(item.split("=", 1) for item in override or []))
+        flags = dict(broker_id=broker_id, port=port, host=host, log_dirs=log_dirs, zookeeper_connect=zookeeper_connect)
+        settings = BrokerSettings.load(config_file=config,
+                                       **{**overrides, **{k: v for k, v in flags.items() if v is not None}})
     except LakelogError as e:
         fail(str(e))
     configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)

@@ -39,6 +39,7 @@ from lakelog.ingest_api import (
     console_api,
     consumers_api,
     coordinator_api,
+    delete_records_api,
     metrics_api,
     models,
     offsets_api,
@@ -87,7 +88,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
-                   v3_acls_api, users_api, client_quotas_api):
+                   v3_acls_api, users_api, client_quotas_api, delete_records_api):
         # 401 / 403 on every route but the probes (authentication, then the route's permissions)
         app.include_router(module.router, responses={} if module is metrics_api else error_responses(401, 403))
     app.include_router(console_api.router)

@@ -149,11 +149,16 @@ PrincipalDep = Annotated[str, Depends(authenticate)]
 HTTP_LISTENER = "http"
 
 
-async def get_context(request: Request, principal: PrincipalDep) -> RequestContext:
-    """The request's caller for the request layer's operations: principal, address, ``client.id``
+def context_of(request: Request, principal: str) -> RequestContext:
+    """The request's caller for the request layer's operations: ``principal``, address, ``client.id``
     (``X-Lakelog-Client-Id``) and listener."""
     return RequestContext(principal=principal, host=client_host(request),
                           client_id=request.headers.get(CLIENT_ID_HEADER, ""), listener=HTTP_LISTENER)
+
+
+async def get_context(request: Request, principal: PrincipalDep) -> RequestContext:
+    """The request's caller (:func:`context_of`), as a route dependency."""
+    return context_of(request, principal)
 
 
 #: The request's :class:`~lakelog.requests.context.RequestContext` (:func:`get_context`): what every

@@ -26,9 +26,9 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from lakelog.ingest_api import codecs, models
-from lakelog.ingest_api.deps import BrokerDep, ContextDep
+from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
-from lakelog.ingest_api.permissions import produce_permission, topic_permission
+from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.protocol.errors import (
@@ -52,7 +52,6 @@ from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER, IsolationLevel
 from lakelog.replication.acks import ACKS_HEADER, parse_acks
 from lakelog.requests import FetchRequest, ProduceRequest, RequestContext
 from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
-from lakelog.security.acls import Operation
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
 
@@ -264,34 +263,32 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
-             openapi_extra=_PRODUCE_BODY, dependencies=[produce_permission()])
+             openapi_extra=_PRODUCE_BODY)
 async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
-                        context: ContextDep) -> Response:
+                        context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, None, allow_arrow=False)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
-             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
-             dependencies=[produce_permission()])
+             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,)
 async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
-                            context: ContextDep) -> Response:
+                            context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)
 
 
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
-             openapi_extra=_ARROW_BODY, dependencies=[produce_permission()])
+             openapi_extra=_ARROW_BODY)
 async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
-                          context: ContextDep) -> Response:
+                          context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", responses=_FETCH_RESPONSES, tags=["fetch"],
-            summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response,
-            dependencies=[topic_permission(Operation.READ)])
+            summary="Fetch records from an offset (long-poll up to max_wait_ms)", response_class=Response)
 async def fetch(
-    topic: TopicName, partition: PartitionId, broker: BrokerDep, context: ContextDep,
+    topic: TopicName, partition: PartitionId, broker: BrokerDep, context: TopicReadContextDep,
     offset: Annotated[int, Query(ge=0, description="First offset to return.")] = 0,
     max_bytes: Annotated[int, Query(
         gt=0, le=FETCH_MAX_BYTES_LIMIT,

@@ -14,7 +14,7 @@ from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
-from lakelog.ingest_api.permissions import produce_permission, topic_permission
+from lakelog.ingest_api.permissions import ProduceContextDep, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
 from lakelog.protocol.producer_headers import producer_batch_from_headers
@@ -144,9 +144,9 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
 
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
              responses=CHANGE_ERRORS, summary="Produce one record (REST Proxy v3)",
-             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS}, dependencies=[produce_permission()])
+             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS})
 async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
-                  broker: BrokerDep, context: ContextDep) -> models.V3ProduceResponse:
+                  broker: BrokerDep, context: ProduceContextDep) -> models.V3ProduceResponse:
     """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
     check_cluster(broker, cluster_id)
     producer = producer_batch_from_headers(request.headers)

@@ -23,6 +23,7 @@ topic admin       :meth:`~RequestHandler.create_topic`,                   Create
                   :meth:`~RequestHandler.create_partitions`
 topic configs     :meth:`~RequestHandler.describe_topic_configs`,         DescribeConfigs,
                   :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+delete records    :meth:`RequestHandler.delete_records`                   DeleteRecords
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
 ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
@@ -53,6 +54,7 @@ from lakelog.requests import fetch as fetches
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
 from lakelog.requests.context import RequestContext
+from lakelog.requests.delete_records import DeleteRecordsRequest, DeleteRecordsResult, RecordDeletion
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
@@ -97,6 +99,7 @@ class RequestHandler:
         self.broker_context = RequestContext(principal=f"User:{settings.inter_broker_username}", listener="internal")
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client,
                                          authorizer=authorizer)
+        self._delete_records = RecordDeletion(replica_manager=replica_manager)
         self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
                                  coordinator=coordinator, authorizer=authorizer)
         #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
@@ -168,3 +171,8 @@ class RequestHandler:
         """Kafka's IncrementalAlterConfigs for a topic; see :meth:`TopicAdmin.alter_topic_configs
         <lakelog.requests.topics.TopicAdmin.alter_topic_configs>`."""
         return await self.topics.alter_topic_configs(name, changes, context=context, validate_only=validate_only)
+
+    async def delete_records(self, request: DeleteRecordsRequest, *, context: RequestContext) -> DeleteRecordsResult:
+        """Kafka's DeleteRecords; see :meth:`RecordDeletion.delete_records
+        <lakelog.requests.delete_records.RecordDeletion.delete_records>`."""
+        return await self._delete_records.delete_records(request, permissions=self.permissions(context))

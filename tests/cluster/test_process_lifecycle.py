@@ -140,7 +140,7 @@ def free_port_pair() -> int:
 
 def assert_nothing_left(data_dir: Path, pids: list[int]) -> None:
     """None of ``pids`` runs, and no process has ``data_dir`` in its command line."""
-    wait_gone(pids, timeout_s=15)
+    wait_gone(pids)
     assert pids_mentioning(os.path.join(data_dir, "")) == [] and pids_mentioning(data_dir) == []
 
 
@@ -227,7 +227,7 @@ def test_signal_to_zookeeper_start_stops_the_server(tmp_path: Path, run, sig: in
         except OSError:
             return False
 
-    wait_for(serving, timeout_s=60, what="ZooKeeper to serve")
+    wait_for(serving, what="ZooKeeper to serve")
     zk_pid = zookeeper_pid(data_dir)
     assert child_pids(command.pid) == [zk_pid]
 
@@ -249,7 +249,7 @@ def start_cluster(run, tmp_path: Path, name: str) -> tuple[Command, Path, list[i
         children = child_pids(cluster.pid)
         return children if len(children) == 3 else None
 
-    children = wait_for(three_children, timeout_s=15, what="ZooKeeper and 2 brokers as children")
+    children = wait_for(three_children, what="ZooKeeper and 2 brokers as children")
     assert zookeeper_pid(data_dir / "zookeeper") in children
     return cluster, data_dir, children
 
@@ -277,7 +277,7 @@ def test_cluster_up_with_a_zookeeper_ensemble_serves_and_stops_everything(tmp_pa
                   "--port", port, "--log-level", "warning", env=ENV)
     for i in range(2):
         wait_until_serving(cluster, f"http://127.0.0.1:{port + i}")
-    children = wait_for(lambda: (lambda c: c if len(c) == 5 else None)(child_pids(cluster.pid)), timeout_s=15,
+    children = wait_for(lambda: (lambda c: c if len(c) == 5 else None)(child_pids(cluster.pid)),
                         what="3 ZooKeeper nodes and 2 brokers as children")
     nodes = [data_dir / "zookeeper" / f"node-{myid}" for myid in (1, 2, 3)]
     assert sorted(zookeeper_pid(node) for node in nodes) == sorted(set(children) & {zookeeper_pid(n) for n in nodes})

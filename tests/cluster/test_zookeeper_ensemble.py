@@ -27,7 +27,7 @@ from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH, CONTROLLER_EPOCH_PATH
 from tests.cluster.test_replication import (FAST, PartitionProducer, create_topic, partition_info, produce,
                                             start_cluster, table_rows, wait_full_isr)
-from tests.harness import connected_ports, new_chroot, read_partition, wait_for
+from tests.harness import CONDITION_WAIT_S, connected_ports, new_chroot, read_partition, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -66,7 +66,7 @@ class SteadyProducer(PartitionProducer):
                     return self.urls[resp.json()["leader"]]
             return self._leader  # no broker can tell (no quorum): the one that led
 
-        self._leader = wait_for(ask, 30, "a leader", 0.2)
+        self._leader = wait_for(ask, what="a leader", interval_s=0.2)
         self._failures_seen = self.failures
         return self._leader
 
@@ -110,9 +110,9 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
     def total_acked() -> int:
         return sum(len(pr.acked) for pr in producers)
 
-    def progress(n: int, timeout_s: float = 60) -> None:
+    def progress(n: int) -> None:
         target = total_acked() + n
-        wait_for(lambda: total_acked() >= target or any(pr.error for pr in producers), timeout_s, "producer progress")
+        wait_for(lambda: total_acked() >= target or any(pr.error for pr in producers), what="producer progress")
         for pr in producers:
             assert pr.error is None, pr.error
 
@@ -128,8 +128,8 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
 
     # 1. one node (a follower of the ensemble, not the one the controller is connected to)
     controller = zk.controller()
-    controller_port = wait_for(lambda: connected_ports(brokers[controller].pid, client_ports), 10,
-                               "the controller's ZooKeeper connection")[0]
+    controller_port = wait_for(lambda: connected_ports(brokers[controller].pid, client_ports),
+                               what="the controller's ZooKeeper connection")[0]
     leader_node = ensemble.leader()
     victim = next(node for node in ensemble.servers if node.client_port != controller_port and node is not leader_node)
     victim.kill()
@@ -142,6 +142,7 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
     controller_port = connected_ports(brokers[controller].pid, client_ports)[0]
     victim = ensemble.node_at(controller_port)
     victim.kill()
+    # within its session timeout, or the session would be gone (the footprint check below would fail too)
     wait_for(lambda: [p for p in connected_ports(brokers[controller].pid, client_ports) if p != controller_port],
              SESSION_TIMEOUT_MS / 1000, "the controller to reconnect to another node")
     progress(300)
@@ -159,7 +160,7 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
     outage = time.monotonic()
     for url in urls.values():
         wait_for(lambda: ready(url).status_code == 503 and "not connected to ZooKeeper" in ready(url).text,
-                 SESSION_TIMEOUT_MS / 1000, f"{url}/ready to report the lost quorum")
+                 what=f"{url}/ready to report the lost quorum")
         assert metric(url, "lakelog_zookeeper_connected") == 0
     progress(300)  # acks=all goes on: the ISR is unchanged
     one = produce(acks_one_leader, "acks-one", 0, [b"acks-1-without-quorum"], acks="1")
@@ -172,13 +173,13 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
     assert [base64.b64decode(r["value"]) for r in read_partition(acks_one_leader, "acks-one", 0)] == [
         b"acks-1-without-quorum"]
     # keep the quorum away longer than a session timeout: the sessions must outlive it
-    wait_for(lambda: time.monotonic() - outage > SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 5,
-             "an outage longer than the session timeout")
+    wait_for(lambda: time.monotonic() - outage > SESSION_TIMEOUT_MS / 1000 + 1,
+             what="an outage longer than the session timeout")
     progress(100)
     for node in lost:
-        node.start(timeout_s=60)
+        node.start(timeout_s=CONDITION_WAIT_S)
     for url in urls.values():
-        wait_for(lambda: ready(url).status_code == 200, 60, f"{url}/ready once the quorum is back")
+        wait_for(lambda: ready(url).status_code == 200, what=f"{url}/ready once the quorum is back")
         assert metric(url, "lakelog_zookeeper_connected") == 1
     created = create_topic(urls[1], "created-after-quorum", partitions=1, rf=3)
     assert created.status_code == 201, created.text
@@ -187,7 +188,7 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
 
     stop.set()
     for pr in producers:
-        pr.join(90)
+        pr.join(CONDITION_WAIT_S)
         assert not pr.is_alive()
         assert pr.error is None, pr.error
     wait_full_isr(zk, TOPIC, PARTITIONS, 3)
@@ -195,7 +196,7 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
         p = pr.p
         leader = zk.state(TOPIC, p).leader
         wait_for(lambda: (lambda i: i["high_watermark"] == i["log_end_offset"])(partition_info(urls[leader], TOPIC, p)),
-                 20, "HW = LEO")
+                 what="HW = LEO")
         records = read_partition(urls[leader], TOPIC, p)
         values = [base64.b64decode(r["value"]) for r in records]
         assert [r["offset"] for r in records] == list(range(len(records)))
@@ -208,8 +209,8 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
         assert hw == len(records)
         expected = table_rows(tmp_path / f"logs-{leader}", TOPIC, p, hw)
         for b in brokers:
-            wait_for(lambda: len(table_rows(tmp_path / f"logs-{b}", TOPIC, p, hw)) == hw, 30,
-                     f"replica {b} of partition {p} to catch up")
+            wait_for(lambda: len(table_rows(tmp_path / f"logs-{b}", TOPIC, p, hw)) == hw,
+                     what=f"replica {b} of partition {p} to catch up")
             assert table_rows(tmp_path / f"logs-{b}", TOPIC, p, hw) == expected, f"replica {b} of {p} differs"
     print(f"\n{total_acked()} acknowledged, {sum(pr.failures for pr in producers)} failed attempts, "
           f"footprint after the quorum's loss {'unchanged' if healed == before else 'changed'}: "

@@ -46,15 +46,15 @@ def test_a_suspended_connection_fails_at_once_instead_of_waiting_for_a_server(tm
         metadata = ClusterMetadata(client)
         metadata.ensure_paths()
         server.kill()
-        wait_for(lambda: client.state == KazooState.SUSPENDED, 10, "the connection to drop")
+        wait_for(lambda: client.state == KazooState.SUSPENDED, what="the connection to drop")
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             answer = pool.submit(metadata.topics)
             with pytest.raises(ZooKeeperUnavailableError) as e:
-                answer.result(timeout=5)  # before: blocked until the server came back
+                answer.result(timeout=30)  # before: blocked until the server came back (it is not started yet)
         assert (e.value.http_status, e.value.error_code, e.value.retriable) == (503, 50304, True)
         assert "not connected to ZooKeeper" in e.value.message
         server.start(timeout_s=60)  # back on the same session: calls go through again
-        wait_for(lambda: client.state == KazooState.CONNECTED, 15, "the connection to come back")
+        wait_for(lambda: client.state == KazooState.CONNECTED, what="the connection to come back")
         assert metadata.topics() == []
     finally:
         client.stop()

@@ -45,6 +45,7 @@ from lakelog.producers.errors import TransactionalIdNotFoundError
 from lakelog.security.acls import AclBinding, AclFilter, Operation, ResourceType
 from lakelog.security.authentication import ANONYMOUS
 from lakelog.security.errors import AuthorizationError
+from tests.harness import CONDITION_WAIT_S
 
 #: an anonymous client's requests from a second front door (authorizer.enabled is false unless a test sets it)
 CLIENT = RequestContext(principal=ANONYMOUS, host="127.0.0.1", client_id="ops-test", listener="kafka")
@@ -222,7 +223,7 @@ def test_producer_ids_and_a_transaction_through_the_request_layer(zk_connect, tm
     run_with_requests(zk_connect, tmp_path / "logs", scenario)
 
 
-async def wait_until(condition, *, timeout_s: float = 10.0) -> None:
+async def wait_until(condition, *, timeout_s: float = CONDITION_WAIT_S) -> None:
     """Poll ``condition()`` until it is true (AssertionError after ``timeout_s``)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not condition():

@@ -18,7 +18,7 @@ from lakelog.replication.metadata import BROKERS_PATH
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
 from lakelog.runtime.zookeeper_server import QuorumServer, ZooKeeperServer, four_letter_word, free_port
-from tests.harness import wait_for, wait_gone
+from tests.harness import CONDITION_WAIT_S, wait_for, wait_gone
 from tests.runtime.test_zookeeper_server import needs_java
 
 
@@ -114,7 +114,7 @@ def test_zookeeper_start_runs_one_node_of_an_ensemble(tmp_path: Path, leftovers)
                        if line.startswith("Mode: "))
         return found if len(found) == 3 else None
 
-    assert wait_for(modes, timeout_s=90, what="three nodes serving") == ["follower", "follower", "leader"]
+    assert wait_for(modes, what="three nodes serving") == ["follower", "follower", "leader"]
     assert (tmp_path / "zk-3" / "myid").read_text().strip() == "3"
     writer, reader = _kazoo(f"127.0.0.1:{client_ports[1]}"), _kazoo(f"127.0.0.1:{client_ports[3]}")
     try:
@@ -129,7 +129,7 @@ def test_zookeeper_start_runs_one_node_of_an_ensemble(tmp_path: Path, leftovers)
         assert command.poll() is None, (tmp_path / "node-1.log").read_text()
         os.kill(command.pid, signal.SIGTERM)
     for command in commands:
-        assert command.wait(30) == 0
+        assert command.wait(CONDITION_WAIT_S) == 0
     wait_gone([command.pid for command in commands])
 
 
