@@ -82,6 +82,27 @@ def test_an_ensemble_serves_through_the_loss_of_any_one_node(tmp_path: Path) -> 
     assert not any(node.is_running() for node in ensemble.servers)
 
 
+@needs_java
+def test_an_ensemble_of_five_serves_through_the_loss_of_two_nodes(tmp_path: Path) -> None:
+    ensemble = ZooKeeperEnsemble(data_dir=tmp_path / "zookeeper", nodes=5, tick_time_ms=500, heap_mb=128)
+    ensemble.start()
+    try:
+        assert sorted(node.mode() for node in ensemble.servers) == ["follower"] * 4 + ["leader"]
+        client = _kazoo(ensemble.connect_string)
+        try:
+            client.create("/orders", b"0")
+            lost = [ensemble.leader(), next(node for node in ensemble.servers if node.mode() == "follower")]
+            for node in lost:
+                node.kill()  # three of five still form a quorum
+            client.retry(client.set, "/orders", b"1")
+            assert client.retry(client.get, "/orders")[0] == b"1"
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        ensemble.stop()
+
+
 def _node_command(tmp_path: Path, myid: int, *args: object) -> subprocess.Popen:
     with open(tmp_path / f"node-{myid}.log", "ab") as log:
         return spawn([sys.executable, "-m", "lakelog.cli", "zookeeper", "start", *map(str, args)],
