@@ -28,12 +28,27 @@ from lakelog.requests import (
     SubscribeRequest,
 )
 from lakelog.runtime.zookeeper_server import free_port
+from lakelog.security.acls import AclBinding, Operation, ResourceType
 from lakelog.security.authentication import ANONYMOUS
 from lakelog.security.errors import AuthorizationError
 
 #: the instances' owner, by a second front door; another principal may not use them
 OWNER = RequestContext(principal=ANONYMOUS, host="127.0.0.1", client_id="ops-test", listener="kafka")
 OTHER = RequestContext(principal="User:mallory", host="127.0.0.1", listener="kafka")
+
+
+def broker_settings(zk_connect: str, log_dirs, **settings) -> BrokerSettings:
+    return BrokerSettings(broker_id=0, port=free_port(), log_dirs=log_dirs, zookeeper_connect=zk_connect,
+                          fetch_max_wait_ms=50, offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1,
+                          **settings)
+
+
+async def wait_until(condition) -> None:
+    """Poll ``condition()`` until it holds (a bound far above any machine's need: a hang still ends)."""
+    deadline = asyncio.get_running_loop().time() + 300
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met"
+        await asyncio.sleep(0.02)
 
 
 def records(values: list[bytes]) -> pa.Table:
@@ -55,9 +70,7 @@ def test_consumer_instances_and_group_views_through_the_request_layer(zk_connect
     group = f"{topic_name}-group"
 
     async def main() -> None:
-        broker = Broker(BrokerSettings(broker_id=0, port=free_port(), log_dirs=tmp_path / "logs",
-                                       zookeeper_connect=zk_connect, fetch_max_wait_ms=50,
-                                       offsets_topic_num_partitions=1, transaction_state_log_num_partitions=1))
+        broker = Broker(broker_settings(zk_connect, tmp_path / "logs"))
         await broker.start()
         try:
             requests = broker.requests
@@ -124,5 +137,57 @@ def test_consumer_instances_and_group_views_through_the_request_layer(zk_connect
         finally:
             await broker.stop()
         assert broker.consumer_instances.instances() == []
+
+    asyncio.run(main())
+
+
+def test_consumer_operations_authorize_their_caller_without_any_front_door(zk_connect, tmp_path, topic_name):
+    """With ``authorizer.enabled``, the consumer instance and group view operations check their caller's
+    ACLs (real ACLs in ZooKeeper): Read on the group to have an instance, Read on each topic it reads,
+    Describe to see a group; a principal without them is refused and nothing is created."""
+    group, hidden = f"{topic_name}-group", f"{topic_name}-hidden"
+    alice = RequestContext(principal="User:alice", host="10.0.0.1", listener="kafka")
+    nobody = RequestContext(principal="User:nobody", host="10.0.0.1", listener="kafka")
+
+    async def main() -> None:
+        broker = Broker(broker_settings(zk_connect, tmp_path / "logs", authentication_methods="basic",
+                                        inter_broker_password="inter-broker-s3cret", authorizer_enabled=True))
+        await broker.start()
+        try:
+            requests = broker.requests
+            admin = requests.broker_context  # the brokers' own principal: a super user
+            for name in (topic_name, hidden):
+                await requests.create_topic(CreateTopicRequest(name=name, partitions_count=1, replication_factor=1),
+                                            context=admin)
+            await requests.acls.create_acls(
+                [AclBinding.of(resource_type="Topic", name=topic_name, principal="User:alice", operation="Read"),
+                 AclBinding.of(resource_type="Group", name=group, principal="User:alice", operation="Read")],
+                context=admin)
+            await wait_until(lambda: requests.permissions(alice).allows(Operation.READ, ResourceType.GROUP, group))
+
+            with pytest.raises(AuthorizationError, match="User:nobody is not authorized"):
+                await requests.consumers.create_instance(CreateConsumerInstanceRequest(group=group, name="n"),
+                                                         context=nobody)
+            assert broker.consumer_instances.instances(group) == []
+            with pytest.raises(AuthorizationError, match="User:nobody is not authorized"):
+                await requests.group_views.group_members(group, context=nobody)
+
+            name = await requests.consumers.create_instance(CreateConsumerInstanceRequest(group=group, name="a"),
+                                                            context=alice)
+            with pytest.raises(AuthorizationError, match=f"Read on Topic '{hidden}'"):
+                await requests.consumers.subscribe(group, name, SubscribeRequest(topics=[topic_name, hidden]),
+                                                   context=alice)
+            with pytest.raises(AuthorizationError, match=f"Read on Topic '{hidden}'"):
+                await requests.consumers.assign(group, name, [(hidden, 0)], context=alice)
+            assert requests.consumers.assignment(group, name, context=alice) == []
+            # a pattern matches only the topics the principal may Read
+            await requests.consumers.subscribe(group, name, SubscribeRequest(topic_pattern=f"{topic_name}.*"),
+                                               context=alice)
+            assert await requests.consumers.subscription(group, name, context=alice) == [topic_name]
+            # Read on the group implies Describe: alice sees her group; nobody's lists leave it out
+            assert (await requests.group_views.group_members(group, context=alice)).members[0].member_id == name
+            assert group not in [v.group for v in await requests.group_views.list_groups(context=nobody)]
+        finally:
+            await broker.stop()
 
     asyncio.run(main())
