@@ -16,8 +16,11 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.coordinators.transaction_log.TransactionStateManager` (the transaction coordinator's
   state in the internal topic ``__transaction_state``) and the
   :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator` (its requests from any broker);
+- the :class:`~lakelog.consumer_groups.manager.ConsumerManager` (the consumer instances living on this
+  broker, their group membership and rebalances; started last, closed first: with auto commit an
+  instance commits as it closes);
 - the :class:`~lakelog.requests.handler.RequestHandler` (one typed operation per request kind: produce,
-  fetch, list offsets, topics and topic admin), which every front door calls.
+  fetch, list offsets, topics and topic admin, consumer instances, ...), which every front door calls.
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -37,6 +40,7 @@ from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
@@ -167,10 +171,14 @@ class Broker:
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
                                 writer=self.partition_writer, leader_client=self.leader_client).attach()
+        #: the consumer instances living on this broker (REST Proxy v2's consumers)
+        self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
+                                                  default_assignor=settings.partition_assignment_strategy)
         #: the operations every front door calls (Kafka's KafkaApis)
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
                                        leader_client=self.leader_client, coordinator=self.coordinator,
-                                       offsets_broker=self, acl_store=self.acl_store,
+                                       offsets_broker=self, consumer_instances=self.consumer_instances,
+                                       acl_store=self.acl_store,
                                        user_credentials=self.user_credentials, quota_store=self.quota_store,
                                        producer_ids=self.producer_ids,
                                        transaction_coordinator=self.transaction_coordinator,
@@ -217,6 +225,7 @@ class Broker:
         await asyncio.to_thread(self.controller.start)
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
+        await self.consumer_instances.start()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
 
@@ -235,7 +244,9 @@ class Broker:
         self.registered = True
 
     async def stop(self) -> None:
-        """Move leaderships away (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
+        """Close the consumer instances (auto commits, leaving their groups), move leaderships away
+        (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
+        await self.consumer_instances.stop()
         await self.controlled_shutdown()
         self._stopping = True
         if self._import is not None:

@@ -4,10 +4,13 @@
 kazoo raises ``ConnectionLoss`` (the connection dropped mid-call), ``SessionExpiredError`` (the session
 ended; the broker's session listener re-registers it), ``ConnectionClosedError`` (the client is closing)
 and ``KazooTimeoutError`` (no answer in time); all of them mean "retry later", not a bug. They are wrapped
-where they enter: every public method of :class:`~lakelog.replication.metadata.ClusterMetadata`
-(:func:`zookeeper_errors_wrapped`), and the direct reads of the replication modules (:func:`zookeeper_calls`).
-The HTTP gateway answers the same error for a kazoo error met elsewhere (consumer group membership, ACL and
-credential stores), so every such answer is the same 503 / 50304. Other kazoo errors (``NoNodeError``,
+where they enter: every public method of :class:`~lakelog.replication.metadata.ClusterMetadata`, of
+consumer group membership (:class:`~lakelog.consumer_groups.membership.GroupMembership`) and of the security
+stores (:class:`~lakelog.security.acl_store.AclStore`, :class:`~lakelog.security.user_credentials.UserCredentials`,
+:class:`~lakelog.security.quotas.store.QuotaStore`) (:func:`zookeeper_errors_wrapped`), and the direct calls
+of the replication modules and of :class:`~lakelog.security.followed_tree.FollowedTree` (:func:`zookeeper_calls`).
+The HTTP gateway answers the same error for a kazoo error met anywhere else, so every such answer is the
+same 503 / 50304. Other kazoo errors (``NoNodeError``,
 ``NodeExistsError``, ``BadVersionError``) are answers, not outages: callers handle them and they pass
 through unchanged.
 """
