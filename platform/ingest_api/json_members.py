@@ -93,7 +93,7 @@ def structure(text: np.ndarray) -> Structure:
     return Structure(outside=outside, depth=depth, quotes=quotes)
 
 
-def member_texts(document: bytes, n: int, names: tuple[str, ...] = ("key", "value")) -> list[pa.Array] | None:
+def member_texts(document: bytes, n: int, *, names: tuple[str, ...] = ("key", "value")) -> list[pa.Array] | None:
     """The compact JSON texts of the members ``names`` of the ``n`` records of ``document``, one binary
     array per name (null where a record lacks the member or it is ``null``), or None (module doc).
 
