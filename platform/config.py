@@ -71,6 +71,14 @@ def _dotted_to_field(values: dict[str, Any]) -> dict[str, Any]:
     return {k.replace(".", "_").replace("-", "_"): v for k, v in values.items()}
 
 
+def settings_from_properties(values: dict[str, str]) -> dict[str, str]:
+    """Broker settings named as in a properties file (``{"lake.vacuum.retention.ms": "5000"}``, Kafka's
+    aliases of :data:`KAFKA_SETTING_ALIASES` accepted) as :meth:`BrokerSettings.load` keyword arguments
+    (``{"lake_vacuum_retention_ms": "5000"}``); keys and values stripped. An unknown key is refused by
+    :meth:`BrokerSettings.load`."""
+    return _dotted_to_field(_kafka_aliases({k.strip(): v.strip() for k, v in values.items()}))
+
+
 #: Kafka's names of settings lakelog names otherwise, accepted in a properties file: Kafka name -> lakelog name.
 KAFKA_SETTING_ALIASES: dict[str, str] = {
     "sasl.oauthbearer.jwks.endpoint.url": "oauth.jwks.url",
@@ -91,12 +99,48 @@ def _kafka_aliases(values: dict[str, str]) -> dict[str, str]:
 
 INT64_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE, the default of its "never" configs
 
-#: Topic configs whose default a broker setting gives (Kafka's synonyms): topic key -> broker key.
+#: The broker setting that gives each topic config its default (Kafka's STATIC_BROKER_CONFIG synonyms, from
+#: Kafka's ``ServerTopicConfigSynonyms``): topic key -> broker key. Kafka's own broker name where Kafka has
+#: one (``retention.ms`` <- ``log.retention.ms``, ``segment.ms`` <- ``log.roll.ms``); lakelog's own
+#: ``lake.*`` topic configs keep their name as the broker key (``lake.vacuum.retention.ms`` in a broker's
+#: properties file is the default of every topic's ``lake.vacuum.retention.ms``), as Kafka does for
+#: ``min.insync.replicas``, ``compression.type`` and ``unclean.leader.election.enable``.
 TOPIC_CONFIG_BROKER_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
     "max.message.bytes": "message.max.bytes",
-    "retention.ms": "log.retention.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
     "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "lake.commit.interval.ms": "lake.commit.interval.ms",
+    "lake.commit.bytes": "lake.commit.bytes",
+    "lake.vacuum.retention.ms": "lake.vacuum.retention.ms",
 }
+
+CleanupPolicy = Literal["delete", "compact", "compact,delete"]
+CompressionType = Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
+TimestampType = Literal["CreateTime", "LogAppendTime"]
+
+
+def _cleanup_policy(v: Any) -> Any:
+    """``cleanup.policy`` normalised: a list or a comma-separated string, either order, spaces -> sorted
+    ``compact,delete``; anything else unchanged (the field's type then refuses it)."""
+    if isinstance(v, (list, tuple)):
+        v = ",".join(str(x) for x in v)
+    if isinstance(v, str):
+        parts = sorted({x.strip() for x in v.split(",") if x.strip()})
+        return ",".join(parts) if parts else v.strip()
+    return v
 
 
 class BrokerSettings(BaseSettings):
@@ -124,6 +168,23 @@ class BrokerSettings(BaseSettings):
     log_retention_ms: int = Field(604800000, ge=-1, description="log.retention.ms: retention.ms of topics that set none; -1 = keep forever. Default: 604800000 (7 days, Kafka's).")
     log_retention_bytes: int = Field(-1, ge=-1, description="log.retention.bytes: retention.bytes (per partition) of topics that set none; -1 = no limit. Default: -1.")
     log_retention_check_interval_ms: int = Field(300000, gt=0, description="log.retention.check.interval.ms: how often each partition log checks retention, compaction (log.cleaner) and VACUUM. Default: 300000 (Kafka's).")
+    # -- defaults of topic configs (TOPIC_CONFIG_BROKER_SYNONYMS; a topic that sets the config overrides it) --
+    log_cleanup_policy: CleanupPolicy = Field("delete", description="log.cleanup.policy: cleanup.policy of topics that set none (delete, compact or compact,delete). Default: delete.")
+    compression_type: CompressionType = Field("producer", description="compression.type: compression.type of topics that set none (the Parquet codec of their data files). Default: producer.")
+    log_message_timestamp_type: TimestampType = Field("CreateTime", description="log.message.timestamp.type: message.timestamp.type of topics that set none. Default: CreateTime.")
+    min_insync_replicas: int = Field(1, gt=0, description="min.insync.replicas: min.insync.replicas of topics that set none. Default: 1.")
+    log_cleaner_delete_retention_ms: int = Field(86400000, ge=0, description="log.cleaner.delete.retention.ms: delete.retention.ms of topics that set none. Default: 86400000 (1 day).")
+    log_cleaner_min_compaction_lag_ms: int = Field(0, ge=0, description="log.cleaner.min.compaction.lag.ms: min.compaction.lag.ms of topics that set none. Default: 0.")
+    log_cleaner_max_compaction_lag_ms: int = Field(INT64_MAX, ge=1, description="log.cleaner.max.compaction.lag.ms: max.compaction.lag.ms of topics that set none. Default: never (Long.MAX_VALUE).")
+    log_cleaner_min_cleanable_ratio: float = Field(0.5, ge=0.0, le=1.0, description="log.cleaner.min.cleanable.ratio: min.cleanable.dirty.ratio of topics that set none. Default: 0.5.")
+    unclean_leader_election_enable: bool = Field(False, description="unclean.leader.election.enable: unclean.leader.election.enable of topics that set none. Default: false.")
+    log_segment_bytes: int = Field(1073741824, ge=14, description="log.segment.bytes: segment.bytes of topics that set none. Default: 1073741824 (1 GiB).")
+    log_roll_ms: int = Field(604800000, ge=1, description="log.roll.ms: segment.ms of topics that set none. Default: 604800000 (7 days).")
+    log_flush_interval_messages: int = Field(INT64_MAX, ge=1, description="log.flush.interval.messages: flush.messages of topics that set none. Default: never (Long.MAX_VALUE).")
+    log_flush_interval_ms: int = Field(INT64_MAX, ge=0, description="log.flush.interval.ms: flush.ms of topics that set none. Default: never (Long.MAX_VALUE).")
+    lake_commit_interval_ms: int = Field(1000, ge=0, description="lake.commit.interval.ms: lake.commit.interval.ms of topics that set none (lakelog's own topic configs keep their name as the broker key). Default: 1000.")
+    lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, description="lake.commit.bytes: lake.commit.bytes of topics that set none. Default: 67108864 (64 MiB).")
+    lake_vacuum_retention_ms: int = Field(60000, ge=0, description="lake.vacuum.retention.ms: lake.vacuum.retention.ms of topics that set none. Default: 60000.")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
     default_replication_factor: int = Field(1, gt=0, description="default.replication.factor: replicas of a topic created without a replication factor. Default: 1.")
@@ -176,6 +237,11 @@ class BrokerSettings(BaseSettings):
     ssl_cafile: Path | None = Field(None, description="ssl.cafile: PEM CA certificate(s) the broker verifies the other brokers' certificates and its clients' certificates (ssl.client.auth) against; required with ssl.client.auth other than none. Default: none (the other brokers are verified against the system's trusted CAs).")
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", description="ssl.client.auth: none (no client certificate asked), requested (asked; a client without one may connect) or required (the TLS handshake fails without a valid one), as Kafka's. Default: none.")
     ssl_principal_mapping_rules: str = Field("DEFAULT", description="ssl.principal.mapping.rules: Kafka's rules turning a client certificate's distinguished name (RFC 2253, CN=alice,OU=eng) into a principal name, e.g. RULE:^CN=([^,]+).*$/$1/L,DEFAULT. Default: DEFAULT (the whole distinguished name).")
+
+    @field_validator("log_cleanup_policy", mode="before")
+    @classmethod
+    def _log_cleanup_policy(cls, v: Any) -> Any:
+        return _cleanup_policy(v)
 
     @field_validator("authentication_methods")
     @classmethod
@@ -250,14 +316,17 @@ class BrokerSettings(BaseSettings):
         return cls.model_construct(**layered.model_dump())
 
     def topic_config_defaults(self) -> dict[str, str]:
-        """The broker's defaults of topic configs (Kafka's STATIC_BROKER_CONFIG synonyms), Kafka-named:
-        ``max.message.bytes`` from ``message.max.bytes``, ``retention.ms`` from ``log.retention.ms``,
-        ``retention.bytes`` from ``log.retention.bytes``; only those that differ from
-        :class:`TopicConfig`'s own defaults. A topic config not set on the topic takes this value
-        (``TopicConfig.parse(configs, defaults=...)``), also after it is deleted from the topic."""
+        """The broker's defaults of topic configs (Kafka's STATIC_BROKER_CONFIG synonyms), Kafka-named: each
+        topic config from its broker setting of :data:`TOPIC_CONFIG_BROKER_SYNONYMS` (``retention.ms`` from
+        ``log.retention.ms``, ``lake.vacuum.retention.ms`` from ``lake.vacuum.retention.ms``, ...); only
+        those that differ from :class:`TopicConfig`'s own defaults. A topic config not set on the topic
+        takes this value (``TopicConfig.parse(configs, defaults=...)``), also after it is deleted from the
+        topic."""
         own = TopicConfig().to_kafka()
-        values = {topic_key: str(getattr(self, broker_key.replace(".", "_")))
-                  for topic_key, broker_key in TOPIC_CONFIG_BROKER_SYNONYMS.items()}
+        values = {}
+        for topic_key, broker_key in TOPIC_CONFIG_BROKER_SYNONYMS.items():
+            value = getattr(self, broker_key.replace(".", "_"))
+            values[topic_key] = str(value).lower() if isinstance(value, bool) else str(value)
         return {k: v for k, v in values.items() if v != own[k]}
 
     @property
@@ -274,19 +343,19 @@ class TopicConfig(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    cleanup_policy: Literal["delete", "compact", "compact,delete"] = Field(
+    cleanup_policy: CleanupPolicy = Field(
         "delete", alias="cleanup.policy",
         description="delete (retention.ms and retention.bytes remove the oldest records), compact (the log "
                     "cleaner keeps the latest record per key; records without a key are refused) or both "
                     "(compact,delete; either order and spaces accepted). Default: delete.")
-    compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
+    compression_type: CompressionType = Field(
         "producer", alias="compression.type",
         description="The Parquet codec of the partition's Delta data files; producer = snappy. Default: producer.")
     max_message_bytes: int = Field(
         1048588, gt=0, alias="max.message.bytes",
         description="The largest record a produce may carry (key, value and headers); a larger one answers "
                     "422 / 42225 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
-    message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
+    message_timestamp_type: TimestampType = Field(
         "CreateTime", alias="message.timestamp.type",
         description="CreateTime (the producer's timestamp, else the broker's time) or LogAppendTime (the "
                     "broker's time at the append). Default: CreateTime.")
@@ -358,12 +427,7 @@ class TopicConfig(BaseModel):
     @field_validator("cleanup_policy", mode="before")
     @classmethod
     def _strip(cls, v: Any) -> Any:
-        if isinstance(v, (list, tuple)):
-            v = ",".join(str(x) for x in v)
-        if isinstance(v, str):
-            parts = sorted({x.strip() for x in v.split(",") if x.strip()})
-            return ",".join(parts) if parts else v.strip()
-        return v
+        return _cleanup_policy(v)
 
     @property
     def compacts(self) -> bool:

@@ -9,6 +9,7 @@ The ``/proc`` helpers below find the processes a command left (by parent pid, by
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -23,12 +24,20 @@ from kazoo.client import KazooClient
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
-from lakelog.processes import process_alive, process_cmdline
+from lakelog.processes import connected_ports, process_alive, process_cmdline
 from lakelog.protocol import media_types
 
 
-def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition", interval_s: float = 0.05):
-    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout_s``."""
+#: How long a test waits for a condition that is bound to come (a flush, a replica catching up, a session
+#: expiring) before it fails: generous, so a slow or loaded machine passes as a fast one does; only a
+#: failing test waits this long. A test that measures time drives an injected clock
+#: (:class:`lakelog.clock.MockTime`) or states the bound it checks (``zookeeper.session.timeout.ms + 10 s``).
+CONDITION_WAIT_S = 300.0
+
+
+def wait_for(predicate, timeout_s: float = CONDITION_WAIT_S, what: str = "condition", interval_s: float = 0.05):
+    """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout_s`` (default
+    :data:`CONDITION_WAIT_S`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
@@ -37,6 +46,20 @@ def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition", interv
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(interval_s)
+
+
+async def wait_for_async(predicate, *, timeout_s: float = CONDITION_WAIT_S, what: str = "condition",
+                         interval_s: float = 0.02):
+    """:func:`wait_for` inside an event loop: polls with ``asyncio.sleep``, so the loop's tasks (a flusher, a
+    fetcher) run meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(interval_s)
 
 
 class NotLeaderAnswer(AssertionError):
@@ -106,12 +129,13 @@ def pids_mentioning(text: str | os.PathLike) -> list[int]:
             and any(needle in arg for arg in process_cmdline(pid) or [])]
 
 
-def wait_gone(pids: list[int], timeout_s: float = 15.0, what: str = "processes") -> None:
+def wait_gone(pids: list[int], timeout_s: float = CONDITION_WAIT_S, what: str = "processes") -> None:
     """Poll until none of ``pids`` is alive (zombies count as gone); AssertionError after ``timeout_s``."""
     wait_for(lambda: not any(process_alive(p) for p in pids), timeout_s=timeout_s, what=f"{what} {pids} to end")
 
 
-__all__ = ["BrokerProcess", "child_pids", "new_chroot", "pids_mentioning", "read_partition", "wait_for", "wait_gone"]
+__all__ = ["CONDITION_WAIT_S", "BrokerProcess", "child_pids", "connected_ports", "new_chroot", "pids_mentioning",
+           "read_partition", "wait_for", "wait_for_async", "wait_gone"]
 
 
 def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:

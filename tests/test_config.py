@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.config import BrokerSettings, TopicConfig, read_properties
+from lakelog.config import TOPIC_CONFIG_BROKER_SYNONYMS, BrokerSettings, TopicConfig, read_properties, settings_from_properties
 from lakelog.errors import ConfigError, LakelogError
+from lakelog.replication.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, config_entries
 
 
 @pytest.fixture(autouse=True)
@@ -221,3 +222,67 @@ def test_unrelated_lakelog_env_vars_are_ignored(monkeypatch):
     # e.g. LAKELOG_BOOTSTRAP_SERVER is the CLI's, not the broker's
     monkeypatch.setenv("LAKELOG_BOOTSTRAP_SERVER", "localhost:9999")
     assert BrokerSettings.load().port == 8082
+
+
+# -- broker defaults of every topic config (Kafka's STATIC_BROKER_CONFIG synonyms) ---------------
+
+def test_every_topic_config_has_a_broker_setting_with_the_same_default():
+    """Kafka's ``ServerTopicConfigSynonyms``: each topic config has a broker default key; lakelog's own
+    ``lake.*`` configs keep their name. With the defaults, no broker setting overrides a topic's default."""
+    assert sorted(TOPIC_CONFIG_BROKER_SYNONYMS) == sorted(TopicConfig().to_kafka())
+    assert TOPIC_CONFIG_BROKER_SYNONYMS["segment.ms"] == "log.roll.ms"
+    assert all(TOPIC_CONFIG_BROKER_SYNONYMS[k] == k for k in TOPIC_CONFIG_BROKER_SYNONYMS if k.startswith("lake."))
+    for broker_key in TOPIC_CONFIG_BROKER_SYNONYMS.values():
+        assert broker_key.replace(".", "_") in BrokerSettings.model_fields, broker_key
+    assert BrokerSettings.load().topic_config_defaults() == {}
+
+
+def test_a_properties_file_env_and_overrides_set_the_default_of_lakelogs_own_topic_configs(tmp_path, monkeypatch):
+    props = tmp_path / "broker.properties"
+    props.write_text("lake.vacuum.retention.ms=5000\nlog.cleanup.policy=delete, compact\nlog.roll.ms=60000\n"
+                     "unclean.leader.election.enable=true\n")
+    s = BrokerSettings.load(config_file=props)
+    assert s.topic_config_defaults() == {"lake.vacuum.retention.ms": "5000", "cleanup.policy": "compact,delete",
+                                         "segment.ms": "60000", "unclean.leader.election.enable": "true"}
+    config = TopicConfig.parse({}, defaults=s.topic_config_defaults())
+    assert (config.lake_vacuum_retention_ms, config.segment_ms, config.compacts) == (5000, 60000, True)
+    monkeypatch.setenv("LAKELOG_LAKE_COMMIT_INTERVAL_MS", "250")
+    assert BrokerSettings.load().topic_config_defaults() == {"lake.commit.interval.ms": "250"}
+    flags = settings_from_properties({"lake.commit.bytes": "1024", "lake.vacuum.retention.ms": "7"})
+    assert BrokerSettings.load(config_file=props, **flags).topic_config_defaults()["lake.vacuum.retention.ms"] == "7"
+    assert BrokerSettings.load(**flags).topic_config_defaults()["lake.commit.bytes"] == "1024"
+
+
+@pytest.mark.parametrize("key, value", [("lake.vacuum.retention.ms", "-1"), ("log.cleanup.policy", "shred"),
+                                        ("log.cleaner.min.cleanable.ratio", "2"), ("lake.commit.bytes", "0")])
+def test_a_bad_broker_default_of_a_topic_config_is_refused_naming_the_key(tmp_path, key, value):
+    props = tmp_path / "broker.properties"
+    props.write_text(f"{key}={value}\n")
+    with pytest.raises(ConfigError, match=key.replace(".", "_")):
+        BrokerSettings.load(config_file=props)
+
+
+def test_describe_configs_shows_a_lake_config_from_the_broker_as_static_broker_config():
+    s = BrokerSettings.load(lake_vacuum_retention_ms=5000)
+    entries = {e.name: e for e in config_entries({}, defaults=s.topic_config_defaults())}
+    vacuum = entries["lake.vacuum.retention.ms"]
+    assert (vacuum.value, vacuum.is_default, vacuum.source) == ("5000", False, STATIC_BROKER_CONFIG)
+    assert [(x.name, x.value, x.source) for x in vacuum.synonyms] == [
+        ("lake.vacuum.retention.ms", "5000", STATIC_BROKER_CONFIG), ("lake.vacuum.retention.ms", "60000", DEFAULT_CONFIG)]
+    assert entries["lake.commit.bytes"].source == DEFAULT_CONFIG
+
+
+def test_broker_start_takes_any_setting_as_an_override_flag():
+    """``lakelog broker start --override key=value`` (kafka-server-start's ``--override``) sets a broker
+    setting by its dotted name; a bad value stops the broker naming the key before it connects anywhere."""
+    import subprocess
+    import sys
+
+    def start(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lakelog.cli", "broker", "start", *args], capture_output=True,
+                              text=True, timeout=120)
+
+    out = start("--override", "lake.vacuum.retention.ms=-5")
+    assert out.returncode == 1 and "lake_vacuum_retention_ms" in out.stderr.replace("\n", " ")
+    out = start("--override", "lake.vacuum.retention.ms")
+    assert out.returncode == 1 and "expected key=value" in out.stderr

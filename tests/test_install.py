@@ -122,7 +122,7 @@ def wheel_broker(wheel_venv, tmp_path_factory):
             return False
 
     try:
-        wait_for(serving, timeout_s=120, what="lakelog up from the wheel to serve")
+        wait_for(serving, what="lakelog up from the wheel to serve")
         _run([wheel_venv / "lakelog", "topics", "create", TOPIC, "--partitions", 2, "-b", url], cwd=work)
         _run([wheel_venv / "lakelog", "produce", TOPIC, "-b", url], cwd=work, input_text="\n".join(LINES) + "\n")
         yield url, work

@@ -25,7 +25,7 @@ def test_a_broker_logs_json_lines_with_its_id_and_the_partition(zookeeper, tmp_p
                 entry = json.loads(line)
                 if entry.get("topic") == "logged":
                     return entry
-        entry = wait_for(partition_line, 20, "a log line about logged-0")
+        entry = wait_for(partition_line, what="a log line about logged-0")
         assert entry["partition"] == 0 and entry["broker_id"] == 7 and "logged-0" in entry["message"]
     finally:
         broker.stop()

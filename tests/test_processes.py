@@ -58,7 +58,7 @@ def test_child_dies_when_its_parent_is_killed(reaper) -> None:
     parent.kill()  # SIGKILL: no handler, no atexit in the parent runs
     parent.wait(10)
     parent.stdout.close()
-    wait_gone([child_pid], timeout_s=10, what="the child of a killed parent")
+    wait_gone([child_pid], what="the child of a killed parent")
 
 
 @linux_only

@@ -15,6 +15,7 @@
     lakelog users add alice --password-stdin    # a SCRAM-SHA-512 credential; also: users list, delete
     lakelog --command-config client.properties topics list   # sasl.username/sasl.password or sasl.oauthbearer.token
     lakelog consume orders --from-beginning [--follow]
+    lakelog records delete --offset-json-file offsets.json   # as kafka-delete-records; offset -1 = the HW
     lakelog groups describe g1                  # members, committed offsets, lag (from any broker)
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
     lakelog groups delete-offsets g1 --topic orders
@@ -24,7 +25,7 @@
 
 The commands live by responsibility in the modules of :mod:`lakelog.cli`: ``processes`` (up, cluster up,
 zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``, ``transactions``, ``acls``,
-``users`` and ``records`` (produce, consume); this module is the typer app that gathers them, ``sql``,
+``users`` and ``records`` (produce, consume, records delete); this module is the typer app that gathers them, ``sql``,
 ``setup``, ``demo`` and the entry point :func:`main` (``python -m lakelog.cli`` runs it too).
 """
 
@@ -44,7 +45,7 @@ from lakelog.cli.jobs import job_app
 from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli.producers import producers_app
 from lakelog.cli.quotas import quotas_app
-from lakelog.cli.records import consume, produce
+from lakelog.cli.records import consume, produce, records_app
 from lakelog.cli.topics import topics_app
 from lakelog.cli.transactions import transactions_app
 from lakelog.cli.users import users_app
@@ -75,6 +76,7 @@ app.add_typer(users_app, name="users")
 app.add_typer(quotas_app, name="quotas")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
+app.add_typer(records_app, name="records")
 app.command("up")(up)
 app.command("produce")(produce)
 app.command("consume")(consume)

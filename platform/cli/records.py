@@ -1,8 +1,10 @@
-"""``lakelog produce`` and ``lakelog consume``: lines in, records out (like Kafka's console tools)."""
+"""``lakelog produce`` and ``lakelog consume``: lines in, records out (like Kafka's console tools);
+``lakelog records delete``: the records below an offset go (like kafka-delete-records)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import sys
 import time
 from pathlib import Path
@@ -10,7 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, err_console, gateway_client
+from lakelog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOpt, console, err_console, fail, gateway_client
+
+records_app = typer.Typer(help="Records: delete those below an offset (kafka-delete-records).", no_args_is_help=True)
 
 
 def producer_client(bootstrap: str, *, enable_idempotence: bool):
@@ -176,3 +180,50 @@ def _consume_group(topic: str, group: str, *, from_beginning: bool, follow: bool
                 except (GatewayError, OSError):
                     pass
     err_console.print(f"Processed a total of {count} messages")
+
+
+def read_offset_json(path: Path) -> dict[tuple[str, int], int]:
+    """kafka-delete-records' offsets JSON, ``{"partitions": [{"topic": "t", "partition": 0, "offset": 10}],
+    "version": 1}`` (an offset of -1 is the partition's high watermark), as ``{(topic, partition): offset}``.
+    A malformed file ends the command with a message saying what to fix."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        fail(f"--offset-json-file {path}: {e.strerror}")
+    except ValueError as e:
+        fail(f"--offset-json-file {path}: not JSON ({e})")
+    if not isinstance(doc, dict) or doc.get("version", 1) != 1 or not isinstance(doc.get("partitions"), list):
+        fail(f"--offset-json-file {path}: expected {{\"partitions\": [{{\"topic\": ..., \"partition\": ..., "
+             f"\"offset\": ...}}], \"version\": 1}}")
+    offsets: dict[tuple[str, int], int] = {}
+    for entry in doc["partitions"]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("topic"), str)
+                and all(type(entry.get(k)) is int for k in ("partition", "offset"))):
+            fail(f"--offset-json-file {path}: each partition needs a string topic and integer partition and offset, "
+                 f"not {json.dumps(entry)}")
+        key = (entry["topic"], entry["partition"])
+        if key in offsets:
+            fail(f"--offset-json-file {path}: partition {key[0]}-{key[1]} is named twice")
+        offsets[key] = entry["offset"]
+    if not offsets:
+        fail(f"--offset-json-file {path}: no partition named")
+    return offsets
+
+
+@records_app.command("delete")
+def delete_records(
+    offset_json_file: Annotated[Path, typer.Option(
+        "--offset-json-file", help='kafka-delete-records\' JSON: {"partitions": [{"topic": "orders", "partition": 0, '
+                                   '"offset": 100}], "version": 1}; offset -1 = the high watermark.')],
+    bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Delete every record below the given offset of each partition (like kafka-delete-records): the log
+    start offsets move up, the Delta data files wholly below them leave the tables. Needs Delete on the
+    topics. Prints each partition's low watermark (its log start offset afterwards)."""
+    offsets = read_offset_json(offset_json_file)
+    with gateway_client(bootstrap_server) as client:
+        console.print("Executing records delete operation")
+        low_watermarks = client.admin.delete_records(offsets)
+    console.print("Records delete operation completed:")
+    for (topic, partition), low in sorted(low_watermarks.items()):
+        typer.echo(f"partition: {topic}-{partition}\tlow_watermark: {low}")  # kafka-delete-records' lines, tab kept

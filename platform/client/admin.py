@@ -103,6 +103,34 @@ class AdminClient:
         return self.transport.request("PATCH", f"/v3/clusters/{self.transport.cluster_id}/topics/{topic}",
                                       json={"partitions_count": partitions_count}).json()
 
+    def delete_records(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Delete the records below an offset of each partition (Kafka's ``Admin.deleteRecords``,
+        ``kafka-delete-records``; ``POST /v3/clusters/{c}/topics/{t}/records:delete``, one request per topic).
+
+        Args:
+            offsets: ``{(topic, partition): offset}``: each partition's log is to start at ``offset``
+                (at most its high watermark); -1 means the high watermark.
+
+        Returns:
+            ``{(topic, partition): low_watermark}``: each partition's log start offset afterwards.
+
+        Raises:
+            GatewayError: AuthorizationError (40301, no Delete on the topic), UnknownTopicError (40401),
+            UnknownPartitionError (40402), OffsetOutOfRangeError (an offset above the high watermark),
+            PolicyViolationError (40030, a topic with cleanup.policy=compact alone); nothing of that
+            topic's request deleted. Retrying is safe: a log start offset never moves back.
+        """
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({"partition_id": partition, "offset": offset})
+        out = {}
+        for topic, partitions in by_topic.items():
+            answer = self.transport.request(
+                "POST", f"/v3/clusters/{self.transport.cluster_id}/topics/{topic}/records:delete",
+                json={"partitions": partitions}).json()
+            out.update({(topic, p["partition_id"]): p["low_watermark"] for p in answer["partitions"]})
+        return out
+
     def partition_offsets(self, topic: str, partition: int, *, timestamp_ms: int | None = None) -> dict:
         """``{"beginning_offset", "end_offset", "last_stable_offset"}`` (log start offset, high watermark, the
         first offset of an open transaction, at most the HW: read_committed's end) of a partition, plus

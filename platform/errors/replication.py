@@ -8,7 +8,7 @@ from lakelog.errors.base import LakelogError
 __all__ = ["BrokerIdInUseError", "CommitterLeaseHeldError", "ControllerFencedError", "InvalidPartitionsError",
            "InvalidReplicationFactorError", "InvalidRequiredAcksError", "InvalidTopicError",
            "LeaderNotAvailableError", "NotEnoughReplicasAfterAppendError", "NotEnoughReplicasError",
-           "NotLeaderError", "ReplicationError", "RequestTimedOutError", "TopicChangeConflictError",
+           "NotLeaderError", "PolicyViolationError", "ReplicationError", "RequestTimedOutError", "TopicChangeConflictError",
            "TopicExistsError", "UnknownBrokerError", "UnknownLeaderEpochError", "UnknownPartitionError",
            "UnknownReplicaError", "UnknownTopicConfigError", "UnknownTopicError", "ZooKeeperStartError",
            "ZooKeeperUnavailableError"]
@@ -148,6 +148,15 @@ class InvalidTopicError(ReplicationError):
 
     http_status = 400
     error_code = 40004
+
+
+class PolicyViolationError(ReplicationError):
+    """The request goes against the topic's configured policy: records deleted (DeleteRecords) from a topic
+    whose ``cleanup.policy`` is ``compact`` alone. Nothing was changed. Kafka: POLICY_VIOLATION (44).
+    400 / 40030."""
+
+    http_status = 400
+    error_code = 40030
 
 
 class InvalidPartitionsError(ReplicationError):

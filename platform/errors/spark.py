@@ -7,7 +7,7 @@ error classes sees the same code:
 - :class:`SourceOptionError` (400 / 40003, a :class:`~lakelog.errors.ConfigError`): an option of the
   ``lakelog`` source or sink is missing, unknown in this mode, or invalid;
 - :class:`SourceError` (400 / 40020): the source can not plan or read a query;
-- :class:`DeltaJarsError` (500 / 50002): Delta's JVM jars could not be resolved.
+- :class:`DeltaJarsError` (500 / 50022): Delta's JVM jars could not be resolved.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from lakelog.ingest_api import (
     console_api,
     consumers_api,
     coordinator_api,
+    delete_records_api,
     metrics_api,
     models,
     offsets_api,
@@ -63,14 +64,13 @@ from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
 def create_app(broker: GatewayBroker) -> FastAPI:
     """Build the gateway app for one broker (a :class:`lakelog.broker.Broker`, built by the caller);
-    the broker starts and stops with the app (lifespan), the consumer manager with it."""
+    the broker starts and stops with the app (lifespan), its consumer instances with it."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         await broker.start()
         try:
-            async with consumers_api.consumer_instances(app, broker, broker.settings):
-                yield
+            yield
         finally:
             await broker.stop()
 
@@ -87,7 +87,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
-                   v3_acls_api, users_api, client_quotas_api):
+                   v3_acls_api, users_api, client_quotas_api, delete_records_api):
         # 401 / 403 on every route but the probes (authentication, then the route's permissions)
         app.include_router(module.router, responses={} if module is metrics_api else error_responses(401, 403))
     app.include_router(console_api.router)
@@ -110,7 +110,7 @@ def _document_raw_body_models(app: FastAPI) -> None:
             doc = default_openapi()
             _, defs = models_json_schema(
                 [(m, "validation") for m in (models.BinaryProduceRequest, models.JsonProduceRequest,
-                                             models.ConsumerRecord)],
+                                             models.V3ProduceRequest, models.ConsumerRecord)],
                 ref_template="#/components/schemas/{model}")
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
         return app.openapi_schema

@@ -21,6 +21,9 @@ over HTTP.
 - ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/markers`` ``{"producer_id", "producer_epoch",
   "control": "commit"|"abort", "coordinator_epoch"}`` -> ``{"offset": N}``: a transaction's marker on this
   leader, answered once the ISR has it (:func:`~lakelog.replication.transaction_markers.write_marker`).
+- ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/delete-records`` ``{"offset": N}`` -> ``{"low_watermark": M}``:
+  DeleteRecords of a partition this broker leads, forwarded by another broker
+  (:func:`~lakelog.replication.record_deletion.local_delete_records`).
 
 Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
 409/40912 newer, 422/42226 ``offset`` beyond the leader's log end offset (the follower truncates).
@@ -43,6 +46,7 @@ from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.replication import replica_fetch as leader_side
 from lakelog.replication.leader_client import REPLICA_PREFIX
+from lakelog.replication.record_deletion import local_delete_records
 from lakelog.replication.transaction_markers import write_marker
 
 router = APIRouter(prefix=REPLICA_PREFIX, tags=["replication (internal)"], include_in_schema=False,
@@ -101,3 +105,14 @@ async def write_txn_marker(broker: BrokerDep, topic: Annotated[str, Path()], par
                                 coordinator_epoch=body.coordinator_epoch,
                                 request_timeout_ms=broker.settings.request_timeout_ms)
     return {"offset": offset}
+
+
+class _DeleteRecords(BaseModel):
+    offset: int = Field(ge=-1)
+
+
+@router.post("/topics/{topic}/partitions/{partition}/delete-records")
+async def delete_records(broker: BrokerDep, topic: Annotated[str, Path()], partition: Annotated[int, Path(ge=0)],
+                         body: _DeleteRecords) -> dict:
+    low_watermark = await local_delete_records(broker.replica_manager, topic, partition, offset=body.offset)
+    return {"low_watermark": low_watermark}

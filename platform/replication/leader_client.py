@@ -24,6 +24,8 @@ A broker asks a partition's leader when it does not lead the partition itself:
   (AddPartitionsToTxn, EndTxn);
 - :meth:`LeaderClient.write_txn_marker`: a transaction's commit or abort marker on a partition leader
   (Kafka's WriteTxnMarkers, ``/lakelog/v1/replica/...``; :mod:`lakelog.coordinators.transaction_markers`).
+- :meth:`LeaderClient.delete_records`: DeleteRecords of one partition on its leader
+  (``/lakelog/v1/replica/...``; :mod:`lakelog.replication.record_deletion`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
@@ -339,3 +341,15 @@ class LeaderClient:
                                       "coordinator_epoch": coordinator_epoch},
                                 timeout=self.request_timeout_ms / 1000.0 + 5)
         return int(resp.json()["offset"])
+
+    async def delete_records(self, leader_url: str, topic: str, partition: int, *, offset: int) -> int:
+        """DeleteRecords for one partition on its leader at ``leader_url``: the leader's log start offset (the
+        low watermark) once it moved up to ``offset`` (-1: the high watermark).
+
+        Raises: NotLeaderError, LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError,
+        OffsetOutOfRangeError, PolicyViolationError.
+        """
+        resp = await self._call("POST", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/delete-records",
+                                what=f"{topic}-{partition}", json={"offset": offset},
+                                timeout=self.request_timeout_ms / 1000.0 + 5)
+        return int(resp.json()["low_watermark"])

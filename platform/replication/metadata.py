@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
+import threading
 import time
 import uuid
 import zlib
@@ -52,6 +54,8 @@ from lakelog.replication.topic_configs import (
     known_configs,
 )
 from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
+
+log = logging.getLogger(__name__)
 
 ROOT = "/lakelog"
 CLUSTER_ID_PATH = f"{ROOT}/cluster/id"
@@ -310,18 +314,51 @@ class ClusterMetadata:
                 pass
             return self.zk.get(CLUSTER_ID_PATH)[0].decode()
 
-    def register_broker(self, info: BrokerInfo) -> None:
-        """Create the broker's ephemeral znode.
+    def register_broker(self, info: BrokerInfo, *, previous_session_wait_ms: int = 0) -> None:
+        """Create the broker's ephemeral znode ``/lakelog/brokers/ids/{id}``.
+
+        A registration left by an earlier process of this broker (killed with SIGKILL: its ZooKeeper
+        session lives on until ``zookeeper.session.timeout.ms`` after its last heartbeat) is waited for, up
+        to ``previous_session_wait_ms`` (logged): once ZooKeeper expires that session its znode goes and
+        this one is created, so a supervisor restarting the broker at once succeeds. Kafka does the same
+        since KAFKA-7165 (``KafkaZkClient.registerBroker``: a node whose ephemeral owner is not this
+        session is another session's). A znode this session already owns (a retried create) counts as
+        registered. A registration still there after the wait belongs to a live broker.
 
         Raises:
-            BrokerIdInUseError: a live broker already holds this id.
+            BrokerIdInUseError: a live broker holds this id (its registration outlived the wait).
         """
+        path = f"{BROKERS_PATH}/{info.broker_id}"
         data = {"host": info.host, "port": info.port, "rack": info.rack, "started_at": info.started_at or int(time.time() * 1000),
                 "scheme": info.scheme}
-        try:
-            self.zk.create(f"{BROKERS_PATH}/{info.broker_id}", _dump(data), ephemeral=True, makepath=True)
-        except NodeExistsError:
-            raise BrokerIdInUseError(f"broker.id {info.broker_id} is already registered by a live broker") from None
+        deadline = time.monotonic() + previous_session_wait_ms / 1000.0
+        waited = False
+        while True:
+            try:
+                self.zk.create(path, _dump(data), ephemeral=True, makepath=True)
+                if waited:
+                    log.info("broker.id %d registered once the earlier registration expired", info.broker_id)
+                return
+            except NodeExistsError:
+                pass
+            gone = threading.Event()
+            stat = self.zk.exists(path, watch=lambda _event: gone.set())
+            if stat is None:
+                continue  # it went between the create and the look
+            if stat.ephemeralOwner == self.zk.client_id[0]:
+                return  # ours: a create retried after a connection loss
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                raise BrokerIdInUseError(
+                    f"broker.id {info.broker_id} is already registered by a live broker (ZooKeeper session "
+                    f"0x{stat.ephemeralOwner:x}, still there after {previous_session_wait_ms} ms): give this "
+                    f"broker another broker.id or stop the other one")
+            if not waited:
+                log.warning("broker.id %d is registered by ZooKeeper session 0x%x, not this one (a process of this "
+                            "broker killed just before?): waiting up to %d ms (zookeeper.session.timeout.ms) for "
+                            "that session to expire", info.broker_id, stat.ephemeralOwner, previous_session_wait_ms)
+                waited = True
+            gone.wait(remaining_s)
 
     def brokers(self) -> dict[int, BrokerInfo]:
         """Live brokers by id."""

@@ -11,7 +11,8 @@ and reads. Every operation takes the caller's :class:`~lakelog.requests.context.
 ================  ======================================================  =================================
 request kind      operation                                               Kafka API
 ================  ======================================================  =================================
-produce           :meth:`RequestHandler.produce`                          Produce
+produce           :meth:`RequestHandler.produce`,                         Produce
+                  :meth:`RequestHandler.produce_each`
 fetch             :meth:`RequestHandler.fetch`                            Fetch
 list offsets      :meth:`RequestHandler.list_offsets`                     ListOffsets
 topics            :meth:`~RequestHandler.list_topics`,                    Metadata
@@ -23,8 +24,13 @@ topic admin       :meth:`~RequestHandler.create_topic`,                   Create
                   :meth:`~RequestHandler.create_partitions`
 topic configs     :meth:`~RequestHandler.describe_topic_configs`,         DescribeConfigs,
                   :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+delete records    :meth:`RequestHandler.delete_records`                   DeleteRecords
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
+consumer          :attr:`RequestHandler.consumers` (:class:`~lakelog.     JoinGroup, SyncGroup, LeaveGroup,
+instances         requests.consumer_instances.ConsumerInstances`)         Fetch, OffsetCommit, OffsetFetch
+group views       :attr:`RequestHandler.group_views`                      ListGroups, DescribeGroups
+                  (:class:`~lakelog.requests.group_views.GroupViews`)
 ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
 users             :attr:`RequestHandler.users`                            Describe-/AlterUserScramCredentials
 client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
@@ -43,6 +49,7 @@ from collections.abc import Callable, Iterable
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.replication.leader_client import LeaderClient
@@ -52,10 +59,13 @@ from lakelog.replication.topic_configs import ConfigChange
 from lakelog.requests import fetch as fetches
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.consumer_instances import ConsumerInstances
 from lakelog.requests.context import RequestContext
+from lakelog.requests.delete_records import DeleteRecordsRequest, DeleteRecordsResult, RecordDeletion
+from lakelog.requests.group_views import GroupViews
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
-from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult, RecordOutcome
 from lakelog.requests.producers import ProducerIds
 from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
@@ -78,6 +88,7 @@ class RequestHandler:
         leader_client: forwards shares of a topic-level produce to their leaders.
         coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
         offsets_broker: what the group offsets administration uses of the broker (the broker itself).
+        consumer_instances: the broker's consumer instances (``Broker.consumer_instances``).
         acl_store, user_credentials, quota_store: the ACLs, SCRAM credentials and client quotas in ZooKeeper.
         producer_ids: this broker's producer id blocks (idempotent producers' InitProducerId).
         transaction_coordinator: transactional ids' requests, wherever their coordinator is.
@@ -87,7 +98,7 @@ class RequestHandler:
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
                  leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
-                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
+                 consumer_instances: ConsumerManager, acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
                  producer_ids: ProducerIdManager, transaction_coordinator: TransactionCoordinator,
                  cluster_id: Callable[[], str], authorizer: Authorizer) -> None:
         self.settings = settings
@@ -97,12 +108,17 @@ class RequestHandler:
         self.broker_context = RequestContext(principal=f"User:{settings.inter_broker_username}", listener="internal")
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client,
                                          authorizer=authorizer)
+        self._delete_records = RecordDeletion(replica_manager=replica_manager)
         self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
                                  coordinator=coordinator, authorizer=authorizer)
         #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager, authorizer=authorizer)
         #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
         self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator, authorizer=authorizer)
+        #: consumer instances: create, subscribe or assign, seek, poll, commit, delete
+        self.consumers = ConsumerInstances(manager=consumer_instances, authorizer=authorizer)
+        #: consumer groups as a whole: list, describe, members, assignments, lags
+        self.group_views = GroupViews(manager=consumer_instances, broker=offsets_broker, authorizer=authorizer)
         #: security administration: ACLs, users' credentials, client quotas
         self.acls = AclAdmin(store=acl_store, authorizer=authorizer)
         self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username,
@@ -122,6 +138,11 @@ class RequestHandler:
     async def produce(self, request: ProduceRequest, *, context: RequestContext) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
         return await self._produce.produce(request, context=context)
+
+    async def produce_each(self, request: ProduceRequest, *, context: RequestContext) -> list[RecordOutcome]:
+        """Produce with an outcome per record (REST Proxy v3's streaming produce); see
+        :meth:`ProduceOperation.produce_each <lakelog.requests.produce.ProduceOperation.produce_each>`."""
+        return await self._produce.produce_each(request, context=context)
 
     async def fetch(self, request: FetchRequest, *, context: RequestContext) -> FetchResult:
         """Kafka's Fetch (a consumer's); see :func:`lakelog.requests.fetch.fetch`."""
@@ -168,3 +189,8 @@ class RequestHandler:
         """Kafka's IncrementalAlterConfigs for a topic; see :meth:`TopicAdmin.alter_topic_configs
         <lakelog.requests.topics.TopicAdmin.alter_topic_configs>`."""
         return await self.topics.alter_topic_configs(name, changes, context=context, validate_only=validate_only)
+
+    async def delete_records(self, request: DeleteRecordsRequest, *, context: RequestContext) -> DeleteRecordsResult:
+        """Kafka's DeleteRecords; see :meth:`RecordDeletion.delete_records
+        <lakelog.requests.delete_records.RecordDeletion.delete_records>`."""
+        return await self._delete_records.delete_records(request, permissions=self.permissions(context))

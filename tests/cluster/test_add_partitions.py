@@ -38,14 +38,14 @@ def test_added_partitions_get_leaders_and_take_records(cluster, topic_name):
     with LakelogClient(urls[0]) as client:
         client.create_topic(topic_name, partitions=3, replication_factor=3)
         for url in urls.values():
-            wait_for(lambda: _fully_replicated(url, topic_name, 3), 30, "3 partitions in sync")
+            wait_for(lambda: _fully_replicated(url, topic_name, 3), what="3 partitions in sync")
         client.produce_binary(topic_name, [(None, b"before")], partition=0)  # follows the leader (421)
 
         assert client.admin.add_partitions(topic_name, partitions_count=6)["partitions_count"] == 6
 
     # every broker serves the new partitions, each with a leader and all three replicas in sync
     for url in urls.values():
-        wait_for(lambda: _fully_replicated(url, topic_name, 6), 30, f"6 partitions in sync on {url}")
+        wait_for(lambda: _fully_replicated(url, topic_name, 6), what=f"6 partitions in sync on {url}")
     parts = _partitions(urls[2], topic_name)
     assert {p["leader"] for p in parts[3:]} == {0, 1, 2}  # leaders of the new partitions are spread
 
@@ -60,7 +60,7 @@ def test_added_partitions_get_leaders_and_take_records(cluster, topic_name):
         assert resp.status_code == 200 and resp.json()["offsets"][0] == {
             "partition": p, "offset": 0, "error_code": None, "error": None}, resp.text
         for url in urls.values():  # the high watermark every broker reports moved: all replicas have it
-            wait_for(lambda: partition_info(url, topic_name, p)["high_watermark"] == 1, 15, f"HW of {p}")
+            wait_for(lambda: partition_info(url, topic_name, p)["high_watermark"] == 1, what=f"HW of {p}")
         assert [base64.b64decode(r["value"]) for r in read_partition(urls[leader], topic_name, p)] == [b"p%d" % p]
 
     # keyed records follow murmur2 over the new count on every broker
@@ -81,10 +81,10 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
         client.create_topic(topic_name, partitions=1, replication_factor=3,
                             configs={"lake.commit.interval.ms": "3600000"})
         for url in urls.values():
-            wait_for(lambda: _fully_replicated(url, topic_name, 1), 30, "the partition in sync")
+            wait_for(lambda: _fully_replicated(url, topic_name, 1), what="the partition in sync")
         client.produce_binary(topic_name, [(None, b"v%d" % i) for i in range(5)], partition=0)
         for url in urls.values():  # every replica has the records, all in its segment tail
-            wait_for(lambda: partition_info(url, topic_name, 0)["high_watermark"] == 5, 30, "HW 5")
+            wait_for(lambda: partition_info(url, topic_name, 0)["high_watermark"] == 5, what="HW 5")
 
         client.admin.alter_topic_configs(topic_name, set={"lake.commit.interval.ms": "0", "max.message.bytes": "1000"})
 
@@ -95,10 +95,10 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
             return 0
 
     for b in urls:  # leader and followers commit their tails to Delta: their open logs took the config
-        wait_for(lambda: rows(b) == 5, 30, f"broker {b}'s replica committed to Delta")
+        wait_for(lambda: rows(b) == 5, what=f"broker {b}'s replica committed to Delta")
     for i, url in urls.items():  # every broker refuses what the new max.message.bytes refuses
         resp = wait_for(lambda: (r := produce(url, topic_name, None, [b"x" * 2000], timeout=30))
-                        .status_code == 422 and r, 15, f"broker {i} to refuse 2000 bytes")
+                        .status_code == 422 and r, what=f"broker {i} to refuse 2000 bytes")
         assert resp.json()["error_code"] == 42225
         with LakelogClient(url) as client:
             assert client.admin.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"

@@ -40,37 +40,37 @@ def test_a_follower_replicates_the_gaps_its_leader_compacted(broker_factory, zk,
     state = zk.state(topic_name)
     leader, follower = brokers[state.leader], brokers[1 - state.leader]
     assert produce(leader.url, topic_name, 0, [b"a-%d" % i for i in range(7)], keys=KEYS).status_code == 200
-    wait_until(lambda: offsets_of(follower, topic_name) == list(range(7)), 20, "the follower's first flush")
+    wait_until(lambda: offsets_of(follower, topic_name) == list(range(7)), what="the follower's first flush")
 
     follower.kill()
-    wait_until(lambda: zk.state(topic_name).isr == [leader.broker_id], 20, "the ISR to shrink")
+    wait_until(lambda: zk.state(topic_name).isr == [leader.broker_id], what="the ISR to shrink")
     for batch in range(10):  # 70 records on 7 keys: the cleaner keeps the latest of each
         values = [b"b-%d-%d" % (batch, i) for i in range(len(KEYS))]
         assert produce(leader.url, topic_name, 0, values, keys=KEYS, acks="1").status_code == 200
     end = 77
-    wait_until(lambda: partition_info(leader.url, topic_name, 0)["log_end_offset"] == end, 10, "the leader's LEO")
+    wait_until(lambda: partition_info(leader.url, topic_name, 0)["log_end_offset"] == end, what="the leader's LEO")
     latest = list(range(end - len(KEYS), end))
 
     def cleaned() -> bool:
         got = offsets_of(leader, topic_name)
         return got is not None and got[-len(KEYS):] == latest and len(got) < end // 2
-    wait_until(cleaned, 30, "the leader's cleaner to leave gaps")
+    wait_until(cleaned, what="the leader's cleaner to leave gaps")
     gapped = offsets_of(leader, topic_name)
 
     wait_znode_gone(zk, follower.broker_id)  # its killed session's registration, else the restart is refused
     follower.start()
-    wait_full_isr(zk, topic_name, 1, 2, timeout_s=30)
+    wait_full_isr(zk, topic_name, 1, 2)
     assert partition_info(follower.url, topic_name, 0)["log_end_offset"] == end
     # the follower's table holds what the leader's holds (its own cleaner may clean it, to the same end)
-    wait_until(lambda: offsets_of(follower, topic_name) == offsets_of(leader, topic_name), 30,
-               "the follower's table to hold the leader's offsets")
+    wait_until(lambda: offsets_of(follower, topic_name) == offsets_of(leader, topic_name),
+               what="the follower's table to hold the leader's offsets")
     assert set(offsets_of(follower, topic_name)) <= set(gapped) | set(range(7))
 
     # it goes on replicating what follows, and leads with it
     assert produce(leader.url, topic_name, 0, [b"c-%d" % i for i in range(3)], keys=KEYS[:3]).status_code == 200
-    wait_until(lambda: (offsets_of(follower, topic_name) or [None])[-1] == end + 2, 20, "the next records")
+    wait_until(lambda: (offsets_of(follower, topic_name) or [None])[-1] == end + 2, what="the next records")
     leader.kill()
-    wait_until(lambda: zk.state(topic_name).leader == follower.broker_id, 30, "the follower to lead")
+    wait_until(lambda: zk.state(topic_name).leader == follower.broker_id, what="the follower to lead")
     records = read_partition(follower.url, topic_name, 0)
     by_key = {r["key"]: r["value"] for r in records}
     assert len(by_key) == len(KEYS)

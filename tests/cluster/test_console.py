@@ -20,7 +20,7 @@ import pytest
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.protocol import media_types
 from tests.cluster.test_replication import FAST, Zk, create_topic, produce, wait_full_isr
-from tests.harness import new_chroot, wait_for
+from tests.harness import CONDITION_WAIT_S, new_chroot, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
 
@@ -85,7 +85,7 @@ def open_console(driver, broker: BrokerProcess, fragment: str) -> None:
     driver.get(f"{broker.url}/console#{fragment}")
 
 
-def wait_page(driver, predicate, what: str, timeout_s: float = 20):
+def wait_page(driver, predicate, what: str, timeout_s: float = CONDITION_WAIT_S):
     """Poll the page until ``predicate(driver)`` is truthy; elements replaced by a refresh are retried."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
@@ -199,7 +199,7 @@ def test_topic_page_shows_isr_and_offsets(cluster, zkc, browser, tmp_path):
     finally:
         cluster[follower].resume()
     wait_page(browser, lambda d: {int(b) for b in cell(d, row.format(p=0, c="isr")).split(", ")} == {0, 1, 2}
-              and cell(d, row.format(p=0, c="hw")) == "6", "ISR of 3 and HW 6 back on the page", timeout_s=40)
+              and cell(d, row.format(p=0, c="hw")) == "6", "ISR of 3 and HW 6 back on the page")
     shot(browser, tmp_path, "topic")
 
 
@@ -305,9 +305,8 @@ def test_group_page_shows_lag(cluster, zkc, browser, tmp_path):
     assert httpx.post(f"{member}/subscription", headers=v2, json={"topics": [topic]}, timeout=20).status_code == 204
     try:
         wait_for(lambda: httpx.get(f"{member}/records", params={"timeout": 500}, timeout=20,
-                                   headers={"Accept": media_types.BINARY_V2}).json(), 30, "the member's first records")
-        wait_page(browser, lambda d: "events-0, events-1" in cell(d, "#members-table"), "the member and its partitions",
-                  timeout_s=30)
+                                   headers={"Accept": media_types.BINARY_V2}).json(), what="the member's first records")
+        wait_page(browser, lambda d: "events-0, events-1" in cell(d, "#members-table"), "the member and its partitions")
         consumers = httpx.get(f"{cluster[0].url}/v3/clusters/{cid}/consumer-groups/{group}/consumers", timeout=10).json()
         [consumer] = consumers["data"]
         assert consumer["consumer_id"] in cell(browser, "#members-table")
@@ -350,7 +349,7 @@ def test_produce_form_writes_record(cluster, zkc, browser, tmp_path):
     assert browser.find_element(By.ID, "produce-result").get_attribute("data-partition") == "1"
     shot(browser, tmp_path, "produce")
 
-    records = wait_for(lambda: fetch_from_leader(cluster, topic, 1, 0), 20, "the record below the HW")
+    records = wait_for(lambda: fetch_from_leader(cluster, topic, 1, 0), what="the record below the HW")
     assert len(records) == 1
     r = records[0]
     assert (r["offset"], unb64(r["key"]), unb64(r["value"])) == (0, "user-7", '{"page": "/checkout"}')
@@ -396,4 +395,4 @@ def test_cluster_page_and_topic_create_delete(cluster, zkc, browser, tmp_path):
     button.click()
     wait_page(browser, lambda d: d.current_url.endswith("#/topics"), "back on the topics page")
     wait_for(lambda: httpx.get(f"{cluster[0].url}/v3/clusters/{cid}/topics/{topic}", timeout=10).status_code == 404,
-             20, "the topic deleted")
+             what="the topic deleted")

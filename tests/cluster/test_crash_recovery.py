@@ -24,7 +24,7 @@ from lakelog.client import LakelogClient
 from lakelog.protocol import media_types
 from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH
-from tests.harness import read_partition
+from tests.harness import CONDITION_WAIT_S, read_partition
 
 pytestmark = pytest.mark.cluster
 
@@ -64,7 +64,7 @@ class Producer(threading.Thread):
                 n += BATCH
                 body = orjson.dumps({"records": [{"key": base64.b64encode(self.keys[r]).decode(),
                                                   "value": base64.b64encode(r.encode()).decode()} for r in ids]})
-                deadline = time.monotonic() + 40
+                deadline = time.monotonic() + CONDITION_WAIT_S
                 while True:  # retry this batch until acknowledged
                     self.attempts += 1
                     try:
@@ -86,7 +86,7 @@ class Producer(threading.Thread):
                     time.sleep(0.05)
 
 
-def wait_for_broker_znode_gone(zk_connect: str, broker_id: int, timeout_s: float = 30) -> None:
+def wait_for_broker_znode_gone(zk_connect: str, broker_id: int, timeout_s: float = CONDITION_WAIT_S) -> None:
     """After a kill -9 the broker's ephemeral znode lives until its ZooKeeper session expires."""
     zk = KazooClient(hosts=zk_connect)
     zk.start(timeout=15)
@@ -114,7 +114,7 @@ def test_acknowledged_records_survive_kill_9_at_their_offsets(broker_factory, zk
     for _ in range(KILLS):
         # let some batches through, then crash mid-stream
         target = len(producer.acked) + 60
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while len(producer.acked) < target and producer.is_alive():
             assert time.monotonic() < deadline, "the producer made no progress"
             time.sleep(0.01)
@@ -126,7 +126,7 @@ def test_acknowledged_records_survive_kill_9_at_their_offsets(broker_factory, zk
 
     # a little more traffic after the last restart, then stop
     target = len(producer.acked) + 60
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + CONDITION_WAIT_S
     while len(producer.acked) < target and producer.is_alive():
         assert time.monotonic() < deadline, "the producer made no progress after the last restart"
         time.sleep(0.01)

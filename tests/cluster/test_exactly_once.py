@@ -134,7 +134,7 @@ def test_pipeline_is_exactly_once_on_three_brokers_across_pipeline_coordinator_a
         wait_znode_gone(zk, broker_id)
         time.sleep(2)
         brokers[broker_id].start()
-        wait_full_isr(zk, topic, 3, 3, timeout_s=60)
+        wait_full_isr(zk, topic, 3, 3)
 
     try:
         client.create_topic(topic, partitions=3, replication_factor=3)

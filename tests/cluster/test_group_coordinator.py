@@ -99,7 +99,7 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
                 for r in consumer.poll(timeout_ms=500):
                     seen.setdefault(r["partition"], r["offset"])
                 return len(seen) == 3
-            wait_for(polled, timeout_s=30, what="records of every partition")
+            wait_for(polled, what="records of every partition")
             assert seen == {0: 5 + victim_broker, 1: 7, 2: 9}
 
     # SIGKILL the coordinator of `group`; the new coordinator (a former follower) answers the same offsets
@@ -107,12 +107,12 @@ def test_offsets_are_cluster_wide_and_survive_the_coordinators_sigkill(broker_fa
     brokers[victim_broker].kill()
     wait_znode_gone(zk, victim_broker)
     part = partition_for(group, PARTITIONS)
-    wait_for(lambda: zk.state("__consumer_offsets", part).leader not in (-1, victim_broker), timeout_s=30,
+    wait_for(lambda: zk.state("__consumer_offsets", part).leader not in (-1, victim_broker),
              what="a new coordinator")
     survivors = [i for i in range(3) if i != victim_broker]
     for g in groups.values():
         for i in survivors:
-            assert wait_for(lambda: committed(urls[i], g) == before[g], timeout_s=30, what=f"{g}'s offsets on {i}")
+            assert wait_for(lambda: committed(urls[i], g) == before[g], what=f"{g}'s offsets on {i}")
     # and it takes new commits (min.insync.replicas=2 of the two live replicas)
     commit(urls[survivors[0]], group, {("orders", 0): 12})
     assert committed(urls[survivors[1]], group)[("orders", 0)] == 12

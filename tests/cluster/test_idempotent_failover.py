@@ -57,7 +57,7 @@ def test_a_retry_on_the_new_leader_and_through_a_forwarding_broker_writes_nothin
 
     brokers[leader].kill()
     wait_znode_gone(zk, leader)
-    wait_for(lambda: zk.state("moves", 0).leader == other, timeout_s=20, what="the follower leads")
+    wait_for(lambda: zk.state("moves", 0).leader == other, what="the follower leads")
     for seq, original in ((0, first), (1, second)):
         assert send(urls[other], "moves", ProducerBatch(pid, epoch, seq)) == original
     info = partition_info(urls[other], "moves", 0)
@@ -117,7 +117,7 @@ def test_an_idempotent_client_writes_every_record_once_while_leaders_and_the_con
 
     def progress(n: int) -> None:
         target = len(stream.acked) + n
-        wait_for(lambda: len(stream.acked) >= target or stream.error is not None, timeout_s=90,
+        wait_for(lambda: len(stream.acked) >= target or stream.error is not None,
                  what="producer progress")
         assert stream.error is None, stream.error
 
@@ -127,11 +127,11 @@ def test_an_idempotent_client_writes_every_record_once_while_leaders_and_the_con
         victim = zk.controller() if round_ == 3 else zk.state(topic, 0).leader
         brokers[victim].kill()
         wait_znode_gone(zk, victim)
-        wait_for(lambda: zk.state(topic, 0).leader not in (victim, -1), timeout_s=20, what="a new leader")
+        wait_for(lambda: zk.state(topic, 0).leader not in (victim, -1), what="a new leader")
         progress(500)  # produce goes on with 2 of 3 in sync
         brokers[victim].start()
         wait_full_isr(zk, topic, partitions, 3)
-    wait_for(lambda: len(stream.acked) >= 20_000 or stream.error is not None, timeout_s=180,
+    wait_for(lambda: len(stream.acked) >= 20_000 or stream.error is not None,
              what="20,000 acknowledged records")
     stream.stop.set()
     stream.join(120)

@@ -32,7 +32,7 @@ def test_a_paused_follower_is_counted_under_replicated_and_back(broker_factory, 
     follower = brokers[1 - state.leader]
     assert produce(leader.url, topic, 0, [b"a"] * 3).status_code == 200
     assert produce(follower.url, topic, None, [b"a"] * 2).status_code == 200  # forwarded to the leader
-    wait_for(lambda: httpx.get(f"{follower.url}/ready").status_code == 200, 20, "the follower ready")
+    wait_for(lambda: httpx.get(f"{follower.url}/ready").status_code == 200, what="the follower ready")
     # the forwarded share is the leader's request, not a failed one of the follower's
     assert _metric(leader.url, "lakelog_produce_requests_total", topic=topic) == 2
     assert _metric(leader.url, "lakelog_messages_in_total", topic=topic) == 5
@@ -43,17 +43,17 @@ def test_a_paused_follower_is_counted_under_replicated_and_back(broker_factory, 
 
     follower.pause()
     try:
-        wait_for(lambda: _metric(leader.url, "lakelog_under_replicated_partitions") == 1, 20,
-                 "the leader to count the partition under-replicated")
+        wait_for(lambda: _metric(leader.url, "lakelog_under_replicated_partitions") == 1,
+                 what="the leader to count the partition under-replicated")
         assert _metric(leader.url, "lakelog_isr_shrinks_total") == shrinks + 1
         assert produce(leader.url, topic, 0, [b"b"] * 5).status_code == 200  # acks=all with the ISR = [leader]
         assert _metric(leader.url, "lakelog_partition_high_watermark", topic=topic, partition=0) == 10
     finally:
         follower.resume()
-    wait_for(lambda: _metric(leader.url, "lakelog_under_replicated_partitions") == 0, 20, "the ISR back to 2")
+    wait_for(lambda: _metric(leader.url, "lakelog_under_replicated_partitions") == 0, what="the ISR back to 2")
     assert _metric(leader.url, "lakelog_isr_expands_total") >= 1
-    wait_for(lambda: _metric(follower.url, "lakelog_partition_log_end_offset", topic=topic, partition=0) == 10, 20,
-             "the follower to catch up")
+    wait_for(lambda: _metric(follower.url, "lakelog_partition_log_end_offset", topic=topic, partition=0) == 10,
+             what="the follower to catch up")
     assert httpx.get(f"{follower.url}/ready").status_code == 200
     # exactly one of the two is the active controller
     assert sorted(_metric(b.url, "lakelog_active_controller") for b in brokers.values()) == [0, 1]
@@ -69,5 +69,5 @@ def test_the_controller_counts_a_partition_whose_only_replica_died_offline(broke
     assert _metric(controller.url, "lakelog_offline_partitions") == 0
     other.kill()
     wait_znode_gone(zk, other.broker_id)
-    wait_for(lambda: _metric(controller.url, "lakelog_offline_partitions") == 1, 20,
-             "the controller to count the dead broker's partition offline")
+    wait_for(lambda: _metric(controller.url, "lakelog_offline_partitions") == 1,
+             what="the controller to count the dead broker's partition offline")

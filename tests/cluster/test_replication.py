@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from lakelog.protocol import media_types
 from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH, CONTROLLER_PATH, ClusterMetadata
-from tests.harness import read_partition
+from tests.harness import CONDITION_WAIT_S, read_partition
 from tests.harness import wait_for as wait_until
 
 pytestmark = pytest.mark.cluster
@@ -101,12 +101,12 @@ def partition_info(url: str, topic: str, p: int) -> dict:
     return httpx.get(f"{url}/topics/{topic}/partitions/{p}", timeout=10).json()
 
 
-def wait_full_isr(zk: Zk, topic: str, partitions: int, n: int, timeout_s: float = 40) -> None:
+def wait_full_isr(zk: Zk, topic: str, partitions: int, n: int, timeout_s: float = CONDITION_WAIT_S) -> None:
     wait_until(lambda: all(len(zk.state(topic, p).isr) == n and zk.state(topic, p).leader >= 0
                            for p in range(partitions)), timeout_s, f"ISR of {topic} back to {n}")
 
 
-def wait_znode_gone(zk: Zk, broker_id: int, timeout_s: float = 30) -> None:
+def wait_znode_gone(zk: Zk, broker_id: int, timeout_s: float = CONDITION_WAIT_S) -> None:
     wait_until(lambda: broker_id not in zk.live(), timeout_s, f"broker {broker_id}'s session to expire")
 
 
@@ -134,7 +134,7 @@ class PartitionProducer(threading.Thread):
         self.error: BaseException | None = None
 
     def leader_url(self) -> str:
-        return wait_until(lambda: self.urls.get(self.zk.state(self.topic, self.p).leader), 30, "a leader")
+        return wait_until(lambda: self.urls.get(self.zk.state(self.topic, self.p).leader), what="a leader")
 
     def run(self) -> None:
         try:
@@ -151,9 +151,9 @@ class PartitionProducer(threading.Thread):
             self.zk.close()
 
     def send(self, values: list[bytes], keys: list[bytes]) -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while True:
-            assert time.monotonic() < deadline, f"batch {values[0]!r} not acknowledged in 60 s"
+            assert time.monotonic() < deadline, f"batch {values[0]!r} not acknowledged"
             try:
                 resp = produce(self.leader_url(), self.topic, self.p, values, keys=keys, acks="all")
             except httpx.TransportError:
@@ -184,7 +184,7 @@ class PartitionProducer(threading.Thread):
             return info if info["high_watermark"] == info["log_end_offset"] else None
 
         try:
-            info = wait_until(decided, 30, "the leader's HW to reach its LEO", 0.2)
+            info = wait_until(decided, what="the leader's HW to reach its LEO", interval_s=0.2)
             if info["high_watermark"] <= self.next_offset:
                 return False
             resp = httpx.get(f"{self.leader_url()}/topics/{self.topic}/partitions/{self.p}/records",
@@ -222,7 +222,7 @@ def test_failover_under_sigkill_keeps_every_acknowledged_record(broker_factory, 
 
     def progress(n: int) -> None:
         target = total_acked() + n
-        wait_until(lambda: total_acked() >= target or any(pr.error for pr in producers), 60, "producer progress")
+        wait_until(lambda: total_acked() >= target or any(pr.error for pr in producers), what="producer progress")
         for pr in producers:
             assert pr.error is None, pr.error
 
@@ -235,14 +235,14 @@ def test_failover_under_sigkill_keeps_every_acknowledged_record(broker_factory, 
         victims.append(victim)
         brokers[victim].kill()
         wait_znode_gone(zk, victim)
-        wait_until(lambda: zk.state(topic, 0).leader not in (victim, -1), 20, "a new leader")
+        wait_until(lambda: zk.state(topic, 0).leader not in (victim, -1), what="a new leader")
         if round_ == 3:
-            wait_until(lambda: zk.controller() not in (None, victim), 20, "a new controller")
+            wait_until(lambda: zk.controller() not in (None, victim), what="a new controller")
         progress(300)  # produce goes on with 2 of 3 in sync
         brokers[victim].start()
         wait_full_isr(zk, topic, partitions, 3)
 
-    wait_until(lambda: total_acked() >= 20_000, 120, "20,000 acknowledged records")
+    wait_until(lambda: total_acked() >= 20_000, what="20,000 acknowledged records")
     stop.set()
     for pr in producers:
         pr.join(90)
@@ -253,14 +253,14 @@ def test_failover_under_sigkill_keeps_every_acknowledged_record(broker_factory, 
     # auto leader rebalance (every 1 s) moves leaderships back to the preferred replicas: let it settle,
     # so the leader read below is still the leader when it is asked
     preferred = {p: r[0] for p, r in zk.meta.topic(topic).replicas.items()}
-    wait_until(lambda: all(zk.state(topic, p).leader == preferred[p] for p in range(partitions)), 30,
-               "the preferred replicas to lead again")
+    wait_until(lambda: all(zk.state(topic, p).leader == preferred[p] for p in range(partitions)),
+               what="the preferred replicas to lead again")
 
     for pr in producers:
         p = pr.p
         leader = zk.state(topic, p).leader
         wait_until(lambda: (lambda i: i["high_watermark"] == i["log_end_offset"])(partition_info(urls[leader], topic, p)),
-                   20, "HW = LEO")
+                   what="HW = LEO")
         records = read_partition(urls[leader], topic, p)
         values = [base64.b64decode(r["value"]) for r in records]
         # dense offsets; every acknowledged record exactly once, at its acknowledged offset, in send order
@@ -277,8 +277,8 @@ def test_failover_under_sigkill_keeps_every_acknowledged_record(broker_factory, 
         assert hw == len(records)
         expected = table_rows(tmp_path / f"logs-{leader}", topic, p, hw)
         for b in brokers:
-            wait_until(lambda: len(table_rows(tmp_path / f"logs-{b}", topic, p, hw)) == hw, 20,
-                       f"replica {b} of partition {p} to catch up")
+            wait_until(lambda: len(table_rows(tmp_path / f"logs-{b}", topic, p, hw)) == hw,
+                       what=f"replica {b} of partition {p} to catch up")
             assert table_rows(tmp_path / f"logs-{b}", topic, p, hw) == expected, f"replica {b} of {p} differs"
     acked = total_acked()
     print(f"\n{acked} acknowledged, {sum(len(pr.landed_unacked) for pr in producers)} landed unacknowledged, "
@@ -308,7 +308,7 @@ def test_paused_follower_leaves_and_rejoins_the_isr_and_min_insync_replicas_is_e
         assert {r["broker"]: r["in_sync"] for r in info["replicas"]}[f1.broker_id] is False
         f2.pause()
         try:
-            wait_until(lambda: zk.state(topic).isr == [leader.broker_id], 10, "ISR = [leader]")
+            wait_until(lambda: zk.state(topic).isr == [leader.broker_id], what="ISR = [leader]")
             hw_before = partition_info(leader.url, topic, 0)["log_end_offset"]
             resp = produce(leader.url, topic, 0, [b"c"] * 10)
             assert resp.status_code == 503 and resp.json()["error_code"] == 50310, resp.text
@@ -319,7 +319,7 @@ def test_paused_follower_leaves_and_rejoins_the_isr_and_min_insync_replicas_is_e
             f2.resume()
     finally:
         f1.resume()
-    wait_full_isr(zk, topic, 1, 3, timeout_s=20)
+    wait_full_isr(zk, topic, 1, 3)
     assert produce(leader.url, topic, 0, [b"e"] * 10).status_code == 200
     info = partition_info(leader.url, topic, 0)
     assert info["high_watermark"] == info["log_end_offset"] == 40
@@ -350,7 +350,7 @@ def test_leader_whose_session_expires_is_fenced_and_truncated(broker_factory, zk
     for f in followers:
         f.resume()
     try:
-        wait_until(lambda: zk.state(topic).leader in {f.broker_id for f in followers}, 30, "a new leader")
+        wait_until(lambda: zk.state(topic).leader in {f.broker_id for f in followers}, what="a new leader")
         new = brokers[zk.state(topic).leader]
         acked = [f"c{i}".encode() for i in range(10)]
         resp = produce(new.url, topic, 0, acked)
@@ -361,7 +361,7 @@ def test_leader_whose_session_expires_is_fenced_and_truncated(broker_factory, zk
     # the deposed leader accepts no write; it comes back as a follower and drops its tail
     # while its expired ZooKeeper session is being replaced it answers 503 / 50304 (retriable, nothing
     # written), as a client then does, the request is sent again
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + CONDITION_WAIT_S
     while True:
         resp = produce(old.url, topic, 0, [b"zombie"], timeout=30)
         if (resp.status_code, resp.json().get("error_code")) != (503, 50304) or time.monotonic() > deadline:
@@ -370,10 +370,10 @@ def test_leader_whose_session_expires_is_fenced_and_truncated(broker_factory, zk
     # refused as a non-leader (42101), by epoch fencing (42102), or while it has no leader (40404)
     assert (resp.status_code, resp.json().get("error_code")) in {(421, 42101), (421, 42102), (404, 40404)}, \
         (resp.status_code, resp.text)
-    wait_full_isr(zk, topic, 1, 3, timeout_s=30)
+    wait_full_isr(zk, topic, 1, 3)
     assert zk.state(topic).leader == new.broker_id
     wait_until(lambda: table_rows(tmp_path / f"logs-{old.broker_id}", topic, 0, 10**9)
-               == table_rows(tmp_path / f"logs-{new.broker_id}", topic, 0, 10**9), 20, "the old leader to truncate")
+               == table_rows(tmp_path / f"logs-{new.broker_id}", topic, 0, 10**9), what="the old leader to truncate")
     values = [base64.b64decode(r["value"]) for r in read_partition(new.url, topic, 0)]
     assert values == [f"a{i}".encode() for i in range(20)] + acked
     assert not any(v.startswith(b"tail") or v == b"zombie" for v in values)
@@ -422,7 +422,7 @@ def test_controlled_shutdown_moves_leadership_and_the_preferred_leader_returns(b
     assert produce(other.url, topic, 0, [b"y"] * 5).status_code == 200
     # back: it catches up, rejoins the ISR and the controller makes it leader again
     brokers[preferred].start()
-    wait_until(lambda: zk.state(topic, 0).leader == preferred, 30, "the preferred leader to lead again")
+    wait_until(lambda: zk.state(topic, 0).leader == preferred, what="the preferred leader to lead again")
     resp = produce(brokers[preferred].url, topic, 0, [b"z"] * 5)
     assert resp.status_code == 200 and resp.json()["offsets"][0]["offset"] == 10
 
@@ -447,18 +447,18 @@ def test_unclean_leader_election_only_when_enabled(broker_factory, zk):
         if zk.state(t).leader != 0:
             st = zk.state(t)
             zk.meta.set_partition_state(t, 0, type(st)(0, st.leader_epoch + 1, st.isr, st.controller_epoch, st.version))
-        wait_until(lambda: partition_info(brokers[0].url, t, 0).get("high_watermark") is not None, 10, "leader 0")
+        wait_until(lambda: partition_info(brokers[0].url, t, 0).get("high_watermark") is not None, what="leader 0")
         assert produce(brokers[0].url, t, 0, [b"replicated"] * 3).status_code == 200
     brokers[1].kill()
     wait_znode_gone(zk, 1)
     for t in topics:
-        wait_until(lambda: zk.state(t).isr == [0], 10, "ISR = [0]")
+        wait_until(lambda: zk.state(t).isr == [0], what="ISR = [0]")
         assert produce(brokers[0].url, t, 0, [b"only-on-0"] * 4, acks="1").status_code == 200
     brokers[0].kill()
     wait_znode_gone(zk, 0)
     brokers[1].start()
     # clean: no leader (1 is not in the ISR); unclean: 1 leads and the records only 0 had are gone
-    wait_until(lambda: zk.state("unclean").leader == 1, 20, "unclean election")
+    wait_until(lambda: zk.state("unclean").leader == 1, what="unclean election")
     assert zk.state("clean").leader == -1
     resp = produce(brokers[1].url, "clean", 0, [b"refused"])
     assert resp.status_code in (404, 421) and resp.json()["error_code"] == 40404, resp.text
@@ -466,7 +466,7 @@ def test_unclean_leader_election_only_when_enabled(broker_factory, zk):
     assert resp.status_code == 200 and resp.json()["offsets"][0]["offset"] == 3, resp.text
     # broker 0 returns: it leads "clean" again with everything, and follows "unclean", losing its tail
     brokers[0].start()
-    wait_until(lambda: zk.state("clean").leader == 0, 20, "clean leader back")
+    wait_until(lambda: zk.state("clean").leader == 0, what="clean leader back")
     assert [base64.b64decode(r["value"]) for r in read_partition(brokers[0].url, "clean", 0)] == \
         [b"replicated"] * 3 + [b"only-on-0"] * 4
     wait_full_isr(zk, "unclean", 1, 2)

@@ -56,11 +56,11 @@ def test_every_replica_applies_retention_and_vacuums(broker_factory, zk, topic_n
     time.sleep(2.0)  # the first 100 records are now older than retention.ms
     assert produce(leader, topic_name, 0, [b"new-%d" % j for j in range(20)]).status_code == 200
 
-    wait_until(lambda: log_start(leader, topic_name) >= 100, 20, "the leader's retention")
+    wait_until(lambda: log_start(leader, topic_name) >= 100, what="the leader's retention")
     for b in brokers.values():  # each replica's table drops the expired files; VACUUM deletes them
-        wait_until(lambda: table_offsets(b.log_dirs, topic_name) == list(range(100, 120)), 20,
-                   f"retention on broker {b.broker_id}")
-        wait_until(lambda: parquet_count(b.log_dirs, topic_name) <= 2, 20, f"vacuum on broker {b.broker_id}")
+        wait_until(lambda: table_offsets(b.log_dirs, topic_name) == list(range(100, 120)),
+                   what=f"retention on broker {b.broker_id}")
+        wait_until(lambda: parquet_count(b.log_dirs, topic_name) <= 2, what=f"vacuum on broker {b.broker_id}")
     resp = httpx.get(f"{leader}/topics/{topic_name}/partitions/0/records", params={"offset": 0, "max_wait_ms": 0})
     assert resp.json()["error_code"] == 42226, resp.text
     assert "100" in resp.json()["message"]
@@ -75,15 +75,15 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factor
     follower = next(i for i in state.isr if i != state.leader)
     leader = brokers[state.leader].url
     assert produce(leader, topic_name, 0, [b"a-%d" % j for j in range(10)]).status_code == 200
-    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(10)), 20,
-               "the follower's first flush")
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(10)),
+               what="the follower's first flush")
     brokers[follower].kill()
-    wait_until(lambda: len(zk.state(topic_name).isr) == 2, 20, "the ISR to shrink")
+    wait_until(lambda: len(zk.state(topic_name).isr) == 2, what="the ISR to shrink")
     for i in range(3):
         assert produce(leader, topic_name, 0, [b"b-%d-%d" % (i, j) for j in range(10)]).status_code == 200
     time.sleep(2.0)
     assert produce(leader, topic_name, 0, [b"c-%d" % j for j in range(10)]).status_code == 200
-    wait_until(lambda: log_start(leader, topic_name) >= 40, 20, "the leader's retention past the follower's end")
+    wait_until(lambda: log_start(leader, topic_name) >= 40, what="the leader's retention past the follower's end")
     with LakelogClient(leader) as api:  # keep what is left from now on (a config change, no restart)
         api.admin.alter_topic_configs(topic_name, set={"retention.ms": "-1"})
     time.sleep(1.0)
@@ -92,8 +92,8 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(broker_factor
 
     brokers[follower].start()
     wait_full_isr(zk, topic_name, 1, 3)
-    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(start, 50)), 30,
-               "the follower to start over at the leader's log start offset")
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(start, 50)),
+               what="the follower to start over at the leader's log start offset")
     assert produce(leader, topic_name, 0, [b"d-%d" % j for j in range(10)]).status_code == 200
-    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(start, 60)), 30,
-               "the follower to replicate what follows")
+    wait_until(lambda: table_offsets(brokers[follower].log_dirs, topic_name) == list(range(start, 60)),
+               what="the follower to replicate what follows")

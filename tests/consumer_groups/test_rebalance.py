@@ -128,13 +128,13 @@ def test_members_split_rebalance_on_delete_and_expiry(api, gw, topic_name, group
         time.sleep(0.3)
         # a member that stops fetching expires after consumer.instance.timeout.ms; its partitions move
         workers[1].stop()
-        wait_for(lambda: owned_counts(consumers[:1]) == {"m0": 6}, timeout_s=10, what="1 x 6 partitions")
+        wait_for(lambda: owned_counts(consumers[:1]) == {"m0": 6}, what="1 x 6 partitions")
         time.sleep(0.3)
     finally:
         producer.stop()
     hw = high_watermarks(api, topic_name)
     # the remaining member catches up and commits everything
-    wait_for(lambda: {o["partition"]: o["offset"] for o in api.committed_offsets(group)} == hw, timeout_s=15,
+    wait_for(lambda: {o["partition"]: o["offset"] for o in api.committed_offsets(group)} == hw,
              what="commits up to the high watermarks")
     workers[0].stop()
     consumers[0].close()
@@ -163,7 +163,7 @@ def test_two_groups_each_get_every_record(api, gw, topic_name, group):
     producer.stop()
     hw = high_watermarks(api, topic_name)
     for g in logs:
-        wait_for(lambda g=g: {o["partition"]: o["offset"] for o in api.committed_offsets(g)} == hw, timeout_s=15,
+        wait_for(lambda g=g: {o["partition"]: o["offset"] for o in api.committed_offsets(g)} == hw,
                  what=f"group {g} caught up")
     # within a group the members split the partitions (queue)
     assert owned_counts(consumers[:2]) == {"m0": 3, "m1": 3}
@@ -190,12 +190,12 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(api, gw, topic_name
             c.poll(timeout_ms=50)
         return {tuple(tp) for c in consumers for tp in c.assignment()}
 
-    wait_for(lambda: assigned() == {(topic_name, 0)}, 20, "the first assignment")
+    wait_for(lambda: assigned() == {(topic_name, 0)}, what="the first assignment")
     api.admin.add_partitions(topic_name, partitions_count=3)
-    wait_for(lambda: assigned() == {(topic_name, p) for p in range(3)}, 20, "the new partitions assigned")
+    wait_for(lambda: assigned() == {(topic_name, p) for p in range(3)}, what="the new partitions assigned")
     api.produce_binary(topic_name, [(None, b"new")], partition=2)
     seen: list[dict] = []
     wait_for(lambda: seen.extend(r for c in consumers for r in c.poll(timeout_ms=100)) or
-             any(r["partition"] == 2 for r in seen), 20, "a record of partition 2 consumed")
+             any(r["partition"] == 2 for r in seen), what="a record of partition 2 consumed")
     for c in consumers:
         c.close()

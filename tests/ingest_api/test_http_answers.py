@@ -55,7 +55,7 @@ def serve(tmp_path, **settings):
     server = uvicorn.Server(uvicorn_config(create_app(StandInBroker(s)), s, log_level="critical", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    wait_for(lambda: server.started, timeout_s=10, what="uvicorn started")
+    wait_for(lambda: server.started, what="uvicorn started")
     try:
         yield s.advertised_url, server
     finally:
@@ -88,7 +88,7 @@ def test_connections_beyond_max_connections_get_503_50305_then_service_resumes(t
     with serve(tmp_path, max_connections=5) as (url, server):
         held = [socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) for _ in range(5)]
         try:
-            wait_for(lambda: len(server.server_state.connections) >= 5, timeout_s=5, what="5 connections")
+            wait_for(lambda: len(server.server_state.connections) >= 5, what="5 connections")
             resp = httpx.get(f"{url}/brokers", timeout=10)
             assert resp.status_code == 503 and resp.json()["error_code"] == 50305
             assert resp.headers["retry-after"] == "1" and resp.headers["x-lakelog-retriable"] == "true"
@@ -96,7 +96,7 @@ def test_connections_beyond_max_connections_get_503_50305_then_service_resumes(t
         finally:
             for s in held:
                 s.close()
-        wait_for(lambda: len(server.server_state.connections) == 0, timeout_s=5, what="connections closed")
+        wait_for(lambda: len(server.server_state.connections) == 0, what="connections closed")
         assert httpx.get(f"{url}/brokers", timeout=10).status_code == 200
 
 

@@ -143,6 +143,6 @@ def test_a_deleted_topic_leaves_the_metrics(api, http):
     _produce(http, topic, 0, 2)
     assert _value(_scrape(http), "lakelog_messages_in_total", topic=topic) == 2
     api.admin.delete_topic(topic)
-    wait_for(lambda: _value(_scrape(http), "lakelog_partition_log_end_offset", topic=topic, partition=0) is None, 20,
-             "the deleted topic's replica to be dropped")
+    wait_for(lambda: _value(_scrape(http), "lakelog_partition_log_end_offset", topic=topic, partition=0) is None,
+             what="the deleted topic's replica to be dropped")
     assert _value(_scrape(http), "lakelog_messages_in_total", topic=topic) is None

@@ -171,3 +171,21 @@ def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_fact
         assert http.post(produce, headers=headers, json=big).status_code == 200
         client.admin.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
         assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42225
+
+
+def test_a_broker_properties_file_sets_the_default_of_lakelogs_own_topic_configs(broker_factory, topic_name, tmp_path):
+    """``lake.vacuum.retention.ms`` in a broker's properties file is the default of every topic's
+    ``lake.vacuum.retention.ms`` (lakelog's ``lake.*`` configs keep their name as the broker key), shown
+    with source STATIC_BROKER_CONFIG, as ``log.retention.ms`` is ``retention.ms``'s."""
+    props = tmp_path / "broker.properties"
+    props.write_text("lake.vacuum.retention.ms=5000\nlog.roll.ms=600000\n")
+    broker = broker_factory(config_file=props)
+    with LakelogClient(broker.url) as client:
+        client.create_topic(topic_name)
+        configs = client.admin.topic_configs(topic_name)
+        vacuum = configs["lake.vacuum.retention.ms"]
+        assert (vacuum["value"], vacuum["is_default"], vacuum["source"]) == ("5000", False, "STATIC_BROKER_CONFIG")
+        assert vacuum["synonyms"][0] == {"name": "lake.vacuum.retention.ms", "value": "5000",
+                                         "source": "STATIC_BROKER_CONFIG"}
+        assert configs["segment.ms"]["synonyms"][0]["name"] == "log.roll.ms"
+        assert configs["lake.commit.bytes"]["source"] == "DEFAULT_CONFIG"

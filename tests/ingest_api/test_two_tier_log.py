@@ -52,7 +52,7 @@ def test_the_flusher_commits_within_the_interval(broker, tmp_path):
         api.create_topic("quick-lake", partitions=1, configs={"lake.commit.interval.ms": "200"})
         produce(http, "quick-lake", 5)
         wait_for(lambda: http.get("/topics/quick-lake/partitions/0").json()["lake_end_offset"] == 5,
-                 timeout_s=10, what="the lake end offset reaches the high watermark")
+                 what="the lake end offset reaches the high watermark")
         assert delta_offsets(tmp_path / "logs-0" / "quick-lake-0") == list(range(5))
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from lakelog.ingest_api.v3_models import PartitionDataList
+
 from tests.harness import v3_links, wait_for
 
 @pytest.fixture
@@ -78,6 +80,8 @@ def test_partitions_link_the_leader_replica_and_the_replicas(http, gw, api, topi
         "leader": {"related": f"{url}/1/replicas/0"}, "replicas": {"related": f"{url}/1/replicas"},
         "reassignment": None}
     assert http.get(f"{url}/1").json() == p1
+    # the list is encoded from plain dicts: it still is the documented model, field for field
+    assert PartitionDataList.model_validate(body).model_dump(mode="json") == body
 
     replica = {
         "kind": "KafkaReplica",
@@ -167,7 +171,7 @@ def test_three_brokers_their_replicas_and_isr_before_and_after_a_kill(broker_fac
             "topic_name": topic_name, "partitions_count": 2, "replication_factor": 3})
         assert resp.status_code == 201, resp.text
         for p in range(2):
-            wait_for(lambda p=p: _in_sync(c0, cluster, topic_name, p) == {0, 1, 2}, timeout_s=30,
+            wait_for(lambda p=p: _in_sync(c0, cluster, topic_name, p) == {0, 1, 2},
                      what=f"partition {p}'s full ISR")
         # the v3 replicas agree with the v2 partition (leader, replicas, in_sync) and follow the assignment
         for p in range(2):
@@ -190,11 +194,11 @@ def test_three_brokers_their_replicas_and_isr_before_and_after_a_kill(broker_fac
 
         brokers[2].kill()
         wait_for(lambda: [b["broker_id"] for b in c0.get(f"{base}/brokers").json()["data"]] == [0, 1],
-                 timeout_s=30, what="broker 2 to leave the live brokers")
+                 what="broker 2 to leave the live brokers")
         gone = c0.get(f"{base}/brokers/2")
         assert gone.status_code == 404 and gone.json()["error_code"] == 40410
         for p in range(2):
-            wait_for(lambda p=p: _in_sync(c0, cluster, topic_name, p) == {0, 1}, timeout_s=30,
+            wait_for(lambda p=p: _in_sync(c0, cluster, topic_name, p) == {0, 1},
                      what=f"broker 2 to leave partition {p}'s ISR")
             v3 = {r["broker_id"]: r for r in _replicas(c0, cluster, topic_name, p)}
             assert set(v3) == {0, 1, 2}  # the assignment keeps the dead broker's replica

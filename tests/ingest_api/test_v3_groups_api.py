@@ -114,8 +114,8 @@ def test_a_group_with_members(http, gw, api, topic, group):
     url = f"{cluster}/consumer-groups/{group}"
     with api.groups.create_consumer(group, name="m-1", assignor="range") as c:
         c.subscribe([topic])
-        wait_for(lambda: len(c.assignment()) == 2, timeout_s=30, what="the member's assignment")
-        wait_for(lambda: http.get(url).json().get("state") == "STABLE", timeout_s=30, what="a stable group")
+        wait_for(lambda: len(c.assignment()) == 2, what="the member's assignment")
+        wait_for(lambda: http.get(url).json().get("state") == "STABLE", what="a stable group")
         body = http.get(url).json()
         assert (body["is_simple"], body["partition_assignor"], body["lag_summary"]) == (False, "range", None)
         assert group in [g["consumer_group_id"] for g in http.get(f"{cluster}/consumer-groups").json()["data"]]
@@ -164,7 +164,7 @@ def test_a_group_with_members(http, gw, api, topic, group):
             assert resp.status_code == 404 and resp.json()["error_code"] == code, (path, resp.text)
 
     # the member left: EMPTY, but the group stays (committed offsets) and is not simple
-    wait_for(lambda: http.get(url).json()["state"] == "EMPTY", timeout_s=30, what="an empty group")
+    wait_for(lambda: http.get(url).json()["state"] == "EMPTY", what="an empty group")
     body = http.get(url).json()
     assert body["is_simple"] is False and http.get(f"{url}/consumers").json()["data"] == []
     assert http.get(f"{url}/lags").json()["data"][0]["consumer_id"] == ""

@@ -23,6 +23,7 @@ from lakelog.log_tables.flusher import LakeFlusher
 from lakelog.log_tables.lifecycle import retention_start_offset, table_properties
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.reader import data_loss, log_start_offset
+from tests.harness import wait_for_async
 
 HOUR_MS = 3_600_000
 NOW_MS = 1_800_000_000_000
@@ -306,9 +307,8 @@ def test_the_flusher_runs_the_maintenance_round(tmp_path):
         log.append(records(10, timestamp_ms=int(time.time() * 1000), start=30))
         log.advance_high_watermark(log.log_end_offset)
         flusher = LakeFlusher(log, maintenance_interval_ms=100)
-        deadline = time.monotonic() + 10
-        while (log.log_start_offset < 30 or len(parquet_files(log)) > 1) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await wait_for_async(lambda: log.log_start_offset >= 30 and len(parquet_files(log)) <= 1,
+                             what="retention and VACUUM in the flusher's maintenance round")
         await flusher.close()
         return log
 

@@ -140,7 +140,7 @@ def test_a_retry_after_a_restart_gets_the_original_offsets(broker_factory, tmp_p
         sent = {seq: send(http, "v2 topic json", "restarts", ProducerBatch(pid, epoch, seq)) for seq in range(3)}
         ends = log_end(http, "restarts", 2)
     broker.kill()  # no snapshot, nothing flushed to Delta: the state comes from the segment tail
-    wait_for(lambda: not zk_client.exists(f"{BROKERS_PATH}/0"), timeout_s=30, what="the killed broker's session ends")
+    wait_for(lambda: not zk_client.exists(f"{BROKERS_PATH}/0"), what="the killed broker's session ends")
     snapshots = tmp_path / "logs-0" / "restarts-0" / SNAPSHOT_DIR
     assert not snapshots.exists() or not list(snapshots.glob("*.snapshot"))
     for restart in ("after kill -9", "after a clean stop"):

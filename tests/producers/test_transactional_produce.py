@@ -16,7 +16,7 @@ from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.protocol.media_types import ARROW_STREAM
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.replication.metadata import BROKERS_PATH
-from tests.harness import table_offsets, wait_for
+from tests.harness import CONDITION_WAIT_S, table_offsets, wait_for
 
 ENV = {"LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
        "LAKELOG_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "200"}
@@ -36,7 +36,7 @@ class Producer:
     @staticmethod
     def _retry(call) -> dict:
         """Send until answered other than 409 / 40920 (CONCURRENT_TRANSACTIONS, retriable)."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while True:
             resp = call()
             if resp.status_code == 409 and resp.json()["error_code"] == 40920 and time.monotonic() < deadline:
@@ -131,7 +131,7 @@ def test_a_transaction_open_longer_than_its_timeout_is_aborted(broker_factory, t
         create_topic(broker, topic_name, partitions=1)
         producer = Producer(http, f"{topic_name}-tx", timeout_ms=1000)
         assert producer.produce(topic_name, 0, [b"slow"]).status_code == 200
-        wait_for(lambda: producer.describe()["state"] == "CompleteAbort", timeout_s=20, what="the timeout's abort")
+        wait_for(lambda: producer.describe()["state"] == "CompleteAbort", what="the timeout's abort")
         late = producer.end("commit")  # the producer was fenced by the abort's epoch bump
         assert late.status_code == 409 and late.json()["error_code"] == 40915, late.text
         wait_for(lambda: flushed(http, topic_name, 0), what="the flush past the abort marker")
@@ -172,7 +172,7 @@ def test_offsets_committed_in_a_transaction_count_only_when_it_commits_and_after
             "producer_id": producer.producer_id, "producer_epoch": producer.epoch, "group_id": group,
             "offsets": [{"topic": source, "partition": 0, "offset": 10}]}).status_code == 200
     broker.kill()
-    wait_for(lambda: not zk_client.exists(f"{BROKERS_PATH}/0"), timeout_s=30, what="the killed broker's session ends")
+    wait_for(lambda: not zk_client.exists(f"{BROKERS_PATH}/0"), what="the killed broker's session ends")
     broker.start()
     with httpx.Client(base_url=broker.url, timeout=60) as http:
         # the restarted coordinator folded the markers: 9 committed, 10 pending, 8 never

@@ -87,7 +87,7 @@ def test_the_broker_makes_no_commit_of_its_own_while_a_job_holds_the_lease(broke
         return client.topic_logs(topic_name)[0]["lake_end_offset"]
 
     produce(50)
-    wait_for(lambda: lake_end() == 50, 10, "the first flush")
+    wait_for(lambda: lake_end() == 50, what="the first flush")
     zk = started(zk_connect)
     try:
         with CommitterLease(zk, topic=topic_name, partition=0, holder="test job"):
@@ -98,7 +98,7 @@ def test_the_broker_makes_no_commit_of_its_own_while_a_job_holds_the_lease(broke
             assert lake_end() == 50  # nothing went to Delta
             # acknowledged records stay readable from the segment tail
             assert [r["offset"] for r in read_partition(broker.url, topic_name, 0)] == list(range(150))
-        wait_for(lambda: lake_end() == 150, 10, "the flush after the lease")
+        wait_for(lambda: lake_end() == 150, what="the flush after the lease")
     finally:
         zk.stop()
         zk.close()

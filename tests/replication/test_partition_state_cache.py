@@ -39,13 +39,13 @@ def test_watched_states_follow_zookeeper(zk_client):
         metadata.set_partition_state("orders", p, PartitionState(old.isr[-1], old.leader_epoch + 1, old.isr[-1:],
                                                                  old.controller_epoch, old.version))
     expected = {p: metadata.partition_state("orders", p) for p in partitions}
-    wait_for(lambda: asyncio.run(cache.states("orders", partitions)) == expected, timeout_s=10,
+    wait_for(lambda: asyncio.run(cache.states("orders", partitions)) == expected,
              what="the watched states to follow the changes")
     assert expected[3].leader_epoch == 1 and len(expected[3].isr) == 1 and expected[1].leader_epoch == 0
     assert cache._armed == {("orders", p) for p in partitions}  # re-armed, not doubled
 
     metadata.delete_topic("orders")
-    wait_for(lambda: "orders" not in cache._states, timeout_s=10, what="the deleted topic to leave the cache")
+    wait_for(lambda: "orders" not in cache._states, what="the deleted topic to leave the cache")
     with pytest.raises(UnknownTopicError):
         asyncio.run(cache.states("orders", partitions))
     cache.stop()

@@ -16,7 +16,7 @@ from lakelog.replication.errors import InvalidPartitionsError, InvalidReplicatio
 from lakelog.replication.metadata import BrokerInfo, ClusterMetadata, TopicMetadata
 from lakelog.replication.topic_changes import TopicChanges
 from lakelog.replication.topic_configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, altered_configs
-from tests.harness import wait_for
+from tests.harness import wait_for, wait_for_async
 
 
 def _cluster(zk_client, **kwargs) -> ClusterMetadata:
@@ -218,11 +218,7 @@ def test_a_topic_watch_is_set_off_the_event_loop_and_ends_with_its_znode(zk_clie
     listeners = len(zk_client.state_listeners)
 
     async def wait(predicate, what: str) -> None:
-        for _ in range(200):
-            if predicate():
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
+        await wait_for_async(predicate, what=what, interval_s=0.05)
 
     async def main() -> None:
         changes = Recording(types.SimpleNamespace(zk=zk_client, metadata=meta, cache=None, broker_id=7))

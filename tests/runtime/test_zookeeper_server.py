@@ -279,7 +279,7 @@ def test_server_dies_with_its_parent(tmp_path: Path, leftovers) -> None:
     owner, zk_pid = _start_owner(data_dir, port, "normal")
     owner.kill()  # SIGKILL: no atexit, no stop(); only the kernel's death signal reaches the JVM
     owner.wait(10)
-    wait_gone([zk_pid], timeout_s=15, what="the ZooKeeper of a killed parent")
+    wait_gone([zk_pid], what="the ZooKeeper of a killed parent")
     wait_for(lambda: not _port_open("127.0.0.1", port), what="the client port to close")
 
     # its pid file is stale now: removed, and a new server starts on the same data dir and port
@@ -309,7 +309,7 @@ def test_server_left_behind_is_stopped_by_the_next_start(tmp_path: Path, leftove
     # same data dir, same port: the old JVM is stopped (it held the port) and the data is kept
     with ZooKeeperServer(data_dir=data_dir, client_port=port) as zk:
         assert zk.pid != orphan
-        wait_gone([orphan], timeout_s=5, what="the ZooKeeper left behind")
+        wait_gone([orphan], what="the ZooKeeper left behind")
         assert json.loads(zk.pid_file.read_text())["pid"] == zk.pid
         client = _kazoo(zk.connect_string + chroot)
         try:

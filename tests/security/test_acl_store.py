@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 from lakelog.security.acl_cache import AclCache
 from lakelog.security.acl_store import ACLS_PATH, AclStore, pattern_of_path, pattern_path
 from lakelog.security.acls import AclBinding, AclFilter, Operation, ResourcePattern, ResourceType
+from tests.harness import CONDITION_WAIT_S
 
 
 def acl(name, principal, operation, **kwargs) -> AclBinding:
@@ -18,7 +19,7 @@ def acl(name, principal, operation, **kwargs) -> AclBinding:
                          operation=operation, **kwargs)
 
 
-def wait_for(condition, timeout_s: float = 10.0) -> None:
+def wait_for(condition, timeout_s: float = CONDITION_WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"

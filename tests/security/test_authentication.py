@@ -14,6 +14,7 @@ from lakelog.protocol.errors import RemoteError
 from lakelog.security.authentication import ANONYMOUS, Authenticator, basic_credentials
 from lakelog.security.errors import AuthenticationError
 from lakelog.security.user_credentials import UserCredentials
+from tests.harness import CONDITION_WAIT_S
 
 BROKER_PASSWORD = "inter-broker-s3cret"
 SECURE = {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_INTER_BROKER_PASSWORD": BROKER_PASSWORD}
@@ -46,7 +47,7 @@ def test_basic_checks_the_scram_credential_and_follows_changes(zk_client, caplog
                 assert e.value.response_headers["WWW-Authenticate"].startswith('Basic realm="lakelog"')
         assert "10.0.0.5" in caplog.text and "'alice'" in caplog.text and "Xyzzy-9" not in caplog.text and "s3cret" not in caplog.text
         UserCredentials(zk_client).upsert("alice", "n3w")  # a new password: the old one stops working
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while time.monotonic() < deadline:
             try:
                 auth.authenticate(basic("alice", "s3cret"))
@@ -73,9 +74,9 @@ def test_a_basic_cluster_replicates_and_refuses_requests_without_credentials(bro
     with LakelogClient(url, auth=("broker", BROKER_PASSWORD)) as admin:  # the inter-broker user exists
         admin.security.upsert_user("alice", "alice-pw")
     for b in brokers:  # the new credential reaches each broker's followed copy within ZooKeeper's watch latency
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while httpx.get(f"{b.url}/topics", auth=("alice", "alice-pw")).status_code == 401:
-            assert time.monotonic() < deadline, "alice's credential did not reach the broker in 10 s"
+            assert time.monotonic() < deadline, "alice's credential did not reach the broker"
             time.sleep(0.05)
     with LakelogClient(",".join(b.url for b in brokers), auth=("alice", "alice-pw")) as alice:
         alice.create_topic(topic_name, partitions=2, replication_factor=2)
@@ -125,9 +126,9 @@ def test_only_brokers_may_call_the_internal_routes(broker_factory, topic_name):
         with pytest.raises(RemoteError) as e:
             admin.security.upsert_user("broker", "taken-over")
         assert e.value.error_code == 40022 and "inter.broker.password" in str(e.value)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + CONDITION_WAIT_S
     while httpx.get(internal[0], auth=("alice", "alice-pw")).status_code != 200:  # the ACL reaches the cache
-        assert time.monotonic() < deadline, "the ClusterAction ACL did not take effect in 10 s"
+        assert time.monotonic() < deadline, "the ClusterAction ACL did not take effect"
         time.sleep(0.05)
 
 

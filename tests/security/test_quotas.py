@@ -16,6 +16,7 @@ from lakelog.security.quotas.rate import SampledRate, throttle_time_ms
 from lakelog.security.quotas.store import CLIENTS_PATH, entity_of_path, entity_path
 from lakelog.security.scram import verify_password
 from lakelog.security.user_credentials import USERS_PATH, UserCredentials
+from tests.harness import CONDITION_WAIT_S
 
 E = QuotaEntity
 #: one quota at each of Kafka's eight levels, the value naming the level (1 = most specific)
@@ -130,7 +131,7 @@ def test_followed_quotas_throttle_and_the_authenticator_ignores_quota_znodes(zk_
         manager.check([PRODUCE], user="bob", client_id="a", now_ms=0)  # bob has no producer quota
         assert manager.is_exempt("User:broker") and not manager.is_exempt("User:alice")
         store.alter(E("alice", None), remove=[PRODUCE])  # followed: the limit is lifted
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CONDITION_WAIT_S
         while cache.by_type[PRODUCE] and time.monotonic() < deadline:
             time.sleep(0.02)
         manager.check([PRODUCE], user="alice", client_id="b", now_ms=0)

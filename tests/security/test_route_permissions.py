@@ -23,6 +23,7 @@ import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.ingest_api import coordinator_api, replica_api
+from tests.harness import CONDITION_WAIT_S
 
 BROKER_PASSWORD = "inter-broker-s3cret"
 SECURE = {"LAKELOG_AUTHENTICATION_METHODS": "basic", "LAKELOG_INTER_BROKER_PASSWORD": BROKER_PASSWORD,
@@ -67,6 +68,7 @@ NOBODY_GETS: dict[tuple[str, str], str] = {
     ("GET", "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}"): "DescribeConfigs on Topic",
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/configs:alter"): "AlterConfigs on Topic",
     ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records"): "Write on Topic",
+    ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records:delete"): "Delete on Topic",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups"): "empty",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}"): "Describe on Group",
     ("GET", "/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers"): "Describe on Group",
@@ -125,7 +127,7 @@ def _acl(resource_type: str, name: str, operation: str, *, principal: str = "Use
     return {"resource_type": resource_type, "resource_name": name, "principal": principal, "operation": operation}
 
 
-def _wait_for(check, what: str, timeout_s: float = 10.0) -> None:
+def _wait_for(check, what: str, timeout_s: float = CONDITION_WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
@@ -242,6 +244,8 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
         ("POST", "/lakelog/v1/client-quotas:alter", {"json": {"entries": [
             {"entity": {"user": "carol"}, "ops": [{"key": "producer_byte_rate", "value": 1048576}]}]}}),
         ("GET", "/lakelog/v1/client-quotas", {}),
+        ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records:delete",
+         {"json": {"partitions": [{"partition_id": 0, "offset": -1}]}}),
         ("DELETE", "/v3/clusters/{cluster_id}/topics/{topic}", {}),
     ]
     documented = {(method.upper(), path) for path, item in httpx.get(f"{url}/openapi.json").json()["paths"].items()
@@ -329,7 +333,7 @@ def test_consumer_instances_belong_to_their_creator_and_read_only_readable_topic
         assert r.status_code == 403
         assert httpx.post(f"{inst}/subscription", json={"topics": [readable]}, auth=alice).status_code == 204
     got: list = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + CONDITION_WAIT_S
     while not got and time.monotonic() < deadline:
         got = httpx.get(f"{inst}/records", params={"timeout": 1000}, auth=alice,
                         headers={"Accept": "application/vnd.kafka.binary.v2+json"}, timeout=30).json()

@@ -84,14 +84,14 @@ def test_three_tls_brokers_replicate_and_fail_over(broker_factory, ca, zk_client
     assert {b.url for b in meta.brokers().values()} == {b.url for b in brokers.values()}  # https:// registered
     with LakelogClient(",".join(b.url for b in brokers.values()), **client_tls(admin)) as client:
         client.create_topic(topic_name, partitions=1, replication_factor=3)
-        wait_for(lambda: len(meta.partition_state(topic_name, 0).isr) == 3, 20, "3 in-sync replicas")
+        wait_for(lambda: len(meta.partition_state(topic_name, 0).isr) == 3, what="3 in-sync replicas")
         client.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"v%d" % i for i in range(10)])}))
-        wait_for(lambda: len(meta.partition_state(topic_name, 0).isr) == 3, 20, "3 in-sync replicas")
+        wait_for(lambda: len(meta.partition_state(topic_name, 0).isr) == 3, what="3 in-sync replicas")
         leader = meta.partition_state(topic_name, 0).leader
         # acks=all answered: the in-sync followers fetched over TLS
         assert client.topic_logs(topic_name)[0]["high_watermark"] == 10
         brokers[leader].kill()
-        wait_for(lambda: meta.partition_state(topic_name, 0).leader not in (leader, -1), 30, "a new leader")
+        wait_for(lambda: meta.partition_state(topic_name, 0).leader not in (leader, -1), what="a new leader")
         client.produce_arrow(topic_name, 0, pa.table({"value": pa.array([b"after"])}))
         values = client.fetch_arrow(topic_name, 0, 0).column("value").to_pylist()
         assert values == [b"v%d" % i for i in range(10)] + [b"after"]

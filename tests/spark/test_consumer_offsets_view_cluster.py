@@ -12,6 +12,7 @@ from lakelog.consumer_groups.offset_records import partition_for
 from lakelog.spark.sql import register_topics_from_gateway
 from tests.cluster.test_group_coordinator import commit, one_group_per_coordinator
 from tests.cluster.test_replication import Zk, create_topic, start_cluster, wait_full_isr
+from tests.harness import CONDITION_WAIT_S
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -33,7 +34,7 @@ def test_the_sql_view_shows_the_commits_of_groups_coordinated_by_every_broker(sp
 
         # each commit is in its partition leader's Delta table once that leader's flusher ran (~1 s)
         with LakelogClient(urls[0]) as client:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + CONDITION_WAIT_S
             while True:
                 register_topics_from_gateway(spark, client)
                 rows = spark.sql("SELECT `group`, topic, `partition`, `offset`, deleted FROM lakelog.__consumer_offsets "

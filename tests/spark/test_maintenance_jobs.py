@@ -71,7 +71,7 @@ def test_optimize_while_producing_keeps_every_acknowledged_record_once(spark, br
     for i in range(30):  # 30 small flushes: about 30 small data files
         client.produce_json(topic_name, [{"value": {"pre": i * 10 + j}} for j in range(10)], partition=0)
         time.sleep(0.06)
-    wait_for(lambda: lake_end(client, topic_name) == 300, 20, "the first flushes")
+    wait_for(lambda: lake_end(client, topic_name) == 300, what="the first flushes")
     uri = client.topic_logs(topic_name)[0]["table_uri"]
     files_before = len(DeltaTable(uri).file_uris())
     assert files_before >= 10
@@ -91,7 +91,7 @@ def test_optimize_while_producing_keeps_every_acknowledged_record_once(spark, br
 
     end = hw(client, topic_name)
     assert end == 300 + len(producer.acknowledged)
-    wait_for(lambda: lake_end(client, topic_name) == end, 20, "the flush after the lease")
+    wait_for(lambda: lake_end(client, topic_name) == end, what="the flush after the lease")
     # every acknowledged record once: through the broker and in the Delta table
     fetched = [r["offset"] for r in read_partition(broker.url, topic_name, 0)]
     assert fetched == list(range(end))
@@ -120,7 +120,7 @@ def test_vacuum_deletes_what_the_table_removed(spark, broker_factory, zk, topic_
         uri = client.topic_logs(topic_name)[0]["table_uri"]
         # the broker syncs the table's retention property at its maintenance round
         wait_for(lambda: "0 milliseconds" in DeltaTable(uri).metadata().configuration.get(
-            "delta.deletedFileRetentionDuration", ""), 10, "the table properties")
+            "delta.deletedFileRetentionDuration", ""), what="the table properties")
         (opt,) = run_job("optimize", spark=spark, client=client, zk=zk, topic=topic_name)
         assert opt.files_before == 12 and opt.files_after == 1
         (vac,) = run_job("vacuum", spark=spark, client=client, zk=zk, topic=topic_name)

@@ -106,7 +106,7 @@ def test_a_sink_query_killed_three_times_writes_each_input_record_exactly_once(c
     # no transaction stays open (the last run committed its own; others were aborted on re-initialization)
     wait_for(lambda: all(o["last_stable_offset"] == o["end_offset"] for o in
                          (client.partition_offsets(sink_topic, p) for p in range(PARTITIONS))),
-             timeout_s=30, what="the output's last stable offsets at its high watermarks")
+             what="the output's last stable offsets at its high watermarks")
     committed = Counter(read_values(client, sink_topic, PARTITIONS, "read_committed"))
     assert sum(committed.values()) == len(expected)
     assert committed == Counter(expected)  # each input record exactly once

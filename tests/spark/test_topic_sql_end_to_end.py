@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA, register_topics_from_gateway
+from tests.harness import CONDITION_WAIT_S
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +75,7 @@ def test_history_by_offset_and_as_of_a_time_and_consumer_offsets_view(spark, cli
     client.commit_offsets(group, [{"topic": topic_name, "partition": 0, "offset": 4}])
     # the commit is a record of the internal topic __consumer_offsets: in its Delta table once the
     # flusher committed it (lake.commit.interval.ms, 1 s), then in the view when registered again
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + CONDITION_WAIT_S
     while True:
         views = register_topics_from_gateway(spark, client)
         assert views["__consumer_offsets"] == "__consumer_offsets"
