@@ -33,6 +33,8 @@ def _record(i: int, value) -> dict:
         record["timestamp"] = 1_700_000_000_000 + i
     if i % 11 == 0:
         record.pop("value")  # a missing value is null
+        if not record.keys() & {"key", "partition"}:
+            record["key"] = "k"  # a record needs one of key, value, partition (REST Proxy's rule)
     return record
 
 

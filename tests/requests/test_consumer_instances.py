@@ -15,9 +15,9 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.errors import (
     ConsumerInstanceNotFoundError,
     IllegalConsumerStateError,
-    InvalidConsumerConfigError,
     InvalidGroupIdError,
 )
+from lakelog.errors import InvalidSubscriptionError, InvalidTopicError
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.requests import (
     CreateConsumerInstanceRequest,
@@ -86,10 +86,12 @@ def test_consumer_instances_and_group_views_through_the_request_layer(zk_connect
                 group=group, auto_offset_reset="earliest", auto_commit=False), context=OWNER)
             assert name.startswith("rest-consumer-")
             assert [i.name for i in broker.consumer_instances.instances(group)] == [name]
-            with pytest.raises(InvalidConsumerConfigError):
+            with pytest.raises(InvalidSubscriptionError):
                 await requests.consumers.subscribe(group, name, SubscribeRequest(), context=OWNER)
-            with pytest.raises(InvalidConsumerConfigError):
+            with pytest.raises(InvalidSubscriptionError):
                 await requests.consumers.subscribe(group, name, SubscribeRequest(topic_pattern="("), context=OWNER)
+            with pytest.raises(InvalidTopicError):  # a topic name outside Kafka's rule, whatever the front door
+                await requests.consumers.subscribe(group, name, SubscribeRequest(topics=["../evil"]), context=OWNER)
             with pytest.raises(IllegalConsumerStateError):  # nothing to read yet
                 await requests.consumers.poll(group, name, context=OWNER)
 
