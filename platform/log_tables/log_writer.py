@@ -114,11 +114,14 @@ class LogWriter:
         segments: the segment tail appends go to; None = every append is a Delta commit
             (``lake.commit.interval.ms=0``).
         clock: the broker time of appends. Default: the system clock.
+        shared_lake: the table is one for all the partition's replicas (``lake.uri``): this writer commits
+            to it only while its replica leads (:class:`~lakelog.log_tables.committer_leases.PartitionLease`).
+            Default: False.
     """
 
     def __init__(self, table: DeltaTable, *, uri: str, fs: pafs.FileSystem, root: str, topic: str, partition: int,
                  config: TopicConfig, state: LogState, segments: SegmentLog | None,
-                 clock: Time = SYSTEM_TIME) -> None:
+                 clock: Time = SYSTEM_TIME, shared_lake: bool = False) -> None:
         self.table, self.uri, self._fs, self._root = table, uri, fs, root
         self.clock = clock  # broker time of appends (LogAppendTime, records without a timestamp)
         self.topic, self.partition, self.config, self.state = topic, partition, config, state
@@ -126,7 +129,8 @@ class LogWriter:
         self.lake_lock = threading.Lock()
         self.lock = threading.Lock()
         self.closed = False
-        self.lease = PartitionLease(topic, partition)  # a Spark job's: no flush, merge, maintenance under it
+        # a Spark job's (no flush, merge, maintenance under it), and the leader's of a table in a shared lake
+        self.lease = PartitionLease(topic, partition, shared=shared_lake)
 
     @property
     def name(self) -> str:
@@ -315,6 +319,11 @@ class LogWriter:
             # above the point back (recovery takes frames from the recorded lake end offset on)
             if self.segments is not None and offset >= self.state.lake_end_offset:
                 self.segments.truncate_to(offset)
+            elif self.lease.shared:  # the table holds only records below the HW, written by the leader
+                raise CommitFailedError(
+                    f"Cannot truncate {self.name} to {offset}: below the lake end offset "
+                    f"{self.state.lake_end_offset} of its table in the shared lake (only an unclean election "
+                    "truncates below it, which a shared lake does not support)")
             else:
                 if self.segments is not None:
                     self.segments.delete_all()
@@ -375,7 +384,31 @@ class LogWriter:
         with self.state.lock:
             self.state.cleaned_offset, self.state.files, self.state.commits_since_index = None, files, 0
             self.state.cache.clear()
+        if self.lease.shared:
+            self.catch_up_lake_end()
         log.info("%s: re-read the table after an outside committer's lease (v%d)", self.name, self.table.version())
+
+    def catch_up_lake_end(self) -> int:
+        """A table in a shared lake, written by whichever replica leads: read its lake end offset (the
+        newest version's) and take it when it is past this replica's, releasing the segments below it.
+        A new leader continues the table from there; a follower keeps only the tail the table lacks.
+        Returns the lake end offset now. The caller holds ``lake_lock`` (or is the flusher of a follower).
+
+        Raises:
+            deltalake.exceptions.DeltaError, OSError: the table is unreadable.
+        """
+        files, end = lake_state(self.table, self.uri, self._fs, self._root)
+        if self.segments is None:
+            return self.state.lake_end_offset
+        with self.lock:
+            end = min(end, self.state.log_end_offset)
+            if end <= self.state.lake_end_offset:
+                self.state.set_index(files)
+                return self.state.lake_end_offset
+            self.segments.release_below(end)
+            self.state.flushed(end, files, self.segments.view)
+        self.segments.delete_released()
+        return end
 
     def check_open(self) -> None:
         """Raise :class:`LogClosedError` when the log was closed."""
