@@ -399,7 +399,9 @@ class LogLifecycle:
         """
         writer = self._writer
         with writer.lake_lock:
-            if writer.closed:
+            # a follower of a table in a shared lake: a full VACUUM would delete the files of the leader's
+            # commit in progress (referenced by no commit yet)
+            if writer.closed or (writer.lease.shared and writer.lease.held()):
                 return 0
             table = writer.table
             started = self.clock.time()  # delta-rs reads its clock after this: what expired before is deleted
@@ -450,7 +452,7 @@ class LogLifecycle:
         differ (one metadata commit). Returns True when they changed."""
         writer = self._writer
         with writer.lake_lock:
-            if writer.closed:
+            if writer.closed or (writer.lease.shared and writer.lease.held()):  # the leader's table
                 return False
             table = writer.table
             wanted = table_properties(writer.config)

@@ -150,3 +150,38 @@ def test_a_broker_writes_its_partitions_to_the_s3_lake(broker_factory, lake, tmp
         assert rows() == list(enumerate(values))
         assert not (tmp_path / "logs-0" / f"orders-{p}" / "_delta_log").exists()
     assert lake.store.secret_access_key not in broker.log_file.read_text()
+
+
+def test_only_the_leader_applies_retention_merges_and_vacuums_the_shared_table(lake, tmp_path):
+    uri = f"{lake.uri}/t-topicid/0"
+    config = TopicConfig.parse({"lake.commit.interval.ms": "1000", "retention.bytes": "1",
+                                "lake.vacuum.retention.ms": "0"})
+
+    def open_replica(name: str) -> PartitionLog:
+        return PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config, local_dir=tmp_path / name,
+                                 storage_options=lake.storage_options, initial_high_watermark=0)
+
+    a, b = open_replica("a"), open_replica("b")
+    a.set_lake_leader(True)
+    for start in (0, 3, 6):  # three data files
+        a.append(records(start, 3), leader_epoch=0)
+        replicate(a, b)
+        a.flush_to_lake()
+    b.catch_up_lake_end()
+    version = a.version
+    now_ms = 2**40
+    # the follower: no retention, no merge, no table properties, no VACUUM: the table does not move
+    assert b.lifecycle.apply_retention(now_ms=now_ms) == 0
+    assert b.lifecycle.merge_head(keep_newest=0, max_file_bytes=1 << 30) == 0
+    assert not b.lifecycle.sync_table_properties()
+    assert b.lifecycle.vacuum() == 0
+    b.catch_up_lake_end()
+    assert b._writer.table.version() == version and b.log_start_offset == 0
+    # the leader applies retention.bytes (the oldest files go); their deletion is VACUUM's, the leader's
+    assert a.lifecycle.sync_table_properties()
+    assert a.lifecycle.apply_retention(now_ms=now_ms) == 2
+    assert a.log_start_offset == 6 and a.version > version
+    assert sorted(lake.table_offsets(uri)) == [6, 7, 8]
+    b.catch_up_lake_end()
+    assert b.lifecycle.vacuum() == 0
+    assert a.lifecycle.vacuum() == 2
