@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.errors import CommitFailedError
+from lakelog.log_tables.errors import CommitFailedError, OffsetOutOfRangeError
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.partition_log import PartitionLog
 from tests.harness import wait_for
@@ -185,3 +185,32 @@ def test_only_the_leader_applies_retention_merges_and_vacuums_the_shared_table(l
     b.catch_up_lake_end()
     assert b.lifecycle.vacuum() == 0
     assert a.lifecycle.vacuum() == 2
+
+
+def test_a_follower_follows_the_leaders_log_start_offset_without_committing(lake, tmp_path):
+    """Taking the leader's log start offset (retention, DeleteRecords) and starting over at it (a follower
+    whose log ends below it) change the follower's own log only, never the shared table."""
+    uri = f"{lake.uri}/t-topicid/0"
+    a, b = replica(lake, uri, tmp_path / "a"), replica(lake, uri, tmp_path / "b")
+    a.set_lake_leader(True)
+    for start in (0, 3):
+        a.append(records(start, 3), leader_epoch=0)
+        replicate(a, b)
+        a.flush_to_lake()
+    b.catch_up_lake_end()
+    version = a._writer.table.version()
+    assert b.lifecycle.advance_log_start_offset(3, reason="leader") == 0
+    assert b.log_start_offset == 3
+    with pytest.raises(OffsetOutOfRangeError):
+        b.read(0)  # below its log start offset now
+    b.lifecycle.reset_to(20)
+    assert (b.log_start_offset, b.log_end_offset, b.lake_end_offset) == (20, 20, 20)
+    b._writer.table.update_incremental()
+    assert b._writer.table.version() == version  # the table is as the leader left it
+    assert sorted(lake.table_offsets(uri)) == list(range(6))
+    # the follower appends from there on
+    rows = records(0, 2)
+    a.lifecycle.reset_to(20)  # the leader too (here by hand), so its records continue at 20
+    a.append(rows, leader_epoch=0)
+    replicate(a, b)
+    assert b.log_end_offset == 22
