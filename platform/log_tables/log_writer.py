@@ -475,6 +475,16 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
             to where that transaction began (the follower fetches from there again).
     """
     n = len(offsets)
+    if writer.lease.shared and writer.lease.held():
+        # a follower of a table in the shared lake: a range with gaps comes from the leader's table, which is
+        # this replica's table too; it holds the range already. Take the log up to the table's end (the
+        # segments below it go) and fetch from there.
+        with writer.lake_lock, writer.lock:
+            writer.check_open()
+            writer.recover()
+        raise NonContiguousOffsetsError(
+            f"{writer.name}: a compacted range of the leader is in the shared table already; the log now "
+            f"continues from the table's lake end offset {writer.state.log_end_offset}")
     # 0. a range with gaps comes from the leader's Delta table, where every transaction below is decided and
     #    its markers were dropped: a transaction open here would never see its marker. Fetch its
     #    records again from where it began (the leader's table holds them decided).

@@ -9,9 +9,10 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
-from lakelog.log_tables.errors import CommitFailedError, OffsetOutOfRangeError
+from lakelog.log_tables.errors import CommitFailedError, NonContiguousOffsetsError, OffsetOutOfRangeError
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.partition_log import PartitionLog
+from lakelog.log_tables.records import with_fetched_range
 from tests.harness import wait_for
 
 CONFIG = TopicConfig.parse({"lake.commit.interval.ms": "1000"})
@@ -214,3 +215,30 @@ def test_a_follower_follows_the_leaders_log_start_offset_without_committing(lake
     a.append(rows, leader_epoch=0)
     replicate(a, b)
     assert b.log_end_offset == 22
+
+
+def test_a_lagging_follower_takes_a_compacted_range_from_the_shared_table_without_committing(lake, tmp_path):
+    uri = f"{lake.uri}/t-topicid/0"
+    config = TopicConfig.parse({"lake.commit.interval.ms": "1000", "cleanup.policy": "compact"})
+
+    def open_replica(name: str) -> PartitionLog:
+        return PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config, local_dir=tmp_path / name,
+                                 storage_options=lake.storage_options, initial_high_watermark=0)
+
+    a, b = open_replica("a"), open_replica("b")
+    a.set_lake_leader(True)
+    keyed = pa.table({"key": pa.array([b"k0", b"k1"] * 4, pa.binary()),
+                      "value": pa.array([f"v{i}".encode() for i in range(8)], pa.binary())})
+    a.append(keyed, leader_epoch=0)
+    a.advance_high_watermark(8)
+    a.flush_to_lake()
+    a.lifecycle.clean(now_ms=2**40, force=True)
+    assert sorted(lake.table_offsets(uri)) == [6, 7]  # the latest record per key
+    version = a.version
+    # the follower, still empty, fetches the compacted range: the table holds it already
+    with pytest.raises(NonContiguousOffsetsError):
+        b.append_replicated(with_fetched_range(a.read(0, end_offset=8, control_records=True), 0, 8))
+    assert b.log_end_offset == 8 and b.lake_end_offset == 8
+    b._writer.table.update_incremental()
+    assert b._writer.table.version() == version
+    assert b.read(6, end_offset=8)["value"].to_pylist() == [b"v6", b"v7"]
