@@ -278,7 +278,8 @@ class LogWriter:
 
     def update_config(self, config: TopicConfig, *, make_segments: Callable[[], SegmentLog | None]) -> None:
         """:meth:`PartitionLog.update_config <lakelog.log_tables.partition_log.PartitionLog.update_config>`."""
-        if config.lake_commit_interval_ms == 0 and self.segments is not None:
+        # (a shared lake keeps the tail: followers never write the table, nor the leader above the HW)
+        if config.lake_commit_interval_ms == 0 and self.segments is not None and not self.lease.shared:
             self.config = config
             self.drop_tail()  # every append is a Delta commit from now on
             return

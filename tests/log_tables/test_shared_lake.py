@@ -242,3 +242,19 @@ def test_a_lagging_follower_takes_a_compacted_range_from_the_shared_table_withou
     b._writer.table.update_incremental()
     assert b._writer.table.version() == version
     assert b.read(6, end_offset=8)["value"].to_pylist() == [b"v6", b"v7"]
+
+
+def test_lake_commit_interval_0_keeps_the_tail_in_a_shared_lake(lake, tmp_path):
+    """Altering a topic to lake.commit.interval.ms=0 commits the whole tail of a local table and drops it; in
+    a shared lake that would commit records above the high watermark: the tail stays."""
+    uri = f"{lake.uri}/t-topicid/0"
+    a = replica(lake, uri, tmp_path / "a")
+    a.set_lake_leader(True)
+    a.append(records(0, 4), leader_epoch=0)  # not replicated: the high watermark stays at 0
+    a.update_config(TopicConfig.parse({"lake.commit.interval.ms": "0"}))
+    assert a.tiered and a.lake_end_offset == 0
+    assert lake.table_offsets(uri) == []
+    opened = PartitionLog.open(topic="t", partition=0, table_uri=uri, local_dir=tmp_path / "b",
+                               config=TopicConfig.parse({"lake.commit.interval.ms": "0"}),
+                               storage_options=lake.storage_options)
+    assert opened.tiered
