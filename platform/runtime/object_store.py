@@ -41,7 +41,7 @@ from types import TracebackType
 import httpx
 
 from lakelog.config import default_file
-from lakelog.errors import ObjectStoreStartError
+from lakelog.errors import ObjectStoreStartError, ZooKeeperStartError
 from lakelog.processes import spawn
 from lakelog.runtime.zookeeper_server import find_java, free_port
 
@@ -184,7 +184,7 @@ class ObjectStoreServer:
         """
         try:
             java = find_java()
-        except Exception as e:  # noqa: BLE001 - ZooKeeperStartError: the same Java rules, another error
+        except ZooKeeperStartError as e:  # the same Java rules as the embedded ZooKeeper's
             raise ObjectStoreStartError(str(e).replace("embedded ZooKeeper", "embedded object store")) from e
         jars = ensure_s3proxy_jars()
         return [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
