@@ -117,15 +117,19 @@ class LogWriter:
         shared_lake: the table is one for all the partition's replicas (``lake.uri``): this writer commits
             to it only while its replica leads (:class:`~lakelog.log_tables.committer_leases.PartitionLease`).
             Default: False.
+        storage_options: delta-rs storage options of an object-store table (the file indexes carry them,
+            so a read that finds a file gone can open the newest snapshot). Default: none.
     """
 
     def __init__(self, table: DeltaTable, *, uri: str, fs: pafs.FileSystem, root: str, topic: str, partition: int,
                  config: TopicConfig, state: LogState, segments: SegmentLog | None,
-                 clock: Time = SYSTEM_TIME, shared_lake: bool = False) -> None:
+                 clock: Time = SYSTEM_TIME, shared_lake: bool = False,
+                 storage_options: dict[str, str] | None = None) -> None:
         self.table, self.uri, self._fs, self._root = table, uri, fs, root
         self.clock = clock  # broker time of appends (LogAppendTime, records without a timestamp)
         self.topic, self.partition, self.config, self.state = topic, partition, config, state
         self.segments = segments
+        self.storage_options = storage_options  # of an object-store table (holds secrets: never logged)
         self.lake_lock = threading.Lock()
         self.lock = threading.Lock()
         self.closed = False
@@ -139,11 +143,12 @@ class LogWriter:
 
     def recover(self) -> None:
         """Re-read the table (newest version) and the segment tail into the state; the fence epoch is kept."""
-        self.state.reset(recover(self.table, self.uri, self._fs, self._root, self.segments))
+        self.state.reset(recover(self.table, self.uri, self._fs, self._root, self.segments,
+                                 storage_options=self.storage_options))
 
     def load_index(self) -> FileSnapshot:
         """Re-list the data files of the table's version in memory (after this writer's commits)."""
-        files = file_snapshot(self.table, self.uri, self._fs, self._root)
+        files = file_snapshot(self.table, self.uri, self._fs, self._root, storage_options=self.storage_options)
         self.state.set_index(files)
         return files
 
@@ -245,11 +250,13 @@ class LogWriter:
                 try:
                     commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
                                   lake_end_offset=read_end, log_start_offset=view.log_start_offset)
-                    end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root)
+                    end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,
+                                                         storage_options=self.storage_options)
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
                     failure = e
-                    files, end = lake_state(self.table, self.uri, self._fs, self._root)
+                    files, end = lake_state(self.table, self.uri, self._fs, self._root,
+                                            storage_options=self.storage_options)
             else:
                 files = self.state.files
             # 3. lake end offset and file index; release the segments below it, delete them once published
@@ -381,7 +388,7 @@ class LogWriter:
 
     def _reread_table(self) -> None:  # the cleaned offset and the tail cache start over, as after a cleaning
         self.table.update_incremental()
-        files = file_snapshot(self.table, self.uri, self._fs, self._root)
+        files = file_snapshot(self.table, self.uri, self._fs, self._root, storage_options=self.storage_options)
         with self.state.lock:
             self.state.cleaned_offset, self.state.files, self.state.commits_since_index = None, files, 0
             self.state.cache.clear()
@@ -398,7 +405,8 @@ class LogWriter:
         Raises:
             deltalake.exceptions.DeltaError, OSError: the table is unreadable.
         """
-        files, end = lake_state(self.table, self.uri, self._fs, self._root)
+        files, end = lake_state(self.table, self.uri, self._fs, self._root,
+                                storage_options=self.storage_options)
         if self.segments is None:
             return self.state.lake_end_offset
         with self.lock:

@@ -113,7 +113,7 @@ class PartitionLog:
                                        tail_cache_max_bytes)
         self._writer = writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
                                           config=config, state=state, segments=segments, clock=clock,
-                                          shared_lake=self.shared_lake)
+                                          shared_lake=self.shared_lake, storage_options=storage_options)
         writer.recover()
         #: retention, log start offset moves, VACUUM (:class:`~lakelog.log_tables.lifecycle.LogLifecycle`)
         self.lifecycle = LogLifecycle(writer, state)
