@@ -16,6 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
+from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
 from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 from tests.harness import BrokerProcess, Lake, new_chroot, pids_mentioning, wait_gone
 
@@ -48,6 +49,17 @@ def lake(object_store) -> Lake:
     bucket = f"lake-{uuid.uuid4().hex[:16]}"
     object_store.create_bucket(bucket)
     return Lake(object_store, f"s3://{bucket}/lakelog")
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path):
+    """A real 3-node ZooKeeper ensemble (500 ms tick: sessions of 1-10 s) of this test alone, its nodes under
+    ``tmp_path/zookeeper/node-N``; the test may kill and restart its nodes. Every node is stopped by pid at
+    the end."""
+    ensemble = ZooKeeperEnsemble(data_dir=tmp_path / "zookeeper", nodes=3, tick_time_ms=500)
+    ensemble.start(timeout_s=120)
+    yield ensemble
+    ensemble.stop()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
-from lakelog.processes import process_alive, process_cmdline
+from lakelog.processes import connected_ports, process_alive, process_cmdline
 from lakelog.protocol import media_types
 
 
@@ -134,8 +134,8 @@ def wait_gone(pids: list[int], timeout_s: float = CONDITION_WAIT_S, what: str = 
     wait_for(lambda: not any(process_alive(p) for p in pids), timeout_s=timeout_s, what=f"{what} {pids} to end")
 
 
-__all__ = ["CONDITION_WAIT_S", "BrokerProcess", "child_pids", "new_chroot", "pids_mentioning", "read_partition",
-           "wait_for", "wait_for_async", "wait_gone"]
+__all__ = ["CONDITION_WAIT_S", "BrokerProcess", "child_pids", "connected_ports", "new_chroot", "pids_mentioning",
+           "read_partition", "wait_for", "wait_for_async", "wait_gone"]
 
 
 def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:

@@ -29,15 +29,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from kazoo.exceptions import NoNodeError
-
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.describe import DescribedMember, GroupDescription
 from lakelog.consumer_groups.errors import ConsumerInstanceNotFoundError, UnknownGroupError
 from lakelog.consumer_groups.manager import ConsumerManager
-from lakelog.consumer_groups.membership import group_path
 from lakelog.consumer_groups.offsets_admin import group_lag
-from lakelog.replication.metadata import CONSUMERS_PATH
 
 #: Confluent's ``ConsumerGroupState`` values lakelog's groups take (Kafka's ``ConsumerGroupState``):
 #: ``EMPTY`` (no live members), ``STABLE`` (the stored assignment is the current generation's and
@@ -129,23 +125,6 @@ class LagSummaryView:
 
 # -- groups ----------------------------------------------------------------------------------------
 
-def _groups_with_members(consumers: ConsumerManager) -> list[str]:
-    """Groups with live members, from ZooKeeper (blocking: run it in a thread)."""
-    zk = consumers.membership.zk
-    try:
-        names = zk.get_children(CONSUMERS_PATH)
-    except NoNodeError:
-        return []
-    out = []
-    for name in names:
-        try:
-            if zk.get_children(f"{group_path(name)}/members"):
-                out.append(name)
-        except NoNodeError:
-            continue
-    return out
-
-
 async def _view(consumers: ConsumerManager, broker: OffsetsAdminBroker, group: str, *,
                 has_offsets: bool) -> GroupView:
     desc: GroupDescription = await consumers.describe(group)
@@ -164,7 +143,7 @@ async def list_group_views(*, consumers: ConsumerManager, broker: OffsetsAdminBr
             unknown; 404 / 40406, retriable).
     """
     with_offsets = set(await broker.coordinator.groups())
-    with_members = set(await asyncio.to_thread(_groups_with_members, consumers))
+    with_members = set(await asyncio.to_thread(consumers.membership.groups_with_members))
     groups = sorted(with_offsets | with_members)
     return list(await asyncio.gather(*(_view(consumers, broker, g, has_offsets=g in with_offsets) for g in groups)))
 

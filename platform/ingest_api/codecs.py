@@ -148,7 +148,8 @@ def decode_produce(body: bytes | bytearray, fmt: Format, *, consume: bool = Fals
     else:
         # small bodies: the per-record validator is faster there and its memory is small anyway
         small = len(body) < (_COLUMNAR_BINARY_MIN_BYTES if fmt == "binary" else _COLUMNAR_JSON_MIN_BYTES)
-        decoded = None if small else decode_columnar(body, fmt)
+        decoded = None if small else decode_columnar(
+            body, fmt, validate=lambda document, first: _decode_validated(document, fmt, first_record=first))
         batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
         if consume and isinstance(body, bytearray):
             body.clear()
@@ -171,13 +172,17 @@ def _check_partitions(parts: pa.Array | None) -> pa.Array | None:
     return parts.cast(pa.int32())
 
 
-def _decode_validated(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]:
-    """The per-record path: pydantic-core validates the body and words the first error."""
+def _decode_validated(body: bytes, fmt: Format, *, first_record: int = 0) -> tuple[pa.Table, pa.Array | None]:
+    """The per-record path: pydantic-core validates the body and words the first error.
+
+    ``first_record``: the body is a chunk of a larger one's records, from this record on (error messages
+    name records by their place in the larger body). Default: 0.
+    """
     adapter = _BINARY_ADAPTER if fmt == "binary" else _JSON_ADAPTER
     try:
         request = adapter.validate_json(body)
     except ValidationError as e:
-        raise _validation_error(e, fmt) from None
+        raise _validation_error(e, fmt, first_record=first_record) from None
     records = request["records"]
     n = len(records)
     if fmt == "binary":
@@ -196,11 +201,11 @@ def _decode_validated(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | No
         pa.array([[{"key": h.get("key", h.get("name", "")), "value": h["value"]} for h in hs] if hs is not None else None
                   for hs in headers], HEADERS_TYPE) if has_headers else pa.nulls(n, HEADERS_TYPE),
         _int64(timestamps, lambda i, v: InvalidTimestampError(
-            f"Record {i} of the request has timestamp {v}, outside the legal range {TIMESTAMP_RANGE} (Kafka's "
+            f"Record {first_record + i} of the request has timestamp {v}, outside the legal range {TIMESTAMP_RANGE} (Kafka's "
             f"INVALID_TIMESTAMP); nothing was written.")),
     ], schema=PRODUCE_SCHEMA)
     part_array = _int64(partitions, lambda i, v: FieldOutOfRangeError(
-        f"Record {i} names partition {v}; a partition is an int32 from 0 to {MAX_PARTITION}. Nothing was written.")
+        f"Record {first_record + i} names partition {v}; a partition is an int32 from 0 to {MAX_PARTITION}. Nothing was written.")
     ) if any(p is not None for p in partitions) else None
     return batch, part_array
 
@@ -240,15 +245,19 @@ def _decode_arrow(body: bytes) -> tuple[pa.Table, pa.Array | None]:
     return batch, partitions
 
 
-def _validation_error(e: ValidationError, fmt: Format) -> Exception:
+def _validation_error(e: ValidationError, fmt: Format, *, first_record: int = 0) -> Exception:
     first = e.errors()[0]
-    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first["loc"]).lstrip(".") or "body"
+    path = list(first["loc"])
+    if first_record and len(path) > 1 and path[0] == "records" and isinstance(path[1], int):
+        path[1] += first_record
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in path).lstrip(".") or "body"
     if first["type"] == "bytes_invalid_encoding":
         return InvalidEncodingError(
             f"{loc} is not valid base64 ({first['msg']}); with {BINARY_V2} keys, values and header values "
             f"must be base64-encoded. Nothing was written.")
     if first["type"] == "json_invalid":
-        return MalformedBodyError(f"The body is not valid JSON: {first['msg']}. Nothing was written.")
+        where = f" (in the records from record {first_record} on)" if first_record else ""
+        return MalformedBodyError(f"The body is not valid JSON: {first['msg']}{where}. Nothing was written.")
     example = ('{"records": [{"key": "a2V5", "value": "dmFsdWU="}]}' if fmt == "binary"
                else '{"records": [{"key": "k", "value": {"any": "json"}}]}')
     return MalformedBodyError(f"Invalid produce request at {loc}: {first['msg']}. Expected a body like "

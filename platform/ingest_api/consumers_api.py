@@ -27,23 +27,19 @@ string) and 42209 (an instance name ``.`` or ``..``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-import uuid
 from typing import Annotated, Optional, Union
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import Response
 
-from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
-from lakelog.consumer_groups.instances import ConsumerInstance, EmbeddedFormat, validate_group_id
-from lakelog.consumer_groups.manager import ConsumerManager
+from lakelog.consumer_groups.errors import ConsumerFormatMismatchError
+from lakelog.consumer_groups.instances import EmbeddedFormat, validate_group_id
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
 from lakelog.ingest_api import codecs
-from lakelog.ingest_api.deps import ConsumerManagerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
-from lakelog.ingest_api.permissions import PermissionsDep, group_permission
+from lakelog.ingest_api.permissions import group_permission
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
     CommitRequest,
@@ -56,7 +52,9 @@ from lakelog.ingest_api.models import (
     SubscriptionRequest,
     TopicsResponse,
 )
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.requests import CreateConsumerInstanceRequest, SubscribeRequest
+from lakelog.requests.consumer_instances import ConsumerInstanceInfo
+from lakelog.security.acls import Operation
 
 router = APIRouter(tags=["v2 consumers"])
 
@@ -76,17 +74,14 @@ InstanceName = Annotated[str, Path(description="Consumer instance name (its inst
                                    pattern=CONSUMER_NAME_PATTERN)]
 
 
-
-async def _owned_instance(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
-                          permissions: PermissionsDep) -> ConsumerInstance:
-    inst = consumers.get(group, instance)
-    permissions.require_owner(owner=inst.principal, what=f"consumer instance {instance!r} of group {group!r}")
-    return inst
+async def _owned_instance(group: GroupName, instance: InstanceName, broker: BrokerDep,
+                          context: ContextDep) -> ConsumerInstanceInfo:
+    return broker.requests.consumers.describe_instance(group, instance, context=context)
 
 
 #: The path's consumer instance (404 / 40403 when it does not live here), which only the principal that
-#: created it may use (403 / 40301 for any other).
-OwnedInstance = Annotated[ConsumerInstance, Depends(_owned_instance)]
+#: created it may use (403 / 40301 for any other): checked before the body is read, and again by the operation.
+OwnedInstance = Annotated[ConsumerInstanceInfo, Depends(_owned_instance)]
 #: Consumer instances join their group: Read on it (Kafka's JoinGroup, SyncGroup, Heartbeat, OffsetCommit).
 READ_GROUP = group_permission(Operation.READ)
 
@@ -109,20 +104,6 @@ _CONSUMER_RESPONSES[422] = {**_CONSUMER_RESPONSES[422], "description": (
     "fails validation")}
 
 
-@contextlib.asynccontextmanager
-async def consumer_instances(app: FastAPI, broker, settings):
-    """Lifespan part: the broker's :class:`ConsumerManager` on ``app.state.consumers`` (after the
-    broker started; closed, with auto commits, before it stops)."""
-    manager = ConsumerManager(broker, instance_timeout_ms=settings.consumer_instance_timeout_ms,
-                              default_assignor=settings.partition_assignment_strategy)
-    await manager.start()
-    app.state.consumers = manager
-    try:
-        yield manager
-    finally:
-        await manager.stop()
-
-
 def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
     return [(p.topic, p.partition) for p in body.partitions]
 
@@ -133,16 +114,14 @@ def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
              responses=_CONSUMER_RESPONSES, summary="Create a consumer instance in a group",
              dependencies=[READ_GROUP])
 async def create_instance(group: GroupName, body: CreateConsumerRequest, request: Request,
-                          consumers: ConsumerManagerDep, permissions: PermissionsDep) -> KafkaV2Response:
+                          broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
     """The instance belongs to the request's principal; a topic pattern it subscribes to matches only the
     topics that principal may Read."""
-    name = body.id or body.name or f"rest-consumer-{uuid.uuid4()}"
-    await consumers.create(
-        group, name=name, format=body.format, auto_offset_reset=body.auto_offset_reset,
+    name = await broker.requests.consumers.create_instance(CreateConsumerInstanceRequest(
+        group=group, name=body.id or body.name, format=body.format, auto_offset_reset=body.auto_offset_reset,
         auto_commit=body.auto_commit_enable, fetch_min_bytes=body.fetch_min_bytes,
         request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy,
-        isolation_level=body.isolation_level, principal=permissions.principal,
-        topic_filter=permissions.topic_filter(Operation.READ) if permissions.enabled else None)
+        isolation_level=body.isolation_level), context=context)
     base = str(request.base_url).rstrip("/")
     path = f"/consumers/{quote(group, safe='')}/instances/{quote(name, safe=':@')}"  # any group id: quoted
     return KafkaV2Response({"instance_id": name, "base_uri": base + path})
@@ -151,8 +130,8 @@ async def create_instance(group: GroupName, body: CreateConsumerRequest, request
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Delete a consumer instance (commits with auto commit)",
             dependencies=[READ_GROUP])
-async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
-    await consumers.delete(inst.group, inst.name)
+async def delete_instance(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> Response:
+    await broker.requests.consumers.delete_instance(inst.group, inst.name, context=context)
     return Response(status_code=204)
 
 
@@ -161,36 +140,27 @@ async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) ->
 @router.post("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Subscribe to topics or a topic pattern",
             dependencies=[READ_GROUP])
-async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, consumers: ConsumerManagerDep,
-                    permissions: PermissionsDep) -> Response:
+async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, broker: BrokerDep,
+                    context: ContextDep) -> Response:
     """A topic list needs Read on each topic; a pattern matches the topics the principal may Read."""
-    if (body.topics is None) == (body.topic_pattern is None) or (body.topics is not None and not body.topics):
-        raise InvalidConsumerConfigError(
-            "A subscription needs either a non-empty 'topics' list or a 'topic_pattern', not both.")
-    pattern = None
-    if body.topic_pattern is not None:
-        try:
-            pattern = re.compile(body.topic_pattern)
-        except re.error as e:
-            raise InvalidConsumerConfigError(f"topic_pattern {body.topic_pattern!r} is not a valid regex: {e}") from None
-    if body.topics is not None:
-        permissions.require_all(Operation.READ, ResourceType.TOPIC, body.topics)
-    await consumers.subscribe(inst, topics=body.topics, pattern=pattern)
+    await broker.requests.consumers.subscribe(inst.group, inst.name, SubscribeRequest(
+        topics=body.topics, topic_pattern=body.topic_pattern), context=context)
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", response_model=TopicsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES, summary="The subscribed topics",
             dependencies=[READ_GROUP])
-async def get_subscription(inst: OwnedInstance, consumers: ConsumerManagerDep) -> KafkaV2Response:
-    return KafkaV2Response({"topics": await consumers.subscription_topics(inst)})
+async def get_subscription(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
+    topics = await broker.requests.consumers.subscription(inst.group, inst.name, context=context)
+    return KafkaV2Response({"topics": topics})
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Unsubscribe (and drop a manual assignment)",
             dependencies=[READ_GROUP])
-async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
-    await consumers.unsubscribe(inst)
+async def unsubscribe(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> Response:
+    await broker.requests.consumers.unsubscribe(inst.group, inst.name, context=context)
     return Response(status_code=204)
 
 
@@ -199,11 +169,10 @@ async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Res
 @router.post("/consumers/{group}/instances/{instance}/assignments", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Assign partitions manually (no group membership)",
             dependencies=[READ_GROUP])
-async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep,
-                 permissions: PermissionsDep) -> Response:
+async def assign(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                 context: ContextDep) -> Response:
     """Read on each topic assigned."""
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (p.topic for p in body.partitions))
-    await consumers.assign(inst, _partitions(body))
+    await broker.requests.consumers.assign(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
@@ -211,8 +180,9 @@ async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: Consum
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="The partitions the instance reads now",
             dependencies=[READ_GROUP])
-async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
-    return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in sorted(inst.owned)]})
+async def get_assignments(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
+    owned = broker.requests.consumers.assignment(inst.group, inst.name, context=context)
+    return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in owned]})
 
 
 # -- positions ----------------------------------------------------------------------------------
@@ -220,24 +190,28 @@ async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
 @router.post("/consumers/{group}/instances/{instance}/positions", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to offsets",
             dependencies=[READ_GROUP])
-async def seek(inst: OwnedInstance, body: SeekRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek(inst, {(o.topic, o.partition): o.offset for o in body.offsets})
+async def seek(inst: OwnedInstance, body: SeekRequest, broker: BrokerDep,
+               context: ContextDep) -> Response:
+    offsets = {(o.topic, o.partition): o.offset for o in body.offsets}
+    await broker.requests.consumers.seek(inst.group, inst.name, offsets, context=context)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/beginning", status_code=204,
              response_class=Response, responses=_CONSUMER_RESPONSES, summary="Seek to the log start offsets",
             dependencies=[READ_GROUP])
-async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(inst, _partitions(body), end=False)
+async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                            context: ContextDep) -> Response:
+    await broker.requests.consumers.seek_to_beginning(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/end", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to the high watermarks",
             dependencies=[READ_GROUP])
-async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(inst, _partitions(body), end=True)
+async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                      context: ContextDep) -> Response:
+    await broker.requests.consumers.seek_to_end(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
@@ -272,7 +246,7 @@ def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
             summary="Read records of the instance's partitions (long-poll up to timeout ms)",
             dependencies=[READ_GROUP])
 async def records(
-    inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+    inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
     timeout: Annotated[Optional[int], Query(ge=0, le=60_000, description="Max ms to wait for records. "
                                             "Default: the instance's consumer.request.timeout.ms.")] = None,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024, description="Max bytes of keys and values "
@@ -282,8 +256,8 @@ async def records(
     """Read on the group and on each topic of the instance's partitions (checked on every read, as Kafka's
     Fetch: a revoked ACL stops the next read)."""
     _check_accept(accept, inst.format)
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (t for t, _ in inst.owned))
-    result = await consumers.records(inst, timeout_ms=timeout, max_bytes=max_bytes)
+    result = await broker.requests.consumers.poll(inst.group, inst.name, timeout_ms=timeout, max_bytes=max_bytes,
+                                                  context=context)
     if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
         body = await asyncio.to_thread(encode_poll, result, inst.format)
     else:
@@ -298,17 +272,14 @@ async def records(
              responses=_CONSUMER_RESPONSES,
              summary="Commit offsets (each the last processed record's); an empty body commits all fetched",
             dependencies=[READ_GROUP])
-async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+async def commit_offsets(inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
                          body: Union[CommitRequest, None] = None) -> Response:
     """Read on the group and on each topic committed (Kafka's OffsetCommit)."""
-    committed_topics = (o.topic for o in body.offsets) if body is not None and body.offsets else (
-        t for t, _ in inst.owned)
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, committed_topics)
     offsets = None
     if body is not None and body.offsets:
         # REST Proxy commits offset + 1: the group resumes after the last record processed
         offsets = {(o.topic, o.partition): (o.offset + 1, o.metadata) for o in body.offsets}
-    await consumers.commit(inst, offsets)
+    await broker.requests.consumers.commit_offsets(inst.group, inst.name, offsets, context=context)
     return Response(status_code=200)
 
 
@@ -316,12 +287,11 @@ async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, per
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)",
             dependencies=[READ_GROUP])
-async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+async def committed_offsets(inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
     """Topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
-    committed = await consumers.committed(inst, _partitions(body) if body is not None else None)
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
-    committed = [c for c in committed if c.topic in visible]
+    committed = await broker.requests.consumers.committed_offsets(
+        inst.group, inst.name, _partitions(body) if body is not None else None, context=context)
     return KafkaV2Response({"offsets": [{"topic": c.topic, "partition": c.partition, "offset": c.offset,
                                          "metadata": c.metadata or ""} for c in committed]})
 
@@ -332,8 +302,8 @@ async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, 
             responses=error_responses(400, 408, 422, 500, 503),
             summary="Members of a group (cluster-wide), its generation and each member's partitions",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def group_members(group: GroupName, consumers: ConsumerManagerDep) -> GroupMembers:
-    desc = await consumers.describe(group)
+async def group_members(group: GroupName, broker: BrokerDep, context: ContextDep) -> GroupMembers:
+    desc = await broker.requests.group_views.group_members(group, context=context)
     return GroupMembers(
         group=desc.group, generation=desc.generation, state=desc.state, assignor=desc.assignor,
         members=[{"member_id": m.member_id, "broker_id": m.broker_id, "base_uri": m.base_uri,

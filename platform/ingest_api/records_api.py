@@ -24,12 +24,14 @@ from typing import Annotated
 import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
 from lakelog.ingest_api.error_handlers import error_response
+from lakelog.ingest_api.memory_release import RELEASE_MIN_BYTES, release_unused_memory
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.protocol.errors import (
     MalformedBodyError,
@@ -228,10 +230,18 @@ async def _produce(request: Request, broker, context: RequestContext, topic: str
         return response
     size, holder = len(body), [body]
     del body  # the body is freed once decoded, while its bytes stay counted until the append is done
+    answered = False
     try:
-        return await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
+        response = await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
+        if size >= RELEASE_MIN_BYTES:  # once the answer is sent, its memory goes back to the system
+            response.background = BackgroundTask(release_unused_memory)
+        answered = True
+        return response
     finally:
         budget.give(size)
+        if not answered and size >= RELEASE_MIN_BYTES:
+            holder.clear()
+            await asyncio.to_thread(release_unused_memory)
 
 
 #: Produce bodies from this size on are decoded in a worker thread, off the event loop.
