@@ -90,7 +90,7 @@ class PartitionLease:
 
     @leading.setter
     def leading(self, value: bool) -> None:
-        if value and not self._leading:
+        if value and not self._leading and self.shared:  # a table of its own changes under no one
             self._terms += 1
         self._leading = value
 

@@ -258,3 +258,15 @@ def test_lake_commit_interval_0_keeps_the_tail_in_a_shared_lake(lake, tmp_path):
                                config=TopicConfig.parse({"lake.commit.interval.ms": "0"}),
                                storage_options=lake.storage_options)
     assert opened.tiered
+
+
+def test_a_log_with_a_table_of_its_own_is_not_re_read_when_it_becomes_leader(tmp_path):
+    """Without a lake the leader role changes nothing in the log: its tail cache survives (no re-read)."""
+    log = PartitionLog.open(topic="t", partition=0, table_uri=tmp_path / "t-0", config=CONFIG)
+    assert not log.shared_lake and log.local_dir == tmp_path / "t-0"
+    log.append(records(0, 3), leader_epoch=0)
+    log.set_lake_leader(True)
+    assert not log.lake_commits_held
+    assert not log._writer.lease.taken_since_last_look()
+    log.set_lake_leader(False)
+    assert not log.lake_commits_held  # a table of its own: a follower flushes it too
