@@ -126,7 +126,9 @@ class Broker:
             leader_imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds)
         self.log_manager = log_manager or LogManager(settings.log_dirs,
                                                      tail_cache_max_bytes=settings.log_tail_cache_max_bytes,
-                                                     segment_files_max=settings.log_segment_files_max)
+                                                     segment_files_max=settings.log_segment_files_max,
+                                                     lake_uri=settings.lake_uri,
+                                                     lake_storage_options=settings.lake_storage_options())
         self.log_dirs = self.log_manager.log_dirs
         basic = settings.inter_broker_basic  # brokers send HTTP Basic credentials (with basic or oauthbearer)
         inter_broker_password = settings.inter_broker_password.get_secret_value() if basic else None

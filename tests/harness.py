@@ -157,6 +157,36 @@ def table_offsets(uri: str) -> list[int]:
     return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())
 
 
+class Lake:
+    """A lake on a test's object store: ``uri`` (``s3://bucket/prefix``), the broker settings that reach it
+    (:meth:`broker_env`) and the delta-rs ``storage_options`` to read its tables."""
+
+    def __init__(self, store, uri: str) -> None:
+        self.store, self.uri = store, uri
+        self.settings: dict[str, str] = store.lake_settings(uri)
+        self.storage_options: dict[str, str] = {
+            "AWS_ENDPOINT_URL": store.endpoint_url, "AWS_REGION": store.region,
+            "AWS_ACCESS_KEY_ID": store.access_key_id, "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ALLOW_HTTP": "true"}
+
+    def broker_env(self) -> dict[str, str]:
+        """The lake settings as a broker's environment (``LAKELOG_LAKE_URI``, ...): ``extra_env`` of a
+        :class:`BrokerProcess`."""
+        return {"LAKELOG_" + k.replace(".", "_").upper(): v for k, v in self.settings.items()}
+
+    def table_uris(self) -> list[str]:
+        """The URIs of the Delta tables in the lake (each directory holding a ``_delta_log``), sorted."""
+        bucket = Path(self.uri[len("s3://"):]).parts[0]
+        root = self.store.buckets_dir / bucket
+        return sorted("s3://" + str(p.parent.relative_to(self.store.buckets_dir))
+                      for p in root.rglob("_delta_log") if p.is_dir())
+
+    def table_offsets(self, uri: str) -> list[int]:
+        """Every offset the table at ``uri`` holds, in the order its rows are read (by file, as committed)."""
+        table = DeltaTable(uri, storage_options=self.storage_options).to_pyarrow_table(columns=["offset"])
+        return table["offset"].to_pylist()
+
+
 def v3_links(body) -> list[str]:
     """Every non-null ``related`` and ``self`` URL anywhere in a REST v3 response body."""
     if isinstance(body, list):

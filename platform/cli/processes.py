@@ -161,31 +161,66 @@ def broker_start(
     run_broker(settings, log_level=log_level, log_format=log_format.value)
 
 
+OBJECT_STORE_HELP = ("Also run an embedded S3-compatible object store (s3proxy, under DATA_DIR/object-store) and put "
+                     "the partition tables in it: bucket 'lakelog', lake.uri=s3://lakelog/lake and its lake.storage.* "
+                     "settings for every broker (one table per partition, written by its leader).")
+#: the bucket and lake.uri of --object-store
+OBJECT_STORE_BUCKET = "lakelog"
+OBJECT_STORE_LAKE_URI = f"s3://{OBJECT_STORE_BUCKET}/lake"
+
+
 def up(
     data_dir: Annotated[Path, typer.Option(help="Data dir: ZooKeeper under zookeeper/, logs under logs/.")] = Path("data"),
     port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
+    object_store: Annotated[bool, typer.Option("--object-store", help=OBJECT_STORE_HELP)] = False,
+    object_store_port: Annotated[int, typer.Option(help="S3 port of --object-store (0 = a free one).")] = 0,
 ) -> None:
     """Embedded ZooKeeper + one broker in the foreground; Ctrl-C or SIGTERM stops both cleanly."""
-    from lakelog.config import BrokerSettings
+    from lakelog.config import BrokerSettings, settings_from_properties
     from lakelog.runtime.zookeeper_server import ZooKeeperServer
     from lakelog.runtime.server import configure_logging, run_broker
 
     configure_logging(log_level, log_format=log_format.value)
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    store = None
     with _stop_on_signals():
         try:
             zk.start()  # stops a ZooKeeper an earlier, killed `lakelog up` on this data dir left behind
             err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}")
-            settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string)
+            lake: dict[str, str] = {}
+            if object_store:
+                store, lake = _start_object_store(data_dir, port=object_store_port)
+            settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string,
+                                           **settings_from_properties(lake))
             _wait_for_previous_registrations(zk.connect_string, [settings.broker_id])
             configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
             run_broker(settings, log_level=log_level, log_format=log_format.value)  # returns after SIGINT/SIGTERM
         finally:
+            if store is not None:
+                store.stop()
             zk.stop()
+
+
+def _start_object_store(data_dir: Path, *, port: int):
+    """Start the embedded object store of ``--object-store`` under ``data_dir/object-store`` with its bucket;
+    returns ``(server, the lake settings every broker gets)``. Exits with the error when it cannot start."""
+    from lakelog.errors import LakelogError
+    from lakelog.runtime.object_store import ObjectStoreServer
+
+    store = ObjectStoreServer(data_dir=data_dir / "object-store", port=port or None)
+    try:
+        store.start()
+        store.create_bucket(OBJECT_STORE_BUCKET)
+    except (LakelogError, OSError) as e:
+        store.stop()
+        fail(str(e))
+    err_console.print(f"Object store at {store.endpoint_url} (pid {store.pid}); lake.uri={OBJECT_STORE_LAKE_URI} "
+                      f"(access key id {store.access_key_id}; the secret is in {store.config_file})")
+    return store, store.lake_settings(OBJECT_STORE_LAKE_URI)
 
 
 def _wait_for_previous_registrations(zookeeper_connect: str, broker_ids: list[int], *,
@@ -248,6 +283,8 @@ def cluster_up(
         "--secure", help="TLS, authentication and ACLs: a CA, broker and client certificates, a super user "
                          "'admin' (its password printed once, kept in DATA_DIR/tls/admin.password) under "
                          "DATA_DIR/tls; brokers with HTTPS, authentication.methods=basic,mtls and the authorizer.")] = False,
+    object_store: Annotated[bool, typer.Option("--object-store", help=OBJECT_STORE_HELP)] = False,
+    object_store_port: Annotated[int, typer.Option(help="S3 port of --object-store (0 = a free one).")] = 0,
 ) -> None:
     """Embedded ZooKeeper (one server, or an ensemble with --zookeeper-nodes 3 or 5) + N broker processes
     (distinct ports and log dirs) in the foreground.
@@ -279,9 +316,15 @@ def cluster_up(
                                "extra_env": tls.broker_env(), "ssl_certfile": tls.brokers[i].certfile,
                                "ssl_keyfile": tls.brokers[i].keyfile, "ssl_cafile": tls.cafile}))
              for i in range(brokers)]
+    store = None
     with _stop_on_signals():
         try:
             zk.start()
+            if object_store:
+                store, lake = _start_object_store(data_dir, port=object_store_port)
+                lake_env = {"LAKELOG_" + k.replace(".", "_").upper(): v for k, v in lake.items()}
+                for proc in procs:
+                    proc.extra_env = {**proc.extra_env, **lake_env}
             _wait_for_previous_registrations(zookeeper_connect, [proc.broker_id for proc in procs])
             if tls is not None:
                 tls.ensure_super_user(zookeeper_connect)
@@ -302,6 +345,8 @@ def cluster_up(
                 except Exception as e:  # noqa: BLE001 - reported; the others and ZooKeeper still stop
                     err_console.print(f"[red]error:[/red] stopping broker {proc.broker_id}: {e}")
                     proc.kill()
+            if store is not None:
+                store.stop()
             zk.stop()
 
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from lakelog.log_tables.offset_scan import DataLoss
 
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError",
+           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError", "ObjectStoreStartError",
            "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
            "TransactionsNeedTailError", "UnreadableBatchError"]
 
@@ -180,3 +180,14 @@ class DataLossError(LogTableError):
     def __init__(self, loss: "DataLoss", message: str | None = None) -> None:
         super().__init__(message or f"{loss.describe()} of the table {loss.table_uri}")
         self.loss = loss
+
+
+class ObjectStoreStartError(LogTableError):
+    """The embedded S3-compatible object store (s3proxy, :mod:`lakelog.runtime.object_store`) could not be
+    started: Java or Maven missing, its jars not fetched, its port taken, or the server exited or did not
+    answer in time. The message ends with the tail of the server's log. 503 / 50330, retriable (a busy
+    port or a slow machine is often transient)."""
+
+    http_status = 503
+    error_code = 50330
+    retriable = True
