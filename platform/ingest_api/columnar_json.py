@@ -38,6 +38,11 @@ _PARSE = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_RECORD
 _JSON_RECORD = pa.struct([("partition", pa.int64()), ("timestamp", pa.int64()), ("headers", pa.list_(_HEADER))])
 _PARSE_JSON = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_JSON_RECORD))]),
                               unexpected_field_behavior="ignore", newlines_in_values=True)
+#: The members a record may have (REST Proxy refuses any other: 400 / 40001, the validator's answer).
+_RECORD_MEMBERS = frozenset({b"key", b"value", b"partition", b"headers", b"timestamp"})
+#: A member name outside the records' and their headers' members, in a document without escapes (a string
+#: there holds no quote, so every ``"...":`` is a member name): one pass of the regex engine.
+_UNKNOWN_MEMBER = re.compile(rb'"(?!(?:records|key|value|partition|headers|timestamp|name)"\s*:)[^"]*"\s*:')
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\\]")  # escapes or raw control bytes: strings need decoding
 _FIRST_VALUE = re.compile(rb'"value"\s*:\s*(.)')  # the first record's value: how it starts
 
@@ -226,13 +231,16 @@ def _decode_records(body: bytes, fmt: str, options: pj.ParseOptions, into: tuple
     n = len(records)
     if records.null_count:
         return None
+    # an unknown member (pyarrow's reader skips it): the validator refuses it and names it
+    if options is _PARSE and not _members_known(body, records):
+        return None
     if fmt == "binary":
         keys = b64decode(records.field("key"), into=into and into[0])
         values = b64decode(records.field("value"), into=into and into[1])
     elif options is _PARSE:
         keys, values = _json_texts(records.field("key")), _json_texts(records.field("value"))
     else:
-        texts = member_texts(body, n)
+        texts = member_texts(body, n, members=_RECORD_MEMBERS)  # None too for an unknown member
         keys, values = (None, None) if texts is None else texts
     if keys is None or values is None:
         return None
@@ -242,6 +250,17 @@ def _decode_records(body: bytes, fmt: str, options: pj.ParseOptions, into: tuple
     partitions = records.field("partition")
     batch = pa.Table.from_arrays([keys, values, headers, records.field("timestamp")], schema=PRODUCE_SCHEMA)
     return batch, (partitions if partitions.null_count < n else None)
+
+
+def _members_known(document: bytes, records: pa.StructArray) -> bool:
+    """Whether a document without escapes names no member but the records' and their headers' (pyarrow's
+    reader skips the others). In compact JSON every ``":`` ends a member name, so when their count is the
+    members the reader found non-null, nothing else is there (one ``bytes.count``); else (nulls, spaces
+    before a colon, an unknown member) :data:`_UNKNOWN_MEMBER` decides."""
+    found = 1 + sum(len(records) - records.field(f).null_count for f in ("key", "value", "partition", "timestamp", "headers"))
+    headers = pc.list_flatten(records.field("headers"))
+    found += sum(len(headers) - headers.field(f).null_count for f in ("key", "name", "value"))
+    return document.count(b'":') == found or _UNKNOWN_MEMBER.search(document) is None
 
 
 def _json_texts(strings: pa.Array) -> pa.Array | None:

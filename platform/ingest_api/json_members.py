@@ -93,7 +93,36 @@ def structure(text: np.ndarray) -> Structure:
     return Structure(outside=outside, depth=depth, quotes=quotes)
 
 
-def member_texts(document: bytes, n: int, *, names: tuple[str, ...] = ("key", "value")) -> list[pa.Array] | None:
+def members_only(document: bytes, allowed: frozenset[bytes], *, depth: int = 3, shape: Structure | None = None) -> bool:
+    """Whether every member name of the objects at nesting ``depth`` of ``document`` (a JSON text; 3: the
+    records of ``{"records": [{...}, ...]}``) is one of ``allowed``: pyarrow's JSON reader ignores members
+    its schema does not name, where REST Proxy refuses an unknown field (Jackson's
+    ``FAIL_ON_UNKNOWN_PROPERTIES``). Names with escapes count as unknown (the validator decides).
+    ``shape``: the document's :func:`structure`, when the caller has it. Memory: a few times ``len(document)``."""
+    text = np.frombuffer(document, np.uint8)
+    shape = shape or structure(text)
+    opens, closes = shape.quotes[0::2], shape.quotes[1::2]
+    if len(opens) != len(closes):
+        return False
+    at_depth = shape.depth[opens] == depth  # a string directly inside an object of that depth
+    opens, closes = opens[at_depth], closes[at_depth]
+    if not len(opens):
+        return True
+    solid = np.flatnonzero(~_WHITESPACE[text])  # the first byte after each string that is not whitespace
+    after = solid[np.minimum(np.searchsorted(solid, closes + 1), len(solid) - 1)]
+    is_name = text[after] == ord(":")
+    starts, lengths = opens[is_name] + 1, (closes - opens - 1)[is_name]
+    known = np.zeros(len(starts), bool)
+    for name in allowed:  # a handful of names: compare each against the names of its length, in columns
+        same = np.flatnonzero(lengths == len(name))
+        if len(same):
+            window = text[starts[same, None] + np.arange(len(name))]
+            known[same[(window == np.frombuffer(name, np.uint8)).all(axis=1)]] = True
+    return bool(known.all())
+
+
+def member_texts(document: bytes, n: int, *, names: tuple[str, ...] = ("key", "value"),
+                 members: frozenset[bytes] | None = None) -> list[pa.Array] | None:
     """The compact JSON texts of the members ``names`` of the ``n`` records of ``document``, one binary
     array per name (null where a record lacks the member or it is ``null``), or None (module doc).
 
@@ -102,9 +131,12 @@ def member_texts(document: bytes, n: int, *, names: tuple[str, ...] = ("key", "v
             JSON and each record an object).
         n: its number of records.
         names: the members. Default: key and value.
+        members: when given, None also when a record has a member outside it (:func:`members_only`).
     """
     text = np.frombuffer(document, np.uint8)
     shape = structure(text)
+    if members is not None and not members_only(document, members, shape=shape):
+        return None
     outside, depth = shape.outside, shape.depth
     if (text[~outside] < 32).any():  # a raw control byte in a string: not JSON, the validator says so
         return None
