@@ -252,6 +252,22 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def stop_child(process: subprocess.Popen, *, timeout_s: float = 10.0) -> None:
+    """Stop a child process by its pid: SIGTERM, then SIGKILL if it is still alive after ``timeout_s``
+    seconds; wait for it to end (and reap it). Does nothing if it has ended already."""
+    if process.poll() is not None:
+        return
+    try:
+        os.kill(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()  # SIGKILL
+        process.wait()
+
+
 def stop_pid(pid: int, *, timeout_s: float = 10.0, still_ours: Callable[[], bool] | None = None) -> bool:
     """Stop a process that is not our child, by pid: SIGTERM, then SIGKILL if it is still alive after
     ``timeout_s`` seconds; wait (up to ``timeout_s`` more) until it is gone.

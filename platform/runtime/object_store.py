@@ -42,7 +42,7 @@ import httpx
 
 from lakelog.config import default_file
 from lakelog.errors import ObjectStoreStartError, ZooKeeperStartError
-from lakelog.processes import spawn
+from lakelog.processes import spawn, stop_child
 from lakelog.runtime.zookeeper_server import find_java, free_port
 
 __all__ = ["S3PROXY_VERSION", "ObjectStoreServer", "ensure_s3proxy_jars", "s3proxy_jars_dir"]
@@ -249,16 +249,7 @@ class ObjectStoreServer:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            try:
-                os.kill(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_child(process, timeout_s=timeout_s)
         self.pid_file.unlink(missing_ok=True)
         _RUNNING.discard(self)
 

@@ -47,7 +47,7 @@ from types import TracebackType
 
 from lakelog.config import read_properties
 from lakelog.errors import LakelogError
-from lakelog.processes import spawn
+from lakelog.processes import spawn, stop_child
 from lakelog.replication.errors import ZooKeeperStartError
 # zoo.cfg and the pid file live in zookeeper_files.
 from lakelog.runtime.zookeeper_files import (
@@ -446,16 +446,7 @@ class ZooKeeperServer:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            try:
-                os.kill(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()  # SIGKILL
-                process.wait()
+        stop_child(process, timeout_s=timeout_s)
         self._pid_record.remove(process.pid)
         _RUNNING.discard(self)
 
