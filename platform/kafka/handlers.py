@@ -16,12 +16,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow.compute as pc
+
 from lakelog.kafka import errors as codes
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
 from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, build_batch, decode_batches
 from lakelog.kafka.versions import SERVED
-from lakelog.log_tables.schema import FETCH_COLUMNS
+from lakelog.log_tables.schema import FETCH_COLUMNS, timestamps_us
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.requests import (
     FetchRequest,
@@ -284,7 +286,10 @@ class KafkaApis:
                 offset, found_ts = (o.last_stable_offset if committed else o.high_watermark), -1
             elif ts >= 0:
                 found = result.offset_for_timestamp
-                offset, found_ts = (-1, -1) if found is None or found >= o.high_watermark else (found, ts)
+                if found is None or found >= o.high_watermark:
+                    offset, found_ts = -1, -1
+                else:
+                    offset, found_ts = found, await self._timestamp_at(topic, p.partition_index, found, context)
             else:
                 return part_cls(version=version, partition_index=p.partition_index, error_code=codes.INVALID_REQUEST,
                                 timestamp=-1, offset=-1, leader_epoch=-1)
@@ -296,6 +301,19 @@ class KafkaApis:
             parts = await asyncio.gather(*(one(t.name, p) for p in t.partitions))
             topics.append(cls.ListOffsetsTopicResponse(version=version, name=t.name, partitions=list(parts)))
         return cls(version=version, throttle_time_ms=0, topics=topics)
+
+    async def _timestamp_at(self, topic: str, partition: int, offset: int, context: RequestContext) -> int:
+        """The timestamp (ms) of the record at ``offset``, what ListOffsets by time answers beside the offset
+        (Kafka's ``TimestampAndOffset``); -1 when it cannot be read here."""
+        try:
+            result = await self.requests.fetch(FetchRequest(
+                topic=topic, partition=partition, offset=offset, max_bytes=1, max_wait_ms=0,
+                columns=["offset", "timestamp"]), context=context)
+        except Exception:
+            return -1
+        if result.records.num_rows == 0:
+            return -1
+        return int(pc.divide(timestamps_us(result.records["timestamp"]), 1000)[0].as_py())
 
     # -- InitProducerId ------------------------------------------------------------------------------
 

@@ -70,3 +70,24 @@ def test_kafka_records_are_the_http_log(kafka_broker, kafka_topic):
     got = _consume(bootstrap, kafka_topic, 4)
     assert [r.value for r in got] == [b"over-kafka-0", b"over-kafka-1", b"over-kafka-2", b"over-http"]
     assert got[3].offset == 3 and got[3].key == b"http"
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(kafka_broker, kafka_topic):
+    """ListOffsets: earliest 0, latest the high watermark, by timestamp the first record at or after it
+    (None past the newest record), as kafka-python's consumer asks them."""
+    _, bootstrap = kafka_broker
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(5):
+        producer.send(kafka_topic, value=b"x", partition=0, timestamp_ms=1_700_000_000_000 + 1000 * i)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tp = TopicPartition(kafka_topic, 0)
+        assert consumer.beginning_offsets([tp]) == {tp: 0}
+        assert consumer.end_offsets([tp]) == {tp: 5}
+        found = consumer.offsets_for_times({tp: 1_700_000_002_500})[tp]
+        assert (found.offset, found.timestamp) == (3, 1_700_000_003_000)  # the found record's time, as Kafka
+        assert consumer.offsets_for_times({tp: 1_800_000_000_000}) == {tp: None}
+    finally:
+        consumer.close()
