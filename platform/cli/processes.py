@@ -133,6 +133,9 @@ def up(
     data_dir: Annotated[Path, typer.Option(help="Data dir: ZooKeeper under zookeeper/, logs under logs/.")] = Path("data"),
     port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of the broker's Kafka listener (listeners=PLAINTEXT://127.0.0.1:PORT; 0: a free "
+                             "port, logged).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
@@ -147,8 +150,10 @@ def up(
     with _stop_on_signals():
         try:
             zk.start()  # stops a ZooKeeper an earlier, killed `lakelog up` on this data dir left behind
-            err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}")
-            settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string)
+            err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}, "
+                              f"Kafka listener at 127.0.0.1:{kafka_port}")
+            settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string,
+                                           listeners=f"PLAINTEXT://127.0.0.1:{kafka_port}")
             _wait_for_previous_registrations(zk.connect_string, [settings.broker_id])
             configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
             run_broker(settings, log_level=log_level, log_format=log_format.value)  # returns after SIGINT/SIGTERM
