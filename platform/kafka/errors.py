@@ -16,6 +16,9 @@ from lakelog.errors import (
     CoordinatorLoadInProgressError,
     FencedLeaderEpochError,
     FieldOutOfRangeError,
+    IllegalGenerationError,
+    InvalidCommitError,
+    InvalidGroupIdError,
     InvalidPartitionInRecordError,
     InvalidProducerEpochError,
     InvalidProducerHeadersError,
@@ -39,6 +42,7 @@ from lakelog.errors import (
     RecordTooLargeError,
     RecordWithoutKeyError,
     RequestTimedOutError,
+    UnknownGroupError,
     UnknownLeaderEpochError,
     UnknownPartitionError,
     UnknownProducerIdError,
@@ -47,7 +51,7 @@ from lakelog.errors import (
 )
 from lakelog.kafka.records import CorruptBatchError, InvalidBatchError
 
-__all__ = ["CLUSTER_AUTHORIZATION_FAILED", "CORRUPT_MESSAGE", "ERROR_CODES", "INVALID_RECORD", "INVALID_REQUEST",
+__all__ = ["CLUSTER_AUTHORIZATION_FAILED", "CORRUPT_MESSAGE", "ERROR_CODES", "GROUP_AUTHORIZATION_FAILED", "INVALID_RECORD", "INVALID_REQUEST",
            "NONE", "NOT_LEADER_OR_FOLLOWER", "TOPIC_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
            "UNKNOWN_SERVER_ERROR", "UNKNOWN_TOPIC_OR_PARTITION", "UNSUPPORTED_VERSION", "kafka_error_code"]
 
@@ -57,6 +61,7 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
@@ -101,6 +106,10 @@ ERROR_CODES: dict[type[BaseException], int] = {
     RecordWithoutKeyError: INVALID_RECORD,
     ClientQuotaExceededError: 89,           # THROTTLING_QUOTA_EXCEEDED
     ZooKeeperUnavailableError: 15,          # COORDINATOR_NOT_AVAILABLE (retriable)
+    IllegalGenerationError: 22,             # ILLEGAL_GENERATION
+    InvalidGroupIdError: 24,                # INVALID_GROUP_ID
+    InvalidCommitError: UNKNOWN_TOPIC_OR_PARTITION,  # a partition the topic lacks (a negative offset: the same code)
+    UnknownGroupError: 69,                  # GROUP_ID_NOT_FOUND
 }
 
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from lakelog.kafka import errors as codes
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
+from lakelog.kafka.group_handlers import GroupApis
 from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, build_batch, decode_batches
 from lakelog.kafka.versions import SERVED
 from lakelog.log_tables.schema import FETCH_COLUMNS, timestamps_us
@@ -58,7 +59,8 @@ def _topic_uuid(topic_id: str) -> uuid.UUID:
 
 
 class KafkaApis:
-    """The served APIs of one listener (:data:`~lakelog.kafka.versions.SERVED`).
+    """The served APIs of one listener (:data:`~lakelog.kafka.versions.SERVED`; the group offset APIs in
+    :mod:`lakelog.kafka.group_handlers`).
 
     Args:
         requests: the broker's request layer.
@@ -70,7 +72,9 @@ class KafkaApis:
         self.requests = requests
         self.listener = listener
         self.cluster_id = cluster_id
+        groups = GroupApis(requests=requests, listener=listener, broker_id=requests.settings.broker_id)
         self._handlers = {0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+                          8: groups.offset_commit, 9: groups.offset_fetch, 10: groups.find_coordinator,
                           18: self.api_versions, 22: self.init_producer_id}
 
     async def handle(self, request: RequestFrame, context: RequestContext) -> Any:

@@ -26,8 +26,8 @@ class ApiRange(NamedTuple):
 
 
 #: Kafka's API names by key (clients/src/main/resources/common/message/*.json)
-API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
-                             22: "InitProducerId"}
+API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+                             9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId"}
 
 #: api key -> :class:`ApiRange`
 SERVED: dict[int, ApiRange] = {
@@ -35,6 +35,9 @@ SERVED: dict[int, ApiRange] = {
     1: ApiRange(4, 4, 12),    # Fetch: Kafka 4's floor; v13+ names topics by id
     2: ApiRange(1, 1, 6),     # ListOffsets: earliest (-2), latest (-1), by timestamp; v7+ adds max timestamp (-3)
     3: ApiRange(0, 0, 12),    # Metadata
+    8: ApiRange(2, 2, 8),     # OffsetCommit: Kafka 4's floor; v9+ carries KIP-848 member epochs
+    9: ApiRange(1, 1, 7),     # OffsetFetch: one group per request (v8+ batches groups)
+    10: ApiRange(0, 0, 4),    # FindCoordinator: groups (v4+ batches keys); transaction coordinators not yet
     18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
     22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
 }
