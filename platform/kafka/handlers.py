@@ -202,21 +202,21 @@ class KafkaApis:
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions]
         results = await asyncio.gather(*(self._fetch_one(w, isolation, 0, context) for w in wanted))
-        total = sum(len(r[3]) for r in results)
+        total = sum(len(r[-1]) for r in results)
         if total < max(body.min_bytes, 1) and body.max_wait_ms > 0 and wanted:
             results = await self._long_poll(wanted, results, isolation, body.max_wait_ms, context)
         budget = getattr(body, "max_bytes", 2**31 - 1)  # (v3+)
         answered = False
         topics: dict[str, list] = {}
         part_cls = cls.FetchableTopicResponse.PartitionData
-        for (topic, partition, _, _), (code, high_watermark, log_start, records) in zip(wanted, results):
+        for (topic, partition, _, _), (code, high_watermark, last_stable, log_start, records) in zip(wanted, results):
             if records and answered and len(records) > budget:
                 records = b""  # the response's budget is spent (the first partition with records gets its batch)
             answered = answered or bool(records)
             budget -= len(records)
             topics.setdefault(topic, []).append(part_cls(
                 version=version, partition_index=partition, error_code=code, high_watermark=high_watermark,
-                last_stable_offset=high_watermark, log_start_offset=log_start,
+                last_stable_offset=last_stable, log_start_offset=log_start,
                 aborted_transactions=[] if isolation == "read_committed" else None,
                 preferred_read_replica=-1, records=records))
         return cls(version=version, throttle_time_ms=0, error_code=0, session_id=0, responses=[
@@ -240,7 +240,7 @@ class KafkaApis:
                     break
                 for task in done:
                     results[tasks[task]] = task.result()
-                if any(task.result()[0] or task.result()[3] for task in done):
+                if any(task.result()[0] or task.result()[-1] for task in done):
                     break
         finally:
             for task in tasks:
@@ -248,8 +248,9 @@ class KafkaApis:
         return results
 
     async def _fetch_one(self, wanted: tuple, isolation: str, max_wait_ms: int,
-                         context: RequestContext) -> tuple[int, int, int, bytes]:
-        """``(error code, high watermark, log start offset, batch bytes)`` of one partition's fetch."""
+                         context: RequestContext) -> tuple[int, int, int, int, bytes]:
+        """``(error code, high watermark, last stable offset, log start offset, batch bytes)`` of one
+        partition's fetch."""
         topic, partition, offset, max_bytes = wanted
         try:
             result = await self.requests.fetch(FetchRequest(
@@ -261,8 +262,9 @@ class KafkaApis:
             code = kafka_error_code(e)
             if code == codes.UNKNOWN_SERVER_ERROR:
                 log.exception("Fetch of %s-%d failed", topic, partition)
-            return code, -1, -1, b""
-        return codes.NONE, result.high_watermark, result.log_start_offset, build_batch(result.records)
+            return code, -1, -1, -1, b""
+        return (codes.NONE, result.high_watermark, result.last_stable_offset, result.log_start_offset,
+                build_batch(result.records))
 
     async def list_offsets(self, body: Any, version: int, context: RequestContext) -> Any:
         """Kafka's ListOffsets: -2 the log start offset, -1 the high watermark (the last stable offset with
