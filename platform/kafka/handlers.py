@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from lakelog.errors import UnknownTopicError
+
 from lakelog.kafka import errors as codes
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
@@ -48,6 +50,7 @@ _ACKS = {-1: "all", 1: "1", 0: "0"}
 _EARLIEST, _LATEST = -2, -1
 _FETCH_SESSION_ID_NOT_FOUND = 70
 _INVALID_REQUIRED_ACKS = 21
+_LEADER_NOT_AVAILABLE = 5
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -107,14 +110,25 @@ class KafkaApis:
             names = sorted(await self.requests.list_topics(context=context))
         else:
             names = [t.name for t in body.topics if t.name is not None]
-        topics = await asyncio.gather(*(self._topic_metadata(cls, name, version, context) for name in names))
+        auto_create = body.topics is not None and getattr(body, "allow_auto_topic_creation", True)
+        topics = await asyncio.gather(*(self._topic_metadata(cls, name, version, context, auto_create=auto_create)
+                                        for name in names))
         return cls(version=version, throttle_time_ms=0, brokers=broker_rows, cluster_id=self.cluster_id() or None,
                    controller_id=-1 if controller is None else controller, topics=list(topics), error_code=0)
 
-    async def _topic_metadata(self, cls: Any, name: str, version: int, context: RequestContext) -> Any:
+    async def _topic_metadata(self, cls: Any, name: str, version: int, context: RequestContext, *,
+                              auto_create: bool) -> Any:
+        """One topic's entry; an unknown topic is auto-created when the client allows it and the request layer
+        does (``auto.create.topics.enable``): LEADER_NOT_AVAILABLE until its next Metadata, as Kafka."""
         topic_cls, partition_cls = cls.MetadataResponseTopic, cls.MetadataResponseTopic.MetadataResponsePartition
         try:
-            meta = await self.requests.describe_topic(name, context=context)
+            try:
+                meta = await self.requests.describe_topic(name, context=context)
+            except UnknownTopicError:
+                if not auto_create or not await self.requests.topics.auto_create_topic(name, context=context):
+                    raise
+                return topic_cls(version=version, error_code=_LEADER_NOT_AVAILABLE, name=name, topic_id=_ZERO_UUID,
+                                 is_internal=False, partitions=[])
             replicas = await self.requests.metadata.partition_replicas(name, context=context)
         except Exception as e:
             code = kafka_error_code(e)
@@ -123,7 +137,7 @@ class KafkaApis:
             return topic_cls(version=version, error_code=code, name=name, topic_id=_ZERO_UUID,
                              is_internal=False, partitions=[])
         partitions = [partition_cls(
-            version=version, error_code=0 if r.leader is not None else 5, partition_index=r.partition,
+            version=version, error_code=0 if r.leader is not None else _LEADER_NOT_AVAILABLE, partition_index=r.partition,
             leader_id=-1 if r.leader is None else r.leader, leader_epoch=r.leader_epoch,
             replica_nodes=[s.broker for s in r.replicas], isr_nodes=[s.broker for s in r.replicas if s.in_sync],
             offline_replicas=[]) for r in replicas]

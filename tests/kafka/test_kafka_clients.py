@@ -91,3 +91,34 @@ def test_list_offsets_earliest_latest_and_by_timestamp(kafka_broker, kafka_topic
         assert consumer.offsets_for_times({tp: 1_800_000_000_000}) == {tp: None}
     finally:
         consumer.close()
+
+
+def test_producing_to_a_new_topic_creates_it(kafka_broker, topic_name):
+    """auto.create.topics.enable (default true, as Kafka's): a producer's Metadata request for a topic that
+    does not exist creates it with num.partitions; the send then succeeds."""
+    broker, bootstrap = kafka_broker
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        assert producer.send(topic_name, value=b"first").get(timeout=60).offset == 0
+    finally:
+        producer.close()
+    with LakelogClient(broker.url) as c:
+        assert len(c.admin.describe_topic(topic_name)["partitions"]) == 1  # num.partitions
+    assert len(read_partition(broker.url, topic_name, 0)) == 1
+
+
+def test_auto_create_off_answers_unknown_topic(broker_factory, zk_client, topic_name):
+    """auto.create.topics.enable=false: Metadata answers UNKNOWN_TOPIC_OR_PARTITION and nothing is created."""
+    from kafka.errors import KafkaTimeoutError
+
+    from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+
+    broker = broker_factory(extra_env={**KAFKA_LISTENER_ENV, "LAKELOG_AUTO_CREATE_TOPICS_ENABLE": "false"})
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap(zk_client, 0), max_block_ms=2000)
+    try:
+        with pytest.raises(KafkaTimeoutError):
+            producer.send(topic_name, value=b"x").get(timeout=10)
+    finally:
+        producer.close()
+    with LakelogClient(broker.url) as c:
+        assert topic_name not in c.admin.list_topics()
