@@ -146,3 +146,19 @@ def test_produce_v2_is_advertised_but_refused(kafka_broker, kafka_topic):
         sock.sendall(_produce_frame(kafka_topic, bytes(_batch([b"x"])), version=2))
         assert _closed(sock)
     assert read_partition(broker.url, kafka_topic, 0) == []
+
+
+def test_acks_0_gets_no_answer_and_a_failure_closes_the_connection(kafka_broker, kafka_topic):
+    """acks=0: a good produce gets no response (the next request's answer comes first); a failed one (an
+    unknown topic) closes the connection, so the producer refreshes its metadata (Kafka's behaviour)."""
+    broker, bootstrap = kafka_broker
+    with _connect(bootstrap) as sock:
+        sock.sendall(_produce_frame(kafka_topic, bytes(_batch([b"fire-and-forget"])), acks=0))
+        request = ApiVersionsRequest(version=3, client_software_name="edge", client_software_version="1")
+        request.with_header(correlation_id=77, client_id="edge-test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        assert ApiVersionsResponse.decode(_read_frame(sock), version=3, header=True).header.correlation_id == 77
+        sock.sendall(_produce_frame(f"{kafka_topic}-missing", bytes(_batch([b"lost"])), acks=0))
+        assert _closed(sock)
+    wait_for(lambda: [r["offset"] for r in read_partition(broker.url, kafka_topic, 0)] == [0],
+             what="the acks=0 record written")
