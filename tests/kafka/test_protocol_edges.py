@@ -162,3 +162,26 @@ def test_acks_0_gets_no_answer_and_a_failure_closes_the_connection(kafka_broker,
         assert _closed(sock)
     wait_for(lambda: [r["offset"] for r in read_partition(broker.url, kafka_topic, 0)] == [0],
              what="the acks=0 record written")
+
+
+def test_a_malformed_request_closes_only_its_connection(kafka_broker):
+    """A Metadata v4 request claiming 2**31-1 topics in a few bytes (and one cut short) closes its connection
+    with a WARN line; the broker serves the next connection."""
+    broker, bootstrap = kafka_broker
+    header = struct.pack(">hhih", 3, 4, 9, 4) + b"evil"
+    for body in (struct.pack(">i", 2**31 - 1) + b"\x00\x01a", struct.pack(">i", 1)):
+        with _connect(bootstrap) as sock:
+            sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+            assert _closed(sock)
+    wait_for(lambda: "API key 3 version 4 does not decode" in broker.log_file.read_text(),
+             what="the WARN line of a malformed request")
+    test_unsupported_api_versions_version_answers_v0_with_error_35(kafka_broker)
+
+
+def test_an_idle_connection_is_closed(broker_factory, zk_client):
+    """connections.max.idle.ms: a connection that sends nothing is closed."""
+    from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+
+    broker_factory(extra_env={**KAFKA_LISTENER_ENV, "LAKELOG_CONNECTIONS_MAX_IDLE_MS": "300"})
+    with _connect(kafka_bootstrap(zk_client, 0)) as sock:
+        assert _closed(sock)
