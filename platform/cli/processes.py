@@ -202,6 +202,9 @@ def cluster_up(
     port: Annotated[int, typer.Option(help="HTTP port of broker 0; broker N gets port + N.")] = 8082,
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of broker 0's Kafka listener; broker N gets port + N (0: free ports). Unless "
+                             "--config sets listeners; none with --secure (the listener serves PLAINTEXT only).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
     secure: Annotated[bool, typer.Option(
@@ -214,15 +217,19 @@ def cluster_up(
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
     controlled shutdown), then ZooKeeper. ``--secure``: see :mod:`lakelog.security.secure_setup`.
     """
+    from lakelog.config import read_properties
     from lakelog.runtime.broker_process import BrokerProcess
     from lakelog.runtime.zookeeper_server import ZooKeeperServer
 
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
     tls = _secure_setup(data_dir, brokers=brokers, config=config) if secure else None
+    kafka = not secure and (config is None or "listeners" not in read_properties(config, missing_ok=True))
     procs = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / f"broker-{i}", broker_id=i,
                            port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
                            log_format=log_format.value, new_session=True, config_file=config,
+                           **({"extra_env": {"LAKELOG_LISTENERS": f"PLAINTEXT://127.0.0.1:{kafka_port and kafka_port + i}"}}
+                              if kafka else {}),
                            **({} if tls is None else {
                                "extra_env": tls.broker_env(), "ssl_certfile": tls.brokers[i].certfile,
                                "ssl_keyfile": tls.brokers[i].keyfile, "ssl_cafile": tls.cafile}))
@@ -239,6 +246,8 @@ def cluster_up(
             err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); {brokers} brokers: {servers} "
                               f"(pids {', '.join(str(p.pid) for p in procs)}, logs {data_dir}/broker-N.log). "
                               f"Use --bootstrap-server {servers}")
+            if kafka and kafka_port:
+                err_console.print("Kafka listeners: " + ",".join(f"127.0.0.1:{kafka_port + i}" for i in range(brokers)))
             if tls is not None:
                 _print_secure_connection(tls, servers)
             _wait_forever()

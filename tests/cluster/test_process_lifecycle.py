@@ -241,7 +241,7 @@ def start_cluster(run, tmp_path: Path, name: str) -> tuple[Command, Path, list[i
     data_dir = tmp_path / "cluster"
     port, zk_port = free_port_pair(), free_port()
     cluster = run(name, "cluster", "up", "--brokers", 2, "--data-dir", data_dir, "--port", port,
-                  "--zookeeper-port", zk_port, "--log-level", "warning", env=ENV)
+                  "--zookeeper-port", zk_port, "--kafka-port", 0, "--log-level", "warning", env=ENV)
     for i in range(2):
         wait_until_serving(cluster, f"http://127.0.0.1:{port + i}")
 
