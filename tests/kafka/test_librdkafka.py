@@ -61,3 +61,17 @@ def test_librdkafka_acks_0(kafka_broker, kafka_topic):
     reports = _produce(bootstrap, kafka_topic, 20, acks=0)
     assert [err for err, _ in reports if err is not None] == []
     wait_for(lambda: len(read_partition(broker.url, kafka_topic, 0)) == 20, what="20 records of an acks=0 producer")
+
+
+def test_librdkafka_commits_and_reads_committed_offsets(kafka_broker, kafka_topic):
+    """librdkafka's commit() and committed() under a group.id (FindCoordinator, OffsetCommit, OffsetFetch)."""
+    _, bootstrap = kafka_broker
+    _produce(bootstrap, kafka_topic, 3, acks="all")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{kafka_topic}", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(kafka_topic, 0, 0)])
+        consumer.commit(offsets=[TopicPartition(kafka_topic, 0, 2)], asynchronous=False)
+        (committed,) = consumer.committed([TopicPartition(kafka_topic, 0)], timeout=60)
+        assert committed.offset == 2
+    finally:
+        consumer.close()
