@@ -185,3 +185,34 @@ def test_an_idle_connection_is_closed(broker_factory, zk_client):
     broker_factory(extra_env={**KAFKA_LISTENER_ENV, "LAKELOG_CONNECTIONS_MAX_IDLE_MS": "300"})
     with _connect(kafka_bootstrap(zk_client, 0)) as sock:
         assert _closed(sock)
+
+
+def test_a_retried_idempotent_batch_is_written_once(kafka_broker, kafka_topic):
+    """An idempotent producer's batch sent twice (a retry after a lost answer: same producer id, epoch and
+    base sequence) is answered with the first write's offset and written once; the next sequence goes on."""
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    broker, bootstrap = kafka_broker
+    with _connect(bootstrap) as sock:
+        request = InitProducerIdRequest(version=4, transactional_id=None, transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1)
+        request.with_header(correlation_id=3, client_id="edge-test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        ids = InitProducerIdResponse.decode(_read_frame(sock), version=4, header=True)
+        assert ids.error_code == 0 and ids.producer_id >= 0
+
+        def batch(sequence: int, values: list[bytes]) -> bytes:
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
+                                                producer_id=ids.producer_id, producer_epoch=ids.producer_epoch,
+                                                base_sequence=sequence, batch_size=2**20)
+            for i, value in enumerate(values):
+                builder.append(i, 1_700_000_000_000, None, value, [])
+            return bytes(builder.build())
+
+        answers = []
+        for records in (batch(0, [b"a", b"b"]), batch(0, [b"a", b"b"]), batch(2, [b"c"])):
+            sock.sendall(_produce_frame(kafka_topic, records))
+            (partition,) = ProduceResponse.decode(_read_frame(sock), version=9, header=True).responses[0].partition_responses
+            answers.append((partition.error_code, partition.base_offset))
+    assert answers == [(0, 0), (0, 0), (0, 2)]
+    assert [r["offset"] for r in read_partition(broker.url, kafka_topic, 0)] == [0, 1, 2]
