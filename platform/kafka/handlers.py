@@ -173,7 +173,8 @@ class KafkaApis:
         if acks is None:
             return _INVALID_REQUIRED_ACKS, -1, "acks must be -1 (all), 0 or 1"
         try:
-            batches = decode_batches(records or b"")
+            batches = decode_batches(records or b"",
+                                     max_uncompressed_bytes=self.requests.settings.socket_request_max_bytes)
         except CorruptBatchError as e:
             return codes.CORRUPT_MESSAGE, -1, f"{e}; nothing was written"
         except InvalidBatchError as e:

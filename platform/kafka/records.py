@@ -1,5 +1,5 @@
 """RecordBatch v2 to and from the log's Arrow columns: the listener's only use of aiokafka's
-``aiokafka.record`` (its Cython reader and builder, compression by cramjam) and of ``crc32c``.
+``aiokafka.record`` (its Cython reader and builder), ``cramjam`` (bounded decompression) and ``crc32c``.
 
 A produce request's ``records`` field holds one or more RecordBatch v2 (Kafka's ``DefaultRecordBatch``:
 ``baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32 (CRC-32C of
@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import cramjam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -65,8 +67,14 @@ class ProducedBatch:
     transactional: bool
 
 
-def decode_batches(data: bytes) -> list[ProducedBatch]:
+def decode_batches(data: bytes, *, max_uncompressed_bytes: int) -> list[ProducedBatch]:
     """Check and decode every RecordBatch v2 of a produce request's ``records`` bytes.
+
+    Args:
+        max_uncompressed_bytes: the most bytes a compressed batch's records may decompress to (the
+            broker's ``socket.request.max.bytes``): decompression writes into a buffer of this size and
+            stops there, so a small batch that inflates without end (a decompression bomb) costs at most
+            this much memory and is refused.
 
     Raises:
         CorruptBatchError: magic other than 2, bad CRC-32C, a batch length past the data or under the
@@ -89,9 +97,51 @@ def decode_batches(data: bytes) -> list[ProducedBatch]:
         raw = view[pos:end]
         if crc32c(raw[21:]) != _CRC.unpack_from(raw, 17)[0]:
             raise CorruptBatchError("the batch's CRC-32C does not match its bytes")
-        out.append(_decode_one(bytes(raw)))
+        out.append(_decode_one(_uncompressed(raw, max_uncompressed_bytes)))
         pos = end
     return out
+
+
+_XERIAL_HEADER = b"\x82SNAPPY\x00"
+
+
+def _inflate(codec: int, payload: memoryview, out: np.ndarray) -> int:
+    """Decompress ``payload`` into ``out``; the bytes written. Raises cramjam's DecompressionError when it
+    does not fit (or is broken)."""
+    if codec == 1:
+        return cramjam.gzip.decompress_into(payload, out)
+    if codec == 3:
+        return cramjam.lz4.decompress_into(payload, out)
+    if codec == 4:
+        return cramjam.zstd.decompress_into(payload, out)
+    if bytes(payload[:8]) != _XERIAL_HEADER:  # snappy: raw, or the Java client's xerial blocks
+        return cramjam.snappy.decompress_raw_into(payload, out)
+    n, pos = 0, 16
+    while pos < len(payload):
+        (size,) = struct.unpack_from(">i", payload, pos)
+        n += cramjam.snappy.decompress_raw_into(payload[pos + 4:pos + 4 + size], out[n:])
+        pos += 4 + size
+    return n
+
+
+def _uncompressed(raw: memoryview, max_bytes: int) -> bytes:
+    """The batch with its records decompressed (attributes' codec bits cleared, length updated; the CRC is
+    not rewritten, it was checked on the wire bytes), decompressed into at most ``max_bytes``."""
+    codec = raw[22] & 0x07
+    if codec == 0:
+        return bytes(raw)
+    if codec > 4:
+        raise CorruptBatchError(f"compression codec {codec} is unknown")
+    out = np.empty(max_bytes, dtype=np.uint8)  # pages are committed only as they are written
+    try:
+        n = _inflate(codec, raw[BATCH_OVERHEAD_BYTES:], out)
+    except Exception as e:
+        raise CorruptBatchError(f"the batch's records do not decompress into {max_bytes} bytes "
+                                f"(socket.request.max.bytes): {e}") from e
+    head = bytearray(raw[:BATCH_OVERHEAD_BYTES])
+    head[22] &= 0xF8
+    struct.pack_into(">i", head, 8, BATCH_OVERHEAD_BYTES - 12 + n)
+    return bytes(head) + out[:n].tobytes()
 
 
 def _decode_one(raw: bytes) -> ProducedBatch:

@@ -216,3 +216,25 @@ def test_a_retried_idempotent_batch_is_written_once(kafka_broker, kafka_topic):
             answers.append((partition.error_code, partition.base_offset))
     assert answers == [(0, 0), (0, 0), (0, 2)]
     assert [r["offset"] for r in read_partition(broker.url, kafka_topic, 0)] == [0, 1, 2]
+
+
+def test_a_decompression_bomb_is_refused(kafka_broker, kafka_topic):
+    """A zstd batch of a few kB whose records inflate past socket.request.max.bytes (100 MiB) answers
+    CORRUPT_MESSAGE: decompression stops at the bound, nothing is written."""
+    import cramjam
+    from crc32c import crc32c
+
+    broker, bootstrap = kafka_broker
+    head = bytearray(_batch([b"x"])[:61])
+    payload = bytes(cramjam.zstd.compress(bytes(101 * 1024 * 1024)))
+    assert len(payload) < 1024 * 1024
+    head[22] = (head[22] & 0xF8) | 4  # zstd
+    struct.pack_into(">i", head, 8, 49 + len(payload))
+    bomb = head + payload
+    struct.pack_into(">I", bomb, 17, crc32c(bytes(bomb[21:])))
+    with _connect(bootstrap) as sock:
+        sock.sendall(_produce_frame(kafka_topic, bytes(bomb)))
+        (partition,) = ProduceResponse.decode(_read_frame(sock), version=9, header=True).responses[0].partition_responses
+        assert partition.error_code == 2
+        assert "socket.request.max.bytes" in partition.error_message
+    assert read_partition(broker.url, kafka_topic, 0) == []
