@@ -16,8 +16,11 @@ A :class:`Broker` owns, and builds unless they are injected:
 - the :class:`~lakelog.coordinators.transaction_log.TransactionStateManager` (the transaction coordinator's
   state in the internal topic ``__transaction_state``) and the
   :class:`~lakelog.coordinators.transaction_coordinator.TransactionCoordinator` (its requests from any broker);
+- the :class:`~lakelog.consumer_groups.manager.ConsumerManager` (the consumer instances living on this
+  broker, their group membership and rebalances; started last, closed first: with auto commit an
+  instance commits as it closes);
 - the :class:`~lakelog.requests.handler.RequestHandler` (one typed operation per request kind: produce,
-  fetch, list offsets, topics and topic admin), which every front door calls.
+  fetch, list offsets, topics and topic admin, consumer instances, ...), which every front door calls.
 
 It runs inside the gateway's asyncio event loop, registers under ``/lakelog/brokers/ids/{id}``, handles
 the ZooKeeper session (fence every partition when it is lost, rejoin when a new one is made) and
@@ -37,6 +40,7 @@ from kazoo.client import KazooClient, KazooState
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.offsets_import import import_old_offsets
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
@@ -56,6 +60,7 @@ from lakelog.replication.partition import Partition
 from lakelog.replication.partition_views import LeaderOffsets, leader_offsets, offset_for_timestamp, partition_offsets
 from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
+from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
@@ -112,7 +117,7 @@ class Broker:
                  leader_client: LeaderClient | None = None, replica_manager: ReplicaManager | None = None) -> None:
         self.settings = settings
         self.broker_id = settings.broker_id
-        self.zk = zk or KazooClient(hosts=settings.zookeeper_connect,
+        self.zk = zk or KazooClient(hosts=settings.zookeeper_connect, connection_retry=connection_retry(),
                                     timeout=settings.zookeeper_session_timeout_ms / 1000.0)
         self.metadata = metadata or ClusterMetadata(self.zk, topic_defaults=settings.topic_config_defaults())
         self.cache = cache or MetadataCache(self.metadata)
@@ -122,7 +127,9 @@ class Broker:
             leader_imbalance_check_interval_s=settings.leader_imbalance_check_interval_seconds)
         self.log_manager = log_manager or LogManager(settings.log_dirs,
                                                      tail_cache_max_bytes=settings.log_tail_cache_max_bytes,
-                                                     segment_files_max=settings.log_segment_files_max)
+                                                     segment_files_max=settings.log_segment_files_max,
+                                                     lake_uri=settings.lake_uri,
+                                                     lake_storage_options=settings.lake_storage_options())
         self.log_dirs = self.log_manager.log_dirs
         basic = settings.inter_broker_basic  # brokers send HTTP Basic credentials (with basic or oauthbearer)
         inter_broker_password = settings.inter_broker_password.get_secret_value() if basic else None
@@ -134,6 +141,8 @@ class Broker:
         self.replica_manager = replica_manager or ReplicaManager(
             settings, zk=self.zk, metadata=self.metadata, cache=self.cache, log_manager=self.log_manager,
             leader_client=self.leader_client)
+        #: the ZooKeeper connection's state and counters (metrics, readiness)
+        self.zookeeper_session = ZooKeeperSession(self.zk)
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
@@ -165,10 +174,14 @@ class Broker:
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
                                 writer=self.partition_writer, leader_client=self.leader_client).attach()
+        #: the consumer instances living on this broker (REST Proxy v2's consumers)
+        self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
+                                                  default_assignor=settings.partition_assignment_strategy)
         #: the operations every front door calls (Kafka's KafkaApis)
         self.requests = RequestHandler(settings=settings, metadata=self.metadata, replica_manager=self.replica_manager,
                                        leader_client=self.leader_client, coordinator=self.coordinator,
-                                       offsets_broker=self, acl_store=self.acl_store,
+                                       offsets_broker=self, consumer_instances=self.consumer_instances,
+                                       acl_store=self.acl_store,
                                        user_credentials=self.user_credentials, quota_store=self.quota_store,
                                        producer_ids=self.producer_ids,
                                        transaction_coordinator=self.transaction_coordinator,
@@ -186,7 +199,8 @@ class Broker:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect to ZooKeeper, register, join the controller election, take up partition roles.
+        """Create the ``zookeeper.connect`` chroot if missing, connect to ZooKeeper, register, join the controller
+        election, take up partition roles.
 
         Raises:
             kazoo.handlers.threading.KazooTimeoutError: ZooKeeper not reachable in the session timeout.
@@ -196,8 +210,10 @@ class Broker:
         """
         self._loop = asyncio.get_running_loop()
         self.log_manager.ensure_dirs()
+        await asyncio.to_thread(ensure_chroot, self.settings.zookeeper_connect)
         await asyncio.to_thread(self.zk.start)
         self.zk.add_listener(self._on_zk_state)
+        self.zk.add_listener(self.zookeeper_session.on_state)
         await asyncio.to_thread(self.metadata.ensure_paths)
         await asyncio.to_thread(self.lease_watch.start)  # before any log opens: a job may hold a lease
         if self.settings.inter_broker_basic:  # brokers authenticate to each other as this user
@@ -215,6 +231,7 @@ class Broker:
         await asyncio.to_thread(self.controller.start)
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
+        await self.consumer_instances.start()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
 
@@ -233,7 +250,9 @@ class Broker:
         self.registered = True
 
     async def stop(self) -> None:
-        """Move leaderships away (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
+        """Close the consumer instances (auto commits, leaving their groups), move leaderships away
+        (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
+        await self.consumer_instances.stop()
         await self.controlled_shutdown()
         self._stopping = True
         await self.kafka.stop()

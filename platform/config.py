@@ -185,6 +185,14 @@ class BrokerSettings(BaseSettings):
     lake_commit_interval_ms: int = Field(1000, ge=0, description="lake.commit.interval.ms: lake.commit.interval.ms of topics that set none (lakelog's own topic configs keep their name as the broker key). Default: 1000.")
     lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, description="lake.commit.bytes: lake.commit.bytes of topics that set none. Default: 67108864 (64 MiB).")
     lake_vacuum_retention_ms: int = Field(60000, ge=0, description="lake.vacuum.retention.ms: lake.vacuum.retention.ms of topics that set none. Default: 60000.")
+    # -- the lake on an object store (lakelog.log_tables.lake_storage) --
+    lake_uri: str | None = Field(None, description="lake.uri: where every partition's Delta table lives for all its replicas, one table per partition written by its leader (s3://bucket/prefix on an S3-compatible object store); the segment tail stays under log.dirs. The table of a partition is {lake.uri}/{topic}-{topic id}/{partition}, so a deleted and re-created topic starts a new table. Set it alike on every broker of a cluster. Default: none (each replica keeps its own table under log.dirs).")
+    lake_storage_endpoint: str | None = Field(None, description="lake.storage.endpoint: URL of the S3 API (e.g. http://127.0.0.1:9000 for a store on premises); delta-rs's AWS_ENDPOINT_URL. Default: none (AWS S3 of lake.storage.region).")
+    lake_storage_region: str | None = Field(None, description="lake.storage.region: the object store's region; delta-rs's AWS_REGION. Default: none (the AWS SDK's own lookup).")
+    lake_storage_access_key_id: str | None = Field(None, description="lake.storage.access.key.id: the access key id of the object store's credentials; delta-rs's AWS_ACCESS_KEY_ID. Default: none (the AWS SDK's own lookup: environment, profile, instance role).")
+    lake_storage_secret_access_key: SecretStr | None = Field(None, description="lake.storage.secret.access.key: the secret of that access key; delta-rs's AWS_SECRET_ACCESS_KEY (never logged). Default: none.")
+    lake_storage_path_style_access: bool = Field(False, description="lake.storage.path.style.access: address buckets as {endpoint}/{bucket} rather than {bucket}.{endpoint} (most stores on premises need it); delta-rs's AWS_VIRTUAL_HOSTED_STYLE_REQUEST=false. Default: false.")
+    lake_storage_allow_http: bool = Field(False, description="lake.storage.allow.http: allow an http:// lake.storage.endpoint (plain HTTP, for a local store); delta-rs's AWS_ALLOW_HTTP. Default: false.")
     fetch_max_wait_ms: int = Field(500, ge=0, description="Default long-poll wait of a fetch (fetch.max.wait.ms). Default: 500.")
     num_partitions: int = Field(1, gt=0, description="num.partitions: partitions of a topic created without a count. Default: 1.")
     default_replication_factor: int = Field(1, gt=0, description="default.replication.factor: replicas of a topic created without a replication factor. Default: 1.")
@@ -212,8 +220,8 @@ class BrokerSettings(BaseSettings):
     metrics_enabled: bool = Field(True, description="metrics.enabled: record the hot path's metrics (per-route request latency, per-topic traffic counters, append, Delta commit and group-commit histograms) for GET /metrics. false leaves only the gauges read at scrape time (partitions, offsets, lag). Default: true.")
     # -- slow clients (HTTP connections of the gateway; lakelog.ingest_api.http_guard) --
     connections_max_idle_ms: int = Field(30000, gt=0, description="connections.max.idle.ms: a connection with no request in progress (after accept or after an answer) is closed after this long. Kafka's 600000 suits its clients' long-lived connections; 30000 is REST Proxy's HTTP idle timeout. Default: 30000.")
-    request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40801 and the connection is closed. Default: 20000.")
-    request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40801 and the connection is closed. Default: 30000.")
+    request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40802 and the connection is closed. Default: 20000.")
+    request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40802 and the connection is closed. Default: 30000.")
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
     max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
     # -- security (lakelog.security) --
@@ -246,6 +254,37 @@ class BrokerSettings(BaseSettings):
     @classmethod
     def _log_cleanup_policy(cls, v: Any) -> Any:
         return _cleanup_policy(v)
+
+    @field_validator("lake_uri")
+    @classmethod
+    def _lake_uri(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        v = v.strip().rstrip("/")
+        m = re.fullmatch(r"(s3|s3a)://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^?#]*)?", v)
+        if m is None:
+            raise ValueError("expected s3://bucket or s3://bucket/prefix (a bucket name of 3-63 lower-case "
+                             "letters, digits, dots and hyphens)")
+        return v
+
+    def lake_storage_options(self) -> dict[str, str]:
+        """The ``lake.storage.*`` settings as delta-rs storage options (``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+        ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``,
+        ``AWS_ALLOW_HTTP``; delta-rs's S3 storage options, the names of the Rust ``object_store`` crate):
+        only those set. The secret is in the answer: never log it. delta-rs 1.x commits to S3 with a
+        conditional put (``If-None-Match: *``), so no locking provider and no unsafe rename is needed."""
+        options: dict[str, str] = {}
+        for key, value in (("AWS_ENDPOINT_URL", self.lake_storage_endpoint), ("AWS_REGION", self.lake_storage_region),
+                           ("AWS_ACCESS_KEY_ID", self.lake_storage_access_key_id)):
+            if value:
+                options[key] = value
+        if self.lake_storage_secret_access_key is not None:
+            options["AWS_SECRET_ACCESS_KEY"] = self.lake_storage_secret_access_key.get_secret_value()
+        if self.lake_storage_path_style_access:
+            options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+        if self.lake_storage_allow_http:
+            options["AWS_ALLOW_HTTP"] = "true"
+        return options
 
     @field_validator("authentication_methods")
     @classmethod
@@ -358,7 +397,7 @@ class TopicConfig(BaseModel):
     max_message_bytes: int = Field(
         1048588, gt=0, alias="max.message.bytes",
         description="The largest record a produce may carry (key, value and headers); a larger one answers "
-                    "422 / 42201 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
+                    "422 / 42225 and nothing is written. Default: the broker's message.max.bytes (1048588, Kafka's).")
     message_timestamp_type: TimestampType = Field(
         "CreateTime", alias="message.timestamp.type",
         description="CreateTime (the producer's timestamp, else the broker's time) or LogAppendTime (the "
@@ -472,7 +511,7 @@ def _explain(e: ValidationError, known: list[str] | None = None) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "config"
         if err["type"] == "extra_forbidden":
             msg = f"unknown config '{loc}'" + (f" (known: {', '.join(known)})" if known else "")
-        elif not err["loc"] or any("password" in str(x) for x in err["loc"]):
+        elif not err["loc"] or any("password" in str(x) or "secret" in str(x) for x in err["loc"]):
             # a check of the whole settings (its input is every value, secrets included) or of a secret
             msg = f"'{loc}': {err['msg']}"
         else:

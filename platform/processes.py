@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 __all__ = [
     "DEATH_SIGNAL_SUPPORTED",
+    "connected_ports",
     "parent_pid",
     "process_alive",
     "process_cmdline",
@@ -174,6 +175,36 @@ def process_cmdline(pid: int) -> list[str] | None:
     if out.returncode != 0:
         return None
     return out.stdout.split() or None
+
+
+def connected_ports(pid: int, ports: set[int] | Sequence[int]) -> list[int]:
+    """Which of ``ports`` process ``pid`` holds an established IPv4 TCP connection to, ascending: e.g. the
+    client port of the ZooKeeper node a broker's session is connected to (the fault tests and the ensemble
+    benchmark pick the node to kill so).
+
+    Matches the socket inodes of ``/proc/PID/fd`` against ``/proc/PID/net/tcp``; an empty list for a process
+    that is gone, one we may not look at, or on a system without ``/proc``.
+    """
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+        table = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    found = []
+    for line in table:
+        fields = line.split()
+        remote, state, inode = fields[2], fields[3], fields[9]
+        remote_port = int(remote.split(":")[1], 16)
+        if state == "01" and inode in inodes and remote_port in ports:  # 01: ESTABLISHED
+            found.append(remote_port)
+    return sorted(found)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

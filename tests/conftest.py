@@ -16,8 +16,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
+from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
 from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
-from tests.harness import BrokerProcess, new_chroot, pids_mentioning, wait_gone
+from tests.harness import BrokerProcess, Lake, new_chroot, pids_mentioning, wait_gone
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +28,38 @@ def zookeeper(tmp_path_factory):
     server.start(timeout_s=60)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """A real S3-compatible server (s3proxy, :class:`lakelog.runtime.object_store.ObjectStoreServer`) for the
+    whole session, started at first use; stopped by pid at the end."""
+    from lakelog.runtime.object_store import ObjectStoreServer
+
+    server = ObjectStoreServer(data_dir=tmp_path_factory.mktemp("object-store"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def lake(object_store) -> Lake:
+    """A fresh lake for this test: its own bucket on the session's object store (``lake.uri`` and
+    ``lake.storage.*`` to give brokers, delta-rs storage options to read its tables)."""
+    bucket = f"lake-{uuid.uuid4().hex[:16]}"
+    object_store.create_bucket(bucket)
+    return Lake(object_store, f"s3://{bucket}/lakelog")
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path):
+    """A real 3-node ZooKeeper ensemble (500 ms tick: sessions of 1-10 s) of this test alone, its nodes under
+    ``tmp_path/zookeeper/node-N``; the test may kill and restart its nodes. Every node is stopped by pid at
+    the end."""
+    ensemble = ZooKeeperEnsemble(data_dir=tmp_path / "zookeeper", nodes=3, tick_time_ms=500)
+    ensemble.start(timeout_s=120)
+    yield ensemble
+    ensemble.stop()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite, recorded_lake_end_offset
-from lakelog.processes import process_alive, process_cmdline
+from lakelog.processes import connected_ports, process_alive, process_cmdline
 from lakelog.protocol import media_types
 
 
@@ -134,8 +134,8 @@ def wait_gone(pids: list[int], timeout_s: float = CONDITION_WAIT_S, what: str = 
     wait_for(lambda: not any(process_alive(p) for p in pids), timeout_s=timeout_s, what=f"{what} {pids} to end")
 
 
-__all__ = ["CONDITION_WAIT_S", "BrokerProcess", "child_pids", "new_chroot", "pids_mentioning", "read_partition",
-           "wait_for", "wait_for_async", "wait_gone"]
+__all__ = ["CONDITION_WAIT_S", "BrokerProcess", "child_pids", "connected_ports", "new_chroot", "pids_mentioning",
+           "read_partition", "wait_for", "wait_for_async", "wait_gone"]
 
 
 def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = None) -> list[int]:
@@ -155,6 +155,36 @@ def compact_range(uri: str, first: int, last: int, *, keep: list[int] | None = N
 def table_offsets(uri: str) -> list[int]:
     """Every offset the partition table at ``uri`` holds, ascending (read from its files)."""
     return sorted(DeltaTable(uri).to_pyarrow_table(columns=["offset"])["offset"].to_pylist())
+
+
+class Lake:
+    """A lake on a test's object store: ``uri`` (``s3://bucket/prefix``), the broker settings that reach it
+    (:meth:`broker_env`) and the delta-rs ``storage_options`` to read its tables."""
+
+    def __init__(self, store, uri: str) -> None:
+        self.store, self.uri = store, uri
+        self.settings: dict[str, str] = store.lake_settings(uri)
+        self.storage_options: dict[str, str] = {
+            "AWS_ENDPOINT_URL": store.endpoint_url, "AWS_REGION": store.region,
+            "AWS_ACCESS_KEY_ID": store.access_key_id, "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ALLOW_HTTP": "true"}
+
+    def broker_env(self) -> dict[str, str]:
+        """The lake settings as a broker's environment (``LAKELOG_LAKE_URI``, ...): ``extra_env`` of a
+        :class:`BrokerProcess`."""
+        return {"LAKELOG_" + k.replace(".", "_").upper(): v for k, v in self.settings.items()}
+
+    def table_uris(self) -> list[str]:
+        """The URIs of the Delta tables in the lake (each directory holding a ``_delta_log``), sorted."""
+        bucket = Path(self.uri[len("s3://"):]).parts[0]
+        root = self.store.buckets_dir / bucket
+        return sorted("s3://" + str(p.parent.relative_to(self.store.buckets_dir))
+                      for p in root.rglob("_delta_log") if p.is_dir())
+
+    def table_offsets(self, uri: str) -> list[int]:
+        """Every offset the table at ``uri`` holds, in the order its rows are read (by file, as committed)."""
+        table = DeltaTable(uri, storage_options=self.storage_options).to_pyarrow_table(columns=["offset"])
+        return table["offset"].to_pylist()
 
 
 def v3_links(body) -> list[str]:

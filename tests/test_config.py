@@ -286,3 +286,33 @@ def test_broker_start_takes_any_setting_as_an_override_flag():
     assert out.returncode == 1 and "lake_vacuum_retention_ms" in out.stderr.replace("\n", " ")
     out = start("--override", "lake.vacuum.retention.ms")
     assert out.returncode == 1 and "expected key=value" in out.stderr
+
+
+def test_lake_settings_become_delta_rs_storage_options_and_keep_the_secret_out_of_text(tmp_path):
+    config = tmp_path / "broker.properties"
+    config.write_text("lake.uri=s3://lake-bucket/cluster-1/\n"
+                      "lake.storage.endpoint=http://127.0.0.1:9000\n"
+                      "lake.storage.region=eu-west-1\n"
+                      "lake.storage.access.key.id=AKIDEXAMPLE\n"
+                      "lake.storage.secret.access.key=wJalrXUtnFEMI-secret\n"
+                      "lake.storage.path.style.access=true\n"
+                      "lake.storage.allow.http=true\n")
+    s = BrokerSettings.load(config_file=config)
+    assert s.lake_uri == "s3://lake-bucket/cluster-1"
+    assert s.lake_storage_options() == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-secret", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        "AWS_ALLOW_HTTP": "true"}
+    assert "wJalrXUtnFEMI-secret" not in repr(s) and "wJalrXUtnFEMI-secret" not in str(s.model_dump())
+    # without lake.uri: no lake, no storage options (each replica's own table, as before)
+    plain = BrokerSettings.load()
+    assert plain.lake_uri is None and plain.lake_storage_options() == {}
+
+
+def test_a_bad_lake_setting_names_the_key_and_never_echoes_the_secret():
+    with pytest.raises(ConfigError, match="lake_uri") as raised:
+        BrokerSettings.load(lake_uri="https://bucket/prefix")
+    assert "s3://bucket" in str(raised.value)
+    with pytest.raises(ConfigError, match="lake_storage_secret_access_key") as raised:
+        BrokerSettings.load(lake_storage_secret_access_key=["wJalrXUtnFEMI-secret"])
+    assert "wJalrXUtnFEMI-secret" not in str(raised.value)

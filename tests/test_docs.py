@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lakelog.client.settings import ClientSettings
 from lakelog.config import BrokerSettings, TopicConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ def _hook():
     return module
 
 
-@pytest.mark.parametrize("model", [BrokerSettings, TopicConfig])
+@pytest.mark.parametrize("model", [BrokerSettings, TopicConfig, ClientSettings])
 def test_every_setting_has_a_description(model):
     missing = [name for name, field in model.model_fields.items() if not (field.description or "").strip()]
     assert not missing, f"give these {model.__name__} fields Field(..., description=...): {missing}"
@@ -61,3 +62,19 @@ def test_the_markers_are_on_the_configuration_page():
     page = (ROOT / "docs" / "configuration.md").read_text()
     for marker in _hook().MARKERS:
         assert marker in page
+
+
+def test_the_page_lists_every_client_setting_with_its_environment_and_spark_names():
+    hook = _hook()
+    client = {row["name"]: row for row in hook.settings_rows("client")}
+    assert tuple(client) == ClientSettings.dotted_names()
+    assert client["bootstrap.servers"]["source"] == ("`LAKELOG_BOOTSTRAP_SERVERS`, `LAKELOG_BOOTSTRAP_SERVER`, "
+                                                     "Spark `lakelog.bootstrap.servers` or `kafka.bootstrap.servers`")
+    assert client["sasl.username"]["source"].endswith("`LAKELOG_USERNAME`, Spark `lakelog.auth.username`")
+    assert client["ssl.cafile"]["source"] == "`LAKELOG_SSL_CAFILE`, Spark `lakelog.ssl.cafile`"
+    assert client["request.timeout.ms"]["source"] == "Spark `lakelog.request.timeout.ms`"
+    assert client["request.timeout.ms"]["default"] == "`60000`" and client["request.timeout.ms"]["type"] == "int"
+    assert client["sasl.password"]["type"] == "password (secret) or none"
+    assert client["security.protocol"]["type"] == "one of: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL` or none"
+    assert not client["client.id"]["description"].startswith("client.id")
+    assert '<code id="client-sasl.mechanism">' in hook.settings_table("client").replace("<wbr>", "")

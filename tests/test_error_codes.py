@@ -144,7 +144,7 @@ def test_for_code_looks_up_the_table():
     from lakelog.replication.errors import NotLeaderError, UnknownTopicError
 
     assert for_code(40401) is UnknownTopicError and for_code(42101) is NotLeaderError
-    assert for_code(50001) is InternalError and for_code(40801) is RequestTimeoutError
+    assert for_code(50001) is InternalError and for_code(40802) is RequestTimeoutError
     assert for_code(41899) is None
     assert all(for_code(code) is cls and cls.error_code == code for code, cls in ERROR_CLASSES.items())
 
@@ -189,3 +189,107 @@ def test_every_exception_is_a_lakelog_error_or_control_flow_of_its_own_module():
             if not cls_name.startswith("_") or caught is None or cls_name in getattr(module, "__all__", ()):
                 others.append(f"{name}.{cls_name}")
     assert not others, f"exceptions that are not LakelogErrors and leave their module: {others}"
+
+
+# -- Confluent's codes keep Confluent's meaning; the docs' table says whose each code is ---------------
+
+#: Every REST error code Confluent's REST Proxy defines, with its meaning there: kafka-rest
+#: ``kafka-rest/src/main/java/io/confluent/kafkarest/Errors.java``, rest-utils
+#: ``core/src/main/java/io/confluent/rest/exceptions/KafkaExceptionMapper.java`` and kafka-rest
+#: ``exceptions/KafkaRestExceptionMapper.java`` (SerializationException -> 408 / 40801).
+CONFLUENT_CODES = {
+    40001: "invalid consumer config constraint",
+    40002: "Kafka bad request (topic exists, invalid partitions or replication factor, invalid config)",
+    40101: "Kafka authentication error",
+    40301: "Kafka authorization error",
+    40401: "topic not found",
+    40402: "partition not found",
+    40403: "consumer instance not found",
+    40404: "leader not available",
+    40405: "consumer group id not found",
+    40601: "consumer format mismatch",
+    40801: "serialization exception",
+    40901: "consumer already subscribed",
+    40902: "consumer already exists",
+    40903: "illegal state",
+    42201: "key schema missing",
+    42202: "value schema missing",
+    42203: "JSON conversion failed",
+    42204: "invalid consumer config",
+    42205: "invalid schema",
+    42206: "invalid payload",
+    42207: "serialization exception (v3 produce)",
+    42208: "produce batch exception",
+    42901: "too many requests",
+    50001: "internal server error",
+    50002: "Kafka error",
+    50003: "retriable Kafka error",
+    50101: "no SSL support",
+    50301: "no simple consumer available",
+    50302: "broker not available",
+}
+
+#: The class of lakelog that answers each Confluent code it uses: the same meaning as Confluent's.
+CONFLUENT_MEANINGS = {
+    40001: "MalformedBodyError", 40002: "TopicExistsError", 40101: "AuthenticationError",
+    40301: "AuthorizationError", 40401: "UnknownTopicError", 40402: "UnknownPartitionError",
+    40403: "ConsumerInstanceNotFoundError", 40404: "LeaderNotAvailableError", 40405: "UnknownGroupError",
+    40601: "ConsumerFormatMismatchError", 40801: "RecordDeserializationError",
+    40901: "ConsumerAlreadySubscribedError", 40902: "ConsumerAlreadyExistsError", 40903: "IllegalConsumerStateError",
+    42203: "InvalidEncodingError", 42204: "InvalidConsumerConfigError", 42206: "InvalidPartitionInRecordError",
+    42901: "ProduceQueueFullError", 50001: "InternalError",
+}
+
+
+def _docs_error_table() -> dict[int, tuple[int, str, str]]:
+    """docs/http-api.md's error table: {code: (status, class name, whose)}."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "http-api.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*(\d{5})\s*\|\s*(\d{3})\s*\|\s*`(\w+)`\s*\|\s*(Confluent|lakelog)\s*\|", line)
+        if m:
+            assert int(m[1]) not in rows, f"code {m[1]} is listed twice"
+            rows[int(m[1])] = (int(m[2]), m[3], m[4])
+    return rows
+
+
+def test_confluent_codes_keep_confluents_meaning():
+    """A code Confluent defines is answered only by the lakelog class of the same meaning; lakelog's own
+    errors take codes Confluent does not define (42201 was lakelog's record too large, Confluent's key
+    schema missing)."""
+    _import_everything()
+    for code, cls in ERROR_CLASSES.items():
+        if code in CONFLUENT_CODES:
+            assert CONFLUENT_MEANINGS.get(code) == cls.__name__, \
+                f"{cls.__name__} answers {code}, which Confluent's REST Proxy defines as {CONFLUENT_CODES[code]!r}"
+    from lakelog.errors import (InvalidCommitError, InvalidSubscriptionError, OffsetOutOfRangeError,
+                                RecordTooLargeError)
+
+    for cls in (RecordTooLargeError, OffsetOutOfRangeError, InvalidSubscriptionError, InvalidCommitError):
+        assert cls.error_code not in CONFLUENT_CODES, cls
+
+
+def test_the_docs_error_table_says_whose_each_code_is():
+    _import_everything()
+    table = _docs_error_table()
+    assert set(table) == set(ERROR_CLASSES), (
+        f"missing from docs/http-api.md: {sorted(set(ERROR_CLASSES) - set(table))}; "
+        f"no such code: {sorted(set(table) - set(ERROR_CLASSES))}")
+    for code, (status, name, whose) in table.items():
+        cls = ERROR_CLASSES[code]
+        assert (status, name) == (cls.http_status, cls.__name__), code
+        assert whose == ("Confluent" if code in CONFLUENT_CODES else "lakelog"), code
+
+
+def test_the_client_rebuilds_the_renumbered_classes():
+    """A client maps the new codes back to their classes (lakelog.client uses for_code)."""
+    from lakelog.errors import (ClusterNotFoundError, LeaderNotAvailableError, OffsetOutOfRangeError,
+                                RecordDeserializationError, RecordTooLargeError, RequestTimeoutError,
+                                UnknownGroupError)
+
+    for cls in (ClusterNotFoundError, LeaderNotAvailableError, OffsetOutOfRangeError, RecordDeserializationError,
+                RecordTooLargeError, RequestTimeoutError, UnknownGroupError):
+        err = error_from_response(_answer(cls.http_status, {"error_code": cls.error_code, "message": "m"}, "false"))
+        assert isinstance(err, cls), cls

@@ -1,10 +1,11 @@
 """MkDocs hook: the configuration page's tables, generated from the settings' own field descriptions.
 
-``docs/configuration.md`` holds two markers, ``<!-- settings: broker -->`` and ``<!-- settings: topic
--->``; :func:`on_page_markdown` replaces each with an HTML table of every field of
-:class:`lakelog.config.BrokerSettings` or :class:`lakelog.config.TopicConfig`: its Kafka-style dotted
-name (with its ``LAKELOG_*`` environment variable, or the broker setting that gives its default), type,
-default and description. A field without a description fails the build (:class:`ValueError`), so a new
+``docs/configuration.md`` holds three markers, ``<!-- settings: broker -->``, ``<!-- settings: topic -->``
+and ``<!-- settings: client -->``; :func:`on_page_markdown` replaces each with an HTML table of every field
+of :class:`lakelog.config.BrokerSettings`, :class:`lakelog.config.TopicConfig` or
+:class:`lakelog.client.settings.ClientSettings`: its Kafka-style dotted name (with its ``LAKELOG_*``
+environment variable, the broker setting that gives its default, or a client setting's environment
+variables and Spark option), type, default and description. A field without a description fails the build (:class:`ValueError`), so a new
 setting cannot go undocumented. The rendering functions need only lakelog, not MkDocs
 (``tests/test_docs.py`` calls them).
 """
@@ -21,10 +22,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr
 
 from lakelog import config as lakelog_config
+from lakelog.client import settings as client_settings
 
-MARKERS = {
+#: What a table documents: the broker's settings, the topic configs, the clients' connection settings.
+SettingsKind = Literal["broker", "topic", "client"]
+
+MARKERS: dict[str, SettingsKind] = {
     "<!-- settings: broker -->": "broker",
     "<!-- settings: topic -->": "topic",
+    "<!-- settings: client -->": "client",
 }
 
 
@@ -90,12 +96,29 @@ def _description(model: type[BaseModel], field_name: str) -> str:
     return text
 
 
-def settings_rows(kind: Literal["broker", "topic"]) -> list[dict[str, str]]:
-    """One row per field of ``BrokerSettings`` (``kind="broker"``) or ``TopicConfig`` (``"topic"``):
-    ``{"name", "source", "type", "default", "description"}``, in declaration order.
+def client_source(field_name: str) -> str:
+    """Where a client setting comes from besides flags and a ``--command-config`` file: its ``LAKELOG_*``
+    environment variables (none for some) and its Spark option."""
+    model = client_settings.ClientSettings
+    name = dotted_name(model, field_name)
+    choices = model.model_fields[field_name].validation_alias.choices  # type: ignore[union-attr]
+    env = [f"`{c}`" for c in choices if isinstance(c, str) and c.startswith("LAKELOG_")]
+    spark_names = {kafka: option for option, kafka in client_settings.SPARK_OPTION_NAMES.items()}
+    if name == "bootstrap.servers":
+        spark = " or ".join(f"`{o}`" for o in client_settings.SPARK_BOOTSTRAP_OPTIONS)
+    else:
+        spark = f"`{spark_names.get(name, 'lakelog.' + name)}`"
+    return ", ".join(env + [f"Spark {spark}"])
+
+
+def settings_rows(kind: SettingsKind) -> list[dict[str, str]]:
+    """One row per field of ``BrokerSettings`` (``kind="broker"``), ``TopicConfig`` (``"topic"``) or
+    ``ClientSettings`` (``"client"``): ``{"name", "source", "type", "default", "description"}``, in
+    declaration order.
 
     Raises :class:`ValueError` for a field without a description."""
-    model: type[BaseModel] = lakelog_config.BrokerSettings if kind == "broker" else lakelog_config.TopicConfig
+    model: type[BaseModel] = {"broker": lakelog_config.BrokerSettings, "topic": lakelog_config.TopicConfig,
+                              "client": client_settings.ClientSettings}[kind]
     kafka_alias = {v: k for k, v in lakelog_config.KAFKA_SETTING_ALIASES.items()}
     rows = []
     for field_name, field in model.model_fields.items():
@@ -104,6 +127,8 @@ def settings_rows(kind: Literal["broker", "topic"]) -> list[dict[str, str]]:
             source = f"`LAKELOG_{field_name.upper()}`"
             if name in kafka_alias:
                 source += f", Kafka's `{kafka_alias[name]}`"
+        elif kind == "client":
+            source = client_source(field_name)
         else:
             synonym = lakelog_config.TOPIC_CONFIG_BROKER_SYNONYMS.get(name)
             source = f"default from broker `{synonym}`" if synonym else ""
@@ -117,7 +142,7 @@ def _breakable(text: str) -> str:
     return text.replace(".", ".<wbr>").replace("_", "_<wbr>")
 
 
-def settings_table(kind: Literal["broker", "topic"]) -> str:
+def settings_table(kind: SettingsKind) -> str:
     """The rows of :func:`settings_rows` as an HTML table inside ``<div class="lakelog-settings">`` (its
     style, ``docs/stylesheets/extra.css``, breaks names only after a dot or an underscore)."""
     lines = ['<div class="lakelog-settings" markdown="0"><table>',
@@ -137,5 +162,5 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str: 
     """MkDocs' page event: fill the configuration page's markers with the generated tables."""
     for marker, kind in MARKERS.items():
         if marker in markdown:
-            markdown = markdown.replace(marker, settings_table(kind))  # type: ignore[arg-type]
+            markdown = markdown.replace(marker, settings_table(kind))
     return markdown

@@ -46,7 +46,7 @@ def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
         try:
             lag = client.groups.group_lag(group)
         except GatewayError as e:
-            if e.error_code != 40407 or not members["members"]:
+            if e.error_code != 40405 or not members["members"]:
                 raise
             lag = {"partitions": [], "total_lag": 0}  # members, but nothing committed yet
         owner = {(a["topic"], a["partition"]): m["member_id"] for m in members["members"] for a in m["assignment"]}

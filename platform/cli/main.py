@@ -109,12 +109,17 @@ def sql(
 
 @app.command("setup")
 def setup() -> None:
-    """Fetch Delta's JVM jars once (Maven Central) so Spark starts without network afterwards."""
+    """Fetch Delta's JVM jars and the embedded object store's (s3proxy) once (Maven Central), so Spark and
+    `lakelog up --object-store` start without network afterwards."""
+    from lakelog.runtime.object_store import ensure_s3proxy_jars
     from lakelog.spark.session import ensure_delta_jars
 
     started = time.perf_counter()
     ensure_delta_jars()
     console.print(f"Delta jars ready ({time.perf_counter() - started:.1f} s).")
+    started = time.perf_counter()
+    jars = ensure_s3proxy_jars()
+    console.print(f"Object store (s3proxy) jars ready in {jars} ({time.perf_counter() - started:.1f} s).")
 
 
 @app.command("demo")

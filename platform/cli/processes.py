@@ -38,19 +38,51 @@ def zookeeper_start(
     data_dir: Annotated[Path, typer.Option(help="Where ZooKeeper keeps its data.")] = Path("data/zookeeper"),
     port: Annotated[int, typer.Option(help="Client port.")] = 2181,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    myid: Annotated[Optional[int], typer.Option(
+        "--myid", min=1, max=255, help="This node's server id in its ensemble (written to DATA_DIR/myid).")] = None,
+    server: Annotated[Optional[list[str]], typer.Option(
+        "--server", help="A server of the ensemble, ID=HOST:QUORUM_PORT:ELECTION_PORT (e.g. 1=zk1:2888:3888); "
+                         "repeat it for every server, this one included.")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", help="A zoo.cfg of your own (ZooKeeper's format), run as written; with --myid for a "
+                         "dataDir that has no myid file yet.")] = None,
 ) -> None:
-    """Run a standalone ZooKeeper server in the foreground (the jars shipped in the pyspark wheel);
-    Ctrl-C or SIGTERM stops it."""
-    from lakelog.runtime.zookeeper_server import ZooKeeperServer
+    """Run a ZooKeeper server in the foreground (the jars shipped in the pyspark wheel); Ctrl-C or SIGTERM
+    stops it.
 
-    server = ZooKeeperServer(data_dir=data_dir.resolve(), client_port=port, host=host)
+    Standalone by default. One node of an ensemble with --myid and a --server per node (each host runs
+    the same command with its own --myid), or with --config and a zoo.cfg that has server.N lines.
+    """
+    from lakelog.runtime.zookeeper_server import QuorumServer, ZooKeeperServer
+    from lakelog.replication.errors import ZooKeeperStartError
+
+    try:
+        if config is not None:
+            if server:
+                fail("--config takes the ensemble's servers from its server.N lines: leave out --server")
+            zk = ZooKeeperServer.from_config_file(config, myid=myid)
+        else:
+            quorum = [QuorumServer.parse(text) for text in server or []]
+            if quorum and myid is None:
+                fail("--server makes this node one of an ensemble: give its server id with --myid")
+            if myid is not None and not quorum:
+                fail("--myid names this node in an ensemble: list every server with --server ID=HOST:PORT:PORT")
+            zk = ZooKeeperServer(data_dir=data_dir.resolve(), client_port=port, host=host, myid=myid, quorum=quorum)
+    except (ValueError, ZooKeeperStartError) as e:
+        fail(str(e))
     with _stop_on_signals():
         try:
-            server.start()
-            console.print(f"ZooKeeper serving at {server.connect_string} (pid {server.pid}); Ctrl-C stops it.")
+            zk.start(timeout_s=_ENSEMBLE_START_TIMEOUT_S if zk.quorum else 30.0)
+            role = f"node {zk.myid} of {len(zk.quorum)}, {zk.mode()}" if zk.quorum else "standalone"
+            console.print(f"ZooKeeper serving at {zk.connect_string} ({role}, pid {zk.pid}); Ctrl-C stops it.")
             _wait_forever()
         finally:
-            server.stop()
+            zk.stop()
+
+
+#: How long a node of an ensemble waits for a majority of its servers to run (seconds): the other hosts'
+#: nodes may be started by hand, one after another.
+_ENSEMBLE_START_TIMEOUT_S = 600.0
 
 
 class _StopRequested(BaseException):
@@ -129,6 +161,14 @@ def broker_start(
     run_broker(settings, log_level=log_level, log_format=log_format.value)
 
 
+OBJECT_STORE_HELP = ("Also run an embedded S3-compatible object store (s3proxy, under DATA_DIR/object-store) and put "
+                     "the partition tables in it: bucket 'lakelog', lake.uri=s3://lakelog/lake and its lake.storage.* "
+                     "settings for every broker (one table per partition, written by its leader).")
+#: the bucket and lake.uri of --object-store
+OBJECT_STORE_BUCKET = "lakelog"
+OBJECT_STORE_LAKE_URI = f"s3://{OBJECT_STORE_BUCKET}/lake"
+
+
 def up(
     data_dir: Annotated[Path, typer.Option(help="Data dir: ZooKeeper under zookeeper/, logs under logs/.")] = Path("data"),
     port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
@@ -138,27 +178,54 @@ def up(
                              "port, logged).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
+    object_store: Annotated[bool, typer.Option("--object-store", help=OBJECT_STORE_HELP)] = False,
+    object_store_port: Annotated[int, typer.Option(help="S3 port of --object-store (0 = a free one).")] = 0,
 ) -> None:
     """Embedded ZooKeeper + one broker in the foreground; Ctrl-C or SIGTERM stops both cleanly."""
-    from lakelog.config import BrokerSettings
+    from lakelog.config import BrokerSettings, settings_from_properties
     from lakelog.runtime.zookeeper_server import ZooKeeperServer
     from lakelog.runtime.server import configure_logging, run_broker
 
     configure_logging(log_level, log_format=log_format.value)
     data_dir = data_dir.resolve()
     zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    store = None
     with _stop_on_signals():
         try:
             zk.start()  # stops a ZooKeeper an earlier, killed `lakelog up` on this data dir left behind
             err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}, "
                               f"Kafka listener at 127.0.0.1:{kafka_port}")
+            lake: dict[str, str] = {}
+            if object_store:
+                store, lake = _start_object_store(data_dir, port=object_store_port)
             settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string,
-                                           listeners=f"PLAINTEXT://127.0.0.1:{kafka_port}")
+                                           listeners=f"PLAINTEXT://127.0.0.1:{kafka_port}",
+                                           **settings_from_properties(lake))
             _wait_for_previous_registrations(zk.connect_string, [settings.broker_id])
             configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
             run_broker(settings, log_level=log_level, log_format=log_format.value)  # returns after SIGINT/SIGTERM
         finally:
+            if store is not None:
+                store.stop()
             zk.stop()
+
+
+def _start_object_store(data_dir: Path, *, port: int):
+    """Start the embedded object store of ``--object-store`` under ``data_dir/object-store`` with its bucket;
+    returns ``(server, the lake settings every broker gets)``. Exits with the error when it cannot start."""
+    from lakelog.errors import LakelogError
+    from lakelog.runtime.object_store import ObjectStoreServer
+
+    store = ObjectStoreServer(data_dir=data_dir / "object-store", port=port or None)
+    try:
+        store.start()
+        store.create_bucket(OBJECT_STORE_BUCKET)
+    except (LakelogError, OSError) as e:
+        store.stop()
+        fail(str(e))
+    err_console.print(f"Object store at {store.endpoint_url} (pid {store.pid}); lake.uri={OBJECT_STORE_LAKE_URI} "
+                      f"(access key id {store.access_key_id}; the secret is in {store.config_file})")
+    return store, store.lake_settings(OBJECT_STORE_LAKE_URI)
 
 
 def _wait_for_previous_registrations(zookeeper_connect: str, broker_ids: list[int], *,
@@ -170,17 +237,23 @@ def _wait_for_previous_registrations(zookeeper_connect: str, broker_ids: list[in
     (``zookeeper.session.timeout.ms`` after the restart, at most 40 s with the embedded server's 2 s
     tick). As Kafka, a registration is never deleted on a broker's behalf: this waits for them
     (``timeout_s`` seconds at most), so the brokers then start instead of failing with "broker.id is
-    already registered". Returns at once when there is none.
+    already registered". Returns at once when there is none. Creates the chroot of ``zookeeper_connect``
+    (``host:port,.../chroot``) if it is missing.
     """
     from kazoo.client import KazooClient
 
     from lakelog.replication.metadata import BROKERS_PATH
 
-    client = KazooClient(hosts=zookeeper_connect, timeout=10.0)
+    hosts, slash, chroot = zookeeper_connect.partition("/")
+    chroot = slash + chroot if chroot else ""
+    client = KazooClient(hosts=hosts, timeout=10.0)
     client.start(timeout=15.0)
     try:
+        if chroot:
+            client.ensure_path(chroot)
+
         def registered() -> list[int]:
-            return [i for i in broker_ids if client.exists(f"{BROKERS_PATH}/{i}") is not None]
+            return [i for i in broker_ids if client.exists(f"{chroot}{BROKERS_PATH}/{i}") is not None]
 
         still = registered()
         if not still:
@@ -200,7 +273,14 @@ def cluster_up(
     brokers: Annotated[int, typer.Option("--brokers", help="Number of brokers.")] = 3,
     data_dir: Annotated[Path, typer.Option(help="ZooKeeper under zookeeper/, broker N's logs under broker-N/.")] = Path("data/cluster"),
     port: Annotated[int, typer.Option(help="HTTP port of broker 0; broker N gets port + N.")] = 8082,
-    zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
+    zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port (a single node; an ensemble's are "
+                                                      "chosen free).")] = 2181,
+    zookeeper_nodes: Annotated[int, typer.Option(
+        "--zookeeper-nodes", help="ZooKeeper servers: 1 (standalone, DATA_DIR/zookeeper) or an ensemble of 3 or 5 "
+                                  "(DATA_DIR/zookeeper/node-N, every port chosen free).")] = 1,
+    zookeeper_chroot: Annotated[str, typer.Option(
+        "--zookeeper-chroot", help="The brokers' chroot in an ensemble (zookeeper.connect HOST:PORT,...,HOST:PORT"
+                                   "/CHROOT).")] = "/lakelog",
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
     kafka_port: Annotated[int, typer.Option(
         "--kafka-port", help="Port of broker 0's Kafka listener; broker N gets port + N (0: free ports). Unless "
@@ -211,21 +291,35 @@ def cluster_up(
         "--secure", help="TLS, authentication and ACLs: a CA, broker and client certificates, a super user "
                          "'admin' (its password printed once, kept in DATA_DIR/tls/admin.password) under "
                          "DATA_DIR/tls; brokers with HTTPS, authentication.methods=basic,mtls and the authorizer.")] = False,
+    object_store: Annotated[bool, typer.Option("--object-store", help=OBJECT_STORE_HELP)] = False,
+    object_store_port: Annotated[int, typer.Option(help="S3 port of --object-store (0 = a free one).")] = 0,
 ) -> None:
-    """Embedded ZooKeeper + N broker processes (distinct ports and log dirs) in the foreground.
+    """Embedded ZooKeeper (one server, or an ensemble with --zookeeper-nodes 3 or 5) + N broker processes
+    (distinct ports and log dirs) in the foreground.
 
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
     controlled shutdown), then ZooKeeper. ``--secure``: see :mod:`lakelog.security.secure_setup`.
     """
     from lakelog.config import read_properties
     from lakelog.runtime.broker_process import BrokerProcess
+    from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
     from lakelog.runtime.zookeeper_server import ZooKeeperServer
 
     data_dir = data_dir.resolve()
-    zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+    if zookeeper_nodes == 1:
+        zk = ZooKeeperServer(data_dir=data_dir / "zookeeper", client_port=zookeeper_port)
+        zookeeper_connect = zk.connect_string
+    else:
+        if not zookeeper_chroot.startswith("/") or zookeeper_chroot == "/" or zookeeper_chroot.endswith("/"):
+            fail(f"--zookeeper-chroot is a znode path such as /lakelog, not {zookeeper_chroot!r}")
+        try:
+            zk = ZooKeeperEnsemble(data_dir=data_dir / "zookeeper", nodes=zookeeper_nodes)
+        except ValueError as e:
+            fail(f"--zookeeper-nodes: {e}")
+        zookeeper_connect = zk.connect_string + zookeeper_chroot
     tls = _secure_setup(data_dir, brokers=brokers, config=config) if secure else None
     kafka = not secure and (config is None or "listeners" not in read_properties(config, missing_ok=True))
-    procs = [BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / f"broker-{i}", broker_id=i,
+    procs = [BrokerProcess(zookeeper_connect=zookeeper_connect, log_dirs=data_dir / f"broker-{i}", broker_id=i,
                            port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
                            log_format=log_format.value, new_session=True, config_file=config,
                            **({"extra_env": {"LAKELOG_LISTENERS": f"PLAINTEXT://127.0.0.1:{kafka_port and kafka_port + i}"}}
@@ -234,16 +328,23 @@ def cluster_up(
                                "extra_env": tls.broker_env(), "ssl_certfile": tls.brokers[i].certfile,
                                "ssl_keyfile": tls.brokers[i].keyfile, "ssl_cafile": tls.cafile}))
              for i in range(brokers)]
+    store = None
     with _stop_on_signals():
         try:
             zk.start()
-            _wait_for_previous_registrations(zk.connect_string, [proc.broker_id for proc in procs])
+            if object_store:
+                store, lake = _start_object_store(data_dir, port=object_store_port)
+                lake_env = {"LAKELOG_" + k.replace(".", "_").upper(): v for k, v in lake.items()}
+                for proc in procs:
+                    proc.extra_env = {**proc.extra_env, **lake_env}
+            _wait_for_previous_registrations(zookeeper_connect, [proc.broker_id for proc in procs])
             if tls is not None:
-                tls.ensure_super_user(zk.connect_string)
+                tls.ensure_super_user(zookeeper_connect)
             for proc in procs:
                 proc.start()
             servers = ",".join(proc.url.replace("http://", "") for proc in procs)
-            err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); {brokers} brokers: {servers} "
+            zk_pids = zk.pid if zookeeper_nodes == 1 else ", ".join(str(node.pid) for node in zk.servers)
+            err_console.print(f"ZooKeeper at {zookeeper_connect} (pid {zk_pids}); {brokers} brokers: {servers} "
                               f"(pids {', '.join(str(p.pid) for p in procs)}, logs {data_dir}/broker-N.log). "
                               f"Use --bootstrap-server {servers}")
             if kafka and kafka_port:
@@ -258,6 +359,8 @@ def cluster_up(
                 except Exception as e:  # noqa: BLE001 - reported; the others and ZooKeeper still stop
                     err_console.print(f"[red]error:[/red] stopping broker {proc.broker_id}: {e}")
                     proc.kill()
+            if store is not None:
+                store.stop()
             zk.stop()
 
 

@@ -135,7 +135,7 @@ class TransactionsClient:
         ``partition_id``}], ``transaction_start_time_ms``, ``transaction_duration_ms`` (age, ms; null when
         none is open), ``last_update_time_ms``). ``states``: only ids in these states (``Ongoing``, ...).
 
-        Raises: GatewayError (LeaderNotAvailableError 40406, retriable), ConnectionError.
+        Raises: GatewayError (LeaderNotAvailableError 40404, retriable), ConnectionError.
         """
         params = {"state": list(states)} if states else None
         path = f"/v3/clusters/{self.transport.cluster_id}/transactions"

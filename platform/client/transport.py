@@ -277,6 +277,27 @@ class LakelogClient:
         return self._produce(f"/topics/{topic}/partitions/{partition}/records", arrow_ipc(table),
                              media_types.ARROW_STREAM).json()
 
+    def produce_v3(self, topic: str, records: Iterable[dict]) -> list[dict]:
+        """POST records to REST Proxy v3's ``/v3/clusters/{cluster_id}/topics/{topic}/records`` in one request:
+        JSON objects one after another (Confluent's streaming produce), each a v3 record, e.g.
+        ``{"key": {"type": "STRING", "data": "k"}, "value": {"type": "JSON", "data": {"n": 1}},
+        "partition_id": 0}``. The server produces the valid ones as one batch.
+
+        Returns:
+            One answer per record, in order: a delivery report ``{"error_code": 200, "partition_id", "offset",
+            ...}``, or the record's error ``{"error_code", "message"}`` (:func:`lakelog.errors.for_code` gives
+            its class); the records after a failed one were still produced.
+
+        Raises:
+            GatewayError: the request as a whole failed (an unknown topic, a missing ACL), or its only record.
+        """
+        lines = [orjson.dumps(r) for r in records]
+        resp = self._produce(f"/v3/clusters/{self.cluster_id}/topics/{topic}/records", b"\n".join(lines),
+                             "application/json")
+        if len(lines) == 1:
+            return [resp.json()]
+        return [orjson.loads(line) for line in resp.content.split(b"\r\n") if line.strip()]
+
     # -- fetch ----------------------------------------------------------------------------------
 
     def fetch_page(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1024 * 1024,
@@ -297,7 +318,7 @@ class LakelogClient:
             gateway) the last record's offset + 1, else ``offset``.
 
         Raises:
-            GatewayError: OffsetOutOfRangeError (42202) below the log start offset or past the high
+            GatewayError: OffsetOutOfRangeError (42226) below the log start offset or past the high
             watermark, UnknownTopicError (40401), UnknownPartitionError, 40001 a bad parameter.
         """
         accept = {"binary": media_types.BINARY_V2, "json": media_types.JSON_V2, "arrow": media_types.ARROW_STREAM}

@@ -29,15 +29,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from kazoo.exceptions import NoNodeError
-
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.describe import DescribedMember, GroupDescription
 from lakelog.consumer_groups.errors import ConsumerInstanceNotFoundError, UnknownGroupError
 from lakelog.consumer_groups.manager import ConsumerManager
-from lakelog.consumer_groups.membership import group_path
 from lakelog.consumer_groups.offsets_admin import group_lag
-from lakelog.replication.metadata import CONSUMERS_PATH
 
 #: Confluent's ``ConsumerGroupState`` values lakelog's groups take (Kafka's ``ConsumerGroupState``):
 #: ``EMPTY`` (no live members), ``STABLE`` (the stored assignment is the current generation's and
@@ -129,23 +125,6 @@ class LagSummaryView:
 
 # -- groups ----------------------------------------------------------------------------------------
 
-def _groups_with_members(consumers: ConsumerManager) -> list[str]:
-    """Groups with live members, from ZooKeeper (blocking: run it in a thread)."""
-    zk = consumers.membership.zk
-    try:
-        names = zk.get_children(CONSUMERS_PATH)
-    except NoNodeError:
-        return []
-    out = []
-    for name in names:
-        try:
-            if zk.get_children(f"{group_path(name)}/members"):
-                out.append(name)
-        except NoNodeError:
-            continue
-    return out
-
-
 async def _view(consumers: ConsumerManager, broker: OffsetsAdminBroker, group: str, *,
                 has_offsets: bool) -> GroupView:
     desc: GroupDescription = await consumers.describe(group)
@@ -161,10 +140,10 @@ async def list_group_views(*, consumers: ConsumerManager, broker: OffsetsAdminBr
 
     Raises:
         LeaderNotAvailableError: a ``__consumer_offsets`` partition has no live leader (its groups are
-            unknown; 404 / 40406, retriable).
+            unknown; 404 / 40404, retriable).
     """
     with_offsets = set(await broker.coordinator.groups())
-    with_members = set(await asyncio.to_thread(_groups_with_members, consumers))
+    with_members = set(await asyncio.to_thread(consumers.membership.groups_with_members))
     groups = sorted(with_offsets | with_members)
     return list(await asyncio.gather(*(_view(consumers, broker, g, has_offsets=g in with_offsets) for g in groups)))
 
@@ -174,7 +153,7 @@ async def get_group_view(*, consumers: ConsumerManager, broker: OffsetsAdminBrok
 
     Raises:
         InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
-        UnknownGroupError: the group has neither committed offsets nor live members (404 / 40407).
+        UnknownGroupError: the group has neither committed offsets nor live members (404 / 40405).
     """
     view = await _view(consumers, broker, group, has_offsets=bool(await broker.coordinator.committed(group)))
     if not view.has_offsets and not view.members:
@@ -188,7 +167,7 @@ async def member_assignments(*, consumers: ConsumerManager, broker: OffsetsAdmin
     partition (Confluent's ``ConsumerAssignmentManager.listConsumerAssignments``).
 
     Raises:
-        UnknownGroupError: no such group (404 / 40407).
+        UnknownGroupError: no such group (404 / 40405).
         ConsumerInstanceNotFoundError: the group has no live member ``member_id`` (404 / 40403).
     """
     view = await get_group_view(consumers=consumers, broker=broker, group=group)
@@ -202,7 +181,7 @@ def find_assignment(assignments: list[AssignmentView], *, member_id: str, topic:
     """The assignment of ``topic``-``partition`` among ``assignments`` (those of ``member_id``).
 
     Raises:
-        UnknownGroupError: the member does not own that partition (404 / 40407: the group has no such
+        UnknownGroupError: the member does not own that partition (404 / 40405: the group has no such
             assignment, as :func:`find_lag` for a lag).
     """
     for a in assignments:
@@ -221,7 +200,7 @@ async def group_lags(*, consumers: ConsumerManager, broker: OffsetsAdminBroker, 
 
     Raises:
         InvalidGroupIdError: a group id ZooKeeper cannot hold (400 / 40008).
-        UnknownGroupError: the group has no committed offsets (404 / 40407).
+        UnknownGroupError: the group has no committed offsets (404 / 40405).
         LeaderNotAvailableError: a partition's leader does not answer.
     """
     lag, desc = await asyncio.gather(group_lag(broker, group), consumers.describe(group))
@@ -236,7 +215,7 @@ def find_lag(lags: list[PartitionLagView], *, group: str, topic: str, partition:
     """The lag of ``topic``-``partition`` among ``lags`` (those of ``group``).
 
     Raises:
-        UnknownGroupError: the group has no committed offset for that partition (404 / 40407).
+        UnknownGroupError: the group has no committed offset for that partition (404 / 40405).
     """
     for lag in lags:
         if (lag.topic, lag.partition) == (topic, partition):
@@ -249,7 +228,7 @@ def summarize_lags(lags: list[PartitionLagView], *, group: str) -> LagSummaryVie
     first partition whose lag exceeds every earlier one holds the maximum).
 
     Raises:
-        UnknownGroupError: ``lags`` is empty: the group has no committed offsets (404 / 40407).
+        UnknownGroupError: ``lags`` is empty: the group has no committed offsets (404 / 40405).
     """
     if not lags:
         raise UnknownGroupError(f"Group '{group}' has no committed offsets.")

@@ -41,6 +41,10 @@ AUTO_COMMIT_INTERVAL_MS = 5000
 
 #: REST Proxy's characters of a consumer instance name (the name is a URL path segment).
 INSTANCE_NAME_PATTERN = r"^[A-Za-z0-9._\-:@]+$"
+#: The longest group id and instance name: Kafka's topic-name limit (each is one ZooKeeper znode name, like
+#: a topic's, and a URL path segment; 10,000-character ids made 10 kB znode paths and URLs).
+MAX_GROUP_ID_LENGTH = 249
+MAX_INSTANCE_NAME_LENGTH = 249
 
 
 def _zookeeper_refuses(ch: str) -> bool:
@@ -54,11 +58,13 @@ def validate_group_id(group: str) -> None:
     """Refuse a group id that cannot be one ZooKeeper znode name (Kafka takes any non-empty string).
 
     Raises:
-        InvalidGroupIdError: empty, ``.``, ``..``, with a ``/`` or a character ZooKeeper refuses
-            (400 / 40008).
+        InvalidGroupIdError: empty, ``.``, ``..``, longer than :data:`MAX_GROUP_ID_LENGTH`, with a ``/`` or
+            a character ZooKeeper refuses (400 / 40008).
     """
     if group in ("", ".", ".."):
         raise InvalidGroupIdError(f"Group id {group!r} is not allowed: it must not be empty, '.' or '..'.")
+    if len(group) > MAX_GROUP_ID_LENGTH:
+        raise InvalidGroupIdError(f"Group id is {len(group)} characters; the limit is {MAX_GROUP_ID_LENGTH}.")
     bad = sorted({ch for ch in group if ch == "/" or _zookeeper_refuses(ch)})
     if bad:
         raise InvalidGroupIdError(f"Group id {group!r} is not allowed: it contains {', '.join(map(repr, bad))} "
@@ -71,10 +77,10 @@ def validate_instance_name(name: str) -> None:
     Raises:
         InvalidConsumerInstanceNameError: 422 / 42209.
     """
-    if name in (".", "..") or not re.fullmatch(INSTANCE_NAME_PATTERN, name):
+    if name in (".", "..") or len(name) > MAX_INSTANCE_NAME_LENGTH or not re.fullmatch(INSTANCE_NAME_PATTERN, name):
         raise InvalidConsumerInstanceNameError(
             f"Invalid consumer configuration: instance name {name!r} is not allowed: use ASCII letters, digits, "
-            f"'.', '_', '-', ':' and '@', and not '.' or '..' alone.")
+            f"'.', '_', '-', ':' and '@', at most {MAX_INSTANCE_NAME_LENGTH} of them, and not '.' or '..' alone.")
 
 
 @dataclass(eq=False)

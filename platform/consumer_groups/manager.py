@@ -332,6 +332,19 @@ class ConsumerManager:
         read in (see :meth:`lakelog.consumer_groups.poller.RecordPoller.poll` for limits and errors)."""
         return await self.poller.poll(inst, timeout_ms=timeout_ms, max_bytes=max_bytes)
 
+    def unread(self, inst: ConsumerInstance, result: PollResult) -> None:
+        """Undo a read whose answer could not be given (a ``json`` instance met bytes that are not JSON):
+        each partition read goes back to its first record read, if the instance still owns it, so the next
+        read returns the same records (REST Proxy's consumer keeps the record that failed too)."""
+        first: dict[TopicPartition, int] = {}
+        for part in result.partitions:
+            tp = (part.topic, part.partition)
+            if tp not in first and part.records.num_rows:
+                first[tp] = part.records["offset"][0].as_py()
+        for tp, offset in first.items():
+            if tp in inst.owned:
+                inst.positions[tp] = offset
+
     # -- offsets --------------------------------------------------------------------------------
 
     async def commit(self, inst: ConsumerInstance, offsets: OffsetCommits | None) -> None:

@@ -47,6 +47,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from lakelog.consumer_groups.assignors import TopicPartition, get_assignor
 from lakelog.consumer_groups.errors import ConsumerAlreadyExistsError
 from lakelog.replication.metadata import CONSUMERS_PATH, ClusterMetadata, _dump, _load
+from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,13 @@ class GroupWatch:
         self._stopped.set()
 
 
+@zookeeper_errors_wrapped
 class GroupMembership:
     """Group membership of the consumer instances of one broker, through its ZooKeeper session.
 
-    Methods block on ZooKeeper: call them with ``asyncio.to_thread`` from the event loop.
+    Methods block on ZooKeeper: call them with ``asyncio.to_thread`` from the event loop. Every public
+    method raises :class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304, retriable),
+    never kazoo's error, when ZooKeeper is not reachable (:mod:`lakelog.replication.zookeeper_errors`).
 
     Args:
         zk: the broker's started ``KazooClient`` (ephemeral znodes live as long as its session).
@@ -152,6 +156,21 @@ class GroupMembership:
         base = group_path(group)
         for sub in ("instances", "members", "acks"):
             self.zk.ensure_path(f"{base}/{sub}")
+
+    def groups_with_members(self) -> list[str]:
+        """The groups with live members (a znode under ``{group}/members``), in ZooKeeper's order."""
+        try:
+            names = self.zk.get_children(CONSUMERS_PATH)
+        except NoNodeError:
+            return []
+        out = []
+        for name in names:
+            try:
+                if self.zk.get_children(f"{group_path(name)}/members"):
+                    out.append(name)
+            except NoNodeError:
+                continue
+        return out
 
     # -- instances ------------------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ async def check_commit_partitions(broker: OffsetsAdminBroker, partitions: Iterab
 
     Raises:
         UnknownTopicError: a topic does not exist (404 / 40401).
-        InvalidCommitError: a partition is not one of its topic's (422 / 42207).
+        InvalidCommitError: a partition is not one of its topic's (422 / 42228).
     """
     for topic, partition in partitions:
         meta = await broker.topic_fresh(topic)
@@ -118,7 +118,7 @@ async def group_lag(broker: OffsetsAdminBroker, group: str) -> GroupLagInfo:
     with each partition's offsets from its leader (asked concurrently per topic).
 
     Raises:
-        UnknownGroupError: the group has no committed offsets (404 / 40407).
+        UnknownGroupError: the group has no committed offsets (404 / 40405).
         LeaderNotAvailableError: a partition's leader does not answer.
     """
     committed = {(c.topic, c.partition): c.offset for c in await broker.coordinator.committed(group)}
@@ -165,8 +165,8 @@ async def reset_offsets(broker: OffsetsAdminBroker, group: str, *, to: ResetTarg
     Raises:
         GroupNotEmptyError: the group has active members (409 / 40905).
         InvalidCommitError: ``timestamp``, ``offset``, ``shift`` or ``duration`` without a ``value``, or a
-            partition the topic does not have (422 / 42207).
-        UnknownGroupError: nothing chosen and the group has no committed offsets (404 / 40407).
+            partition the topic does not have (422 / 42228).
+        UnknownGroupError: nothing chosen and the group has no committed offsets (404 / 40405).
         UnknownTopicError: a topic does not exist.
         LeaderNotAvailableError: a partition has no reachable leader (retriable).
     """
@@ -223,7 +223,7 @@ async def delete_offsets(broker: OffsetsAdminBroker, group: str, *, topic: str,
 
     Raises:
         GroupNotEmptyError: the group has active members (409 / 40905).
-        UnknownGroupError: the group has no committed offsets of the topic (404 / 40407).
+        UnknownGroupError: the group has no committed offsets of the topic (404 / 40405).
         NotCoordinatorError: no coordinator answered within ``request.timeout.ms`` (503 / 50320, retriable).
     """
     await _check_no_members(broker, group, doing="deleting")

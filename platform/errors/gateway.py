@@ -9,18 +9,20 @@ __all__ = ["BrokerNotReadyError", "ClusterNotFoundError", "RequestTimeoutError",
 
 
 class ClusterNotFoundError(LakelogError):
-    """The cluster id in a v3 path is not this cluster's. 404 / 40404."""
+    """The cluster id in a v3 path is not this cluster's. 404 / 40409 (lakelog's code; REST Proxy's 40404 is
+    leader not available, kafka-rest ``Errors.java``)."""
 
     http_status = 404
-    error_code = 40404
+    error_code = 40409
 
 
 class RequestTimeoutError(LakelogError):
     """A request's headers or body did not arrive within ``request.header.timeout.ms`` /
-    ``request.body.timeout.ms`` (a slow or stalled client); the connection is closed. 408 / 40801."""
+    ``request.body.timeout.ms`` (a slow or stalled client); the connection is closed. 408 / 40802 (lakelog's
+    code; REST Proxy's 40801 is a serialization error, kafka-rest ``KafkaRestExceptionMapper``)."""
 
     http_status = 408
-    error_code = 40801
+    error_code = 40802
 
 
 class TooManyConnectionsError(LakelogError):

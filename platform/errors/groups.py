@@ -9,7 +9,7 @@ __all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "Cons
            "ConsumerGroupError", "ConsumerInstanceNotFoundError", "GroupNotEmptyError",
            "IllegalConsumerStateError", "IllegalGenerationError", "InvalidCommitError",
            "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
-           "UnknownGroupError"]
+           "InvalidSubscriptionError", "RecordDeserializationError", "UnknownGroupError"]
 
 
 class ConsumerGroupError(LakelogError):
@@ -34,10 +34,13 @@ class GroupNotEmptyError(ConsumerGroupError):
 
 
 class UnknownGroupError(ConsumerGroupError):
-    """The group has no committed offsets and no members. Kafka: GROUP_ID_NOT_FOUND (69). 404 / 40407."""
+    """The group has no committed offsets and no members. Kafka: GROUP_ID_NOT_FOUND (69). 404 / 40405.
+
+    REST Proxy: ``CONSUMER_GROUP_ID_NOT_FOUND_ERROR_CODE`` (40405, kafka-rest ``Errors.java``).
+    """
 
     http_status = 404
-    error_code = 40407
+    error_code = 40405
 
 
 class InvalidGroupIdError(ConsumerGroupError):
@@ -53,10 +56,13 @@ class InvalidGroupIdError(ConsumerGroupError):
 
 
 class InvalidCommitError(ConsumerGroupError):
-    """An offset commit names a partition that does not exist or a negative offset. 422 / 42207."""
+    """An offset commit names a partition that does not exist or a negative offset. 422 / 42228.
+
+    lakelog's code (REST Proxy's 42207 is a serialization error, kafka-rest ``Errors.java``).
+    """
 
     http_status = 422
-    error_code = 42207
+    error_code = 42228
 
 
 class ConsumerInstanceNotFoundError(ConsumerGroupError):
@@ -112,10 +118,33 @@ class IllegalConsumerStateError(ConsumerGroupError):
 
 
 class InvalidConsumerConfigError(ConsumerGroupError):
-    """Invalid consumer configuration. REST Proxy: 422 / 42204."""
+    """Invalid consumer configuration. REST Proxy: 422 / 42204 (``INVALID_CONSUMER_CONFIG_ERROR_CODE``,
+    kafka-rest ``Errors.java``): a consumer instance's format, reset policy, isolation level or assignor."""
 
     http_status = 422
     error_code = 42204
+
+
+class InvalidSubscriptionError(ConsumerGroupError):
+    """A subscription that is not exactly one of a non-empty ``topics`` list or a ``topic_pattern`` regex, or a
+    ``topic_pattern`` that does not compile. 422 / 42227 (lakelog's code; REST Proxy's 42204 is an invalid
+    consumer configuration)."""
+
+    http_status = 422
+    error_code = 42227
+
+
+class RecordDeserializationError(ConsumerGroupError):
+    """A record's key or value could not be read in the consumer instance's format: a ``json`` instance met
+    bytes that are not JSON. 408 / 40801, not retriable: the instance's position stays at that record.
+
+    REST Proxy answers this with 408 / 40801: its JSON consumer raises Kafka's ``SerializationException``,
+    which kafka-rest's ``KafkaRestExceptionMapper`` maps to ``REQUEST_TIMEOUT`` / 40801 (CPKAFKA-3412). Read
+    the partition with a ``binary`` instance, or seek past the record.
+    """
+
+    http_status = 408
+    error_code = 40801
 
 
 class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from lakelog.log_tables.offset_scan import DataLoss
 
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError",
+           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError", "ObjectStoreStartError",
            "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
            "TransactionsNeedTailError", "UnreadableBatchError"]
 
@@ -22,11 +22,12 @@ class LogTableError(LakelogError):
 class OffsetOutOfRangeError(LogTableError):
     """The requested offset is not within the range of offsets held by the partition.
 
-    Kafka: OFFSET_OUT_OF_RANGE (1). REST Proxy: 42202 (invalid offset or partition).
+    Kafka: OFFSET_OUT_OF_RANGE (1). 422 / 42226 (lakelog's code; REST Proxy's 42202 is a missing value
+    schema, kafka-rest ``Errors.java``).
     """
 
     http_status = 422
-    error_code = 42202
+    error_code = 42226
 
     def __init__(self, *, topic: str, partition: int, offset: int, log_start_offset: int,
                  high_watermark: int) -> None:
@@ -43,11 +44,12 @@ class OffsetOutOfRangeError(LogTableError):
 class RecordTooLargeError(LogTableError):
     """A record is larger than the topic's ``max.message.bytes``.
 
-    Kafka: MESSAGE_TOO_LARGE (10). REST Proxy: 42201 (keys and/or values too large).
+    Kafka: MESSAGE_TOO_LARGE (10). 422 / 42225 (lakelog's code; REST Proxy's 42201 is a missing key
+    schema, kafka-rest ``Errors.java``).
     """
 
     http_status = 422
-    error_code = 42201
+    error_code = 42225
 
 
 class CommitFailedError(LogTableError):
@@ -58,7 +60,7 @@ class CommitFailedError(LogTableError):
     """
 
     http_status = 503
-    error_code = 50301
+    error_code = 50322  # lakelog's code (REST Proxy's 50301: no consumer available in its pool)
     retriable = True
 
 
@@ -66,7 +68,7 @@ class LogClosedError(LogTableError):
     """The partition log is closed (the broker is shutting down or the partition moved away)."""
 
     http_status = 503
-    error_code = 50302
+    error_code = 50323  # lakelog's code (REST Proxy's 50302: broker not available, rest-utils)
     retriable = True
 
 
@@ -173,8 +175,19 @@ class DataLossError(LogTableError):
     """
 
     http_status = 422
-    error_code = 42208
+    error_code = 42229  # lakelog's code (REST Proxy's 42208 is a v3 produce batch error, kafka-rest Errors.java)
 
     def __init__(self, loss: "DataLoss", message: str | None = None) -> None:
         super().__init__(message or f"{loss.describe()} of the table {loss.table_uri}")
         self.loss = loss
+
+
+class ObjectStoreStartError(LogTableError):
+    """The embedded S3-compatible object store (s3proxy, :mod:`lakelog.runtime.object_store`) could not be
+    started: Java or Maven missing, its jars not fetched, its port taken, or the server exited or did not
+    answer in time. The message ends with the tail of the server's log. 503 / 50330, retriable (a busy
+    port or a slow machine is often transient)."""
+
+    http_status = 503
+    error_code = 50330
+    retriable = True

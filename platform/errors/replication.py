@@ -96,10 +96,11 @@ class UnknownReplicaError(ReplicationError):
 
 
 class LeaderNotAvailableError(ReplicationError):
-    """The partition has no leader on a live broker right now. Kafka: LEADER_NOT_AVAILABLE (5). REST Proxy: 40406."""
+    """The partition has no leader on a live broker right now. Kafka: LEADER_NOT_AVAILABLE (5). REST Proxy:
+    404 / 40404 (``LEADER_NOT_AVAILABLE_ERROR_CODE``, kafka-rest ``Errors.java``)."""
 
     http_status = 404
-    error_code = 40406
+    error_code = 40404
     retriable = True
 
 

@@ -7,7 +7,7 @@ error classes sees the same code:
 - :class:`SourceOptionError` (400 / 40003, a :class:`~lakelog.errors.ConfigError`): an option of the
   ``lakelog`` source or sink is missing, unknown in this mode, or invalid;
 - :class:`SourceError` (400 / 40020): the source can not plan or read a query;
-- :class:`DeltaJarsError` (500 / 50002): Delta's JVM jars could not be resolved.
+- :class:`DeltaJarsError` (500 / 50022): Delta's JVM jars could not be resolved.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ class SourceError(LakelogError):
 class DeltaJarsError(LakelogError):
     """Delta Lake's JVM jars could not be resolved (no cached copy and no reachable repository).
 
-    Raised by :func:`lakelog.spark.session.ensure_delta_jars`. HTTP 500, REST error code 50002.
+    Raised by :func:`lakelog.spark.session.ensure_delta_jars`. HTTP 500, REST error code 50022 (lakelog's
+    code; REST Proxy's 50002 is any other Kafka error, rest-utils ``KafkaExceptionMapper``).
     """
 
     http_status = 500
-    error_code = 50002
+    error_code = 50022

@@ -64,14 +64,13 @@ from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
 def create_app(broker: GatewayBroker) -> FastAPI:
     """Build the gateway app for one broker (a :class:`lakelog.broker.Broker`, built by the caller);
-    the broker starts and stops with the app (lifespan), the consumer manager with it."""
+    the broker starts and stops with the app (lifespan), its consumer instances with it."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         await broker.start()
         try:
-            async with consumers_api.consumer_instances(app, broker, broker.settings):
-                yield
+            yield
         finally:
             await broker.stop()
 
@@ -111,7 +110,7 @@ def _document_raw_body_models(app: FastAPI) -> None:
             doc = default_openapi()
             _, defs = models_json_schema(
                 [(m, "validation") for m in (models.BinaryProduceRequest, models.JsonProduceRequest,
-                                             models.ConsumerRecord)],
+                                             models.V3ProduceRequest, models.ConsumerRecord)],
                 ref_template="#/components/schemas/{model}")
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
         return app.openapi_schema

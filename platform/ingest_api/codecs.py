@@ -34,8 +34,10 @@ from typing_extensions import NotRequired, TypedDict
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.ingest_api.columnar_json import decode_columnar
 from lakelog.log_tables.errors import InvalidTimestampError
+from lakelog.errors import RecordDeserializationError
 from lakelog.protocol.errors import (
     FieldOutOfRangeError,
+    InvalidBodyFieldError,
     InvalidEncodingError,
     MalformedBodyError,
     NotAcceptableError,
@@ -46,7 +48,9 @@ from lakelog.log_tables.records import PRODUCE_SCHEMA, TIMESTAMP_RANGE, normaliz
 from lakelog.log_tables.schema import FETCH_COLUMNS, HEADERS_TYPE
 
 
-_B64 = ConfigDict(val_json_bytes="base64")
+#: Unknown fields are refused (``{"valur": 1}`` would be a null record), as REST Proxy's Jackson models
+#: refuse them (``UnrecognizedPropertyException``, 400).
+_B64 = ConfigDict(val_json_bytes="base64", extra="forbid")
 _log = logging.getLogger(__name__)
 
 #: Kafka's partition is an int32 >= 0.
@@ -91,6 +95,10 @@ class _BinaryRecord(TypedDict):
 @with_config(_B64)
 class _BinaryProduce(TypedDict):
     records: list[_BinaryRecord]
+    key_schema: NotRequired[None]  # REST Proxy's schema fields: null only (no schemas here)
+    value_schema: NotRequired[None]
+    key_schema_id: NotRequired[None]
+    value_schema_id: NotRequired[None]
 
 
 @with_config(_B64)
@@ -105,6 +113,10 @@ class _JsonRecord(TypedDict):
 @with_config(_B64)
 class _JsonProduce(TypedDict):
     records: list[_JsonRecord]
+    key_schema: NotRequired[None]  # REST Proxy's schema fields: null only (no schemas here)
+    value_schema: NotRequired[None]
+    key_schema_id: NotRequired[None]
+    value_schema_id: NotRequired[None]
 
 
 _BINARY_ADAPTER = TypeAdapter(_BinaryProduce)
@@ -140,7 +152,10 @@ def decode_produce(body: bytes | bytearray, fmt: Format, *, consume: bool = Fals
         record named one.
 
     Raises:
-        MalformedBodyError: not JSON / not Arrow, or the wrong shape (the message names the field).
+        MalformedBodyError: not JSON / not Arrow, or the wrong shape, an unknown field among them (the
+            message names the field).
+        InvalidBodyFieldError: an empty ``records`` list, or a record with none of ``key``, ``value``,
+            ``partition`` (422, as REST Proxy's ``@NotEmpty`` records).
         InvalidEncodingError: a base64 field does not decode.
     """
     if fmt == "arrow":  # zero copy over the body: it stays
@@ -148,7 +163,10 @@ def decode_produce(body: bytes | bytearray, fmt: Format, *, consume: bool = Fals
     else:
         # small bodies: the per-record validator is faster there and its memory is small anyway
         small = len(body) < (_COLUMNAR_BINARY_MIN_BYTES if fmt == "binary" else _COLUMNAR_JSON_MIN_BYTES)
-        decoded = None if small else decode_columnar(body, fmt)
+        decoded = None if small else decode_columnar(
+            body, fmt, validate=lambda document, first: _decode_validated(document, fmt, first_record=first))
+        if decoded is not None and _has_empty_record(*decoded):  # the validator tells absent from null
+            decoded = None
         batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
         if consume and isinstance(body, bytearray):
             body.clear()
@@ -171,14 +189,19 @@ def _check_partitions(parts: pa.Array | None) -> pa.Array | None:
     return parts.cast(pa.int32())
 
 
-def _decode_validated(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | None]:
-    """The per-record path: pydantic-core validates the body and words the first error."""
+def _decode_validated(body: bytes, fmt: Format, *, first_record: int = 0) -> tuple[pa.Table, pa.Array | None]:
+    """The per-record path: pydantic-core validates the body and words the first error.
+
+    ``first_record``: the body is a chunk of a larger one's records, from this record on (error messages
+    name records by their place in the larger body). Default: 0.
+    """
     adapter = _BINARY_ADAPTER if fmt == "binary" else _JSON_ADAPTER
     try:
         request = adapter.validate_json(body)
     except ValidationError as e:
-        raise _validation_error(e, fmt) from None
+        raise _validation_error(e, fmt, first_record=first_record) from None
     records = request["records"]
+    _check_records(records)
     n = len(records)
     if fmt == "binary":
         keys = [r.get("key") for r in records]
@@ -196,13 +219,43 @@ def _decode_validated(body: bytes, fmt: Format) -> tuple[pa.Table, pa.Array | No
         pa.array([[{"key": h.get("key", h.get("name", "")), "value": h["value"]} for h in hs] if hs is not None else None
                   for hs in headers], HEADERS_TYPE) if has_headers else pa.nulls(n, HEADERS_TYPE),
         _int64(timestamps, lambda i, v: InvalidTimestampError(
-            f"Record {i} of the request has timestamp {v}, outside the legal range {TIMESTAMP_RANGE} (Kafka's "
+            f"Record {first_record + i} of the request has timestamp {v}, outside the legal range {TIMESTAMP_RANGE} (Kafka's "
             f"INVALID_TIMESTAMP); nothing was written.")),
     ], schema=PRODUCE_SCHEMA)
     part_array = _int64(partitions, lambda i, v: FieldOutOfRangeError(
-        f"Record {i} names partition {v}; a partition is an int32 from 0 to {MAX_PARTITION}. Nothing was written.")
+        f"Record {first_record + i} names partition {v}; a partition is an int32 from 0 to {MAX_PARTITION}. Nothing was written.")
     ) if any(p is not None for p in partitions) else None
     return batch, part_array
+
+
+def _has_empty_record(batch: pa.Table, parts: pa.Array | None) -> bool:
+    """Whether some record has a null key, value and partition, or a header with an empty key: absent or
+    null / empty, which only the per-record validator tells apart."""
+    if batch.num_rows == 0:
+        return True
+    empty = pc.and_(batch["key"].is_null(), batch["value"].is_null())
+    if parts is not None:
+        empty = pc.and_(empty, parts.is_null())
+    if pc.any(empty).as_py():
+        return True
+    header_keys = pc.list_flatten(batch["headers"]).combine_chunks().field("key")  # "": no key, or an empty one
+    return len(header_keys) > 0 and bool(pc.any(pc.equal(header_keys, "")).as_py())
+
+
+def _check_records(records: list[dict]) -> None:
+    """REST Proxy's shape rules beyond the types: at least one record, each with a key, value or partition,
+    each header with a key."""
+    if not records:
+        raise InvalidBodyFieldError('records: the list is empty; send at least one record, e.g. '
+                                    '{"records": [{"value": ...}]}. Nothing was written.')
+    for i, record in enumerate(records):
+        if not record.keys() & {"key", "value", "partition"}:
+            raise InvalidBodyFieldError(f"records[{i}] has none of key, value, partition; give at least one. "
+                                        f"Nothing was written.")
+        for j, header in enumerate(record.get("headers") or ()):
+            if "key" not in header and "name" not in header:
+                raise InvalidBodyFieldError(f"records[{i}].headers[{j}] has no key; every header needs one. "
+                                            f"Nothing was written.")
 
 
 def _int64(values: list, error) -> pa.Array:
@@ -240,15 +293,19 @@ def _decode_arrow(body: bytes) -> tuple[pa.Table, pa.Array | None]:
     return batch, partitions
 
 
-def _validation_error(e: ValidationError, fmt: Format) -> Exception:
+def _validation_error(e: ValidationError, fmt: Format, *, first_record: int = 0) -> Exception:
     first = e.errors()[0]
-    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first["loc"]).lstrip(".") or "body"
+    path = list(first["loc"])
+    if first_record and len(path) > 1 and path[0] == "records" and isinstance(path[1], int):
+        path[1] += first_record
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in path).lstrip(".") or "body"
     if first["type"] == "bytes_invalid_encoding":
         return InvalidEncodingError(
             f"{loc} is not valid base64 ({first['msg']}); with {BINARY_V2} keys, values and header values "
             f"must be base64-encoded. Nothing was written.")
     if first["type"] == "json_invalid":
-        return MalformedBodyError(f"The body is not valid JSON: {first['msg']}. Nothing was written.")
+        where = f" (in the records from record {first_record} on)" if first_record else ""
+        return MalformedBodyError(f"The body is not valid JSON: {first['msg']}{where}. Nothing was written.")
     example = ('{"records": [{"key": "a2V5", "value": "dmFsdWU="}]}' if fmt == "binary"
                else '{"records": [{"key": "k", "value": {"any": "json"}}]}')
     return MalformedBodyError(f"Invalid produce request at {loc}: {first['msg']}. Expected a body like "
@@ -279,7 +336,7 @@ def fetch_format(accept: str | None, default: Format = "binary") -> Format:
         f"Accept {accept!r} is not supported; use {BINARY_V2}, {JSON_V2} or {ARROW_STREAM}.")
 
 
-def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) -> bytes:
+def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int, json_only: bool = False) -> bytes:
     """Encode log records (columns :data:`FETCH_COLUMNS`) as a fetch response body.
 
     JSON forms: a JSON array of REST Proxy v2 consumer records plus ``timestamp`` (ms) and
@@ -289,6 +346,10 @@ def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) 
           "headers": []}]
 
     Arrow: an IPC stream with ``offset``, ``timestamp`` (ms, UTC), ``key``, ``value``, ``headers``.
+
+    ``json_only`` (``json`` form): a key or value that is not JSON raises
+    :class:`~lakelog.errors.RecordDeserializationError` (a REST Proxy ``json`` consumer instance, 408 / 40801)
+    instead of being answered as a JSON string of its UTF-8 text. Default: False.
     """
     if fmt == "arrow":
         out = table.select(FETCH_COLUMNS)
@@ -309,8 +370,9 @@ def encode_records(table: pa.Table, fmt: Format, *, topic: str, partition: int) 
         keys = [None if k is None else b64(k).decode() for k in keys]
         values = [None if v is None else b64(v).decode() for v in values]
     else:
-        keys = [None if k is None else _fragment(k) for k in keys]
-        values = [None if v is None else _fragment(v) for v in values]
+        fragment = _json_fragment(topic, partition, offsets) if json_only else _fragment
+        keys = [None if k is None else fragment(k, i, "key") for i, k in enumerate(keys)]
+        values = [None if v is None else fragment(v, i, "value") for i, v in enumerate(values)]
     records = [
         {"topic": topic, "key": k, "value": v, "partition": partition, "offset": o, "timestamp": t, "headers": h}
         for k, v, o, t, h in zip(keys, values, offsets, timestamps, headers)
@@ -334,7 +396,19 @@ def readable_ms(timestamps: pa.ChunkedArray | pa.Array, topic: str, partition: i
         return pc.cast(timestamps, ms, safe=False)
 
 
-def _fragment(raw: bytes) -> Any:
+def _json_fragment(topic: str, partition: int, offsets: list[int]):
+    def fragment(raw: bytes, i: int, what: str) -> Any:
+        try:
+            orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise RecordDeserializationError(
+                f"Error deserializing the {what} of {topic}-{partition} at offset {offsets[i]} as JSON ({e}); this "
+                f"json consumer instance cannot return it. Read it with a binary instance or seek past it.") from None
+        return orjson.Fragment(raw)
+    return fragment
+
+
+def _fragment(raw: bytes, i: int = 0, what: str = "value") -> Any:
     # A value produced in JSON format is stored as its JSON text: embed it as is. Values produced
     # in another format may not be JSON; they come back as a JSON string of their UTF-8 text.
     try:

@@ -2,25 +2,30 @@
 
 ``{"records": [...]}`` is one JSON object; :func:`pyarrow.json.read_json` reads it (as one row with a
 ``records`` list-of-struct column) straight into Arrow columns, with no Python object per record. Keys,
-values and header values are then base64-decoded (binary format) with numpy over whole columns, or
-wrapped as JSON string texts (JSON format).
+values and header values are then base64-decoded (binary format) with numpy over whole columns; in the JSON
+format, keys and values (any JSON: numbers, strings, objects, arrays, booleans, nulls) are taken as their
+compact JSON texts from the body's bytes (:mod:`lakelog.ingest_api.json_members`).
 
-This is a fast path, not a second validator: :func:`decode_columnar` returns None for any body whose
-meaning it cannot reproduce exactly (bad JSON, a wrong shape, a value that is not a JSON string,
-base64 that is not canonical, a null header value, escapes in a JSON-format body, ...), and the caller
-then decodes it with the per-record validator, which answers the exact error messages of before, or
+This is a fast path, not a second validator: a piece of the body whose meaning it cannot reproduce exactly
+(bad JSON, a wrong shape, a binary value that is not a JSON string, base64 that is not canonical, a null
+header value, an escape in a JSON-format value, a number orjson would write otherwise, ...) is decoded by
+the per-record validator the caller passes (``validate``), which answers the exact error messages, or
 accepts the rare legal form taken here as doubtful. Accepted bodies decode to the same bytes either way.
+A large body goes a chunk of records at a time either way, so the validator's Python objects stay bounded
+by the chunk too.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from lakelog.ingest_api.json_members import member_texts, structure
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import HEADERS_TYPE
 
@@ -29,7 +34,17 @@ _RECORD = pa.struct([("key", pa.string()), ("value", pa.string()), ("partition",
                      ("timestamp", pa.int64()), ("headers", pa.list_(_HEADER))])
 _PARSE = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_RECORD))]),
                          unexpected_field_behavior="ignore", newlines_in_values=True)
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\\]")  # escapes or raw control bytes: not taken here
+# the JSON format: keys and values are any JSON, read from the body's bytes (json_members), not by the reader
+_JSON_RECORD = pa.struct([("partition", pa.int64()), ("timestamp", pa.int64()), ("headers", pa.list_(_HEADER))])
+_PARSE_JSON = pj.ParseOptions(explicit_schema=pa.schema([("records", pa.list_(_JSON_RECORD))]),
+                              unexpected_field_behavior="ignore", newlines_in_values=True)
+#: The members a record may have (REST Proxy refuses any other: 400 / 40001, the validator's answer).
+_RECORD_MEMBERS = frozenset({b"key", b"value", b"partition", b"headers", b"timestamp"})
+#: A member name outside the records' and their headers' members, in a document without escapes (a string
+#: there holds no quote, so every ``"...":`` is a member name): one pass of the regex engine.
+_UNKNOWN_MEMBER = re.compile(rb'"(?!(?:records|key|value|partition|headers|timestamp|name)"\s*:)[^"]*"\s*:')
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\\]")  # escapes or raw control bytes: strings need decoding
+_FIRST_VALUE = re.compile(rb'"value"\s*:\s*(.)')  # the first record's value: how it starts
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _LUT = np.full(256, 255, dtype=np.uint8)
@@ -37,36 +52,41 @@ _LUT[np.frombuffer(_ALPHABET, np.uint8)] = np.arange(64, dtype=np.uint8)
 _PAD = 64
 _LUT[ord("=")] = _PAD
 _GROUPS_PER_STEP = 1 << 18  # 1 MiB of base64 text per numpy step bounds the temporaries
-#: Bodies larger than this are parsed this many bytes of records at a time.
+#: Bodies larger than this are parsed this many bytes of records at a time (a JSON-format body a quarter of
+#: it: finding its keys and values in the bytes takes about 25 bytes of temporaries a byte).
 CHUNK_BYTES = 1 << 20
 _RECORDS_HEAD = re.compile(rb'\s*\{\s*"records"\s*:\s*\[\s*')
 _RECORDS_TAIL = re.compile(rb'\s*\]\s*\}\s*\Z')
 _RECORD_SPLIT = re.compile(rb'\}\s*,\s*\{')
 _RECORD_GAP = re.compile(rb'\s*,\s*')
-_QUOTE = np.zeros(256, np.uint8)
-_QUOTE[ord('"')] = 1
-_BRACKET = np.zeros(256, np.int8)  # +1 opens, -1 closes an object or array
-_BRACKET[[ord("{"), ord("[")]] = 1
-_BRACKET[[ord("}"), ord("]")]] = -1
+#: ``validate(document, first_record)``: the per-record validator's ``(batch, partitions)`` of a document
+#: ``{"records": [...]}`` whose first record is record ``first_record`` of the body (for its error messages);
+#: raises the body's error.
+Validate = Callable[[bytes, int], tuple[pa.Table, "pa.Array | None"]]
 
 
-def decode_columnar(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
+def decode_columnar(body: bytes, fmt: str, *, validate: Validate | None = None
+                    ) -> tuple[pa.Table, pa.Array | None] | None:
     """``(batch, partitions)`` as :func:`lakelog.ingest_api.codecs.decode_produce`, or None (see module doc).
 
     ``partitions`` is int64 here (range checks come after); None when no record named one. A body of
     more than :data:`CHUNK_BYTES` is parsed a chunk of records at a time (:func:`_decode_chunked`), so
-    the parser's temporaries stay bounded by the chunk and the batch comes back with one chunk per piece.
+    the parser's temporaries stay bounded by the chunk and the batch comes back with one chunk per piece;
+    a chunk the columnar path cannot take is decoded by ``validate``, when given, else the whole body is
+    left to the caller (None).
+
+    Raises:
+        what ``validate`` raises.
     """
-    if fmt == "json" and _CONTROL.search(body):
-        return None
-    decoded = _decode_chunked(body, fmt) if len(body) > CHUNK_BYTES and b"\\" not in body else None
+    decoded = _decode_chunked(body, fmt, validate) if len(body) > CHUNK_BYTES else None
     return decoded if decoded is not None else _decode_document(body, fmt)
 
 
-def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] | None:
-    """Decode ``{"records": [r, r, ...]}`` (no backslashes in it, nothing after the array) about
-    :data:`CHUNK_BYTES` of records at a time; None when the body has another shape or a chunk does not
-    decode (the caller then decodes it whole).
+def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
+                    ) -> tuple[pa.Table, pa.Array | None] | None:
+    """Decode ``{"records": [r, r, ...]}`` (nothing after the array) about :data:`CHUNK_BYTES` of records
+    at a time; None when the body has another shape, or a chunk does not decode and there is no
+    ``validate`` (the caller then decodes it whole).
 
     Each chunk is whole records, found by :func:`_chunk_end`.
     """
@@ -79,47 +99,59 @@ def _decode_chunked(body: bytes, fmt: str) -> tuple[pa.Table, pa.Array | None] |
     # 3/4 of the body bounds them, and pages never written are never resident
     shared = fmt == "binary" and len(body) * 3 // 4 < 2**31
     buffers = (np.empty(len(body) * 3 // 4, np.uint8), np.empty(len(body) * 3 // 4, np.uint8)) if shared else None
-    used = [0, 0]
+    used, first_record = [0, 0], 0
+    size = CHUNK_BYTES if fmt == "binary" else max(1, CHUNK_BYTES // 4)
     while pos < stop:
-        end = _chunk_end(body, pos, stop)
+        end = _chunk_end(body, pos, stop, size)
         if end is None:
             return None
         into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
-        decoded = _decode_document(b'{"records":[' + body[pos:end] + b"]}", fmt, into=into)
+        document = b'{"records":[' + body[pos:end] + b"]}"
+        decoded = _decode_document(document, fmt, into=into)
         if decoded is None:
-            return None
+            if validate is None:
+                return None
+            decoded = validate(document, first_record)
+            buffers = None  # its values are not in the shared buffers: the pieces are joined by copying
+        del document
         pieces.append(decoded)
+        first_record += decoded[0].num_rows
         if buffers:
             used = [used[0] + _data_bytes(decoded[0]["key"]), used[1] + _data_bytes(decoded[0]["value"])]
         pos = stop if end == stop else _RECORD_GAP.match(body, end).end()
-    batch = pa.concat_tables([b for b, _ in pieces])
-    if buffers:
-        batch = batch.set_column(0, "key", _joined(batch["key"], buffers[0]))
-        batch = batch.set_column(1, "value", _joined(batch["value"], buffers[1]))
-    if all(p is None for _, p in pieces):
-        return batch, None
-    return batch, pa.concat_arrays([pa.nulls(b.num_rows, pa.int64()) if p is None else p for b, p in pieces])
+    named = [pa.nulls(b.num_rows, pa.int64()) if p is None else p for b, p in pieces] \
+        if any(p is not None for _, p in pieces) else None
+    # column by column, each column's pieces freed once joined: the pieces and one joined column at a time
+    columns = [[b.column(i) for b, _ in pieces] for i in range(len(PRODUCE_SCHEMA))]
+    del pieces
+    joined = []
+    for i, chunks in enumerate(columns):
+        column = pa.chunked_array([c for chunk in chunks for c in chunk.chunks], PRODUCE_SCHEMA.field(i).type)
+        chunks.clear()
+        joined.append(_joined(column, buffers[i]) if buffers and i < 2 else column.combine_chunks())
+        del column
+    batch = pa.Table.from_arrays(joined, schema=PRODUCE_SCHEMA)
+    return batch, None if named is None else pa.concat_arrays(named)
 
 
-def _chunk_end(body: bytes, pos: int, stop: int) -> int | None:
+def _chunk_end(body: bytes, pos: int, stop: int, size: int) -> int | None:
     """End of a chunk of whole records of the records array from ``pos`` (the start of a record) to at
-    most ``stop``: the first ``}`` of a ``}`` ``,`` ``{`` from ``pos + CHUNK_BYTES`` on that closes a record,
+    most ``stop``: the first ``}`` of a ``}`` ``,`` ``{`` from ``pos + size`` on that closes a record,
     or ``stop``. None when the text is not a run of records (it closes the records array before
     ``stop``: another field follows it, or a bracket or string is left open at ``stop``).
 
-    Without backslashes every ``"`` opens or closes a string, so the bracket depth outside strings is a
-    prefix sum over the chunk (numpy, memory a few times the chunk): a record ends where it returns to 0.
+    The bracket depth outside strings (:func:`~lakelog.ingest_api.json_members.structure`: numpy, memory
+    a few times the chunk) says where a record ends: where it returns to 0.
     """
-    end = min(stop, pos + CHUNK_BYTES)
+    end = min(stop, pos + size)
     while True:
         split = _RECORD_SPLIT.search(body, end, stop) if end < stop else None
         end = split.start() + 1 if split is not None else stop
-        text = np.frombuffer(body, np.uint8, count=end - pos, offset=pos)
-        outside = np.bitwise_xor.accumulate(_QUOTE[text]) == 0
-        depth = np.cumsum(_BRACKET[text] * outside, dtype=np.int32)
+        shape = structure(np.frombuffer(body, np.uint8, count=end - pos, offset=pos))
+        depth = shape.depth
         if int(depth.min()) < 0:
             return None
-        if depth[-1] == 0 and outside[-1]:
+        if depth[-1] == 0 and shape.outside[-1]:
             return end
         if split is None:
             return None
@@ -160,9 +192,32 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     """Decode one ``{"records": [...]}`` document (the body, or a chunk of it) in columns, or None.
 
     ``into``: binary format only, the arrays to decode keys and values into (see :func:`b64decode`).
+
+    A JSON-format document whose keys and values are all strings (or null) is read by pyarrow's reader
+    with them as string columns (:func:`_json_texts`: the fastest way); others (numbers, objects, ...)
+    by :func:`~lakelog.ingest_api.json_members.member_texts`. Which is tried first follows the first
+    record's value.
     """
+    if fmt == "binary":
+        return _decode_records(body, fmt, _PARSE, into)
+    first = _FIRST_VALUE.search(body, 0, 4096)
+    plain = not _CONTROL.search(body)  # no escapes nor raw control bytes: strings are their texts
+    if plain and (first is None or first.group(1) in b'"n'):
+        decoded = _decode_records(body, fmt, _PARSE, None)
+        if decoded is not None:
+            return decoded
+    decoded = _decode_records(body, fmt, _PARSE_JSON, None)
+    if decoded is None and plain and first is not None and first.group(1) not in b'"n':
+        decoded = _decode_records(body, fmt, _PARSE, None)
+    return decoded
+
+
+def _decode_records(body: bytes, fmt: str, options: pj.ParseOptions, into: tuple[np.ndarray, np.ndarray] | None
+                    ) -> tuple[pa.Table, pa.Array | None] | None:
+    """:func:`_decode_document` with one way of parsing: ``options`` :data:`_PARSE` (keys and values read as
+    strings) or :data:`_PARSE_JSON` (any JSON, taken from the bytes)."""
     try:
-        table = pj.read_json(pa.py_buffer(body), parse_options=_PARSE,
+        table = pj.read_json(pa.py_buffer(body), parse_options=options,
                              read_options=pj.ReadOptions(block_size=len(body) + 64, use_threads=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
@@ -176,11 +231,17 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     n = len(records)
     if records.null_count:
         return None
-    keys, values = records.field("key"), records.field("value")
+    # an unknown member (pyarrow's reader skips it): the validator refuses it and names it
+    if options is _PARSE and not _members_known(body, records):
+        return None
     if fmt == "binary":
-        keys, values = b64decode(keys, into=into and into[0]), b64decode(values, into=into and into[1])
+        keys = b64decode(records.field("key"), into=into and into[0])
+        values = b64decode(records.field("value"), into=into and into[1])
+    elif options is _PARSE:
+        keys, values = _json_texts(records.field("key")), _json_texts(records.field("value"))
     else:
-        keys, values = _json_texts(keys), _json_texts(values)
+        texts = member_texts(body, n, members=_RECORD_MEMBERS)  # None too for an unknown member
+        keys, values = (None, None) if texts is None else texts
     if keys is None or values is None:
         return None
     headers = _headers(records.field("headers"), n)
@@ -191,10 +252,21 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     return batch, (partitions if partitions.null_count < n else None)
 
 
+def _members_known(document: bytes, records: pa.StructArray) -> bool:
+    """Whether a document without escapes names no member but the records' and their headers' (pyarrow's
+    reader skips the others). In compact JSON every ``":`` ends a member name, so when their count is the
+    members the reader found non-null, nothing else is there (one ``bytes.count``); else (nulls, spaces
+    before a colon, an unknown member) :data:`_UNKNOWN_MEMBER` decides."""
+    found = 1 + sum(len(records) - records.field(f).null_count for f in ("key", "value", "partition", "timestamp", "headers"))
+    headers = pc.list_flatten(records.field("headers"))
+    found += sum(len(headers) - headers.field(f).null_count for f in ("key", "name", "value"))
+    return document.count(b'":') == found or _UNKNOWN_MEMBER.search(document) is None
+
+
 def _json_texts(strings: pa.Array) -> pa.Array | None:
     """JSON-format keys/values that were JSON strings: their compact JSON text ``"..."`` as bytes.
 
-    The body held no escapes (checked before), so a parsed string needs none either, unless it holds
+    The document held no escapes (checked before), so a parsed string needs none either, unless it holds
     a raw control character, which JSON does not allow (None: the validator refuses it)."""
     if strings.null_count == len(strings):
         return pa.nulls(len(strings), pa.binary())

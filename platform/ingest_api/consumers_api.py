@@ -19,33 +19,35 @@
 Errors are REST Proxy's: 40403 unknown instance, 40601 ``Accept`` not the instance's format, 40901
 already subscribed to other topics, 40902 instance name taken, 40903 illegal state (subscription and
 manual assignment mixed, seek of an unassigned partition, read without subscription), 40904 commit
-from a stale generation, 42204 invalid consumer configuration; and lakelog's 40008 (a group id that
-ZooKeeper cannot hold as a znode name: ``.``, ``..``, ``/``, control characters; Kafka takes any other
-string) and 42209 (an instance name ``.`` or ``..``).
+from a stale generation, 42204 invalid consumer configuration, 408 / 40801 a ``json`` instance meeting bytes
+that are not JSON; and lakelog's 40008 (a group id that ZooKeeper cannot hold as a znode name: ``.``, ``..``,
+``/``, control characters, over 249 characters; Kafka takes any other string), 42209 (an instance name ``.``
+or ``..``), 42227 (a subscription that is not one of ``topics`` / ``topic_pattern``) and 40004 (a topic name
+outside Kafka's rule). A body needs a ``Content-Type`` the routes take (415 / 41501), an ``Accept`` must
+allow an answer (406 / 40602); a commit answers REST Proxy's ``[]``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-import uuid
 from typing import Annotated, Optional, Union
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import Response
 
-from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, InvalidConsumerConfigError
-from lakelog.consumer_groups.instances import ConsumerInstance, EmbeddedFormat, validate_group_id
-from lakelog.consumer_groups.manager import ConsumerManager
+from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, RecordDeserializationError
+from lakelog.consumer_groups.instances import EmbeddedFormat, validate_group_id
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult
 from lakelog.ingest_api import codecs
-from lakelog.ingest_api.deps import ConsumerManagerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
-from lakelog.ingest_api.permissions import PermissionsDep, group_permission
+from lakelog.ingest_api.permissions import group_permission
+from lakelog.ingest_api.v2_media import CONSUMER_ANSWERS, CONSUMER_BODIES, accepts, content_types
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
+    GROUP_ID_SCHEMA,
+    MAX_NAME_LENGTH,
     CommitRequest,
     CommittedOffsetsResponse,
     CreateConsumerRequest,
@@ -56,16 +58,18 @@ from lakelog.ingest_api.models import (
     SubscriptionRequest,
     TopicsResponse,
 )
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.requests import CreateConsumerInstanceRequest, SubscribeRequest
+from lakelog.requests.consumer_instances import ConsumerInstanceInfo
+from lakelog.security.acls import Operation
 
 router = APIRouter(tags=["v2 consumers"])
 
 
 async def _group_id(group: Annotated[str, Path(
-        description="Consumer group id: any non-empty string that ZooKeeper can hold as one znode name (Kafka "
-                    "takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
+        description="Consumer group id: any string of 1 to 249 characters that ZooKeeper can hold as one znode "
+                    "name (Kafka takes any string): not '.' or '..', no '/', no control characters (U+0000-U+001F, "
                     "U+007F-U+009F), nothing in U+D800-U+F8FF or from U+FFF0 on; else 400 / 40008.",
-        min_length=1)]) -> str:
+        min_length=1, json_schema_extra=GROUP_ID_SCHEMA)]) -> str:
     validate_group_id(group)
     return group
 
@@ -73,22 +77,24 @@ async def _group_id(group: Annotated[str, Path(
 #: A consumer group id in a path, refused with 400 / 40008 when ZooKeeper cannot hold it.
 GroupName = Annotated[str, Depends(_group_id)]
 InstanceName = Annotated[str, Path(description="Consumer instance name (its instance_id)",
-                                   pattern=CONSUMER_NAME_PATTERN)]
+                                   pattern=CONSUMER_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
-
-async def _owned_instance(group: GroupName, instance: InstanceName, consumers: ConsumerManagerDep,
-                          permissions: PermissionsDep) -> ConsumerInstance:
-    inst = consumers.get(group, instance)
-    permissions.require_owner(owner=inst.principal, what=f"consumer instance {instance!r} of group {group!r}")
-    return inst
+async def _owned_instance(group: GroupName, instance: InstanceName, broker: BrokerDep,
+                          context: ContextDep) -> ConsumerInstanceInfo:
+    return broker.requests.consumers.describe_instance(group, instance, context=context)
 
 
 #: The path's consumer instance (404 / 40403 when it does not live here), which only the principal that
-#: created it may use (403 / 40301 for any other).
-OwnedInstance = Annotated[ConsumerInstance, Depends(_owned_instance)]
+#: created it may use (403 / 40301 for any other): checked before the body is read, and again by the operation.
+OwnedInstance = Annotated[ConsumerInstanceInfo, Depends(_owned_instance)]
 #: Consumer instances join their group: Read on it (Kafka's JoinGroup, SyncGroup, Heartbeat, OffsetCommit).
 READ_GROUP = group_permission(Operation.READ)
+#: What the consumer routes answer and take (REST Proxy's ``ConsumersResource`` ``@Produces`` /
+#: ``@Consumes``): 406 / 40602 for an Accept that allows none of the answers, 415 / 41501 for a body
+#: without one of the request types.
+ACCEPTS = accepts(*CONSUMER_ANSWERS)
+BODY = content_types(*CONSUMER_BODIES)
 
 #: A records answer with more records than this is encoded off the event loop (one thread hop).
 ENCODE_INLINE_MAX_ROWS = 500
@@ -97,30 +103,22 @@ ENCODE_INLINE_MAX_ROWS = 500
 #: JSON with REST Proxy's ``application/vnd.kafka.v2+json`` content type.
 KafkaV2Response = KafkaV2JSONResponse
 
-_CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 422, 500, 503, by_reference=True)
+_CONSUMER_RESPONSES = error_responses(400, 404, 406, 408, 409, 415, 422, 500, 503, by_reference=True)
 _CONSUMER_RESPONSES[400] = {**_CONSUMER_RESPONSES[400], "description": (
-    "40001 a parameter or the body fails validation, 40008 a group id ZooKeeper cannot hold")}
+    "40001 a parameter fails validation or the body is not JSON, 40004 a topic name outside Kafka's rule, "
+    "40008 a group id ZooKeeper cannot hold")}
 _CONSUMER_RESPONSES[404] = {**_CONSUMER_RESPONSES[404], "description": "40403 consumer instance not found"}
-_CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": "40601 format mismatch"}
+_CONSUMER_RESPONSES[406] = {**_CONSUMER_RESPONSES[406], "description": (
+    "40601 format mismatch (records), 40602 an Accept that allows none of the answers")}
+_CONSUMER_RESPONSES[408] = {**_CONSUMER_RESPONSES[408], "description": (
+    "40801 a json instance met a key or value that is not JSON (REST Proxy's SerializationException), 40802 "
+    "the request's headers or body too slow")}
 _CONSUMER_RESPONSES[409] = {**_CONSUMER_RESPONSES[409], "description": (
     "40901 already subscribed, 40902 instance exists, 40903 illegal state, 40904 stale generation")}
 _CONSUMER_RESPONSES[422] = {**_CONSUMER_RESPONSES[422], "description": (
-    "42204 invalid consumer configuration, 42209 invalid instance name ('.', '..'); 42222 a body field "
+    "42204 invalid consumer configuration, 42209 invalid instance name ('.', '..'), 42227 a subscription "
+    "that is not one of topics / topic_pattern; 42222 a body field "
     "fails validation")}
-
-
-@contextlib.asynccontextmanager
-async def consumer_instances(app: FastAPI, broker, settings):
-    """Lifespan part: the broker's :class:`ConsumerManager` on ``app.state.consumers`` (after the
-    broker started; closed, with auto commits, before it stops)."""
-    manager = ConsumerManager(broker, instance_timeout_ms=settings.consumer_instance_timeout_ms,
-                              default_assignor=settings.partition_assignment_strategy)
-    await manager.start()
-    app.state.consumers = manager
-    try:
-        yield manager
-    finally:
-        await manager.stop()
 
 
 def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
@@ -131,18 +129,16 @@ def _partitions(body: PartitionsRequest) -> list[tuple[str, int]]:
 
 @router.post("/consumers/{group}", response_model=CreateConsumerResponse, response_class=KafkaV2Response,
              responses=_CONSUMER_RESPONSES, summary="Create a consumer instance in a group",
-             dependencies=[READ_GROUP])
+             dependencies=[ACCEPTS, BODY, READ_GROUP])
 async def create_instance(group: GroupName, body: CreateConsumerRequest, request: Request,
-                          consumers: ConsumerManagerDep, permissions: PermissionsDep) -> KafkaV2Response:
+                          broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
     """The instance belongs to the request's principal; a topic pattern it subscribes to matches only the
     topics that principal may Read."""
-    name = body.id or body.name or f"rest-consumer-{uuid.uuid4()}"
-    await consumers.create(
-        group, name=name, format=body.format, auto_offset_reset=body.auto_offset_reset,
+    name = await broker.requests.consumers.create_instance(CreateConsumerInstanceRequest(
+        group=group, name=body.id or body.name, format=body.format, auto_offset_reset=body.auto_offset_reset,
         auto_commit=body.auto_commit_enable, fetch_min_bytes=body.fetch_min_bytes,
         request_timeout_ms=body.consumer_request_timeout_ms, assignor=body.partition_assignment_strategy,
-        isolation_level=body.isolation_level, principal=permissions.principal,
-        topic_filter=permissions.topic_filter(Operation.READ) if permissions.enabled else None)
+        isolation_level=body.isolation_level), context=context)
     base = str(request.base_url).rstrip("/")
     path = f"/consumers/{quote(group, safe='')}/instances/{quote(name, safe=':@')}"  # any group id: quoted
     return KafkaV2Response({"instance_id": name, "base_uri": base + path})
@@ -150,9 +146,9 @@ async def create_instance(group: GroupName, body: CreateConsumerRequest, request
 
 @router.delete("/consumers/{group}/instances/{instance}", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Delete a consumer instance (commits with auto commit)",
-            dependencies=[READ_GROUP])
-async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
-    await consumers.delete(inst.group, inst.name)
+            dependencies=[ACCEPTS, READ_GROUP])
+async def delete_instance(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> Response:
+    await broker.requests.consumers.delete_instance(inst.group, inst.name, context=context)
     return Response(status_code=204)
 
 
@@ -160,37 +156,28 @@ async def delete_instance(inst: OwnedInstance, consumers: ConsumerManagerDep) ->
 
 @router.post("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Subscribe to topics or a topic pattern",
-            dependencies=[READ_GROUP])
-async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, consumers: ConsumerManagerDep,
-                    permissions: PermissionsDep) -> Response:
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def subscribe(inst: OwnedInstance, body: SubscriptionRequest, broker: BrokerDep,
+                    context: ContextDep) -> Response:
     """A topic list needs Read on each topic; a pattern matches the topics the principal may Read."""
-    if (body.topics is None) == (body.topic_pattern is None) or (body.topics is not None and not body.topics):
-        raise InvalidConsumerConfigError(
-            "A subscription needs either a non-empty 'topics' list or a 'topic_pattern', not both.")
-    pattern = None
-    if body.topic_pattern is not None:
-        try:
-            pattern = re.compile(body.topic_pattern)
-        except re.error as e:
-            raise InvalidConsumerConfigError(f"topic_pattern {body.topic_pattern!r} is not a valid regex: {e}") from None
-    if body.topics is not None:
-        permissions.require_all(Operation.READ, ResourceType.TOPIC, body.topics)
-    await consumers.subscribe(inst, topics=body.topics, pattern=pattern)
+    await broker.requests.consumers.subscribe(inst.group, inst.name, SubscribeRequest(
+        topics=body.topics, topic_pattern=body.topic_pattern), context=context)
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/subscription", response_model=TopicsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES, summary="The subscribed topics",
-            dependencies=[READ_GROUP])
-async def get_subscription(inst: OwnedInstance, consumers: ConsumerManagerDep) -> KafkaV2Response:
-    return KafkaV2Response({"topics": await consumers.subscription_topics(inst)})
+            dependencies=[ACCEPTS, READ_GROUP])
+async def get_subscription(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
+    topics = await broker.requests.consumers.subscription(inst.group, inst.name, context=context)
+    return KafkaV2Response({"topics": topics})
 
 
 @router.delete("/consumers/{group}/instances/{instance}/subscription", status_code=204, response_class=Response,
                responses=_CONSUMER_RESPONSES, summary="Unsubscribe (and drop a manual assignment)",
-            dependencies=[READ_GROUP])
-async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Response:
-    await consumers.unsubscribe(inst)
+            dependencies=[ACCEPTS, READ_GROUP])
+async def unsubscribe(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> Response:
+    await broker.requests.consumers.unsubscribe(inst.group, inst.name, context=context)
     return Response(status_code=204)
 
 
@@ -198,46 +185,50 @@ async def unsubscribe(inst: OwnedInstance, consumers: ConsumerManagerDep) -> Res
 
 @router.post("/consumers/{group}/instances/{instance}/assignments", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Assign partitions manually (no group membership)",
-            dependencies=[READ_GROUP])
-async def assign(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep,
-                 permissions: PermissionsDep) -> Response:
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def assign(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                 context: ContextDep) -> Response:
     """Read on each topic assigned."""
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (p.topic for p in body.partitions))
-    await consumers.assign(inst, _partitions(body))
+    await broker.requests.consumers.assign(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
 @router.get("/consumers/{group}/instances/{instance}/assignments", response_model=PartitionsRequest,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="The partitions the instance reads now",
-            dependencies=[READ_GROUP])
-async def get_assignments(inst: OwnedInstance) -> KafkaV2Response:
-    return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in sorted(inst.owned)]})
+            dependencies=[ACCEPTS, READ_GROUP])
+async def get_assignments(inst: OwnedInstance, broker: BrokerDep, context: ContextDep) -> KafkaV2Response:
+    owned = broker.requests.consumers.assignment(inst.group, inst.name, context=context)
+    return KafkaV2Response({"partitions": [{"topic": t, "partition": p} for t, p in owned]})
 
 
 # -- positions ----------------------------------------------------------------------------------
 
 @router.post("/consumers/{group}/instances/{instance}/positions", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to offsets",
-            dependencies=[READ_GROUP])
-async def seek(inst: OwnedInstance, body: SeekRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek(inst, {(o.topic, o.partition): o.offset for o in body.offsets})
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def seek(inst: OwnedInstance, body: SeekRequest, broker: BrokerDep,
+               context: ContextDep) -> Response:
+    offsets = {(o.topic, o.partition): o.offset for o in body.offsets}
+    await broker.requests.consumers.seek(inst.group, inst.name, offsets, context=context)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/beginning", status_code=204,
              response_class=Response, responses=_CONSUMER_RESPONSES, summary="Seek to the log start offsets",
-            dependencies=[READ_GROUP])
-async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(inst, _partitions(body), end=False)
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def seek_to_beginning(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                            context: ContextDep) -> Response:
+    await broker.requests.consumers.seek_to_beginning(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
 @router.post("/consumers/{group}/instances/{instance}/positions/end", status_code=204, response_class=Response,
              responses=_CONSUMER_RESPONSES, summary="Seek to the high watermarks",
-            dependencies=[READ_GROUP])
-async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, consumers: ConsumerManagerDep) -> Response:
-    await consumers.seek_to(inst, _partitions(body), end=True)
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, broker: BrokerDep,
+                      context: ContextDep) -> Response:
+    await broker.requests.consumers.seek_to_end(inst.group, inst.name, _partitions(body), context=context)
     return Response(status_code=204)
 
 
@@ -259,8 +250,11 @@ def _check_accept(accept: str | None, fmt: str) -> None:
 
 def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
     """A records answer as one JSON array of REST Proxy v2 consumer records (plus ``timestamp`` and
-    ``headers``; see :func:`lakelog.ingest_api.codecs.encode_records`), in the order read."""
-    chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition) for p in result.partitions]
+    ``headers``; see :func:`lakelog.ingest_api.codecs.encode_records`), in the order read. A ``json``
+    instance's key or value that is not JSON raises :class:`RecordDeserializationError` (408 / 40801, as
+    REST Proxy's JSON consumer)."""
+    chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition, json_only=fmt == "json")
+              for p in result.partitions]
     return b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
 
 
@@ -272,7 +266,7 @@ def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
             summary="Read records of the instance's partitions (long-poll up to timeout ms)",
             dependencies=[READ_GROUP])
 async def records(
-    inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+    inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
     timeout: Annotated[Optional[int], Query(ge=0, le=60_000, description="Max ms to wait for records. "
                                             "Default: the instance's consumer.request.timeout.ms.")] = None,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024, description="Max bytes of keys and values "
@@ -282,46 +276,47 @@ async def records(
     """Read on the group and on each topic of the instance's partitions (checked on every read, as Kafka's
     Fetch: a revoked ACL stops the next read)."""
     _check_accept(accept, inst.format)
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, (t for t, _ in inst.owned))
-    result = await consumers.records(inst, timeout_ms=timeout, max_bytes=max_bytes)
-    if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
-        body = await asyncio.to_thread(encode_poll, result, inst.format)
-    else:
-        body = encode_poll(result, inst.format)
+    result = await broker.requests.consumers.poll(inst.group, inst.name, timeout_ms=timeout, max_bytes=max_bytes,
+                                                  context=context)
+    try:
+        if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
+            body = await asyncio.to_thread(encode_poll, result, inst.format)
+        else:
+            body = encode_poll(result, inst.format)
+    except RecordDeserializationError:
+        # nothing was answered: the next read starts at the same records
+        broker.requests.consumers.unread(inst.group, inst.name, result, context=context)
+        raise
     headers = {} if result.generation is None else {"X-Lakelog-Generation": str(result.generation)}
     return Response(body, media_type=_MEDIA[inst.format], headers=headers)
 
 
 # -- offsets ------------------------------------------------------------------------------------
 
-@router.post("/consumers/{group}/instances/{instance}/offsets", status_code=200, response_class=Response,
+@router.post("/consumers/{group}/instances/{instance}/offsets", status_code=200, response_class=KafkaV2Response,
              responses=_CONSUMER_RESPONSES,
              summary="Commit offsets (each the last processed record's); an empty body commits all fetched",
-            dependencies=[READ_GROUP])
-async def commit_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def commit_offsets(inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
                          body: Union[CommitRequest, None] = None) -> Response:
     """Read on the group and on each topic committed (Kafka's OffsetCommit)."""
-    committed_topics = (o.topic for o in body.offsets) if body is not None and body.offsets else (
-        t for t, _ in inst.owned)
-    permissions.require_all(Operation.READ, ResourceType.TOPIC, committed_topics)
     offsets = None
     if body is not None and body.offsets:
         # REST Proxy commits offset + 1: the group resumes after the last record processed
         offsets = {(o.topic, o.partition): (o.offset + 1, o.metadata) for o in body.offsets}
-    await consumers.commit(inst, offsets)
-    return Response(status_code=200)
+    await broker.requests.consumers.commit_offsets(inst.group, inst.name, offsets, context=context)
+    return KafkaV2Response([])  # REST Proxy's CommitOffsetsResponse: an empty list
 
 
 @router.get("/consumers/{group}/instances/{instance}/offsets", response_model=CommittedOffsetsResponse,
             response_class=KafkaV2Response, responses=_CONSUMER_RESPONSES,
             summary="Committed offsets of partitions (body {\"partitions\": [...]}; none: the owned ones)",
-            dependencies=[READ_GROUP])
-async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, permissions: PermissionsDep,
+            dependencies=[ACCEPTS, BODY, READ_GROUP])
+async def committed_offsets(inst: OwnedInstance, broker: BrokerDep, context: ContextDep,
                             body: Union[PartitionsRequest, None] = None) -> KafkaV2Response:
     """Topics the principal may not Describe are left out (Kafka's OffsetFetch)."""
-    committed = await consumers.committed(inst, _partitions(body) if body is not None else None)
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
-    committed = [c for c in committed if c.topic in visible]
+    committed = await broker.requests.consumers.committed_offsets(
+        inst.group, inst.name, _partitions(body) if body is not None else None, context=context)
     return KafkaV2Response({"offsets": [{"topic": c.topic, "partition": c.partition, "offset": c.offset,
                                          "metadata": c.metadata or ""} for c in committed]})
 
@@ -332,8 +327,8 @@ async def committed_offsets(inst: OwnedInstance, consumers: ConsumerManagerDep, 
             responses=error_responses(400, 408, 422, 500, 503),
             summary="Members of a group (cluster-wide), its generation and each member's partitions",
             dependencies=[group_permission(Operation.DESCRIBE)])
-async def group_members(group: GroupName, consumers: ConsumerManagerDep) -> GroupMembers:
-    desc = await consumers.describe(group)
+async def group_members(group: GroupName, broker: BrokerDep, context: ContextDep) -> GroupMembers:
+    desc = await broker.requests.group_views.group_members(group, context=context)
     return GroupMembers(
         group=desc.group, generation=desc.generation, state=desc.state, assignor=desc.assignor,
         members=[{"member_id": m.member_id, "broker_id": m.broker_id, "base_uri": m.base_uri,

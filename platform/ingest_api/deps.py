@@ -2,9 +2,8 @@
 ``request.app.state`` directly.
 
 The app keeps the broker (anything with the :class:`GatewayBroker` surface; :class:`lakelog.broker.Broker`
-in a broker process) on ``app.state.broker`` and the consumer manager on
-``app.state.consumers``; routes declare what they need as annotated parameters, e.g.
-``broker: BrokerDep`` or ``consumers: ConsumerManagerDep``.
+in a broker process) on ``app.state.broker``; routes declare what they need as annotated parameters, e.g.
+``broker: BrokerDep`` (whose ``requests`` are the request layer's operations) or ``context: ContextDep``.
 
 Every dependency is a coroutine (``async def``), even one that only reads an attribute: FastAPI runs a
 plain ``def`` dependency in its thread pool: a hop to a worker thread and back on every request that
@@ -19,8 +18,6 @@ from typing import Annotated, Protocol, runtime_checkable
 from fastapi import Depends, Request
 
 from lakelog.config import BrokerSettings
-from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
-from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.ingest_api.request_metrics import RequestStats
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
@@ -70,20 +67,12 @@ async def get_broker(request: Request) -> GatewayBroker:
     return request.app.state.broker
 
 
-async def get_consumer_manager(request: Request) -> ConsumerManager:
-    """The broker's consumer-instance manager (set by the app's lifespan)."""
-    return request.app.state.consumers
-
-
 async def get_coordinator(request: Request) -> GroupCoordinator:
     """The broker's group coordinator (committed offsets, wherever a group's coordinator is)."""
     return request.app.state.broker.coordinator
 
 
 BrokerDep = Annotated[GatewayBroker, Depends(get_broker)]
-#: The broker as group offset administration sees it (:mod:`lakelog.consumer_groups.offsets_admin`).
-OffsetsAdminBrokerDep = Annotated[OffsetsAdminBroker, Depends(get_broker)]
-ConsumerManagerDep = Annotated[ConsumerManager, Depends(get_consumer_manager)]
 CoordinatorDep = Annotated[GroupCoordinator, Depends(get_coordinator)]
 
 

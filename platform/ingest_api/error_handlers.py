@@ -5,12 +5,13 @@
   outside the modules that wrap it where it enters (:mod:`lakelog.replication.zookeeper_errors`): the same
   :class:`~lakelog.replication.errors.ZooKeeperUnavailableError`, 503 / 50304, retriable;
 - a request parameter or body that fails validation: :class:`~lakelog.protocol.errors.MalformedBodyError`,
-  400 / 40001 (parameters) or :class:`~lakelog.protocol.errors.InvalidBodyFieldError`, 422 / 42222 (body);
+  400 / 40001 (parameters, and a body that is not JSON, on every route) or
+  :class:`~lakelog.protocol.errors.InvalidBodyFieldError`, 422 / 42222 (body);
 - Starlette's own HTTP errors (404 route, 405 method): their status as the code; a 405 carries an
   ``Allow`` header naming every method the path serves (across routers);
 - a client that went away while its body was read (``ClientDisconnect``, e.g. closed by
   :mod:`lakelog.ingest_api.http_guard` for a slow body): logged at debug, the answer
-  (:class:`~lakelog.ingest_api.errors.RequestTimeoutError`, 408 / 40801) goes nowhere;
+  (:class:`~lakelog.ingest_api.errors.RequestTimeoutError`, 408 / 40802) goes nowhere;
 - anything else (a bug): :class:`~lakelog.errors.InternalError`, 500 / 50001 with ``Connection: close``
   (uvicorn closes the connection after the answer, so a client reusing connections opens a new one), logged
   with its traceback.
@@ -67,6 +68,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        bad_json = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if bad_json is not None:  # the same answer as a produce body that is not JSON (REST Proxy: 400)
+            detail = (bad_json.get("ctx") or {}).get("error") or bad_json.get("msg")
+            answer = MalformedBodyError(f"The body is not valid JSON: {detail} (at character "
+                                        f"{bad_json['loc'][-1]}). Nothing was written.")
+            return JSONResponse(answer.to_body(), status_code=answer.http_status)
         parts = []
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"])

@@ -25,7 +25,7 @@ def check_cluster(broker, cluster_id: str) -> None:
     """Refuse a v3 path whose cluster id is not ``broker``'s.
 
     Raises:
-        ClusterNotFoundError: 404 / 40404, naming this cluster's id.
+        ClusterNotFoundError: 404 / 40409, naming this cluster's id.
     """
     if cluster_id != broker.cluster_id:
         raise ClusterNotFoundError(f"Cluster '{cluster_id}' not found; this cluster is '{broker.cluster_id}'.")

@@ -7,11 +7,11 @@ closes connections). :func:`guarded_protocol` builds a subclass of it that, per 
 1. **idle**: a connection with no request in progress is closed after ``connections.max.idle.ms``
    (from its accept, and after each response: uvicorn's keep-alive timer gets the same value);
 2. **headers**: from a request's first byte, its headers must be complete within
-   ``request.header.timeout.ms``, else 408 / 40801 is answered and the connection closed;
+   ``request.header.timeout.ms``, else 408 / 40802 is answered and the connection closed;
 3. **body**: from the end of the headers, the body must be complete by ``request.body.timeout.ms``
    plus one second per ``request.body.min.bytes.per.sec`` bytes received (Apache mod_reqtimeout's
    rule: a fast upload keeps extending its deadline, a trickle does not); while the server itself has
-   paused reading (the app has not consumed the body yet), the clock restarts. Else 408 / 40801 if no
+   paused reading (the app has not consumed the body yet), the clock restarts. Else 408 / 40802 if no
    answer was started, and the connection is closed (the app sees a client disconnect);
 4. **cap**: a connection accepted while ``max.connections`` are open is answered 503 / 50305
    (retriable, ``Retry-After: 1``, ``Connection: close``) as soon as its request headers arrive,

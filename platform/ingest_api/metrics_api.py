@@ -1,14 +1,15 @@
 """Operations routes: Prometheus metrics, liveness and readiness.
 
 - ``GET /metrics``: the Prometheus text format (prometheus-client's exposition): the broker's replication
-  gauges and counters and the log histograms (:mod:`lakelog.replication.broker_metrics`), consumer group
+  gauges and counters and the log histograms (:mod:`lakelog.replication.broker_metrics`), the ZooKeeper
+  connection's state (:mod:`lakelog.replication.zookeeper_session`), consumer group
   lag of the groups this broker coordinates (:mod:`lakelog.consumer_groups.lag_metrics`), the transactional
   ids it coordinates by state (:mod:`lakelog.coordinators.transaction_metrics`), and per-route request counts
   and latency (:class:`RequestStats`), requests refused for client quotas by quota type.
   Everything but the request metrics and the per-topic counters is read at scrape time.
 - ``GET /health``: 200 ``{"status": "ok"}`` while the process serves HTTP (a liveness probe).
-- ``GET /ready``: 200 ``{"status": "ready"}`` once the broker is registered in ZooKeeper, has opened every
-  partition assigned to it and is in the ISR of every partition it follows
+- ``GET /ready``: 200 ``{"status": "ready"}`` once the broker is registered in and connected to ZooKeeper, has
+  opened every partition assigned to it and is in the ISR of every partition it follows
   (:func:`~lakelog.replication.readiness.readiness_problems`); else 503 / 50306 (retriable) listing why.
 """
 
@@ -57,6 +58,7 @@ async def metrics(broker: BrokerDep, request_stats: RequestStatsDep) -> Response
                                          offline_partitions=controller.offline_partitions)
     families += await group_lag_metrics(broker)
     families += await transaction_metrics(broker.transaction_state_manager)
+    families += list(broker.zookeeper_session.metric_families())
     if request_stats is not None:
         families += list(request_stats.collect())
     client_quotas = getattr(broker, "client_quotas", None)
@@ -83,12 +85,13 @@ async def health(broker: BrokerDep) -> Health:
 @router.get("/ready", response_model=Health, responses=error_responses(503),
             summary="Readiness: registered, every assigned partition opened, every followed partition caught up")
 async def ready(broker: BrokerDep) -> Health:
-    """200 once the broker is registered in ZooKeeper, has opened every partition assigned to it and is in the
+    """200 once the broker is registered in and connected to ZooKeeper, has opened every partition assigned to it and is in the
     ISR of every partition it follows; for a load balancer or an orchestrator (send traffic, roll the next
     broker). 503 / 50306 (retriable) with the reasons otherwise."""
     rm = broker.replica_manager
     problems = readiness_problems(broker_id=broker.settings.broker_id, registered=broker.registered,
-                                  session_lost=rm.session_lost, topics=broker.topics(), local=rm.partitions())
+                                  session_lost=rm.session_lost, topics=broker.topics(), local=rm.partitions(),
+                                  zookeeper_connected=broker.zookeeper_session.connected)
     if problems:
         raise BrokerNotReadyError(f"Broker {broker.settings.broker_id} is not ready: " + "; ".join(problems) + ".")
     return Health(status="ready", broker_id=broker.settings.broker_id)

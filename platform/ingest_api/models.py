@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
 
-from lakelog.consumer_groups.instances import INSTANCE_NAME_PATTERN
+from lakelog.consumer_groups.instances import INSTANCE_NAME_PATTERN, MAX_GROUP_ID_LENGTH, MAX_INSTANCE_NAME_LENGTH
 from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs route answers it)
+from lakelog.replication.metadata import MAX_PARTITIONS, MAX_TOPIC_NAME_LENGTH, validate_topic_name
 
 #: Kafka's ranges: a partition is an int32 >= 0, an offset an int64 >= 0. The OpenAPI document also
 #: names the formats (``int32``, ``int64``): FastAPI writes ``maximum`` as a float, and 2**63 - 1 as a
@@ -20,10 +21,34 @@ from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-#: A partition number as the server accepts it (int32 >= 0).
-PartitionNumber = Annotated[int, Field(ge=0, le=INT32_MAX, json_schema_extra={"format": "int32"})]
-#: An offset as the server accepts it (int64 >= 0).
-Offset = Annotated[int, Field(ge=0, le=INT64_MAX, json_schema_extra={"format": "int64"})]
+#: A partition number as the server accepts it (int32 >= 0; a JSON integer: ``false`` is no partition).
+PartitionNumber = Annotated[StrictInt, Field(ge=0, le=INT32_MAX, json_schema_extra={"format": "int32"})]
+#: An offset as the server accepts it (int64 >= 0, a JSON integer).
+Offset = Annotated[StrictInt, Field(ge=0, le=INT64_MAX, json_schema_extra={"format": "int64"})]
+
+
+def _topic_name(name: str) -> str:
+    validate_topic_name(name)  # InvalidTopicError (400 / 40004) leaves validation as it is, naming the rule
+    return name
+
+
+#: Kafka's topic-name rule (``org.apache.kafka.common.internals.Topic``), as the OpenAPI document states it
+#: (``.`` and ``..``, refused too, in the description).
+TOPIC_NAME_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_TOPIC_NAME_LENGTH,
+                     "pattern": r"^[a-zA-Z0-9._-]+$",
+                     "description": f"A topic name: 1 to {MAX_TOPIC_NAME_LENGTH} of a-z, A-Z, 0-9, '.', '_', '-', "
+                                    f"not '.' or '..' (else 400 / 40004)."}
+#: A topic name in a request body, held to Kafka's rule wherever it enters (subscriptions, assignments,
+#: positions, commits): 400 / 40004 naming the rule it breaks.
+TopicNameField = Annotated[str, AfterValidator(_topic_name), WithJsonSchema(TOPIC_NAME_SCHEMA)]
+#: Consumer group ids and instance names: at most Kafka's topic-name length (each is a ZooKeeper znode
+#: name and a URL path segment).
+MAX_NAME_LENGTH = MAX_INSTANCE_NAME_LENGTH
+#: A group id as the OpenAPI document states it (the server's rule: ``validate_group_id``; ``.`` and ``..``,
+#: which the pattern leaves to the description, are refused too). No lookahead in the patterns: generated
+#: clients and fuzzers build strings from them.
+GROUP_ID_SCHEMA = {"maxLength": MAX_GROUP_ID_LENGTH,
+                   "pattern": "^[^/\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uF8FF\\uFFF0-\\uFFFF]+$"}
 #: Base64 of bytes (OpenAPI ``format: byte``).
 Base64 = Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})]
 #: An ISO-8601 date-time string (OpenAPI ``format: date-time``), e.g. ``2024-05-01T12:00:00Z``.
@@ -38,36 +63,56 @@ class ErrorBody(BaseModel):
 
 
 class Header(BaseModel):
-    key: str = Field(description="Header name (REST Proxy v3 spells it `name`; both are accepted).")
+    key: str = Field(description="Header name, required (REST Proxy v3 spells it `name`; both are accepted).")
     value: Optional[Base64] = Field(None, description="Base64 of the header value bytes.")
 
 
 class BinaryRecord(BaseModel):
     """A record in ``application/vnd.kafka.binary.v2+json``: base64 key and value."""
 
+    model_config = ConfigDict(extra="forbid")
+
     key: Optional[Base64] = Field(None, description="Base64 of the key bytes; null for no key.")
     value: Optional[Base64] = Field(None, description="Base64 of the value bytes; null is a tombstone.")
     partition: Optional[PartitionNumber] = Field(None, description="Target partition (only on POST /topics/{topic}).")
     headers: Optional[list[Header]] = None
-    timestamp: Optional[int] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
+    timestamp: Optional[StrictInt] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
 
 
 class JsonRecord(BaseModel):
     """A record in ``application/vnd.kafka.json.v2+json``: key and value are embedded JSON."""
 
+    model_config = ConfigDict(extra="forbid")
+
     key: Any = None
     value: Any = None
     partition: Optional[PartitionNumber] = None
     headers: Optional[list[Header]] = None
-    timestamp: Optional[int] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
+    timestamp: Optional[StrictInt] = Field(None, description="CreateTime in ms since the epoch; default: broker time.")
+
+
+_RECORD_RULES = ("At least one record; each has at least one of key, value, partition (else 422 / 42222); "
+                 "unknown fields are refused (400 / 40001).")
 
 
 class BinaryProduceRequest(BaseModel):
-    records: list[BinaryRecord]
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[BinaryRecord] = Field(min_length=1, description=_RECORD_RULES)
+    key_schema: None = Field(None, description="REST Proxy's schema fields: null or absent (lakelog has no schemas).")
+    value_schema: None = None
+    key_schema_id: None = None
+    value_schema_id: None = None
 
 
 class JsonProduceRequest(BaseModel):
-    records: list[JsonRecord]
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[JsonRecord] = Field(min_length=1, description=_RECORD_RULES)
+    key_schema: None = Field(None, description="REST Proxy's schema fields: null or absent (lakelog has no schemas).")
+    value_schema: None = None
+    key_schema_id: None = None
+    value_schema_id: None = None
 
 
 class ProduceOffset(BaseModel):
@@ -177,9 +222,12 @@ class CreateTopicRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    topic_name: str
-    partitions_count: Optional[int] = Field(None, ge=1, description="Default: num.partitions.")
-    replication_factor: Optional[int] = Field(None, ge=1, description="Default: default.replication.factor.")
+    topic_name: Annotated[str, WithJsonSchema(TOPIC_NAME_SCHEMA)]
+    partitions_count: Optional[StrictInt] = Field(None, ge=1, description=(
+        f"Default: num.partitions. At most {MAX_PARTITIONS} (else 400 / 40005); one creation writes every "
+        f"partition in one ZooKeeper transaction, so create large topics with fewer and add partitions (PATCH)."))
+    replication_factor: Optional[StrictInt] = Field(None, ge=1, le=32767, description="Default: "
+                                                    "default.replication.factor (an int16, as Kafka's).")
     configs: list[ConfigEntry] = []
 
 
@@ -258,7 +306,7 @@ class UpdatePartitionCountRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    partitions_count: int = Field(ge=1, le=INT32_MAX, json_schema_extra={"format": "int32"},
+    partitions_count: StrictInt = Field(ge=1, le=MAX_PARTITIONS, json_schema_extra={"format": "int32"},
                                   description="The new total number of partitions; must exceed the current one.")
 
 
@@ -304,9 +352,9 @@ class CreateConsumerRequest(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    name: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN,
+    name: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                                 description="Instance name (not '.' or '..': 42209); default rest-consumer-<uuid>.")
-    id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN,
+    id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                               description="Deprecated REST Proxy alias of name (not '.' or '..': 42209).")
     format: Literal["binary", "json"] = Field("binary", description="Embedded format of keys and values.")
     auto_offset_reset: Literal["earliest", "latest"] = Field(
@@ -314,9 +362,9 @@ class CreateConsumerRequest(BaseModel):
     auto_commit_enable: bool = Field(
         True, alias="auto.commit.enable",
         description="Commit positions every 5 s on reads, on revocation and on close. Default: true (Kafka's).")
-    fetch_min_bytes: int = Field(1, alias="fetch.min.bytes", ge=-1,
+    fetch_min_bytes: StrictInt = Field(1, alias="fetch.min.bytes", ge=-1, le=INT32_MAX,
                                  description="A read returns once it has this many bytes. Default: 1.")
-    consumer_request_timeout_ms: int = Field(1000, alias="consumer.request.timeout.ms", ge=0, le=60_000,
+    consumer_request_timeout_ms: StrictInt = Field(1000, alias="consumer.request.timeout.ms", ge=0, le=60_000,
                                              description="Default timeout of a read. Default: 1000.")
     partition_assignment_strategy: Optional[Literal["range", "roundrobin", "sticky"]] = Field(
         None, alias="partition.assignment.strategy",
@@ -336,10 +384,13 @@ class CreateConsumerResponse(BaseModel):
 
 
 class SubscriptionRequest(BaseModel):
-    """REST Proxy v2 subscription: a non-empty ``topics`` list or a ``topic_pattern`` regex, not both."""
+    """REST Proxy v2 subscription: a non-empty ``topics`` list or a ``topic_pattern`` regex, not both
+    (else 422 / 42227)."""
 
-    topics: Optional[list[str]] = None
-    topic_pattern: Optional[str] = None
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["topics"]}, {"required": ["topic_pattern"]}]})
+
+    topics: Optional[list[TopicNameField]] = Field(None, min_length=1, description="Topic names (Kafka's rule).")
+    topic_pattern: Optional[str] = Field(None, min_length=1, description="A regex over topic names.")
 
 
 class TopicsResponse(BaseModel):
@@ -347,7 +398,7 @@ class TopicsResponse(BaseModel):
 
 
 class TopicPartitionRef(BaseModel):
-    topic: str
+    topic: TopicNameField
     partition: PartitionNumber
 
 
@@ -364,7 +415,7 @@ class SeekRequest(BaseModel):
 
 
 class CommitOffset(PartitionOffsetRef):
-    offset: int = Field(ge=0, le=INT64_MAX - 1, json_schema_extra={"format": "int64"}, description="The last record processed; the group resumes at "
+    offset: StrictInt = Field(ge=0, le=INT64_MAX - 1, json_schema_extra={"format": "int64"}, description="The last record processed; the group resumes at "
                                                                "offset + 1 (an int64).")
     metadata: Optional[str] = None
 
@@ -398,7 +449,7 @@ class GroupMembers(BaseModel):
 
 
 class TopicPartitionOffset(BaseModel):
-    topic: str
+    topic: TopicNameField
     partition: PartitionNumber
     offset: Offset = Field(description="The next offset the group will read (Kafka's committed offset).")
     metadata: Optional[str] = None
@@ -408,13 +459,13 @@ class Transaction(BaseModel):
     """Makes a commit idempotent: a replayed (app_id, version) is a no-op (Delta ``txn`` action)."""
 
     app_id: str = Field(min_length=1)
-    version: int = Field(ge=0, le=INT64_MAX)
+    version: StrictInt = Field(ge=0, le=INT64_MAX)
 
 
 class CommitOffsetsRequest(BaseModel):
     offsets: list[TopicPartitionOffset]
-    generation_id: Optional[int] = Field(None, ge=0, le=INT32_MAX,
-                                         description="The member's generation; older than the group's is refused.")
+    generation_id: Optional[StrictInt] = Field(None, ge=0, le=INT32_MAX,
+                                               description="The member's generation; older than the group's is refused.")
     transaction: Optional[Transaction] = None
 
 
@@ -454,10 +505,10 @@ class ResetOffsetsRequest(BaseModel):
         description="earliest (--to-earliest), latest (--to-latest), timestamp (--to-datetime: `value` ms since "
                     "the epoch), offset (--to-offset `value`), current (--to-current: the committed offset), "
                     "shift (--shift-by `value`, may be negative), duration (--by-duration: `value` ms before now).")
-    value: Optional[int] = Field(None, ge=-INT64_MAX, le=INT64_MAX,
+    value: Optional[StrictInt] = Field(None, ge=-INT64_MAX, le=INT64_MAX,
                                  description="ms since the epoch (timestamp), an offset (offset), a shift (shift), "
                                              "ms (duration).")
-    topics: Optional[list[str]] = Field(None, description="Topics, all partitions of each. Default (with no "
+    topics: Optional[list[TopicNameField]] = Field(None, description="Topics, all partitions of each. Default (with no "
                                                           "`partitions` either): every topic the group has committed.")
     partitions: Optional[list[TopicPartitionRef]] = Field(None, description="Only these partitions (--topic t:0,2).")
     dry_run: bool = Field(False, description="Answer the new offsets without committing them (--dry-run).")
@@ -466,7 +517,7 @@ class ResetOffsetsRequest(BaseModel):
 class DeleteOffsetsRequest(BaseModel):
     """``kafka-consumer-groups --delete-offsets --topic t[:p,...]``."""
 
-    topic: str
+    topic: TopicNameField
     partitions: Optional[list[PartitionNumber]] = Field(None, description="Default: every partition of the topic.")
 
 

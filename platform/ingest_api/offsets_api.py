@@ -46,7 +46,7 @@ from lakelog.requests import ResetOffsetsRequest as ResetRequest
 from lakelog.security.acls import Operation
 
 #: Every route's error answers: 400 covers 40008 (a group id ZooKeeper cannot hold), 404 40401/40402
-#: (topic, partition) and 40407 (a group with no committed offsets: lag, reset), 409 a stale
+#: (topic, partition) and 40405 (a group with no committed offsets: lag, reset), 409 a stale
 #: generation (40904).
 router = APIRouter(tags=["consumer offsets"], responses=error_responses(400, 404, 408, 409, 422, 500, 503))
 

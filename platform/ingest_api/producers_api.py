@@ -77,7 +77,7 @@ async def init_producer_id(cluster_id: str, broker: BrokerDep, context: ContextD
     instance. `__transaction_state` is created by the first transactional producer.
 
     Errors: 400 / 40011 a `transaction_timeout_ms` out of (0, transaction.max.timeout.ms], 400 / 40012 an
-    empty `transactional_id`; 404 / 40404 another cluster id; 409 / 40920 the id's previous transaction is
+    empty `transactional_id`; 404 / 40409 another cluster id; 409 / 40920 the id's previous transaction is
     being completed (retriable); 503 / 50304 ZooKeeper unreachable, 503 / 50320-50321 no coordinator
     answered within request.timeout.ms (retriable).
 

@@ -24,15 +24,18 @@ from typing import Annotated
 import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from lakelog.ingest_api import codecs, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
 from lakelog.ingest_api.error_handlers import error_response
+from lakelog.ingest_api.memory_release import RELEASE_MIN_BYTES, release_unused_memory
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
+from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
 from lakelog.protocol.errors import (
-    MalformedBodyError,
+    InvalidBodyFieldError,
     ProduceQueueFullError,
     RequestTooLargeError,
     UnsupportedMediaTypeError,
@@ -54,6 +57,9 @@ from lakelog.requests import FetchRequest, ProduceRequest, RequestContext
 from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
+#: Produce answers application/vnd.kafka.v2+json (REST Proxy's ``@Produces``): 406 / 40602 to an Accept
+#: that allows it not.
+ACCEPTS_V2 = accepts(*V2_ANSWERS)
 
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
@@ -170,7 +176,7 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     Raises:
         RequestTooLargeError: the declared or actual body is larger than ``limit``.
         ProduceQueueFullError: ``budget`` is exhausted (429, retriable).
-        MalformedBodyError: the body is empty.
+        InvalidBodyFieldError: the body is empty (422, as REST Proxy's ``@NotNull`` produce request).
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -207,7 +213,8 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     if budget is not None and taken > len(body):
         budget.give(taken - len(body))
     if not body:
-        raise MalformedBodyError("The request body is empty; send a produce request.")
+        raise InvalidBodyFieldError('The request body is empty; send a produce request such as '
+                                    '{"records": [{"value": ...}]}. Nothing was written.')
     return body  # type: ignore[return-value]  # a bytearray: no second copy of a large body
 
 
@@ -228,10 +235,18 @@ async def _produce(request: Request, broker, context: RequestContext, topic: str
         return response
     size, holder = len(body), [body]
     del body  # the body is freed once decoded, while its bytes stay counted until the append is done
+    answered = False
     try:
-        return await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
+        response = await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
+        if size >= RELEASE_MIN_BYTES:  # once the answer is sent, its memory goes back to the system
+            response.background = BackgroundTask(release_unused_memory)
+        answered = True
+        return response
     finally:
         budget.give(size)
+        if not answered and size >= RELEASE_MIN_BYTES:
+            holder.clear()
+            await asyncio.to_thread(release_unused_memory)
 
 
 #: Produce bodies from this size on are decoded in a worker thread, off the event loop.
@@ -263,14 +278,15 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
-             openapi_extra=_PRODUCE_BODY)
+             openapi_extra=_PRODUCE_BODY, dependencies=[ACCEPTS_V2])
 async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
                         context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, None, allow_arrow=False)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
-             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,)
+             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
+             dependencies=[ACCEPTS_V2])
 async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
                             context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)
@@ -279,7 +295,7 @@ async def produce_partition(topic: TopicName, partition: PartitionId, request: R
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
-             openapi_extra=_ARROW_BODY)
+             openapi_extra=_ARROW_BODY, dependencies=[ACCEPTS_V2])
 async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
                           context: ProduceContextDep) -> Response:
     return await _produce(request, broker, context, topic, partition, allow_arrow=True)

@@ -26,7 +26,7 @@ over HTTP.
   (:func:`~lakelog.replication.record_deletion.local_delete_records`).
 
 Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
-409/40912 newer, 422/42202 ``offset`` beyond the leader's log end offset (the follower truncates).
+409/40912 newer, 422/42226 ``offset`` beyond the leader's log end offset (the follower truncates).
 The endpoints are for brokers, not clients; they are hidden from the OpenAPI document.
 """
 

@@ -19,8 +19,9 @@ from fastapi import APIRouter, Path, Query
 
 from lakelog.ingest_api import models
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
-from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS
+from lakelog.ingest_api.openapi_docs import ERRORS, ZOOKEEPER_ERRORS, KafkaV2JSONResponse, referenced
 from lakelog.ingest_api.permissions import topic_permission
+from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
 from lakelog.log_tables.records import MAX_TIMESTAMP_MS
 from lakelog.security.acls import Operation
 from lakelog.replication.partition_views import PartitionSummary
@@ -34,6 +35,10 @@ TopicName = Annotated[str, Path(description="Topic name")]
 PartitionId = Annotated[int, Path(ge=0, le=models.INT32_MAX, description="Partition number (int32 >= 0)")]
 #: Metadata, offsets and logs of a topic: Describe on it (Kafka's Metadata and ListOffsets).
 DESCRIBE_TOPIC = topic_permission(Operation.DESCRIBE)
+#: REST Proxy v2 routes answer application/vnd.kafka.v2+json, and 406 / 40602 to an Accept that allows it not.
+ACCEPTS_V2 = accepts(*V2_ANSWERS)
+#: The error answers of the v2 routes: application/json bodies beside their v2 answers.
+V2_ERRORS = referenced(ERRORS)
 
 
 def _partition_info(s: PartitionSummary) -> models.PartitionInfo:
@@ -48,15 +53,15 @@ async def _partitions(broker, topic: str, context: RequestContext) -> list[model
     return [_partition_info(s) for s in await broker.requests.metadata.partition_summaries(topic, context=context)]
 
 
-@router.get("/topics", response_model=list[str], responses=ZOOKEEPER_ERRORS, tags=["v2 topics"],
-            summary="List topic names")
+@router.get("/topics", response_model=list[str], responses=referenced(ZOOKEEPER_ERRORS), tags=["v2 topics"],
+            summary="List topic names", response_class=KafkaV2JSONResponse, dependencies=[ACCEPTS_V2])
 async def list_topics(broker: BrokerDep, context: ContextDep) -> list[str]:
     return sorted(await broker.requests.list_topics(context=context))
 
 
-@router.get("/topics/{topic}", response_model=models.TopicInfo, responses=ERRORS, tags=["v2 topics"],
-            summary="Describe a topic: configs and partitions",
-            dependencies=[DESCRIBE_TOPIC, topic_permission(Operation.DESCRIBE_CONFIGS)])
+@router.get("/topics/{topic}", response_model=models.TopicInfo, responses=V2_ERRORS, tags=["v2 topics"],
+            summary="Describe a topic: configs and partitions", response_class=KafkaV2JSONResponse,
+            dependencies=[ACCEPTS_V2, DESCRIBE_TOPIC, topic_permission(Operation.DESCRIBE_CONFIGS)])
 async def get_topic(topic: TopicName, broker: BrokerDep, context: ContextDep) -> models.TopicInfo:
     """Describe and DescribeConfigs on the topic with ACLs checked (REST Proxy reads the configs with Kafka's
     DescribeConfigs)."""
@@ -65,16 +70,16 @@ async def get_topic(topic: TopicName, broker: BrokerDep, context: ContextDep) ->
                             partitions=await _partitions(broker, topic, context))
 
 
-@router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=ERRORS,
+@router.get("/topics/{topic}/partitions", response_model=list[models.PartitionInfo], responses=V2_ERRORS,
             tags=["v2 partitions"], summary="List a topic's partitions with leader, replicas, ISR",
-            dependencies=[DESCRIBE_TOPIC])
+            response_class=KafkaV2JSONResponse, dependencies=[ACCEPTS_V2, DESCRIBE_TOPIC])
 async def list_partitions(topic: TopicName, broker: BrokerDep, context: ContextDep) -> list[models.PartitionInfo]:
     return await _partitions(broker, topic, context)
 
 
-@router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=ERRORS,
+@router.get("/topics/{topic}/partitions/{partition}", response_model=models.PartitionInfo, responses=V2_ERRORS,
             tags=["v2 partitions"], summary="Describe one partition: leader, replicas (in_sync), offsets",
-            dependencies=[DESCRIBE_TOPIC])
+            response_class=KafkaV2JSONResponse, dependencies=[ACCEPTS_V2, DESCRIBE_TOPIC])
 async def get_partition(topic: TopicName, partition: PartitionId, broker: BrokerDep,
                         context: ContextDep) -> models.PartitionInfo:
     summaries = await broker.requests.metadata.partition_summaries(topic, partition, context=context)
@@ -87,10 +92,10 @@ _TIMESTAMP_MS = dict(ge=0, le=MAX_TIMESTAMP_MS, description=(
 
 
 @router.get("/topics/{topic}/partitions/{partition}/offsets", response_model=models.PartitionOffsets,
-            response_model_exclude_none=True, responses=ERRORS, tags=["v2 partitions"],
+            response_model_exclude_none=True, responses=V2_ERRORS, tags=["v2 partitions"],
             summary="Beginning (log start), end (high watermark) and last stable offsets; with timestamp_ms, the "
                     "offset of a time",
-            dependencies=[DESCRIBE_TOPIC])
+            response_class=KafkaV2JSONResponse, dependencies=[ACCEPTS_V2, DESCRIBE_TOPIC])
 async def get_offsets(topic: TopicName, partition: PartitionId, broker: BrokerDep, context: ContextDep,
                       timestamp_ms: Annotated[Optional[int], Query(**_TIMESTAMP_MS)] = None,
                       ) -> models.PartitionOffsets:

@@ -20,8 +20,8 @@ Any broker answers (the operations, authorization included, are
 :class:`~lakelog.requests.transactions.TransactionOperations`; the routes parse and encode). Each id
 shows its state, producer id and epoch, timeout, the partitions of its open transaction, when that
 transaction began and how long it has been open (its age, ms, measured by the answering broker's clock).
-Errors: 404 with 40404 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
-40406 (a ``__transaction_state`` partition without a leader, retriable); 503 / 50320-50321 (no
+Errors: 404 with 40409 (not this cluster's id), 40408 (a transactional id its coordinator does not know),
+40404 (a ``__transaction_state`` partition without a leader, retriable); 503 / 50320-50321 (no
 coordinator answered in ``request.timeout.ms``, retriable).
 """
 
@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
-from lakelog.ingest_api.models import Related, ResourceMetadata
+from lakelog.ingest_api.models import Offset, PartitionNumber, Related, ResourceMetadata, TopicNameField
 from lakelog.ingest_api.openapi_docs import error_responses, v3_read_errors
 from lakelog.ingest_api.permissions import transactional_id_permission
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
@@ -50,9 +50,9 @@ router = APIRouter(tags=["v3 transactions"])
 #: The states a transactional id is in (Kafka's names; ``Dead`` and ``PrepareEpochFence`` are never current).
 StateName = Literal["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"]
 
-LIST_ERRORS = v3_read_errors("cluster (40404), no leader of a __transaction_state partition (40406)")
-DESCRIBE_ERRORS = v3_read_errors("cluster (40404), transactional id (40408), no leader of its "
-                                 "__transaction_state partition (40406)")
+LIST_ERRORS = v3_read_errors("cluster (40409), no leader of a __transaction_state partition (40404)")
+DESCRIBE_ERRORS = v3_read_errors("cluster (40409), transactional id (40408), no leader of its "
+                                 "__transaction_state partition (40404)")
 
 
 class TransactionPartition(BaseModel):
@@ -216,9 +216,9 @@ async def abort_transaction(
 class TransactionOffset(BaseModel):
     """A consumer group's committed offset for one partition: the next offset it reads."""
 
-    topic: str = Field(min_length=1)
-    partition: int = Field(ge=0, le=2**31 - 1, json_schema_extra={"format": "int32"})
-    offset: int = Field(ge=0, json_schema_extra={"format": "int64"})
+    topic: TopicNameField
+    partition: PartitionNumber
+    offset: Offset
     metadata: Optional[str] = Field(None, max_length=4096, description="Kept with the offset (Kafka's "
                                     "offset metadata).")
 

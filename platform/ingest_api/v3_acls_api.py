@@ -16,7 +16,7 @@ Shapes are Confluent REST Proxy v3's (``api/v3/openapi.yaml`` of confluentinc/ka
 
 ACLs are kept in ZooKeeper (:class:`~lakelog.security.acl_store.AclStore`); every broker's authorizer
 follows them. With ``authorizer.enabled``, listing needs ``Describe`` and changing ``Alter`` on the Cluster
-(Kafka's DescribeAcls, CreateAcls, DeleteAcls): 403 / 40301. Errors: 404 / 40404 (not this cluster's id); 400 / 40021 (an unknown resource type,
+(Kafka's DescribeAcls, CreateAcls, DeleteAcls): 403 / 40301. Errors: 404 / 40409 (not this cluster's id); 400 / 40021 (an unknown resource type,
 operation, permission or pattern type, an operation the resource type does not have, an invalid principal).
 """
 
@@ -39,21 +39,32 @@ from lakelog.security.errors import InvalidAclError
 
 router = APIRouter(tags=["v3"])
 
-#: 400: an invalid ACL or filter (40021); 404: not this cluster (40404).
-ACL_ERRORS = v3_read_errors("cluster (40404)")
+#: 400: an invalid ACL or filter (40021); 404: not this cluster (40409).
+ACL_ERRORS = v3_read_errors("cluster (40409)")
+
+
+def _enum(kind) -> dict:
+    """The OpenAPI ``enum`` of an ACL field: Confluent's spelling (``TRANSACTIONAL_ID``) of each value the
+    server takes (it also takes Kafka's ``TransactionalId``; anything else is 400 / 40021)."""
+    return {"enum": [member.name for member in kind]}
 
 
 class CreateAclRequestData(BaseModel):
     """One ACL to create (Confluent's ``CreateAclRequestData``)."""
 
-    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID")
-    resource_name: str = Field(description="a name, * for every resource of the type, kafka-cluster for CLUSTER")
-    pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED")
-    principal: str = Field(description="User:name, or User:* for everyone")
-    host: str = Field(WILDCARD, description="the client's IP address, or * for any host")
+    resource_type: str = Field(description="TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID",
+                               json_schema_extra=_enum(ResourceType))
+    resource_name: str = Field(description="a name, * for every resource of the type, kafka-cluster for CLUSTER",
+                               json_schema_extra={"minLength": 1})
+    pattern_type: str = Field("LITERAL", description="LITERAL or PREFIXED", json_schema_extra=_enum(PatternType))
+    principal: str = Field(description="User:name, or User:* for everyone",
+                           json_schema_extra={"pattern": "^[^:]+:.+$"})
+    host: str = Field(WILDCARD, description="the client's IP address, or * for any host",
+                      json_schema_extra={"minLength": 1})
     operation: str = Field(description="ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, "
-                                       "DESCRIBE_CONFIGS, ALTER_CONFIGS or IDEMPOTENT_WRITE")
-    permission: str = Field("ALLOW", description="ALLOW or DENY")
+                                       "DESCRIBE_CONFIGS, ALTER_CONFIGS or IDEMPOTENT_WRITE",
+                           json_schema_extra=_enum(Operation))
+    permission: str = Field("ALLOW", description="ALLOW or DENY", json_schema_extra=_enum(Permission))
 
     def binding(self) -> AclBinding:
         """The checked ACL. Raises: InvalidAclError."""

@@ -1,5 +1,5 @@
 """REST Proxy v3: topic admin (list, create, describe, delete, add partitions), topic configs (list, get,
-batch alter) and single-record produce. The cluster, its brokers, and a topic's partitions and replicas
+batch alter) and produce (one record, or a stream of records: :mod:`~lakelog.ingest_api.v3_records`). The cluster, its brokers, and a topic's partitions and replicas
 (what a topic's ``partitions`` link leads to) are in :mod:`~lakelog.ingest_api.v3_cluster_api`."""
 
 from __future__ import annotations
@@ -8,15 +8,17 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
-from lakelog.ingest_api import codecs, models
+from lakelog.ingest_api import codecs, models, v3_records
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
+from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, topic_permission
-from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS
+from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS, in_flight, read_body
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
+from lakelog.protocol.errors import MalformedBodyError, ProduceQueueFullError
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
 from lakelog.replication.topic_configs import TopicConfigEntry
@@ -70,7 +72,7 @@ async def create_topic(cluster_id: str, body: models.CreateTopicRequest, request
                        broker: BrokerDep, context: ContextDep) -> models.TopicData:
     """Create on the cluster, or Create on the topic, when ACLs are checked (Kafka's CreateTopics)."""
     check_cluster(broker, cluster_id)
-    configs = {c.name: c.value for c in body.configs if c.value is not None}
+    configs = {c.name: c.value for c in body.configs}  # a null value: the default (its name is checked)
     meta = await broker.requests.create_topic(CreateTopicRequest(
         name=body.topic_name, partitions_count=body.partitions_count, replication_factor=body.replication_factor,
         configs=configs), context=context)
@@ -142,21 +144,69 @@ async def alter_topic_configs(cluster_id: str, topic: TopicName, body: models.Al
     return Response(status_code=204)
 
 
+_V3_PRODUCE_BODY = {
+    "required": True,
+    "description": "One record, or a stream of records: JSON objects one after another (Confluent's streaming "
+                   "produce), each answered in order.",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/V3ProduceRequest"}}},
+}
+
+
+_V3_PRODUCE_ANSWERS = {**CHANGE_ERRORS, 200: {
+    "description": "One record: its delivery report. A stream of records: for each record in order its delivery "
+                   "report (error_code 200) or its error body (error_code, message), each followed by CRLF."}}
+
+
 @router.post("/v3/clusters/{cluster_id}/topics/{topic}/records", response_model=models.V3ProduceResponse,
-             responses=CHANGE_ERRORS, summary="Produce one record (REST Proxy v3)",
-             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS})
-async def produce(cluster_id: str, topic: TopicName, body: models.V3ProduceRequest, request: Request,
-                  broker: BrokerDep, context: ProduceContextDep) -> models.V3ProduceResponse:
-    """Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
+             responses=_V3_PRODUCE_ANSWERS, summary="Produce one record, or a stream of records (REST Proxy v3)",
+             openapi_extra={"parameters": PRODUCER_HEADER_PARAMETERS, "requestBody": _V3_PRODUCE_BODY})
+async def produce(cluster_id: str, topic: TopicName, request: Request,
+                  broker: BrokerDep, context: ProduceContextDep) -> Response:
+    """One record: its delivery report, or its error as the answer. Several records (JSON objects one after
+    another): 200 and, for each record in order, its delivery report or error body, each followed by
+    ``\r\n`` (:mod:`~lakelog.ingest_api.v3_records`); the valid ones are produced as one request.
+    Idempotent with the producer headers (``X-Lakelog-Producer-Id``, ``-Epoch``, ``X-Lakelog-Sequence``)."""
     check_cluster(broker, cluster_id)
     producer = producer_batch_from_headers(request.headers)
     meta = await broker.requests.describe_topic(topic, context=context)
+    budget = in_flight(request, broker.settings.queued_max_request_bytes)
+    size = 0
+    try:
+        try:
+            raw = await read_body(request, limit=broker.settings.socket_request_max_bytes, budget=budget)
+        except MalformedBodyError:  # empty: answered as a missing body
+            raw = b""
+        except ProduceQueueFullError as e:
+            response = error_response(e)
+            response.headers["Retry-After"] = str(e.retry_after_s)
+            return response
+        size = len(raw)
+        items = v3_records.parse_records(raw)
+        del raw
+        if len(items) == 1:
+            return await _produce_one(cluster_id, meta.name, items[0], broker, context, producer)
+        batch, named, rows, errors = v3_records.records_batch(items)
+        outcomes: list = [errors.get(i) for i in range(len(items))]
+        if batch is not None:
+            produced = await broker.requests.produce_each(ProduceRequest(
+                topic=topic, records=batch, record_partitions=named, producer=producer), context=context)
+            for i, outcome in zip(rows, produced):
+                outcomes[i] = outcome
+        return StreamingResponse(v3_records.answer_lines(outcomes, cluster_id=cluster_id, topic=meta.name),
+                                 media_type="application/json")
+    finally:
+        budget.give(size)
+
+
+async def _produce_one(cluster_id: str, topic: str, body: models.V3ProduceRequest, broker, context,
+                       producer) -> Response:
+    """A one-record body: its delivery report, or its error as the answer."""
     batch = codecs.decode_v3_record(body)
     parts = None if body.partition_id is None else pa.array([body.partition_id], pa.int32())
     result = await broker.requests.produce(ProduceRequest(topic=topic, records=batch, record_partitions=parts,
                                                           producer=producer), context=context)
     if result.errors:
         raise next(iter(result.errors.values()))
-    return models.V3ProduceResponse(cluster_id=cluster_id, topic_name=meta.name,
-                                    partition_id=int(result.partitions[0]), offset=int(result.offsets[0]),
-                                    timestamp=datetime.now(timezone.utc).isoformat())
+    answer = models.V3ProduceResponse(cluster_id=cluster_id, topic_name=topic, partition_id=int(result.partitions[0]),
+                                      offset=int(result.offsets[0]), timestamp=datetime.now(timezone.utc).isoformat())
+    return Response(answer.model_dump_json(), media_type="application/json")

@@ -15,7 +15,7 @@ Confluent REST Proxy v3's ``ClustersResource``, ``BrokersResource``, ``Partition
 Any broker answers for the whole cluster, from ZooKeeper (the request layer's
 :class:`~lakelog.requests.metadata.MetadataViews`).
 Every ``related`` link and ``self`` URL answers 200 while the resource exists (a replica's ``broker``
-link: while that broker is live). Errors: 404 with 40404 (not this cluster's id), 40410 (no live broker
+link: while that broker is live). Errors: 404 with 40409 (not this cluster's id), 40410 (no live broker
 with that id), 40401 (topic), 40402 (partition), 40411 (the broker holds no replica of the partition).
 """
 
@@ -43,10 +43,10 @@ router = APIRouter(tags=["v3"])
 BrokerId = Annotated[int, Path(ge=0, le=INT32_MAX, description="Broker id (broker.id, int32 >= 0)")]
 
 
-CLUSTER_ERRORS = v3_read_errors("cluster (40404)")
-BROKER_ERRORS = v3_read_errors("cluster (40404), no live broker with that id (40410)")
-PARTITION_ERRORS = v3_read_errors("cluster (40404), topic (40401), partition (40402)")
-REPLICA_ERRORS = v3_read_errors("cluster (40404), topic (40401), partition (40402), the broker holds no replica "
+CLUSTER_ERRORS = v3_read_errors("cluster (40409)")
+BROKER_ERRORS = v3_read_errors("cluster (40409), no live broker with that id (40410)")
+PARTITION_ERRORS = v3_read_errors("cluster (40409), topic (40401), partition (40402)")
+REPLICA_ERRORS = v3_read_errors("cluster (40409), topic (40401), partition (40402), the broker holds no replica "
                          "of the partition (40411)")
 
 

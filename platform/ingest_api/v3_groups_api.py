@@ -3,8 +3,8 @@
 Confluent REST Proxy v3's ``ConsumerGroupsResource``, ``ConsumersResource``,
 ``ConsumerAssignmentsResource``, ``ConsumerLagsResource`` and ``ConsumerGroupLagSummariesResource``
 (confluentinc/kafka-rest, ``api/v3/openapi.yaml``); the shapes are in
-:mod:`~lakelog.ingest_api.v3_group_models`, the data comes from
-:mod:`lakelog.consumer_groups.group_views`:
+:mod:`~lakelog.ingest_api.v3_group_models`, the data (and every check) comes from the request layer's
+:class:`~lakelog.requests.group_views.GroupViews`:
 
 - ``GET /v3/clusters/{cluster_id}/consumer-groups[/{consumer_group_id}]``: groups with committed offsets
   or live members: state, assignor, links to the coordinator, consumers and lag summary;
@@ -18,10 +18,10 @@ Confluent REST Proxy v3's ``ConsumerGroupsResource``, ``ConsumersResource``,
 
 Any broker answers for any group. Every ``related`` link and ``self`` URL answers 200 while the
 resource exists (links that would not are ``null``, see :mod:`~lakelog.ingest_api.v3_group_models`).
-Errors: 400 / 40008 a group id ZooKeeper cannot hold; 404 with 40404 (not this cluster's id), 40407 (a
+Errors: 400 / 40008 a group id ZooKeeper cannot hold; 404 with 40409 (not this cluster's id), 40405 (a
 group with neither committed offsets nor members; lags or a lag summary of a group without committed
 offsets, the lag of a partition without one, an assignment the member does not have), 40403 (no live
-member with that id), 40406 (a ``__consumer_offsets`` partition without a leader, retriable).
+member with that id), 40404 (a ``__consumer_offsets`` partition without a leader, retriable).
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ from fastapi import APIRouter, Depends, Path, Request
 from lakelog.consumer_groups import group_views as views
 from lakelog.consumer_groups.instances import validate_group_id
 from lakelog.ingest_api import v3_group_models as m
-from lakelog.ingest_api.deps import BrokerDep, ConsumerManagerDep, OffsetsAdminBrokerDep
+from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.errors import check_cluster
 from lakelog.ingest_api.models import CONSUMER_NAME_PATTERN, Related, ResourceMetadata
 from lakelog.ingest_api.openapi_docs import v3_read_errors
-from lakelog.ingest_api.permissions import PermissionsDep, group_permission
+from lakelog.ingest_api.permissions import group_permission
 from lakelog.ingest_api.topics_api import PartitionId, TopicName
 from lakelog.ingest_api.v3_models import ResourceCollectionMetadata
-from lakelog.security.acls import Operation, ResourceType
+from lakelog.security.acls import Operation
 
 router = APIRouter(tags=["v3 consumer groups"])
 
@@ -60,15 +60,15 @@ ConsumerId = Annotated[str, Path(description="A member's id (its consumer instan
 
 def _errors(not_found: str) -> dict[int | str, dict[str, Any]]:
     """:func:`v3_read_errors` with the codes every group route may give (400 / 40008 a group id)."""
-    return v3_read_errors(f"cluster (40404), {not_found}, no leader of a __consumer_offsets partition (40406)")
+    return v3_read_errors(f"cluster (40409), {not_found}, no leader of a __consumer_offsets partition (40404)")
 
 
 LIST_ERRORS = _errors("no group")
-GROUP_ERRORS = _errors("a group with neither committed offsets nor live members (40407)")
-CONSUMER_ERRORS = _errors("group (40407), no live member with that id (40403)")
-ASSIGNMENT_ERRORS = _errors("group, or a partition the member does not own (40407), no live member with "
+GROUP_ERRORS = _errors("a group with neither committed offsets nor live members (40405)")
+CONSUMER_ERRORS = _errors("group (40405), no live member with that id (40403)")
+ASSIGNMENT_ERRORS = _errors("group, or a partition the member does not own (40405), no live member with "
                             "that id (40403)")
-LAG_ERRORS = _errors("group, or no committed offset of the group (for the partition) (40407)")
+LAG_ERRORS = _errors("group, or no committed offset of the group (for the partition) (40405)")
 
 
 # -- URLs ------------------------------------------------------------------------------------------
@@ -150,24 +150,15 @@ def _lag_data(request: Request, cluster_id: str, group: str, lag: views.Partitio
 DESCRIBE_GROUP = group_permission(Operation.DESCRIBE)
 
 
-def _visible(permissions, lags: list[views.PartitionLagView]) -> list[views.PartitionLagView]:
-    """The lags of the topics the principal may Describe."""
-    topics = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {lag.topic for lag in lags}))
-    return [lag for lag in lags if lag.topic in topics]
-
-
 # -- groups ----------------------------------------------------------------------------------------
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups", response_model=m.ConsumerGroupDataList,
             responses=LIST_ERRORS, summary="Consumer groups: those with committed offsets or live members")
-async def list_consumer_groups(cluster_id: str, request: Request, broker: OffsetsAdminBrokerDep,
-                               gateway: BrokerDep, consumers: ConsumerManagerDep,
-                               permissions: PermissionsDep) -> m.ConsumerGroupDataList:
+async def list_consumer_groups(cluster_id: str, request: Request, broker: BrokerDep,
+                               context: ContextDep) -> m.ConsumerGroupDataList:
     """Only the groups the principal may Describe (Kafka's ListGroups)."""
-    check_cluster(gateway, cluster_id)
-    groups = await views.list_group_views(consumers=consumers, broker=broker)
-    visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.GROUP, [v.group for v in groups]))
-    groups = [v for v in groups if v.group in visible]
+    check_cluster(broker, cluster_id)
+    groups = await broker.requests.group_views.list_groups(context=context)
     return m.ConsumerGroupDataList(
         metadata=ResourceCollectionMetadata(self=f"{_cluster_url(request, cluster_id)}/consumer-groups"),
         data=[_group_data(request, cluster_id, v) for v in groups])
@@ -177,10 +168,9 @@ async def list_consumer_groups(cluster_id: str, request: Request, broker: Offset
             responses=GROUP_ERRORS, summary="A consumer group: state, assignor, coordinator",
             dependencies=[DESCRIBE_GROUP])
 async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, request: Request,
-                             broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                             consumers: ConsumerManagerDep) -> m.ConsumerGroupData:
-    check_cluster(gateway, cluster_id)
-    view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
+                             broker: BrokerDep, context: ContextDep) -> m.ConsumerGroupData:
+    check_cluster(broker, cluster_id)
+    view = await broker.requests.group_views.describe_group(consumer_group_id, context=context)
     return _group_data(request, cluster_id, view)
 
 
@@ -190,10 +180,9 @@ async def get_consumer_group(cluster_id: str, consumer_group_id: GroupId, reques
             response_model=m.ConsumerDataList, responses=GROUP_ERRORS, summary="A group's live members",
             dependencies=[DESCRIBE_GROUP])
 async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: Request,
-                         broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                         consumers: ConsumerManagerDep) -> m.ConsumerDataList:
-    check_cluster(gateway, cluster_id)
-    view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
+                         broker: BrokerDep, context: ContextDep) -> m.ConsumerDataList:
+    check_cluster(broker, cluster_id)
+    view = await broker.requests.group_views.describe_group(consumer_group_id, context=context)
     return m.ConsumerDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/consumers"),
         data=[_consumer_data(request, cluster_id, consumer_group_id, x.member_id) for x in view.members])
@@ -203,11 +192,10 @@ async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: R
             response_model=m.ConsumerData, responses=CONSUMER_ERRORS, summary="One live member of a group",
             dependencies=[DESCRIBE_GROUP])
 async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
-                       broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                       consumers: ConsumerManagerDep) -> m.ConsumerData:
-    check_cluster(gateway, cluster_id)
-    view = await views.get_group_view(consumers=consumers, broker=broker, group=consumer_group_id)
-    return _consumer_data(request, cluster_id, consumer_group_id, view.member(consumer_id).member_id)
+                       broker: BrokerDep, context: ContextDep) -> m.ConsumerData:
+    check_cluster(broker, cluster_id)
+    member = await broker.requests.group_views.describe_member(consumer_group_id, consumer_id, context=context)
+    return _consumer_data(request, cluster_id, consumer_group_id, member.member_id)
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments",
@@ -215,11 +203,10 @@ async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id:
             summary="A member's partitions in the group's current generation",
             dependencies=[DESCRIBE_GROUP])
 async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, request: Request,
-                           broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                           consumers: ConsumerManagerDep) -> m.ConsumerAssignmentDataList:
-    check_cluster(gateway, cluster_id)
-    assignments = await views.member_assignments(consumers=consumers, broker=broker, group=consumer_group_id,
-                                                 member_id=consumer_id)
+                           broker: BrokerDep, context: ContextDep) -> m.ConsumerAssignmentDataList:
+    check_cluster(broker, cluster_id)
+    assignments = await broker.requests.group_views.member_assignments(consumer_group_id, consumer_id,
+                                                                       context=context)
     url = f"{_consumer_url(request, cluster_id, consumer_group_id, consumer_id)}/assignments"
     return m.ConsumerAssignmentDataList(
         metadata=ResourceCollectionMetadata(self=url),
@@ -231,12 +218,11 @@ async def list_assignments(cluster_id: str, consumer_group_id: GroupId, consumer
             responses=ASSIGNMENT_ERRORS, summary="One partition a member owns",
             dependencies=[DESCRIBE_GROUP])
 async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_id: ConsumerId, topic_name: TopicName,
-                         partition_id: PartitionId, request: Request, broker: OffsetsAdminBrokerDep,
-                         gateway: BrokerDep, consumers: ConsumerManagerDep) -> m.ConsumerAssignmentData:
-    check_cluster(gateway, cluster_id)
-    assignments = await views.member_assignments(consumers=consumers, broker=broker, group=consumer_group_id,
-                                                 member_id=consumer_id)
-    a = views.find_assignment(assignments, member_id=consumer_id, topic=topic_name, partition=partition_id)
+                         partition_id: PartitionId, request: Request, broker: BrokerDep,
+                         context: ContextDep) -> m.ConsumerAssignmentData:
+    check_cluster(broker, cluster_id)
+    a = await broker.requests.group_views.member_assignment(consumer_group_id, consumer_id, topic=topic_name,
+                                                            partition=partition_id, context=context)
     return _assignment_data(request, cluster_id, consumer_group_id, consumer_id, a)
 
 
@@ -245,12 +231,12 @@ async def get_assignment(cluster_id: str, consumer_group_id: GroupId, consumer_i
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lags", response_model=m.ConsumerLagDataList,
             responses=LAG_ERRORS, summary="The group's lag per partition it committed an offset for",
             dependencies=[DESCRIBE_GROUP])
-async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Request, broker: OffsetsAdminBrokerDep,
-                    gateway: BrokerDep, consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerLagDataList:
+async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Request, broker: BrokerDep,
+                    context: ContextDep) -> m.ConsumerLagDataList:
     """``log_end_offset`` is the partition's high watermark (lakelog's consumers read below it). Topics the
     principal may not Describe are left out (Kafka's OffsetFetch)."""
-    check_cluster(gateway, cluster_id)
-    lags = _visible(permissions, await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id))
+    check_cluster(broker, cluster_id)
+    lags = await broker.requests.group_views.group_lags(consumer_group_id, context=context)
     return m.ConsumerLagDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/lags"),
         data=[_lag_data(request, cluster_id, consumer_group_id, lag) for lag in lags])
@@ -260,12 +246,10 @@ async def list_lags(cluster_id: str, consumer_group_id: GroupId, request: Reques
             response_model=m.ConsumerLagData, responses=LAG_ERRORS, summary="The group's lag on one partition",
             dependencies=[DESCRIBE_GROUP])
 async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: TopicName, partition_id: PartitionId,
-                  request: Request, broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                  consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerLagData:
-    check_cluster(gateway, cluster_id)
-    permissions.require(Operation.DESCRIBE, ResourceType.TOPIC, topic_name)
-    lags = await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id)
-    lag = views.find_lag(lags, group=consumer_group_id, topic=topic_name, partition=partition_id)
+                  request: Request, broker: BrokerDep, context: ContextDep) -> m.ConsumerLagData:
+    check_cluster(broker, cluster_id)
+    lag = await broker.requests.group_views.partition_lag(consumer_group_id, topic=topic_name, partition=partition_id,
+                                                          context=context)
     return _lag_data(request, cluster_id, consumer_group_id, lag)
 
 
@@ -274,12 +258,10 @@ async def get_lag(cluster_id: str, consumer_group_id: GroupId, topic_name: Topic
             summary="The group's largest lag and total lag",
             dependencies=[DESCRIBE_GROUP])
 async def get_lag_summary(cluster_id: str, consumer_group_id: GroupId, request: Request,
-                          broker: OffsetsAdminBrokerDep, gateway: BrokerDep,
-                          consumers: ConsumerManagerDep, permissions: PermissionsDep) -> m.ConsumerGroupLagSummaryData:
+                          broker: BrokerDep, context: ContextDep) -> m.ConsumerGroupLagSummaryData:
     """Over the topics the principal may Describe."""
-    check_cluster(gateway, cluster_id)
-    lags = _visible(permissions, await views.group_lags(consumers=consumers, broker=broker, group=consumer_group_id))
-    s = views.summarize_lags(lags, group=consumer_group_id)
+    check_cluster(broker, cluster_id)
+    s = await broker.requests.group_views.lag_summary(consumer_group_id, context=context)
     url = f"{_group_url(request, cluster_id, consumer_group_id)}/lag-summary"
     return m.ConsumerGroupLagSummaryData(
         metadata=_meta(url, f"{_crn(cluster_id, consumer_group_id)}/lag-summary"), cluster_id=cluster_id,

@@ -63,24 +63,49 @@ class LeasedTables:
 class PartitionLease:
     """One log's view of its partition's committer lease (the log's writer asks it before its own commits).
 
+    A table in a shared lake (``lake.uri``: one table for all the partition's replicas) has one more
+    outside committer: the partition's leader. A replica of such a table commits only while it leads
+    (:attr:`leading`, set by the partition's role changes); while it follows, it is as if an outside
+    committer held the lease, and the first commit after it becomes leader re-reads the table the
+    previous leader wrote.
+
     Args:
         topic, partition: the log's partition.
+        shared: the table is in a shared lake. Default: False (each replica's own table).
     """
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, *, shared: bool = False) -> None:
         self.topic, self.partition = topic, partition
         #: the broker's leases; None = no outside committer is ever honoured (a log opened alone)
         self.leases: LeasedTables | None = None
+        self.shared = shared
         self._seen = 0
+        self._leading = False
+        self._terms = 0  # how often this replica became the table's committer (leader of a shared table)
+
+    @property
+    def leading(self) -> bool:
+        """True while this replica leads the partition (meaningful for a shared table only)."""
+        return self._leading
+
+    @leading.setter
+    def leading(self, value: bool) -> None:
+        if value and not self._leading and self.shared:  # a table of its own changes under no one
+            self._terms += 1
+        self._leading = value
 
     def held(self) -> bool:
-        """True while an outside committer holds the lease."""
+        """True while an outside committer holds the lease, or another replica leads a shared table."""
+        if self.shared and not self._leading:
+            return True
         return self.leases is not None and self.leases.holds(self.topic, self.partition)
 
     def taken_since_last_look(self) -> bool:
-        """True once after each lease taken since the last call that answered True: the table may have
-        changed under the log, which re-reads it."""
+        """True once after each lease taken since the last call that answered True (and, for a shared table,
+        once after each time this replica became leader): the table may have changed under the log, which
+        re-reads it."""
         taken = 0 if self.leases is None else self.leases.times_taken(self.topic, self.partition)
+        taken += self._terms
         if taken == self._seen:
             return False
         self._seen = taken

@@ -148,7 +148,7 @@ class FetchDataLoss(DataLossError):
     later). ``partial`` holds what was read before them, possibly nothing.
 
     Control flow of a fetch: raised by :func:`read_range`, caught by :func:`read_log`, which answers what was
-    read or an :class:`OffsetOutOfRangeError`. A :class:`DataLossError` (422 / 42208; it declares no code of its own), so
+    read or an :class:`OffsetOutOfRangeError`. A :class:`DataLossError` (422 / 42229; it declares no code of its own), so
     one that escaped anyway would still answer as a lakelog error.
     """
 

@@ -3,7 +3,10 @@
 Records are acknowledged once they are in the segment tail (:mod:`~lakelog.log_tables.segments`); the
 flusher makes them visible to Delta readers (Spark, SQL) within about ``lake.commit.interval.ms``. Every
 replica has one (leader and followers alike: each flushes its own table, only below its own high
-watermark, so the table never holds a record a truncation could remove). A flusher owns no task or timer:
+watermark, so the table never holds a record a truncation could remove). In a shared lake (``lake.uri``:
+one table per partition for all its replicas) only the leader's flusher commits, retains, merges and
+vacuums; a follower's rounds read the table's lake end offset instead and drop the tail below it, and a
+new leader's first round continues the table from there (:class:`~lakelog.log_tables.committer_leases.PartitionLease`). A flusher owns no task or timer:
 it is a job on the broker's one :class:`~lakelog.log_tables.log_scheduler.LogScheduler` (Kafka's
 ``LogManager`` runs ``flushDirtyLogs()`` and ``cleanupLogs()`` for all logs on one ``KafkaScheduler``),
 which runs :meth:`LakeFlusher.run_due` when the earliest of its due times comes. A log with nothing to
@@ -361,6 +364,11 @@ class LakeFlusher:
         Raises:
             CommitFailedError: a Delta commit failed (the records stay in the tail).
         """
+        if self.log.shared_lake and self.log.lake_commits_held:
+            # a follower of a table in a shared lake: the leader commits; take the lake end offset it
+            # reached, so this replica's tail keeps only what the table lacks
+            await asyncio.to_thread(self.log.catch_up_lake_end)
+            return 0
         total = 0
         upper = self.log.high_watermark
         while self.log.lake_end_offset < upper:

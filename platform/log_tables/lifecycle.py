@@ -59,6 +59,8 @@ from lakelog.log_tables.cleaner import CLEANED_FILE_TARGET_BYTES, CleanResult, c
 from lakelog.log_tables import file_merges
 from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, merge_target_bytes
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
+from lakelog.log_tables.leader_epochs import LeaderEpochCache
+from lakelog.log_tables.recovery import RecoveredLog
 from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
 
@@ -336,6 +338,8 @@ class LogLifecycle:
         if new_start <= view.log_start_offset:
             return 0
         gone = [f for f in files.files if f.has_offset_stats and f.max_offset < new_start]
+        if gone and writer.lease.shared and writer.lease.held():
+            gone = []  # a follower of a table in the shared lake: its leader removes them from the table
         if gone:
             # every record of these files is below the new start: a DELETE up to their last offset removes
             # them whole (the files are disjoint, so no other file is touched) and writes nothing
@@ -370,6 +374,9 @@ class LogLifecycle:
         writer, state = self._writer, self._state
         with writer.lake_lock, writer.lock:
             writer.check_open()
+            if writer.lease.shared and writer.lease.held():
+                self._start_tail_over(offset)
+                return
             writer.commit(f"Starting {writer.name} over at offset {offset}", lambda: self._remove_all(offset))
             self.note_removal()
             if writer.segments is not None:
@@ -378,6 +385,20 @@ class LogLifecycle:
             with state.lock:
                 state.high_watermark = max(state.high_watermark, state.log_end_offset)
         log.info("%s starts over at offset %d", writer.name, offset)
+
+    def _start_tail_over(self, offset: int) -> None:
+        """:meth:`reset_to` on a follower of a table in the shared lake: the leader's table stays as it is;
+        this replica's tail is deleted and its log starts over, empty, at ``offset``. Holds both locks."""
+        writer, state = self._writer, self._state
+        tail = None
+        if writer.segments is not None:
+            writer.segments.delete_all()
+            tail = writer.segments.recover(offset)
+        state.reset(RecoveredLog(state.files, offset, offset, offset, LeaderEpochCache(),
+                                 None if tail is None else tail.view, ()))
+        with state.lock:
+            state.high_watermark = max(state.high_watermark, state.log_end_offset)
+        log.info("%s starts over at offset %d (its tail; the shared table is its leader's)", writer.name, offset)
 
     def _remove_all(self, offset: int) -> int:
         table = self._writer.table
@@ -399,7 +420,9 @@ class LogLifecycle:
         """
         writer = self._writer
         with writer.lake_lock:
-            if writer.closed:
+            # a follower of a table in a shared lake: a full VACUUM would delete the files of the leader's
+            # commit in progress (referenced by no commit yet)
+            if writer.closed or (writer.lease.shared and writer.lease.held()):
                 return 0
             table = writer.table
             started = self.clock.time()  # delta-rs reads its clock after this: what expired before is deleted
@@ -450,7 +473,7 @@ class LogLifecycle:
         differ (one metadata commit). Returns True when they changed."""
         writer = self._writer
         with writer.lake_lock:
-            if writer.closed:
+            if writer.closed or (writer.lease.shared and writer.lease.held()):  # the leader's table
                 return False
             table = writer.table
             wanted = table_properties(writer.config)

@@ -12,6 +12,11 @@ rounds, retention, cleaning, VACUUM and merges as a job there, not as tasks of i
 :func:`~lakelog.log_tables.file_merges.merge_if_needed` runs after Delta commits: the flusher's
 (:mod:`~lakelog.log_tables.flusher`), or, for a log without a segment tail, the leader's group commit
 and the follower's replicated append (through :meth:`LogManager.merge_files_after_append`).
+
+With a shared lake (``lake.uri``, e.g. ``s3://bucket/prefix``) a partition's Delta table is one for all its
+replicas, at ``{lake.uri}/{topic}-{topic id}/{partition}`` (the topic id in the path: a deleted and
+re-created topic starts a new table), written by the partition's leader only; each replica keeps its
+segment tail (and producer snapshots, topic id file) in ``{log.dirs}/{topic}-{partition}/``.
 """
 
 from __future__ import annotations
@@ -50,11 +55,18 @@ class LogManager:
             (``log.segment.files.max``); None = never.
         clock: the clock of the logs' timers (Kafka's ``Time``; tests pass a
             :class:`~lakelog.clock.MockTime`). Default: the system clock.
+        lake_uri: ``lake.uri``: the shared lake the partition tables live in (``s3://bucket/prefix``);
+            None = each replica's own table under ``log_dirs``. Default: None.
+        lake_storage_options: delta-rs storage options of the lake (``lake.storage.*``; holds the secret:
+            never logged). Default: none.
     """
 
     def __init__(self, log_dirs: str | Path, *, tail_cache_max_bytes: int, segment_files_max: int | None,
-                 clock: Time = SYSTEM_TIME) -> None:
+                 clock: Time = SYSTEM_TIME, lake_uri: str | None = None,
+                 lake_storage_options: dict[str, str] | None = None) -> None:
         self.log_dirs = Path(log_dirs).resolve()
+        self.lake_uri = lake_uri.rstrip("/") if lake_uri else None
+        self._lake_storage_options = dict(lake_storage_options or {})
         self.clock = clock
         #: the one timer loop of every log opened here
         self.scheduler = LogScheduler(clock=clock)
@@ -71,25 +83,40 @@ class LogManager:
         for leftover in self.log_dirs.glob("*" + DELETED_DIR_SUFFIX):
             shutil.rmtree(leftover, ignore_errors=True)
 
-    def table_uri(self, topic: str, partition: int) -> str:
-        """Where this broker keeps the partition's Delta table."""
-        return str(self.log_dirs / table_dir_name(topic, partition))
+    def local_dir(self, topic: str, partition: int) -> Path:
+        """This broker's directory of the partition's replica: its Delta table (without a shared lake) or its
+        segment tail (with one)."""
+        return self.log_dirs / table_dir_name(topic, partition)
+
+    def table_uri(self, topic: str, partition: int, topic_id: str | None = None) -> str:
+        """Where the partition's Delta table is: ``{lake.uri}/{topic}-{topic_id}/{partition}`` in a shared lake
+        (``topic_id`` required then), else this broker's own :meth:`local_dir`."""
+        if self.lake_uri is None:
+            return str(self.local_dir(topic, partition))
+        if not topic_id:
+            raise ValueError(f"the table of {topic}-{partition} in the lake {self.lake_uri} needs the topic id")
+        return f"{self.lake_uri}/{topic}-{topic_id}/{partition}"
 
     def open_log(self, *, topic: str, partition: int, topic_id: str, config: TopicConfig,
                  replicated: bool) -> PartitionLog:
         """Open (or create) the partition's log; a table left by an older topic of that name is removed.
 
         A replicated partition's high watermark starts at the log start offset: the ISR moves it up.
+        In a shared lake the log commits nothing until its replica leads (:meth:`PartitionLog.set_lake_leader`).
         Blocking (Delta I/O): call from a worker thread.
         """
-        uri = self.table_uri(topic, partition)
-        id_file = Path(uri) / TOPIC_ID_FILE
+        local = self.local_dir(topic, partition)
+        id_file = local / TOPIC_ID_FILE
         if id_file.exists() and id_file.read_text().strip() != topic_id:
             log.info("removing the log of an older topic %s-%d", topic, partition)
-            shutil.rmtree(uri)
+            shutil.rmtree(local)
+        uri = self.table_uri(topic, partition, topic_id)
+        lake = {} if self.lake_uri is None else {"local_dir": local, "storage_options": self._lake_storage_options}
+        if self.lake_uri is not None:
+            local.mkdir(parents=True, exist_ok=True)
         plog = PartitionLog.open(topic=topic, partition=partition, table_uri=uri, config=config,
                                  tail_cache_max_bytes=self.tail_cache_max_bytes,
-                                 initial_high_watermark=0 if replicated else None, clock=self.clock)
+                                 initial_high_watermark=0 if replicated else None, clock=self.clock, **lake)
         if not id_file.exists():
             id_file.write_text(topic_id)
         plog.honour_leases(self.leased_tables)
@@ -103,7 +130,8 @@ class LogManager:
         plog.close()
         if not delete_data:
             return
-        doomed = await asyncio.to_thread(_rename_for_deletion, Path(plog.table_uri))
+        # the local directory; a table in a shared lake stays (a re-created topic has another topic id)
+        doomed = await asyncio.to_thread(_rename_for_deletion, plog.local_dir or Path(plog.table_uri))
         if doomed is not None:
             task = asyncio.get_running_loop().create_task(asyncio.to_thread(shutil.rmtree, doomed, True))
             self._deletions.add(task)
@@ -118,9 +146,17 @@ class LogManager:
             await merge_if_needed(plog, segment_files_max=self.segment_files_max)
 
 
+#: The longest file name most file systems take (ext4, XFS, APFS: 255 bytes).
+MAX_FILE_NAME_BYTES = 255
+
+
 def _rename_for_deletion(table_dir: Path) -> Path | None:
-    """Rename a deleted log's directory out of the way; None when there is none."""
-    doomed = table_dir.with_name(f"{table_dir.name}.{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}")
+    """Rename a deleted log's directory out of the way; None when there is none.
+
+    The name keeps as much of ``{topic}-{partition}`` as fits beside the suffix in 255 bytes, as Kafka's
+    ``UnifiedLog.logDeleteDirName`` does: a 249-character topic name leaves no room for the suffix."""
+    suffix = f".{uuid.uuid4().hex}{DELETED_DIR_SUFFIX}"
+    doomed = table_dir.with_name(table_dir.name[:MAX_FILE_NAME_BYTES - len(suffix)] + suffix)
     try:
         table_dir.rename(doomed)
     except FileNotFoundError:

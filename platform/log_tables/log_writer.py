@@ -114,19 +114,27 @@ class LogWriter:
         segments: the segment tail appends go to; None = every append is a Delta commit
             (``lake.commit.interval.ms=0``).
         clock: the broker time of appends. Default: the system clock.
+        shared_lake: the table is one for all the partition's replicas (``lake.uri``): this writer commits
+            to it only while its replica leads (:class:`~lakelog.log_tables.committer_leases.PartitionLease`).
+            Default: False.
+        storage_options: delta-rs storage options of an object-store table (the file indexes carry them,
+            so a read that finds a file gone can open the newest snapshot). Default: none.
     """
 
     def __init__(self, table: DeltaTable, *, uri: str, fs: pafs.FileSystem, root: str, topic: str, partition: int,
                  config: TopicConfig, state: LogState, segments: SegmentLog | None,
-                 clock: Time = SYSTEM_TIME) -> None:
+                 clock: Time = SYSTEM_TIME, shared_lake: bool = False,
+                 storage_options: dict[str, str] | None = None) -> None:
         self.table, self.uri, self._fs, self._root = table, uri, fs, root
         self.clock = clock  # broker time of appends (LogAppendTime, records without a timestamp)
         self.topic, self.partition, self.config, self.state = topic, partition, config, state
         self.segments = segments
+        self.storage_options = storage_options  # of an object-store table (holds secrets: never logged)
         self.lake_lock = threading.Lock()
         self.lock = threading.Lock()
         self.closed = False
-        self.lease = PartitionLease(topic, partition)  # a Spark job's: no flush, merge, maintenance under it
+        # a Spark job's (no flush, merge, maintenance under it), and the leader's of a table in a shared lake
+        self.lease = PartitionLease(topic, partition, shared=shared_lake)
 
     @property
     def name(self) -> str:
@@ -135,11 +143,12 @@ class LogWriter:
 
     def recover(self) -> None:
         """Re-read the table (newest version) and the segment tail into the state; the fence epoch is kept."""
-        self.state.reset(recover(self.table, self.uri, self._fs, self._root, self.segments))
+        self.state.reset(recover(self.table, self.uri, self._fs, self._root, self.segments,
+                                 storage_options=self.storage_options))
 
     def load_index(self) -> FileSnapshot:
         """Re-list the data files of the table's version in memory (after this writer's commits)."""
-        files = file_snapshot(self.table, self.uri, self._fs, self._root)
+        files = file_snapshot(self.table, self.uri, self._fs, self._root, storage_options=self.storage_options)
         self.state.set_index(files)
         return files
 
@@ -241,11 +250,13 @@ class LogWriter:
                 try:
                     commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
                                   lake_end_offset=read_end, log_start_offset=view.log_start_offset)
-                    end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root)
+                    end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,
+                                                         storage_options=self.storage_options)
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
                     failure = e
-                    files, end = lake_state(self.table, self.uri, self._fs, self._root)
+                    files, end = lake_state(self.table, self.uri, self._fs, self._root,
+                                            storage_options=self.storage_options)
             else:
                 files = self.state.files
             # 3. lake end offset and file index; release the segments below it, delete them once published
@@ -274,7 +285,8 @@ class LogWriter:
 
     def update_config(self, config: TopicConfig, *, make_segments: Callable[[], SegmentLog | None]) -> None:
         """:meth:`PartitionLog.update_config <lakelog.log_tables.partition_log.PartitionLog.update_config>`."""
-        if config.lake_commit_interval_ms == 0 and self.segments is not None:
+        # (a shared lake keeps the tail: followers never write the table, nor the leader above the HW)
+        if config.lake_commit_interval_ms == 0 and self.segments is not None and not self.lease.shared:
             self.config = config
             self.drop_tail()  # every append is a Delta commit from now on
             return
@@ -315,6 +327,11 @@ class LogWriter:
             # above the point back (recovery takes frames from the recorded lake end offset on)
             if self.segments is not None and offset >= self.state.lake_end_offset:
                 self.segments.truncate_to(offset)
+            elif self.lease.shared:  # the table holds only records below the HW, written by the leader
+                raise CommitFailedError(
+                    f"Cannot truncate {self.name} to {offset}: below the lake end offset "
+                    f"{self.state.lake_end_offset} of its table in the shared lake (only an unclean election "
+                    "truncates below it, which a shared lake does not support)")
             else:
                 if self.segments is not None:
                     self.segments.delete_all()
@@ -371,11 +388,36 @@ class LogWriter:
 
     def _reread_table(self) -> None:  # the cleaned offset and the tail cache start over, as after a cleaning
         self.table.update_incremental()
-        files = file_snapshot(self.table, self.uri, self._fs, self._root)
+        files = file_snapshot(self.table, self.uri, self._fs, self._root, storage_options=self.storage_options)
         with self.state.lock:
             self.state.cleaned_offset, self.state.files, self.state.commits_since_index = None, files, 0
             self.state.cache.clear()
+        if self.lease.shared:
+            self.catch_up_lake_end()
         log.info("%s: re-read the table after an outside committer's lease (v%d)", self.name, self.table.version())
+
+    def catch_up_lake_end(self) -> int:
+        """A table in a shared lake, written by whichever replica leads: read its lake end offset (the
+        newest version's) and take it when it is past this replica's, releasing the segments below it.
+        A new leader continues the table from there; a follower keeps only the tail the table lacks.
+        Returns the lake end offset now. The caller holds ``lake_lock`` (or is the flusher of a follower).
+
+        Raises:
+            deltalake.exceptions.DeltaError, OSError: the table is unreadable.
+        """
+        files, end = lake_state(self.table, self.uri, self._fs, self._root,
+                                storage_options=self.storage_options)
+        if self.segments is None:
+            return self.state.lake_end_offset
+        with self.lock:
+            end = min(end, self.state.log_end_offset)
+            if end <= self.state.lake_end_offset:
+                self.state.set_index(files)
+                return self.state.lake_end_offset
+            self.segments.release_below(end)
+            self.state.flushed(end, files, self.segments.view)
+        self.segments.delete_released()
+        return end
 
     def check_open(self) -> None:
         """Raise :class:`LogClosedError` when the log was closed."""
@@ -442,6 +484,16 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
             to where that transaction began (the follower fetches from there again).
     """
     n = len(offsets)
+    if writer.lease.shared and writer.lease.held():
+        # a follower of a table in the shared lake: a range with gaps comes from the leader's table, which is
+        # this replica's table too; it holds the range already. Take the log up to the table's end (the
+        # segments below it go) and fetch from there.
+        with writer.lake_lock, writer.lock:
+            writer.check_open()
+            writer.recover()
+        raise NonContiguousOffsetsError(
+            f"{writer.name}: a compacted range of the leader is in the shared table already; the log now "
+            f"continues from the table's lake end offset {writer.state.log_end_offset}")
     # 0. a range with gaps comes from the leader's Delta table, where every transaction below is decided and
     #    its markers were dropped: a transaction open here would never see its marker. Fetch its
     #    records again from where it began (the leader's table holds them decided).

@@ -50,7 +50,7 @@ from lakelog.clock import SYSTEM_TIME, Time
 from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES, tail_segment_bytes
-from lakelog.log_tables.data_files import FileSnapshot
+from lakelog.log_tables.data_files import FileSnapshot, filesystem
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
@@ -94,26 +94,34 @@ class PartitionLog:
 
     def __init__(self, *, topic: str, partition: int, table_uri: str, config: TopicConfig,
                  table: DeltaTable, tail_cache_max_bytes: int = 32 * 1024 * 1024,
-                 initial_high_watermark: int | None = None, clock: Time = SYSTEM_TIME) -> None:
+                 initial_high_watermark: int | None = None, clock: Time = SYSTEM_TIME,
+                 local_dir: str | Path | None = None, storage_options: dict[str, str] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.table_uri = table_uri
         self.config = config
+        #: the broker-local directory of this replica: its segment tail and producer snapshots (the table
+        #: directory itself for a local table)
+        self.local_dir = Path(local_dir) if local_dir is not None else (None if "://" in table_uri else Path(table_uri))
+        #: True when the table is one for all the partition's replicas (``lake.uri``): only the leader commits
+        self.shared_lake = local_dir is not None and "://" in table_uri
         self.table_id: str = table.metadata().id  #: the table's metaData.id: tells replicas' tables apart
-        fs, root = pafs.FileSystem.from_uri(table_uri)
-        segments = _segment_log(table_uri, config, clock)
-        self._state = state = LogState(FileSnapshot(table_uri, (), fs, root), SegmentView(Path(table_uri) / SEGMENT_DIR),
+        fs, root = (filesystem(table, storage_options) if "://" in table_uri else pafs.FileSystem.from_uri(table_uri))
+        segments = _segment_log(self.local_dir, config, clock)
+        tail_dir = (self.local_dir or Path(table_uri)) / SEGMENT_DIR
+        self._state = state = LogState(FileSnapshot(table_uri, (), fs, root, storage_options), SegmentView(tail_dir),
                                        tail_cache_max_bytes)
         self._writer = writer = LogWriter(table, uri=table_uri, fs=fs, root=root, topic=topic, partition=partition,
-                                          config=config, state=state, segments=segments, clock=clock)
+                                          config=config, state=state, segments=segments, clock=clock,
+                                          shared_lake=self.shared_lake, storage_options=storage_options)
         writer.recover()
         #: retention, log start offset moves, VACUUM (:class:`~lakelog.log_tables.lifecycle.LogLifecycle`)
         self.lifecycle = LogLifecycle(writer, state)
         self.lifecycle.clock = clock
         #: transaction markers, open and aborted transactions (:class:`~lakelog.log_tables.log_transactions.LogTransactions`)
         self.transactions = LogTransactions(self.append, state, clock=clock)
-        if segments is not None and config.lake_commit_interval_ms == 0:
-            writer.drop_tail()
+        if segments is not None and config.lake_commit_interval_ms == 0 and not self.shared_lake:
+            writer.drop_tail()  # a shared lake keeps the tail: followers never write the table
         state.high_watermark = (state.log_end_offset if initial_high_watermark is None else
                                 max(state.log_start_offset, min(initial_high_watermark, state.log_end_offset)))
         if writer.segments is not None:
@@ -122,14 +130,22 @@ class PartitionLog:
     @classmethod
     def open(cls, *, topic: str, partition: int, table_uri: str | Path, config: TopicConfig,
              tail_cache_max_bytes: int = 32 * 1024 * 1024, initial_high_watermark: int | None = None,
-             clock: Time = SYSTEM_TIME) -> "PartitionLog":
-        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing. Raises
-        :class:`~lakelog.log_tables.errors.LogStorageError`: the table exists with another schema or is unreadable."""
+             clock: Time = SYSTEM_TIME, local_dir: str | Path | None = None,
+             storage_options: dict[str, str] | None = None) -> "PartitionLog":
+        """Open the partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
+
+        ``local_dir`` and ``storage_options``: a table in a shared lake (``table_uri`` an object-store URI
+        such as ``s3://bucket/prefix/orders-<id>/0``, opened with delta-rs ``storage_options``): the replica's
+        segment tail lives in ``local_dir`` and only the leader commits to the table
+        (:attr:`shared_lake`, :meth:`set_lake_leader`). Default: none (the tail beside a local table).
+
+        Raises :class:`~lakelog.log_tables.errors.LogStorageError`: the table exists with another schema or is
+        unreadable."""
         with storage_errors(topic=topic, partition=partition, table_uri=table_uri):
-            uri, table = open_log_table(table_uri, topic=topic, partition=partition)
+            uri, table = open_log_table(table_uri, topic=topic, partition=partition, storage_options=storage_options)
             return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
                        tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark,
-                       clock=clock)
+                       clock=clock, local_dir=local_dir, storage_options=storage_options)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -279,7 +295,7 @@ class PartitionLog:
         to Delta first; set above 0 on a log without a tail starts one. Blocking: call from a worker thread."""
         self.config = config
         clock = self._writer.clock
-        self._writer.update_config(config, make_segments=lambda: _segment_log(self.table_uri, config, clock))
+        self._writer.update_config(config, make_segments=lambda: _segment_log(self.local_dir, config, clock))
 
     @property
     def fsyncs(self) -> bool:
@@ -384,6 +400,24 @@ class PartitionLog:
         table's lease in ``leases`` (:mod:`~lakelog.log_tables.committer_leases`); re-read the table after."""
         self._writer.lease.leases = leases
 
+    def set_lake_leader(self, leading: bool) -> None:
+        """A table in a shared lake: this replica leads the partition (``True``: it commits the tail to the
+        table from the table's lake end offset on, and runs retention, merges and VACUUM) or follows it
+        (``False``: it keeps its tail and commits nothing). No effect on a table of its own."""
+        self._writer.lease.leading = leading
+
+    def catch_up_lake_end(self) -> int:
+        """A table in a shared lake: take the lake end offset the leader's commits reached and release the
+        segments below it (a follower's tail then holds only what the table lacks); returns the lake end
+        offset. Blocking (reads the table's log): call from a worker thread."""
+        if not self.shared_lake:
+            return self.lake_end_offset
+        with self._writer.lake_lock:
+            end = self._writer.catch_up_lake_end()
+        # the table holds only records below the leader's high watermark: committed
+        self._state.advance_high_watermark(end)
+        return end
+
     lake_commits_held = property(lambda self: self._writer.lease.held(),
                                  doc="True while an outside committer holds the table's lease (the flusher waits).")
 
@@ -396,10 +430,11 @@ class PartitionLog:
                 f"end={self.log_end_offset}, hw={self.high_watermark})")
 
 
-def _segment_log(table_uri: str, config: TopicConfig, clock: Time = SYSTEM_TIME) -> SegmentLog | None:
-    """The segment tail of a local table (an object-store table has none: every append is a Delta commit)."""
-    if "://" in table_uri:
+def _segment_log(local_dir: Path | None, config: TopicConfig, clock: Time = SYSTEM_TIME) -> SegmentLog | None:
+    """The segment tail in the replica's local directory (an object-store table opened without one has no
+    tail: every append is a Delta commit)."""
+    if local_dir is None:
         return None
-    return SegmentLog(Path(table_uri) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config),
+    return SegmentLog(Path(local_dir) / SEGMENT_DIR, segment_bytes=tail_segment_bytes(config),
                       segment_ms=config.segment_ms, flush_messages=config.flush_messages, flush_ms=config.flush_ms,
                       clock=clock)

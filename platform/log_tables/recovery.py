@@ -59,9 +59,11 @@ class RecoveredLog:
     tail_batches: tuple[tuple[int, pa.RecordBatch], ...] = ()
 
 
-def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> FileSnapshot:
-    """The data files of ``table``'s version in memory (no refresh from storage), read through ``fs``."""
-    return FileSnapshot(uri, tuple(data_files(table)), fs, root)
+def file_snapshot(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str, *,
+                  storage_options: dict[str, str] | None = None) -> FileSnapshot:
+    """The data files of ``table``'s version in memory (no refresh from storage), read through ``fs``
+    (``storage_options``: of an object-store table, so readers can open newer snapshots of it)."""
+    return FileSnapshot(uri, tuple(data_files(table)), fs, root, storage_options)
 
 
 def log_start_offset_of(first_offset: int | None, recorded: int | None, lake_end_offset: int, *,
@@ -80,19 +82,20 @@ def log_start_offset_of(first_offset: int | None, recorded: int | None, lake_end
     return lake_end_offset if first_offset is None else first_offset
 
 
-def lake_state(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str) -> tuple[FileSnapshot, int]:
+def lake_state(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str, *,
+               storage_options: dict[str, str] | None = None) -> tuple[FileSnapshot, int]:
     """Move ``table`` to its newest version: ``(its files, its lake end offset)``.
 
     Raises:
         deltalake.exceptions.DeltaError, OSError: the table is unreadable.
     """
     table.update_incremental()
-    files = file_snapshot(table, uri, fs, root)
+    files = file_snapshot(table, uri, fs, root, storage_options=storage_options)
     return files, max(files.end_offset or 0, recorded_lake_end_offset(table))
 
 
 def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
-            segments: SegmentLog | None = None) -> RecoveredLog:
+            segments: SegmentLog | None = None, *, storage_options: dict[str, str] | None = None) -> RecoveredLog:
     """Move ``table`` to its newest version and derive the log's offsets and epochs from it and the tail.
 
     Args:
@@ -100,11 +103,12 @@ def recover(table: DeltaTable, uri: str, fs: pafs.FileSystem, root: str,
         uri: its URI (for messages).
         fs, root: the filesystem and table root its data files are read through.
         segments: the log's segment tail, re-read from the lake end offset on; None = no tail.
+        storage_options: the delta-rs storage options of an object-store table. Default: none.
 
     Raises:
         deltalake.exceptions.DeltaError, OSError: the table or the segments are unreadable.
     """
-    files, lake_end = lake_state(table, uri, fs, root)
+    files, lake_end = lake_state(table, uri, fs, root, storage_options=storage_options)
     epochs = LeaderEpochCache.from_files(files)
     tail = None if segments is None else segments.recover(lake_end)
     log_end = lake_end if tail is None else tail.log_end_offset

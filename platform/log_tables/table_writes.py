@@ -62,8 +62,12 @@ def storage_errors(*, topic: str, partition: int, table_uri: str | Path) -> Iter
                               f"{type(e).__name__}: {first_line}") from e
 
 
-def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tuple[str, DeltaTable]:
+def open_log_table(table_uri: str | Path, *, topic: str, partition: int,
+                   storage_options: dict[str, str] | None = None) -> tuple[str, DeltaTable]:
     """Open a partition's table, creating it (empty, with :data:`LOG_SCHEMA`) if missing.
+
+    ``storage_options``: delta-rs storage options of an object-store URI (``AWS_ENDPOINT_URL``, ...); the
+    table keeps them for its later commits. Default: none.
 
     Returns:
         ``(uri, table)``: a local path made absolute (its directory created), or the URI as given.
@@ -75,10 +79,21 @@ def open_log_table(table_uri: str | Path, *, topic: str, partition: int) -> tupl
     if "://" not in uri:
         uri = os.path.abspath(uri)
         os.makedirs(uri, exist_ok=True)
-    if DeltaTable.is_deltatable(uri):
-        return uri, DeltaTable(uri)
-    return uri, DeltaTable.create(
-        uri, LOG_SCHEMA, mode="ignore", name=f"{topic}-{partition}",
+    if DeltaTable.is_deltatable(uri, storage_options=storage_options):
+        return uri, DeltaTable(uri, storage_options=storage_options)
+    try:
+        return uri, _create_log_table(uri, topic=topic, partition=partition, storage_options=storage_options)
+    except DeltaError:
+        # in a shared lake every replica opens the same table: another one created it first (the create
+        # is a conditional put of version 0)
+        if DeltaTable.is_deltatable(uri, storage_options=storage_options):
+            return uri, DeltaTable(uri, storage_options=storage_options)
+        raise
+
+
+def _create_log_table(uri: str, *, topic: str, partition: int, storage_options: dict[str, str] | None) -> DeltaTable:
+    return DeltaTable.create(
+        uri, LOG_SCHEMA, mode="ignore", name=f"{topic}-{partition}", storage_options=storage_options,
         description=f"lakelog partition log of {topic}-{partition}",
         # Both engines must read it: no deletion vectors, no column mapping; stats on offset.
         configuration={"delta.dataSkippingNumIndexedCols": "9"},

@@ -72,7 +72,7 @@ class ProducerStates:
     def open(self, plog: ReadableLog) -> ProducerStateManager:
         """A replica's producer state, loaded from its snapshot and log (blocking: call in a worker
         thread). A table on an object store keeps no snapshots."""
-        snapshots = None if "://" in plog.table_uri else Path(plog.table_uri) / SNAPSHOT_DIR
+        snapshots = None if plog.local_dir is None else plog.local_dir / SNAPSHOT_DIR
         state = ProducerStateManager(topic=plog.topic, partition=plog.partition, snapshot_dir=snapshots,
                                      producer_id_expiration_ms=self.producer_id_expiration_ms)
         started = time.perf_counter()

@@ -63,6 +63,8 @@ class ReadableLog(Protocol):
     topic: str
     partition: int
     table_uri: str
+    #: the replica's broker-local directory (producer snapshots go there); None = a table without one
+    local_dir: "Path | None"
 
     @property
     def log_start_offset(self) -> int: ...

@@ -28,7 +28,7 @@ async def controller_id(metadata: ClusterMetadata) -> int | None:
     """The id of the active controller (the ephemeral ``/lakelog/controller`` znode), or None while no
     broker holds it (an election under way)."""
     try:
-        with zookeeper_calls():
+        with zookeeper_calls(metadata.zk):
             data, _ = await asyncio.to_thread(metadata.zk.get, CONTROLLER_PATH)
     except NoNodeError:
         return None

@@ -19,7 +19,7 @@ Kafka's ``ReplicaFetcherThread`` for one partition, over the leader's internal H
    :func:`~lakelog.log_tables.records.with_fetched_range`; an answer without rows covers a range that
    was compacted away entirely): it is appended as it is, in a worker thread (a Delta commit), and the
    log end offset becomes the range's end, as Kafka's follower takes compacted batches;
-4. repeat 2-3; an out-of-range answer (422 / 42202) or a batch that does not continue the log goes
+4. repeat 2-3; an out-of-range answer (422 / 42226) or a batch that does not continue the log goes
    back to 1 after ``replica.fetch.backoff.ms``; other errors (leader unreachable, epoch mismatch
    while the new state propagates) wait ``replica.fetch.backoff.ms`` and retry.
 

@@ -248,6 +248,7 @@ class PartitionLifecycle:
             await part.fetcher.stop()
             part.fetcher = None
         part.make_leader(state, at_ms=now_ms())
+        part.log.set_lake_leader(True)  # a shared lake: from now on this replica commits the partition's table
         log.info("broker %d leads %s at leader epoch %d (LEO %d, HW %d, ISR %s)", self.broker_id, part.name,
                  state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr,
                  extra={"topic": part.topic, "partition": part.partition})
@@ -255,6 +256,7 @@ class PartitionLifecycle:
     async def _become_follower(self, part: Partition, state: PartitionState) -> None:
         """Kafka's makeFollower: no more appends here, fence older epochs, fetch from the new leader
         (the fetcher first truncates to what the leader confirms, KIP-101)."""
+        part.log.set_lake_leader(False)  # a shared lake: the new leader commits the table, not this replica
         part.make_follower(state)
         if part.fetcher is not None:
             await part.fetcher.stop()

@@ -26,7 +26,8 @@ def _named(what: str, names: list[str]) -> str:
 
 
 def readiness_problems(*, broker_id: int, registered: bool, session_lost: bool,
-                       topics: Mapping[str, TopicMetadata], local: Iterable[Partition]) -> list[str]:
+                       topics: Mapping[str, TopicMetadata], local: Iterable[Partition],
+                       zookeeper_connected: bool = True) -> list[str]:
     """Why the broker is not ready; empty when it is.
 
     Args:
@@ -35,9 +36,12 @@ def readiness_problems(*, broker_id: int, registered: bool, session_lost: bool,
         session_lost: the ZooKeeper session expired and no new one registered yet.
         topics: the cached topics (replica assignments).
         local: the partition replicas open on this broker.
+        zookeeper_connected: its ZooKeeper client is connected now (a dropped connection keeps the
+            session for ``zookeeper.session.timeout.ms`` while kazoo tries the other servers; without a
+            quorum it stays dropped). Default: True.
 
     Returns:
-        One sentence per problem: not registered; partitions assigned here not opened yet (or opened
+        One sentence per problem: not registered; not connected to ZooKeeper; partitions assigned here not opened yet (or opened
         without a role); followed partitions whose ISR does not hold this broker (catching up; a partition
         without a leader is not held against it: there is nothing to catch up from).
     """
@@ -45,6 +49,9 @@ def readiness_problems(*, broker_id: int, registered: bool, session_lost: bool,
     if not registered or session_lost:
         problems.append(f"broker {broker_id} is not registered in ZooKeeper"
                         + (" (its session expired)" if session_lost else ""))
+    elif not zookeeper_connected:
+        problems.append(f"broker {broker_id} is not connected to ZooKeeper (reconnecting; no quorum?): it serves "
+                        "the partitions it leads, but refuses topic and ISR changes")
     opened = {(p.topic, p.partition): p for p in local}
     not_open, catching_up = [], []
     for name, meta in sorted(topics.items()):

@@ -10,6 +10,7 @@ of the authorizer: :class:`~lakelog.requests.authorization.RequestPermissions`).
 """
 
 from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.consumer_instances import CreateConsumerInstanceRequest, SubscribeRequest
 from lakelog.requests.context import RequestContext
 from lakelog.requests.delete_records import DeleteRecordsRequest, DeleteRecordsResult
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
@@ -20,6 +21,7 @@ from lakelog.requests.producers import InitProducerIdRequest
 from lakelog.requests.topics import CreateTopicRequest
 from lakelog.requests.transactions import EndTxnRequest, TxnOffsetCommitRequest
 
-__all__ = ["CreateTopicRequest", "DeleteRecordsRequest", "DeleteRecordsResult", "EndTxnRequest", "FetchRequest", "FetchResult", "InitProducerIdRequest",
-           "ListOffsetsRequest", "ListOffsetsResult", "OffsetCommitRequest", "ProduceRequest", "ProduceResult",
-           "RequestContext", "RequestHandler", "RequestPermissions", "ResetOffsetsRequest", "TxnOffsetCommitRequest"]
+__all__ = ["CreateConsumerInstanceRequest", "CreateTopicRequest", "DeleteRecordsRequest", "DeleteRecordsResult",
+           "EndTxnRequest", "FetchRequest", "FetchResult", "InitProducerIdRequest", "ListOffsetsRequest",
+           "ListOffsetsResult", "OffsetCommitRequest", "ProduceRequest", "ProduceResult", "RequestContext",
+           "RequestHandler", "RequestPermissions", "ResetOffsetsRequest", "SubscribeRequest", "TxnOffsetCommitRequest"]

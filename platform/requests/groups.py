@@ -135,7 +135,7 @@ class GroupOffsets:
 
         Raises:
             AuthorizationError: no Describe on the group (403 / 40301);
-            the errors of :func:`~lakelog.consumer_groups.offsets_admin.group_lag` (404 / 40407: no committed offsets).
+            the errors of :func:`~lakelog.consumer_groups.offsets_admin.group_lag` (404 / 40405: no committed offsets).
         """
         permissions = self._permissions(context, Operation.DESCRIBE, group)
         lag = await offsets_admin.group_lag(self.broker, group)

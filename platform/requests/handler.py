@@ -11,7 +11,8 @@ and reads. Every operation takes the caller's :class:`~lakelog.requests.context.
 ================  ======================================================  =================================
 request kind      operation                                               Kafka API
 ================  ======================================================  =================================
-produce           :meth:`RequestHandler.produce`                          Produce
+produce           :meth:`RequestHandler.produce`,                         Produce
+                  :meth:`RequestHandler.produce_each`
 fetch             :meth:`RequestHandler.fetch`                            Fetch
 list offsets      :meth:`RequestHandler.list_offsets`                     ListOffsets
 topics            :meth:`~RequestHandler.list_topics`,                    Metadata
@@ -26,6 +27,10 @@ topic configs     :meth:`~RequestHandler.describe_topic_configs`,         Descri
 delete records    :meth:`RequestHandler.delete_records`                   DeleteRecords
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
+consumer          :attr:`RequestHandler.consumers` (:class:`~lakelog.     JoinGroup, SyncGroup, LeaveGroup,
+instances         requests.consumer_instances.ConsumerInstances`)         Fetch, OffsetCommit, OffsetFetch
+group views       :attr:`RequestHandler.group_views`                      ListGroups, DescribeGroups
+                  (:class:`~lakelog.requests.group_views.GroupViews`)
 ACLs              :attr:`RequestHandler.acls`                             DescribeAcls, CreateAcls, DeleteAcls
 users             :attr:`RequestHandler.users`                            Describe-/AlterUserScramCredentials
 client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
@@ -44,6 +49,7 @@ from collections.abc import Callable, Iterable
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
 from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.replication.leader_client import LeaderClient
@@ -53,11 +59,13 @@ from lakelog.replication.topic_configs import ConfigChange
 from lakelog.requests import fetch as fetches
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
+from lakelog.requests.consumer_instances import ConsumerInstances
 from lakelog.requests.context import RequestContext
 from lakelog.requests.delete_records import DeleteRecordsRequest, DeleteRecordsResult, RecordDeletion
+from lakelog.requests.group_views import GroupViews
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
-from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult
+from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult, RecordOutcome
 from lakelog.requests.producers import ProducerIds
 from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
@@ -80,6 +88,7 @@ class RequestHandler:
         leader_client: forwards shares of a topic-level produce to their leaders.
         coordinator: the group coordinator (committed offsets; a deleted topic's go with it).
         offsets_broker: what the group offsets administration uses of the broker (the broker itself).
+        consumer_instances: the broker's consumer instances (``Broker.consumer_instances``).
         acl_store, user_credentials, quota_store: the ACLs, SCRAM credentials and client quotas in ZooKeeper.
         producer_ids: this broker's producer id blocks (idempotent producers' InitProducerId).
         transaction_coordinator: transactional ids' requests, wherever their coordinator is.
@@ -89,7 +98,7 @@ class RequestHandler:
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
                  leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
-                 acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
+                 consumer_instances: ConsumerManager, acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
                  producer_ids: ProducerIdManager, transaction_coordinator: TransactionCoordinator,
                  cluster_id: Callable[[], str], authorizer: Authorizer) -> None:
         self.settings = settings
@@ -106,6 +115,10 @@ class RequestHandler:
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager, authorizer=authorizer)
         #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
         self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator, authorizer=authorizer)
+        #: consumer instances: create, subscribe or assign, seek, poll, commit, delete
+        self.consumers = ConsumerInstances(manager=consumer_instances, authorizer=authorizer)
+        #: consumer groups as a whole: list, describe, members, assignments, lags
+        self.group_views = GroupViews(manager=consumer_instances, broker=offsets_broker, authorizer=authorizer)
         #: security administration: ACLs, users' credentials, client quotas
         self.acls = AclAdmin(store=acl_store, authorizer=authorizer)
         self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username,
@@ -125,6 +138,11 @@ class RequestHandler:
     async def produce(self, request: ProduceRequest, *, context: RequestContext) -> ProduceResult:
         """Kafka's Produce; see :meth:`ProduceOperation.produce <lakelog.requests.produce.ProduceOperation.produce>`."""
         return await self._produce.produce(request, context=context)
+
+    async def produce_each(self, request: ProduceRequest, *, context: RequestContext) -> list[RecordOutcome]:
+        """Produce with an outcome per record (REST Proxy v3's streaming produce); see
+        :meth:`ProduceOperation.produce_each <lakelog.requests.produce.ProduceOperation.produce_each>`."""
+        return await self._produce.produce_each(request, context=context)
 
     async def fetch(self, request: FetchRequest, *, context: RequestContext) -> FetchResult:
         """Kafka's Fetch (a consumer's); see :func:`lakelog.requests.fetch.fetch`."""

@@ -24,11 +24,15 @@ the code):
 
 Records travel as one Arrow table from the front door to the log: every check and the partitioner are
 Arrow compute kernels over whole columns, never a Python loop over records.
+
+:meth:`ProduceOperation.produce_each` is the same produce with an answer per record (REST Proxy v3's
+streaming produce): a record that breaks a rule of step 1 gets its own error and the others are produced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Literal
@@ -37,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.errors import LakelogError
 from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
 from lakelog.protocol.errors import InvalidPartitionInRecordError, InvalidProducerHeadersError, MalformedBodyError
@@ -52,8 +57,8 @@ from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
 from lakelog.security.authorizer import Authorizer
 
-__all__ = ["ProduceLayout", "ProduceOperation", "ProduceRequest", "ProduceResult", "check_acks_for_producer",
-           "check_not_internal", "validate_produce"]
+__all__ = ["ProduceLayout", "ProduceOperation", "ProduceRequest", "ProduceResult", "RecordOutcome",
+           "check_acks_for_producer", "check_not_internal", "validate_produce"]
 
 #: How a request's records are laid out: ``records`` (JSON and binary forms, v3: each record may name its
 #: partition, a topic-level request is partitioned and forwarded) or ``batch`` (one Arrow IPC batch for
@@ -105,6 +110,11 @@ class ProduceResult:
         """The first record's offset (a one-partition request: its batch's base offset); -1 with
         ``acks=0`` or no record."""
         return int(self.offsets[0]) if len(self.offsets) else -1
+
+
+#: One record's outcome in :meth:`ProduceOperation.produce_each`: ``(partition, offset)`` (offset -1 with
+#: ``acks=0``), or the error that kept it out of the log.
+RecordOutcome = tuple[int, int] | BaseException
 
 
 def validate_produce(meta: TopicMetadata, request: ProduceRequest) -> None:
@@ -209,6 +219,53 @@ class ProduceOperation:
             part_of[idx] = p
             offsets[idx] = -1 if isinstance(base, BaseException) or acks == "0" else base + np.arange(len(idx))
         return ProduceResult(part_of, offsets, errors)
+
+    async def produce_each(self, request: ProduceRequest, *, context: RequestContext) -> list[RecordOutcome]:
+        """Produce ``request`` (layout ``records``) with an outcome per record, in request order: REST Proxy
+        v3's streaming produce, where each record gets its own answer and a bad one does not stop the rest.
+
+        The whole request is validated first (step 1); when a rule fails, each record is validated on its
+        own (a Python loop over records, on this path only) and the records breaking a rule get that error.
+        The others are produced as one request (:meth:`produce`: one append per partition, so an idempotent
+        request's sequence still covers it once). A partition whose share failed gives its error to each
+        of its records.
+
+        Raises:
+            AuthorizationError (403 / 40301) and UnknownTopicError (40401): they concern every record.
+        """
+        meta = await self.replica_manager.topic_fresh(request.topic)
+        if self.authorizer.enabled:
+            producer = request.producer
+            RequestPermissions.of(self.authorizer, context).require_produce(
+                request.topic, transactional_id=None if producer is None else producer.transactional_id)
+        n, named = request.records.num_rows, request.record_partitions
+        refused: dict[int, BaseException] = {}
+        try:
+            validate_produce(meta, request)
+        except LakelogError:
+            for i in range(n):
+                one = dataclasses.replace(request, records=request.records.slice(i, 1),
+                                          record_partitions=None if named is None else named.slice(i, 1))
+                try:
+                    validate_produce(meta, one)
+                except LakelogError as e:
+                    refused[i] = e
+        kept = np.array([i for i in range(n) if i not in refused], np.int64) if refused else np.arange(n)
+        outcomes: list[RecordOutcome] = [refused[i] if i in refused else (-1, -1) for i in range(n)]
+        if not len(kept):
+            return outcomes
+        take = pa.array(kept)
+        accepted = request if not refused else dataclasses.replace(
+            request, records=request.records.take(take), record_partitions=None if named is None else named.take(take))
+        try:
+            result = await self.produce(accepted, context=context)
+        except LakelogError as e:
+            for i in kept.tolist():
+                outcomes[i] = e
+            return outcomes
+        for i, p, o in zip(kept.tolist(), result.partitions.tolist(), result.offsets.tolist()):
+            outcomes[i] = result.errors.get(p) or (p, o)
+        return outcomes
 
     async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks,
                                  producer: ProducerBatch | None) -> int:

@@ -23,7 +23,8 @@ from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.errors import TopicExistsError
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
-from lakelog.replication.topic_configs import ConfigChange
+from lakelog.errors import ConfigError
+from lakelog.replication.topic_configs import ConfigChange, known_configs
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
 from lakelog.security.acls import Operation, ResourceType
@@ -44,12 +45,14 @@ class CreateTopicRequest:
         replication_factor: None: the broker's ``default.replication.factor``.
         configs: topic configs stored on the topic (Kafka's dotted names); those it does not set follow
             the broker's defaults (``message.max.bytes``, ``log.retention.ms``, ``log.retention.bytes``).
+            A None value asks for the default (as a null value in Kafka's CreateTopics): not stored, but its
+            name must be a topic config all the same.
     """
 
     name: str
     partitions_count: int | None = None
     replication_factor: int | None = None
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)
 
 
 class TopicAdmin:
@@ -116,12 +119,17 @@ class TopicAdmin:
             when the replication factor exceeds the live brokers, ConfigError for a bad config).
         """
         self._permissions(context).require_create_topic(request.name)
+        known = set(known_configs())
+        unknown = sorted(name for name in request.configs if name not in known)
+        if unknown:  # a null value too: a typo must not pass unnoticed
+            raise ConfigError(f"Invalid configuration: unknown config '{unknown[0]}' (known: {', '.join(sorted(known))})")
+        configs = {name: value for name, value in request.configs.items() if value is not None}
         rm, broker_id = self.replica_manager, self.settings.broker_id
         meta = await asyncio.to_thread(
             self.metadata.create_topic, request.name,
             partitions=request.partitions_count or self.settings.num_partitions,
             replication_factor=request.replication_factor or self.settings.default_replication_factor,
-            configs=request.configs or None)
+            configs=configs or None)
         await rm.refresh_topics()
         for p, replicas in meta.replicas.items():
             if replicas[0] == broker_id:

@@ -253,7 +253,7 @@ def _group_lag(client: LakelogClient, total: int) -> dict:
     try:
         return client.groups.group_lag(GROUP)
     except GatewayError as e:
-        if e.error_code != 40407:  # unknown group: no micro-batch has committed yet
+        if e.error_code != 40405:  # unknown group: no micro-batch has committed yet
             raise
         return {"total_lag": total, "partitions": []}
 

@@ -1,6 +1,8 @@
 """The embedded ZooKeeper's files in its data dir: the ``zoo.cfg`` it runs on and its pid file.
 
-:func:`write_config` renders the built-in ``zookeeper.properties`` (:mod:`lakelog.defaults`) into ``<data_dir>/zoo.cfg``.
+:func:`write_config` renders the built-in ``zookeeper.properties`` (:mod:`lakelog.defaults`) into ``<data_dir>/zoo.cfg``;
+for a node of an ensemble it adds the ``server.N`` lines (:class:`QuorumServer`) and writes ``<data_dir>/myid``,
+as ZooKeeper's Administrator's Guide lays out a replicated server.
 :class:`ZooKeeperPidFile` keeps ``<data_dir>/zookeeper.pid`` (``{"pid": <JVM>, "parent_pid": <the
 process that started it>, "client_port": <port>}``) and reclaims a server left behind on the data dir
 by a process that died. :class:`lakelog.runtime.zookeeper_server.ZooKeeperServer` uses both.
@@ -11,14 +13,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from lakelog.config import default_file
 from lakelog.processes import parent_pid, process_alive, process_cmdline, stop_pid
 from lakelog.replication.errors import ZooKeeperStartError
 
-__all__ = ["MAIN_CLASS", "PID_FILE_NAME", "ZOOKEEPER_CONFIG_TEMPLATE", "ZOOKEEPER_LOG4J2_CONFIG", "ZooKeeperPidFile",
-           "write_config"]
+__all__ = ["INIT_LIMIT_TICKS", "MAIN_CLASS", "MYID_FILE_NAME", "PID_FILE_NAME", "QuorumServer", "SYNC_LIMIT_TICKS",
+           "ZOOKEEPER_CONFIG_TEMPLATE", "ZOOKEEPER_LOG4J2_CONFIG", "ZooKeeperPidFile", "write_config",
+           "write_myid"]
 
 # lakelog's built-in defaults (package data of lakelog.defaults).
 ZOOKEEPER_CONFIG_TEMPLATE = default_file("zookeeper.properties")
@@ -29,6 +34,58 @@ MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 #: Name of the pid file in the data dir: ``{"pid": <JVM>, "parent_pid": <the process that started it>,
 #: "client_port": <port>}``.
 PID_FILE_NAME = "zookeeper.pid"
+
+#: The file in the data dir of an ensemble's node that holds its server id (ZooKeeper's own name).
+MYID_FILE_NAME = "myid"
+
+#: An ensemble's ``initLimit`` and ``syncLimit`` (ticks): how long a follower may take to connect and sync
+#: to the leader, and how far it may lag behind it (ZooKeeper's Administrator's Guide uses 10 and 5).
+INIT_LIMIT_TICKS = 10
+SYNC_LIMIT_TICKS = 5
+
+
+@dataclass(frozen=True)
+class QuorumServer:
+    """One server of a ZooKeeper ensemble, as ``zoo.cfg`` names it: ``server.{myid}={host}:{quorum_port}:{election_port}``.
+
+    Attributes:
+        myid: the server id (1-255), the number in its data dir's ``myid`` file.
+        host: the address the other servers reach it at (its quorum and election ports bind there).
+        quorum_port: the port followers connect to the leader on (ZooKeeper's example: 2888).
+        election_port: the port of leader election (ZooKeeper's example: 3888).
+    """
+
+    myid: int
+    host: str
+    quorum_port: int
+    election_port: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.myid <= 255:
+            raise ValueError(f"A ZooKeeper server id (myid) is 1-255, not {self.myid}")
+        for name in ("quorum_port", "election_port"):
+            port = getattr(self, name)
+            if not 1 <= port <= 65535:
+                raise ValueError(f"{name} of server.{self.myid} must be 1-65535, not {port}")
+
+    @classmethod
+    def parse(cls, text: str) -> "QuorumServer":
+        """Parse ``ID=HOST:QUORUM_PORT:ELECTION_PORT`` (``lakelog zookeeper start --server``), also with a
+        leading ``server.``, e.g. ``1=zk1.example.com:2888:3888``.
+
+        Raises:
+            ValueError: another shape, a port or id out of range.
+        """
+        match = re.fullmatch(r"\s*(?:server\.)?(\d+)\s*=\s*([^:\s]+|\[[0-9a-fA-F:]+\]):(\d+):(\d+)\s*", text)
+        if match is None:
+            raise ValueError(f"A ZooKeeper server is ID=HOST:QUORUM_PORT:ELECTION_PORT (e.g. 1=zk1:2888:3888), "
+                             f"not {text!r}")
+        myid, host, quorum_port, election_port = match.groups()
+        return cls(int(myid), host, int(quorum_port), int(election_port))
+
+    def config_line(self) -> str:
+        """Its ``zoo.cfg`` line, e.g. ``server.1=127.0.0.1:2888:3888``."""
+        return f"server.{self.myid}={self.host}:{self.quorum_port}:{self.election_port}"
 
 
 def _render_template(template: str, values: dict[str, object], *, source: Path) -> str:
@@ -47,8 +104,12 @@ def _properties_escape(value: str) -> str:
 
 
 def write_config(config_file: Path, *, data_dir: Path, client_port: int, host: str, tick_time_ms: int,
-                 max_client_cnxns: int) -> Path:
+                 max_client_cnxns: int, myid: int | None = None, quorum: Sequence[QuorumServer] = ()) -> Path:
     """Write ``config_file`` (``zoo.cfg``) from the built-in ``zookeeper.properties`` and return its path.
+
+    With ``quorum`` (every server of the ensemble, this one included as ``myid``), the file also gets
+    ``initLimit``, ``syncLimit`` and one ``server.N`` line per server, and ``data_dir/myid`` holds
+    ``myid``: the node runs replicated. Without, it runs standalone.
 
     Creates ``data_dir``. Raises :class:`ZooKeeperStartError` when the template is missing or has an
     unknown placeholder.
@@ -69,8 +130,27 @@ def write_config(config_file: Path, *, data_dir: Path, client_port: int, host: s
         source=ZOOKEEPER_CONFIG_TEMPLATE,
     )
     data_dir.mkdir(parents=True, exist_ok=True)
+    if quorum:
+        text += (f"\n# The ensemble (written by lakelog): {len(quorum)} servers; this one is server.{myid} "
+                 f"(data dir file {MYID_FILE_NAME}).\n"
+                 f"initLimit={INIT_LIMIT_TICKS}\nsyncLimit={SYNC_LIMIT_TICKS}\n"
+                 + "".join(server.config_line() + "\n" for server in quorum))
+        write_myid(data_dir, myid)
     config_file.write_text(text)
     return config_file
+
+
+def write_myid(data_dir: Path, myid: int | None) -> Path:
+    """Write ``data_dir/myid`` (ZooKeeper reads a replicated server's id there) and return its path.
+
+    Raises :class:`ValueError` when ``myid`` is not 1-255.
+    """
+    if myid is None or not 1 <= myid <= 255:
+        raise ValueError(f"A node of an ensemble needs a server id (myid) of 1-255, not {myid}")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / MYID_FILE_NAME
+    path.write_text(f"{myid}\n")
+    return path
 
 
 class ZooKeeperPidFile:

@@ -22,7 +22,10 @@ Example::
     with ZooKeeperServer(data_dir=Path("data/zookeeper"), client_port=free_port()) as zk:
         client = KazooClient(hosts=zk.connect_string)
 
-For production, run a ZooKeeper ensemble and point ``zookeeper.connect`` at it instead.
+A node of an ensemble is the same server given its ``myid`` and every server of the ensemble
+(``quorum``, :class:`QuorumServer`); :class:`lakelog.runtime.zookeeper_ensemble.ZooKeeperEnsemble` runs
+three or five of them on one machine, and ``lakelog zookeeper start --myid N --server ...`` one per host.
+A ``zoo.cfg`` of your own runs as written (:meth:`ZooKeeperServer.from_config_file`).
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from lakelog.config import read_properties
+from lakelog.errors import LakelogError
 from lakelog.processes import spawn
 from lakelog.replication.errors import ZooKeeperStartError
 # zoo.cfg and the pid file live in zookeeper_files.
@@ -48,13 +54,16 @@ from lakelog.runtime.zookeeper_files import (
     MAIN_CLASS,
     PID_FILE_NAME,
     ZOOKEEPER_LOG4J2_CONFIG,
+    QuorumServer,
     ZooKeeperPidFile,
     write_config,
+    write_myid,
 )
 
 __all__ = [
     "MAIN_CLASS",
     "PID_FILE_NAME",
+    "QuorumServer",
     "ZooKeeperServer",
     "ZooKeeperStartError",
     "find_java",
@@ -213,8 +222,15 @@ class ZooKeeperServer:
         log_file: Where the server's log and the JVM's stdout/stderr go (appended). Default:
             ``data_dir/zookeeper.log``.
         heap_mb: Max Java heap (``-Xmx``) in MiB. Default: 256.
+        myid: This server's id in its ensemble (1-255, written to ``data_dir/myid``); with ``quorum``.
+            Default: None (standalone).
+        quorum: Every server of the ensemble, this one (``myid``) included: ``zoo.cfg`` gets their
+            ``server.N`` lines and the node serves once a majority of them runs. Default: none (standalone).
+        config_file: A ``zoo.cfg`` of your own, run as written instead of the one lakelog writes (its
+            ``dataDir``, ``clientPort`` and ``clientPortAddress`` must be ``data_dir``, ``client_port`` and
+            ``host``: :meth:`from_config_file` reads them). Default: ``data_dir/zoo.cfg``, written at start.
 
-    Raises :class:`ValueError` for an out-of-range argument. Use as a context manager (start on enter
+    Raises :class:`ValueError` for an out-of-range argument, or a ``quorum`` without ``myid`` among it. Use as a context manager (start on enter
     unless already running, stop on exit) or call :meth:`start` and :meth:`stop`.
     """
 
@@ -228,6 +244,9 @@ class ZooKeeperServer:
         max_client_cnxns: int = 0,
         log_file: Path | None = None,
         heap_mb: int = 256,
+        myid: int | None = None,
+        quorum: Sequence[QuorumServer] = (),
+        config_file: Path | None = None,
     ) -> None:
         if not 1 <= client_port <= 65535:
             raise ValueError(f"client_port must be 1-65535, not {client_port}")
@@ -237,6 +256,11 @@ class ZooKeeperServer:
             raise ValueError(f"max_client_cnxns must be >= 0 (0 = unlimited), not {max_client_cnxns}")
         if heap_mb <= 0:
             raise ValueError(f"heap_mb must be > 0, not {heap_mb}")
+        if quorum and myid not in {server.myid for server in quorum}:
+            raise ValueError(f"myid {myid} is not among the ensemble's servers "
+                             f"{sorted(server.myid for server in quorum)}")
+        if len({server.myid for server in quorum}) != len(quorum):
+            raise ValueError(f"The ensemble's server ids repeat: {sorted(server.myid for server in quorum)}")
         self.data_dir = Path(data_dir).resolve()
         self.client_port = client_port
         self.host = host
@@ -244,11 +268,49 @@ class ZooKeeperServer:
         self.max_client_cnxns = max_client_cnxns
         self.log_file = Path(log_file).resolve() if log_file is not None else self.data_dir / "zookeeper.log"
         self.heap_mb = heap_mb
-        self.config_file = self.data_dir / "zoo.cfg"
+        self.myid = myid
+        self.quorum = tuple(quorum)
+        #: whether :meth:`start` writes :attr:`config_file` (False for a ``zoo.cfg`` of your own)
+        self.writes_config = config_file is None
+        self.config_file = self.data_dir / "zoo.cfg" if config_file is None else Path(config_file).resolve()
         self.pid_file = self.data_dir / PID_FILE_NAME
         self._pid_record = ZooKeeperPidFile(self.pid_file, config_file=self.config_file, data_dir=self.data_dir)
         self._process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+
+    @classmethod
+    def from_config_file(cls, config_file: Path, *, myid: int | None = None, **kwargs) -> "ZooKeeperServer":
+        """A server that runs the ``zoo.cfg`` ``config_file`` as written (ZooKeeper's own format).
+
+        Its ``dataDir``, ``clientPort`` (default 2181) and ``clientPortAddress`` (default 127.0.0.1) are read
+        from the file; ``myid`` (1-255), when given, is written to ``dataDir/myid`` at start (a file with
+        ``server.N`` lines needs one there). ``kwargs``: the other constructor arguments (``log_file``,
+        ``heap_mb``).
+
+        Raises:
+            ZooKeeperStartError: the file cannot be read, has no ``dataDir``, or a ``clientPort`` that is
+                not a number.
+        """
+        try:
+            props = read_properties(config_file)
+        except LakelogError as e:
+            raise ZooKeeperStartError(f"Cannot read the ZooKeeper config {config_file}: {e}") from e
+        if not props.get("dataDir"):
+            raise ZooKeeperStartError(f"{config_file} has no dataDir: ZooKeeper needs one (dataDir=/var/lib/zookeeper)")
+        try:
+            client_port = int(props.get("clientPort", "2181"))
+        except ValueError:
+            raise ZooKeeperStartError(f"{config_file}: clientPort must be a port number, "
+                                      f"not {props['clientPort']!r}") from None
+        quorum = tuple(QuorumServer.parse(f"{key}={value.split(';')[0]}") for key, value in props.items()
+                       if re.fullmatch(r"server\.\d+", key))
+        data_dir = Path(props["dataDir"])
+        if not data_dir.is_absolute():
+            data_dir = Path(config_file).resolve().parent / data_dir
+        server = cls(data_dir=data_dir, client_port=client_port, host=props.get("clientPortAddress", "127.0.0.1"),
+                     config_file=config_file, **kwargs)
+        server.myid, server.quorum = myid, quorum
+        return server
 
     # ------------------------------------------------------------------ properties
 
@@ -274,7 +336,8 @@ class ZooKeeperServer:
         Raises :class:`ZooKeeperStartError` when the template is missing or has an unknown placeholder.
         """
         return write_config(self.config_file, data_dir=self.data_dir, client_port=self.client_port,
-                            host=self.host, tick_time_ms=self.tick_time_ms, max_client_cnxns=self.max_client_cnxns)
+                            host=self.host, tick_time_ms=self.tick_time_ms, max_client_cnxns=self.max_client_cnxns,
+                            myid=self.myid, quorum=self.quorum)
 
     def command(self) -> list[str]:
         """The ``java`` command line that runs the server (resolves Java and the classpath).
@@ -311,14 +374,28 @@ class ZooKeeperServer:
         are missing, the data dir is in use by a ZooKeeper whose parent still runs, the client port is
         already in use, the JVM exits, or it does not serve within ``timeout_s``; the JVM is stopped
         before the error is raised. Raises :class:`RuntimeError` if this server is already running.
+
+        A node of an ensemble serves only once a majority of the ensemble runs: start the nodes with
+        :meth:`launch`, then :meth:`wait_until_serving` on each (what ``ZooKeeperEnsemble.start`` does).
+        """
+        deadline = time.monotonic() + timeout_s
+        self.launch()
+        self.wait_until_serving(timeout_s=max(deadline - time.monotonic(), 0.0))
+
+    def launch(self) -> None:
+        """The first half of :meth:`start`: launch the JVM and record its pid, without waiting for it to serve.
+
+        Raises what :meth:`start` raises, but for the wait.
         """
         if self.is_running():
             raise RuntimeError(f"ZooKeeper server (pid {self.pid}) is already running on {self.connect_string}")
-        deadline = time.monotonic() + timeout_s
         cmd = self.command()
         self.reclaim()
         self._check_port_free()
-        self.write_config()
+        if self.writes_config:
+            self.write_config()
+        elif self.myid is not None:
+            write_myid(self.data_dir, self.myid)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             self._log_offset = log.tell()
@@ -343,7 +420,19 @@ class ZooKeeperServer:
         _RUNNING.add(self)
         try:
             self._pid_record.write(self._process.pid, client_port=self.client_port)
-            self._wait_until_serving(deadline, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_until_serving(self, *, timeout_s: float = 30.0) -> None:
+        """The second half of :meth:`start`: poll the client port until the server serves (``ruok`` answers
+        ``imok``, ``srvr`` reports a loaded database). ``timeout_s`` (seconds) bounds the wait.
+
+        Raises :class:`ZooKeeperStartError` (with the log's tail) when the JVM exits or does not serve within
+        ``timeout_s``; the JVM is stopped first.
+        """
+        try:
+            self._wait_until_serving(time.monotonic() + timeout_s, timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -369,6 +458,30 @@ class ZooKeeperServer:
                 process.wait()
         self._pid_record.remove(process.pid)
         _RUNNING.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL the server's JVM (a crash: no shutdown hook runs) and reap it; its data stays in ``data_dir``.
+
+        Does nothing if the server is not running. :meth:`start` starts it again on the same data dir.
+        """
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self._pid_record.remove(process.pid)
+        _RUNNING.discard(self)
+
+    def mode(self) -> str | None:
+        """What ``srvr`` reports of the server's role: ``"leader"``, ``"follower"`` or ``"standalone"``; None
+        while it does not serve (not running, or a node without a quorum)."""
+        try:
+            reply = four_letter_word(self.host, self.client_port, "srvr", timeout_s=1.0)
+        except OSError:
+            return None
+        match = re.search(r"^Mode: (\w+)", reply, re.MULTILINE)
+        return match.group(1) if match and _NOT_SERVING not in reply else None
 
     def reclaim(self, *, timeout_s: float = 10.0) -> int | None:
         """Stop a ZooKeeper left behind on this data dir by a process that died; remove a stale pid file.

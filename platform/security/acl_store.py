@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from lakelog.replication.metadata import ROOT
+from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 from lakelog.security.acls import (AccessControlEntry, AclBinding, AclFilter, PatternType, ResourcePattern,
                                    ResourceType)
 
@@ -64,8 +65,12 @@ def entries_to_json(entries: Iterable[AccessControlEntry]) -> bytes:
     return json.dumps({"version": 1, "acls": acls}, sort_keys=True).encode()
 
 
+@zookeeper_errors_wrapped
 class AclStore:
     """Adds, lists and removes ACLs in ZooKeeper (the admin side; brokers read :class:`AclCache`).
+
+    Every public method raises :class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304,
+    retriable), never kazoo's error, when ZooKeeper is not reachable (:mod:`lakelog.replication.zookeeper_errors`).
 
     Args:
         zk: a started kazoo client (its chroot is the cluster's).

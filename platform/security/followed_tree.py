@@ -13,6 +13,7 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.recipe.cache import TreeCache, TreeEvent
 
+from lakelog.replication.zookeeper_errors import zookeeper_calls
 from lakelog.security.errors import SecurityError
 
 __all__ = ["FollowedTree"]
@@ -41,8 +42,10 @@ class FollowedTree:
 
         Raises:
             SecurityError: not loaded within ``timeout_s`` seconds.
+            ZooKeeperUnavailableError: ZooKeeper not reachable (503 / 50304, retriable).
         """
-        self.zk.ensure_path(self.root)
+        with zookeeper_calls():
+            self.zk.ensure_path(self.root)
         self._tree = TreeCache(self.zk, self.root)
         self._tree.listen(self._on_event)
         self._tree.start()

@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from lakelog.replication.metadata import ROOT
+from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 from lakelog.security.errors import InvalidCredentialError, UnknownUserError
 from lakelog.security.scram import MECHANISM, ScramCredential
 
@@ -38,8 +39,12 @@ def _check_name(name: str) -> str:
     return name
 
 
+@zookeeper_errors_wrapped
 class UserCredentials:
     """Add, read, list and delete users' SCRAM credentials in ZooKeeper.
+
+    Every public method raises :class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304,
+    retriable), never kazoo's error, when ZooKeeper is not reachable (:mod:`lakelog.replication.zookeeper_errors`).
 
     Args:
         zk: a started kazoo client (the cluster's chroot).

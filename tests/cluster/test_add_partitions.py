@@ -99,6 +99,6 @@ def test_a_config_change_reaches_every_replica_and_every_broker(cluster, topic_n
     for i, url in urls.items():  # every broker refuses what the new max.message.bytes refuses
         resp = wait_for(lambda: (r := produce(url, topic_name, None, [b"x" * 2000], timeout=30))
                         .status_code == 422 and r, what=f"broker {i} to refuse 2000 bytes")
-        assert resp.json()["error_code"] == 42201
+        assert resp.json()["error_code"] == 42225
         with LakelogClient(url) as client:
             assert client.admin.topic_configs(topic_name)["max.message.bytes"]["value"] == "1000"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ import httpx
 import pytest
 
 from lakelog.client import LakelogClient
-from lakelog.processes import DEATH_SIGNAL_SUPPORTED, spawn
+from lakelog.processes import DEATH_SIGNAL_SUPPORTED, process_cmdline, spawn
 from lakelog.replication.acks import ACKS_HEADER
 from lakelog.runtime.zookeeper_server import PID_FILE_NAME, four_letter_word, free_port
 from tests.harness import child_pids, pids_mentioning, read_partition, wait_for, wait_gone
@@ -265,4 +266,32 @@ def test_kill_9_of_cluster_up_takes_brokers_and_zookeeper(tmp_path: Path, run) -
     cluster, data_dir, children = start_cluster(run, tmp_path, "cluster")
     cluster.send(signal.SIGKILL)
     assert cluster.wait(10) == -signal.SIGKILL
+    assert_nothing_left(data_dir, children)
+
+
+def test_cluster_up_with_a_zookeeper_ensemble_serves_and_stops_everything(tmp_path: Path, run) -> None:
+    """``cluster up --zookeeper-nodes 3``: three ZooKeeper nodes and the brokers, given every node's address and a
+    chroot; SIGTERM stops all of them."""
+    data_dir = tmp_path / "cluster"
+    port = free_port_pair()
+    cluster = run("cluster", "cluster", "up", "--brokers", 2, "--zookeeper-nodes", 3, "--data-dir", data_dir,
+                  "--port", port, "--log-level", "warning", env=ENV)
+    for i in range(2):
+        wait_until_serving(cluster, f"http://127.0.0.1:{port + i}")
+    children = wait_for(lambda: (lambda c: c if len(c) == 5 else None)(child_pids(cluster.pid)),
+                        what="3 ZooKeeper nodes and 2 brokers as children")
+    nodes = [data_dir / "zookeeper" / f"node-{myid}" for myid in (1, 2, 3)]
+    assert sorted(zookeeper_pid(node) for node in nodes) == sorted(set(children) & {zookeeper_pid(n) for n in nodes})
+    for myid, node in enumerate(nodes, start=1):
+        assert (node / "myid").read_text().strip() == str(myid)
+    modes = [four_letter_word("127.0.0.1", int(re.search(r"^clientPort=(\d+)$", (node / "zoo.cfg").read_text(),
+                                                                    re.MULTILINE).group(1)), "srvr") for node in nodes]
+    assert sorted(line for reply in modes for line in reply.splitlines() if line.startswith("Mode:")) == [
+        "Mode: follower", "Mode: follower", "Mode: leader"]
+    connects = {arg for pid in children for arg in (process_cmdline(pid) or []) if arg.count(":") == 3}
+    assert len(connects) == 1 and next(iter(connects)).endswith("/lakelog"), connects
+    assert len(produce_acked(f"http://127.0.0.1:{port}", batches=2)) == 50
+
+    cluster.send(signal.SIGTERM)
+    assert cluster.wait(90) == 0, cluster.log()
     assert_nothing_left(data_dir, children)

@@ -367,8 +367,8 @@ def test_leader_whose_session_expires_is_fenced_and_truncated(broker_factory, zk
         if (resp.status_code, resp.json().get("error_code")) != (503, 50304) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    # refused as a non-leader (42101), by epoch fencing (42102), or while it has no leader (40406)
-    assert (resp.status_code, resp.json().get("error_code")) in {(421, 42101), (421, 42102), (404, 40406)}, \
+    # refused as a non-leader (42101), by epoch fencing (42102), or while it has no leader (40404)
+    assert (resp.status_code, resp.json().get("error_code")) in {(421, 42101), (421, 42102), (404, 40404)}, \
         (resp.status_code, resp.text)
     wait_full_isr(zk, topic, 1, 3)
     assert zk.state(topic).leader == new.broker_id
@@ -461,7 +461,7 @@ def test_unclean_leader_election_only_when_enabled(broker_factory, zk):
     wait_until(lambda: zk.state("unclean").leader == 1, what="unclean election")
     assert zk.state("clean").leader == -1
     resp = produce(brokers[1].url, "clean", 0, [b"refused"])
-    assert resp.status_code in (404, 421) and resp.json()["error_code"] == 40406, resp.text
+    assert resp.status_code in (404, 421) and resp.json()["error_code"] == 40404, resp.text
     resp = produce(brokers[1].url, "unclean", 0, [b"after"])
     assert resp.status_code == 200 and resp.json()["offsets"][0]["offset"] == 3, resp.text
     # broker 0 returns: it leads "clean" again with everything, and follows "unclean", losing its tail

@@ -1,5 +1,5 @@
 """Retention and VACUUM on three real brokers: every replica removes what retention lets go, a fetch below
-the log start offset answers 42202 naming it, and a follower that was down while the leader's log start
+the log start offset answers 42226 naming it, and a follower that was down while the leader's log start
 offset passed its log end starts over there and catches up.
 
 Short settings keep it fast: ``retention.ms`` 1.5 s, ``log.retention.check.interval.ms`` 300 ms,
@@ -62,7 +62,7 @@ def test_every_replica_applies_retention_and_vacuums(broker_factory, zk, topic_n
                    what=f"retention on broker {b.broker_id}")
         wait_until(lambda: parquet_count(b.log_dirs, topic_name) <= 2, what=f"vacuum on broker {b.broker_id}")
     resp = httpx.get(f"{leader}/topics/{topic_name}/partitions/0/records", params={"offset": 0, "max_wait_ms": 0})
-    assert resp.json()["error_code"] == 42202, resp.text
+    assert resp.json()["error_code"] == 42226, resp.text
     assert "100" in resp.json()["message"]
     assert [r["offset"] for r in read_partition(leader, topic_name, 0, start_offset=100)] == list(range(100, 120))
 

@@ -83,7 +83,7 @@ def test_commits_are_records_of_a_compacted_internal_topic_and_survive_a_restart
         assert [(o["partition"], o["offset"]) for o in client.committed_offsets(group)] == [(1, 5)]
         with pytest.raises(GatewayError) as e:
             client.groups.delete_offsets(group, topic, [0])
-        assert e.value.error_code == 40407
+        assert e.value.error_code == 40405
         tomb = wait_for(lambda: [r for r in _records(broker.url, group) if r["value"] is None] or None,
                         what="the tombstone")
         assert tomb[0]["key"]["partition"] == 0
@@ -112,10 +112,10 @@ def test_reset_offsets_takes_kafkas_options(broker_factory, zk_connect):
         assert reset(to="duration", value=0, partitions=[(topic, 1)]) == {1: 10}  # now: after every record
         with pytest.raises(GatewayError) as e:
             client.groups.reset_offsets(group, to="shift")
-        assert e.value.error_code == 42207
+        assert e.value.error_code == 42228
         with pytest.raises(GatewayError) as e:
             client.groups.reset_offsets(group, to="earliest", partitions=[(topic, 7)])
-        assert e.value.error_code == 42207
+        assert e.value.error_code == 42228
 
 
 OLD_SCHEMA = pa.schema([

@@ -77,7 +77,7 @@ def test_commit_to_a_missing_partition_is_refused(client, topic_name):
     client.create_topic(topic_name, partitions=1)
     with pytest.raises(GatewayError) as e:
         client.commit_offsets(_group(), [{"topic": topic_name, "partition": 3, "offset": 1}])
-    assert e.value.error_code == 42207
+    assert e.value.error_code == 42228
     with pytest.raises(GatewayError) as e:
         client.commit_offsets(_group(), [{"topic": "missing-" + topic_name, "partition": 0, "offset": 1}])
     assert e.value.error_code == 40401

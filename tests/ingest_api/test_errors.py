@@ -116,7 +116,7 @@ def test_unknown_partition_is_40402(http, topic):
 
 
 def test_unknown_cluster_is_40404(http):
-    assert_error(http.get("/v3/clusters/no-such-cluster/topics"), 404, 40404, "no-such-cluster")
+    assert_error(http.get("/v3/clusters/no-such-cluster/topics"), 404, 40409, "no-such-cluster")
 
 
 def test_unknown_route_answers_an_error_body(http):
@@ -132,7 +132,7 @@ def test_unknown_route_answers_an_error_body(http):
 def test_fetch_out_of_range_offset_is_42202_with_log_start_and_end(http, topic):
     before = log_state(http, topic)
     resp = http.get(f"/topics/{topic}/partitions/1/records", params={"offset": 5, "max_wait_ms": 0})
-    message = assert_error(resp, 422, 42202, "Offset 5", f"{topic}-1", "0 (log start offset)", "2 (high watermark")
+    message = assert_error(resp, 422, 42226, "Offset 5", f"{topic}-1", "0 (log start offset)", "2 (high watermark")
     assert "out of range" in message
     # at the high watermark: not an error, an empty answer
     resp = http.get(f"/topics/{topic}/partitions/1/records", params={"offset": 2, "max_wait_ms": 0})
@@ -177,11 +177,11 @@ def test_record_too_large_is_42201_and_writes_nothing(api, http):
     ]
     for path, body, ctype, which in cases:
         resp = post(http, path, body, ctype)
-        assert_error(resp, 422, 42201, which, "max.message.bytes=1000", f"'{topic}'", "nothing was written")
+        assert_error(resp, 422, 42225, which, "max.message.bytes=1000", f"'{topic}'", "nothing was written")
     # headers count too
     resp = post(http, f"/topics/{topic}/partitions/0",
                 {"records": [{"value": b64(b"v"), "headers": [{"key": "h", "value": b64(b"h" * 990)}]}]}, BINARY)
-    assert_error(resp, 422, 42201)
+    assert_error(resp, 422, 42225)
     assert log_state(http, topic) == before
     # at the limit is fine: 1000 - 61 bytes of key + value
     resp = post(http, f"/topics/{topic}/partitions/0", {"records": [{"key": b64(b"k"), "value": b64(b"v" * 938)}]},
@@ -217,16 +217,16 @@ def test_body_larger_than_socket_request_max_bytes_is_41301(broker_factory):
 
 # -- bodies -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body, fragments", [
-    (b'{"records": [', ["not valid JSON"]),
-    (b"not json at all", ["not valid JSON"]),
-    (b"", ["empty"]),
+@pytest.mark.parametrize("body, status, code, fragments", [
+    (b'{"records": [', 400, 40001, ["not valid JSON"]),
+    (b"not json at all", 400, 40001, ["not valid JSON"]),
+    (b"", 422, 42222, ["empty"]),  # REST Proxy's @NotNull produce request: 422
 ], ids=["truncated", "garbage", "empty"])
-def test_malformed_json_is_40001(http, topic, body, fragments):
+def test_malformed_json_is_40001(http, topic, body, status, code, fragments):
     before = log_state(http, topic)
     for ctype in (BINARY, JSON):
         resp = post(http, f"/topics/{topic}", body, ctype)
-        assert_error(resp, 400, 40001, *fragments)
+        assert_error(resp, status, code, *fragments)
     assert log_state(http, topic) == before
 
 

@@ -114,7 +114,7 @@ def test_idle_and_slow_header_connections_are_closed_in_process(tmp_path):
         while chunk := slow.recv(4096):
             answer += chunk
         assert time.monotonic() - started < 3
-        assert answer.startswith(b"HTTP/1.1 408 ") and b'"error_code":40801' in answer
+        assert answer.startswith(b"HTTP/1.1 408 ") and b'"error_code":40802' in answer
         idle.close()
         slow.close()
 
@@ -143,8 +143,8 @@ def test_the_document_says_400_for_parameters_and_never_fastapis_422_body(doc):
             if "requestBody" in op and method != "get":
                 assert "422" in responses, (method, path)
     assert "404" in doc["paths"]["/consumers/{group}/lag"]["get"]["responses"]
-    assert "40407" in doc["paths"]["/consumers/{group}/lag"]["get"]["responses"]["404"]["description"]
-    assert doc["paths"]["/brokers"]["get"]["responses"]["200"]["content"]["application/json"]["schema"][
+    assert "40405" in doc["paths"]["/consumers/{group}/lag"]["get"]["responses"]["404"]["description"]
+    assert doc["paths"]["/brokers"]["get"]["responses"]["200"]["content"]["application/vnd.kafka.v2+json"]["schema"][
         "$ref"].endswith("/BrokerList")
 
 

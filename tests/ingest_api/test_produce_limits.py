@@ -76,7 +76,7 @@ def test_columnar_and_validated_decoders_agree():
     bodies = [
         (b'{"records":[{"key":"a2V5","value":"dmFsdWU=","partition":1,"timestamp":5,'
          b'"headers":[{"key":"h","value":"QQ=="},{"name":"n","value":""}]},{"value":null},{"key":""}]}', "binary"),
-        (b'{"records":[{"key":"k","value":"v \xc3\xa9"},{"value":null,"headers":[]},{"timestamp":7}], "x": 1}', "json"),
+        (b'{"records":[{"key":"k","value":"v \xc3\xa9"},{"value":null,"headers":[]},{"value":null,"timestamp":7}], "value_schema_id": null}', "json"),
         (b'{\n  "records": [\n    {"value": "dmFsdWU="}\n  ]\n}\n', "binary"),
     ]
     for body, fmt in bodies:

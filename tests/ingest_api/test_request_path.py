@@ -105,7 +105,7 @@ def test_json_bodies_go_columnar_only_when_large(records, columnar, monkeypatch)
     expected = decode_columnar(body, "json")
     assert expected is not None
     used = []
-    monkeypatch.setattr(codecs, "decode_columnar", lambda b, f: used.append(f) or decode_columnar(b, f))
+    monkeypatch.setattr(codecs, "decode_columnar", lambda b, f, **kw: used.append(f) or decode_columnar(b, f, **kw))
     batch, parts = codecs.decode_produce(body, "json")
     assert bool(used) == columnar
     assert batch.equals(expected[0])

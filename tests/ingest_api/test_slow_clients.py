@@ -1,6 +1,6 @@
 """Slow clients against a real broker process (issue 9, item 5): 200 connections that send their
 headers a byte at a time, 50 that send their body a byte at a time and 20 that send nothing are all
-closed by the broker within its (here short) timeouts, with a 408 / 40801 for the slow ones, while
+closed by the broker within its (here short) timeouts, with a 408 / 40802 for the slow ones, while
 normal requests meanwhile keep succeeding, each within a generous bound."""
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_slow_and_idle_connections_are_closed_while_normal_requests_work(slow_gw
         else:
             answered = [c for c in mine if c.answer.startswith(b"HTTP/1.1 408 ")]
             assert len(answered) >= 0.9 * len(mine), f"{kind}: {len(answered)} of {len(mine)} got a 408"
-            assert all(b'"error_code":40801' in c.answer for c in answered)
+            assert all(b'"error_code":40802' in c.answer for c in answered)
     closed = sorted(c.closed_after for c in conns)
     print(f"\n{len(conns)} slow/idle connections closed after {closed[0]:.2f}-{closed[-1]:.2f} s "
           f"(timeouts {TIMEOUT_MS} ms); {len(latencies)} normal GET+produce pairs meanwhile, "

@@ -59,7 +59,7 @@ def test_unknown_config_topic_and_cluster_are_404(http, api, topic):
     assert http.get(_configs_url(api, "no-such-topic")).json()["error_code"] == 40401
     assert _alter(http, api, "no-such-topic", [{"name": "retention.ms", "value": "1"}]).json()["error_code"] == 40401
     resp = http.post(f"/v3/clusters/nope/topics/{topic}/configs:alter", json={"data": []})
-    assert resp.status_code == 404 and resp.json()["error_code"] == 40404
+    assert resp.status_code == 404 and resp.json()["error_code"] == 40409
 
 
 def test_alter_sets_and_deletes_and_describe_shows_it(http, api, topic):
@@ -106,7 +106,7 @@ def test_max_message_bytes_change_is_enforced_at_once(http, api, topic):
     assert _alter(http, api, topic, [{"name": "max.message.bytes", "value": "1000"}]).status_code == 204
     resp = http.post(f"/topics/{topic}/partitions/0", headers={"Content-Type": "application/vnd.kafka.binary.v2+json"},
                      json={"records": [{"value": base64.b64encode(big).decode()}]})
-    assert resp.status_code == 422 and resp.json()["error_code"] == 42201, resp.text
+    assert resp.status_code == 422 and resp.json()["error_code"] == 42225, resp.text
     assert len(read_partition(http, topic, 0)) == 1  # nothing written
 
 
@@ -166,11 +166,11 @@ def test_a_config_the_topic_does_not_set_follows_the_brokers_setting(broker_fact
         produce = f"/topics/{topic_name}/partitions/0"
         headers = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
         resp = http.post(produce, headers=headers, json=big)
-        assert resp.status_code == 422 and resp.json()["error_code"] == 42201, resp.text  # message.max.bytes
+        assert resp.status_code == 422 and resp.json()["error_code"] == 42225, resp.text  # message.max.bytes
         client.admin.alter_topic_configs(topic_name, set={"max.message.bytes": "5000"})
         assert http.post(produce, headers=headers, json=big).status_code == 200
         client.admin.alter_topic_configs(topic_name, delete=["max.message.bytes"])  # back to the broker's 1500
-        assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42201
+        assert http.post(produce, headers=headers, json=big).json()["error_code"] == 42225
 
 
 def test_a_broker_properties_file_sets_the_default_of_lakelogs_own_topic_configs(broker_factory, topic_name, tmp_path):

@@ -63,7 +63,7 @@ def test_invalid_acls_are_refused_and_nothing_is_stored(broker, client):
     r = httpx.get(base, params={"operation": "FLY"})
     assert (r.status_code, r.json()["error_code"]) == (400, 40021)
     r = httpx.get(f"{broker.url}/v3/clusters/not-this-one/acls")
-    assert (r.status_code, r.json()["error_code"]) == (404, 40404)
+    assert (r.status_code, r.json()["error_code"]) == (404, 40409)
     with pytest.raises(RemoteError) as e:
         client.security.create_acls([bad])
     assert e.value.error_code == 40021

@@ -114,11 +114,11 @@ def test_every_link_of_the_v3_responses_answers(http, gw, api, topic):
 
 
 @pytest.mark.parametrize("path, status, code", [
-    ("/v3/clusters/no-such-cluster", 404, 40404),
-    ("/v3/clusters/no-such-cluster/brokers", 404, 40404),
-    ("/v3/clusters/no-such-cluster/brokers/0", 404, 40404),
-    ("/v3/clusters/no-such-cluster/topics/{topic}/partitions", 404, 40404),
-    ("/v3/clusters/no-such-cluster/topics/{topic}/partitions/0/replicas/0", 404, 40404),
+    ("/v3/clusters/no-such-cluster", 404, 40409),
+    ("/v3/clusters/no-such-cluster/brokers", 404, 40409),
+    ("/v3/clusters/no-such-cluster/brokers/0", 404, 40409),
+    ("/v3/clusters/no-such-cluster/topics/{topic}/partitions", 404, 40409),
+    ("/v3/clusters/no-such-cluster/topics/{topic}/partitions/0/replicas/0", 404, 40409),
     ("/v3/clusters/{cluster}/brokers/7", 404, 40410),
     ("/v3/clusters/{cluster}/brokers/-1", 400, 40001),
     ("/v3/clusters/{cluster}/topics/no-such-topic/partitions", 404, 40401),

@@ -109,7 +109,7 @@ def test_a_group_with_committed_offsets_only(http, gw, api, topic, group):
 
 def test_a_group_with_members(http, gw, api, topic, group):
     """Live members: STABLE, not simple, each member's assignment; a member's lag names it; a group with
-    members but no committed offsets has no lag summary (null link, 404 / 40407)."""
+    members but no committed offsets has no lag summary (null link, 404 / 40405)."""
     cluster = _cluster(gw, api)
     url = f"{cluster}/consumer-groups/{group}"
     with api.groups.create_consumer(group, name="m-1", assignor="range") as c:
@@ -120,7 +120,7 @@ def test_a_group_with_members(http, gw, api, topic, group):
         assert (body["is_simple"], body["partition_assignor"], body["lag_summary"]) == (False, "range", None)
         assert group in [g["consumer_group_id"] for g in http.get(f"{cluster}/consumer-groups").json()["data"]]
         nothing = http.get(f"{url}/lag-summary")
-        assert nothing.status_code == 404 and nothing.json()["error_code"] == 40407
+        assert nothing.status_code == 404 and nothing.json()["error_code"] == 40405
 
         api.commit_offsets(group, [{"topic": topic, "partition": 1, "offset": 1}])
         consumer = {
@@ -158,8 +158,8 @@ def test_a_group_with_members(http, gw, api, topic, group):
                 f"{url}/lags/{topic}/partitions/1", f"{url}/lag-summary", f"{cluster}/brokers/0"} <= set(seen)
 
         for path, code in [(f"{url}/consumers/m-2", 40403), (f"{url}/consumers/m-2/assignments", 40403),
-                           (f"{url}/consumers/m-1/assignments/{topic}/partitions/5", 40407),
-                           (f"{url}/lags/{topic}/partitions/0", 40407)]:
+                           (f"{url}/consumers/m-1/assignments/{topic}/partitions/5", 40405),
+                           (f"{url}/lags/{topic}/partitions/0", 40405)]:
             resp = http.get(path)
             assert resp.status_code == 404 and resp.json()["error_code"] == code, (path, resp.text)
 
@@ -171,15 +171,15 @@ def test_a_group_with_members(http, gw, api, topic, group):
 
 
 @pytest.mark.parametrize("path, status, code", [
-    ("/v3/clusters/no-such-cluster/consumer-groups", 404, 40404),
-    ("/v3/clusters/no-such-cluster/consumer-groups/{group}", 404, 40404),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers/m-1", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers/m-1/assignments", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/lags", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/lags/t/partitions/0", 404, 40407),
-    ("/v3/clusters/{cluster}/consumer-groups/{group}/lag-summary", 404, 40407),
+    ("/v3/clusters/no-such-cluster/consumer-groups", 404, 40409),
+    ("/v3/clusters/no-such-cluster/consumer-groups/{group}", 404, 40409),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers/m-1", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/consumers/m-1/assignments", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/lags", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/lags/t/partitions/0", 404, 40405),
+    ("/v3/clusters/{cluster}/consumer-groups/{group}/lag-summary", 404, 40405),
     ("/v3/clusters/{cluster}/consumer-groups/a%01b", 400, 40008),
     ("/v3/clusters/{cluster}/consumer-groups/{group}/lags/t/partitions/-1", 400, 40001),
 ])
@@ -207,5 +207,5 @@ def test_the_openapi_document_names_the_routes_and_their_models(http):
     for path, model in routes.items():
         answers = doc["paths"][path]["get"]["responses"]
         assert answers["200"]["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{model}"}
-        assert "40407" in answers["404"]["description"] or path == base
+        assert "40405" in answers["404"]["description"] or path == base
         assert answers["404"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}

@@ -103,7 +103,7 @@ def test_retention_by_time_removes_whole_files_without_rewriting_any(tmp_path):
     assert commit["operationMetrics"]["num_added_files"] == 0
     with pytest.raises(OffsetOutOfRangeError) as e:
         log.read(139)
-    assert e.value.error_code == 42202 and "140" in str(e.value)
+    assert e.value.error_code == 42226 and "140" in str(e.value)
     assert log.read(140)["offset"].to_pylist()[0] == 140
     assert log.lifecycle.apply_retention(now_ms=NOW_MS) == 0    # idempotent
     log.close()

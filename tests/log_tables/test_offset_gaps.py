@@ -5,7 +5,7 @@ key, with a replaceWhere overwrite on that range (``table_writes.commit_rewrite`
 so gaps appear inside the table. Retention removes whole files from the start of the table (a Delta
 ``delete("offset < X")``) and the log start offset moves up. As in Kafka: a fetch from an offset inside
 a gap returns the next records; paging with a byte limit crosses gaps and always makes progress; a
-fetch below the log start offset is out of range (42202) naming it; only offsets below the table's first
+fetch below the log start offset is out of range (42226) naming it; only offsets below the table's first
 offset (or past a truncated end) are data loss, never a gap.
 """
 
@@ -218,7 +218,7 @@ def test_a_fetch_below_the_log_start_offset_names_it(tmp_path):
         with pytest.raises(OffsetOutOfRangeError) as e:
             log.read(start)
         assert (e.value.offset, e.value.log_start_offset, e.value.high_watermark) == (start, 20, 50)
-        assert e.value.error_code == 42202 and "20 (log start offset)" in str(e.value)
+        assert e.value.error_code == 42226 and "20 (log start offset)" in str(e.value)
     assert [o for p in pages(log, 20, 100) for o in p] == remaining
     # Spark's reader: the offsets below the first one are lost, the gaps are not
     loss = data_loss(log.table_uri, 5, 50)

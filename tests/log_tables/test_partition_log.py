@@ -299,10 +299,10 @@ def test_out_of_range_offsets_answer_42202_with_the_valid_range(tmp_path):
             log.read(bad)
         err = e.value
         assert isinstance(err, LakelogError)
-        assert err.error_code == 42202 and err.http_status == 422
+        assert err.error_code == 42226 and err.http_status == 422
         assert not err.retriable
         assert (err.offset, err.log_start_offset, err.high_watermark) == (bad, 5, 15)
-        assert err.to_body()["error_code"] == 42202
+        assert err.to_body()["error_code"] == 42226
         assert f"Offset {bad}" in err.message and "5" in err.message and "15" in err.message
         assert "orders-0" in err.message
     assert log.read(15).num_rows == 0  # at the HW: empty, not an error

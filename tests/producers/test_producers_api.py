@@ -62,7 +62,7 @@ def test_transactional_ids_and_bad_requests(http, client):
     assert isinstance(e.value, GatewayError) and e.value.error_code == 40011
 
     other = http.post("/v3/clusters/not-this-one/producers", json={})
-    assert other.status_code == 404 and other.json()["error_code"] == 40404
+    assert other.status_code == 404 and other.json()["error_code"] == 40409
     bad = http.post(path, json={"transactional_id": 5})
     assert bad.status_code == 422
 

@@ -47,3 +47,11 @@ def test_many_partitions_are_counted_and_a_few_named():
     topics = {"t": TopicMetadata("t", "id-2", {p: [0] for p in range(8)}, {})}
     (problem,) = readiness_problems(broker_id=0, registered=True, session_lost=False, topics=topics, local=[])
     assert problem == "8 partition(s) assigned here not opened yet: t-0, t-1, t-2, t-3, t-4, ..."
+
+
+def test_a_broker_disconnected_from_zookeeper_is_not_ready():
+    local = [Replica("orders", 0, PartitionState(1, 0, [1, 2])), Replica("orders", 2, PartitionState(3, 0, [3, 1]))]
+    problems = readiness_problems(broker_id=1, registered=True, session_lost=False, topics=TOPICS, local=local,
+                                  zookeeper_connected=False)
+    assert problems == ["broker 1 is not connected to ZooKeeper (reconnecting; no quorum?): it serves the partitions "
+                        "it leads, but refuses topic and ISR changes"]

@@ -16,7 +16,7 @@ from lakelog.broker import Broker
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
 from lakelog.coordinators.transaction_state import TransactionState
-from lakelog.log_tables.errors import OffsetOutOfRangeError
+from lakelog.log_tables.errors import OffsetOutOfRangeError, RecordTooLargeError
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.protocol.errors import (
     FieldOutOfRangeError,
@@ -299,3 +299,27 @@ def test_operations_authorize_their_caller_without_any_front_door(zk_connect, tm
     run_with_requests(zk_connect, tmp_path / "logs", scenario, authentication_methods="basic",
                       inter_broker_password="inter-broker-s3cret", authorizer_enabled=True)
 
+
+
+def test_produce_each_answers_every_record_and_produces_the_others_as_one_request(zk_connect, tmp_path, topic_name):
+    """REST Proxy v3's streaming produce through the request layer: a record that breaks a rule gets its
+    own error, the others are appended (one request: offsets dense per partition), in request order."""
+    async def scenario(requests: RequestHandler) -> None:
+        await requests.create_topic(CreateTopicRequest(name=topic_name, partitions_count=2, replication_factor=1,
+                                                       configs={"max.message.bytes": "200"}), context=CLIENT)
+        request = ProduceRequest(topic=topic_name, records=records([b"a", b"x" * 500, b"b", b"c", b"d"]),
+                                 record_partitions=pa.array([0, 0, 7, 1, 0], pa.int32()))
+        outcomes = await requests.produce_each(request, context=CLIENT)
+        assert outcomes[0] == (0, 0) and outcomes[3] == (1, 0) and outcomes[4] == (0, 1)
+        assert isinstance(outcomes[1], RecordTooLargeError) and isinstance(outcomes[2], InvalidPartitionInRecordError)
+        fetched = await requests.fetch(FetchRequest(topic=topic_name, partition=0, offset=0, max_wait_ms=0),
+                                       context=CLIENT)
+        assert fetched.records["value"].to_pylist() == [b"a", b"d"]
+        # every record valid: one produce, as produce()
+        clean = await requests.produce_each(ProduceRequest(topic=topic_name, records=records([b"e"]),
+                                                           record_partitions=pa.array([1], pa.int32())), context=CLIENT)
+        assert clean == [(1, 1)]
+        with pytest.raises(UnknownTopicError):
+            await requests.produce_each(ProduceRequest(topic="no-such-topic", records=records([b"x"])), context=CLIENT)
+
+    run_with_requests(zk_connect, tmp_path / "logs", scenario)

@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from lakelog.replication.metadata import ROOT
+from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 from lakelog.security.errors import InvalidQuotaError
 from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.quotas.entities import DEFAULT, QUOTA_CONFIGS, QuotaEntity
@@ -110,8 +111,12 @@ def _text(number: float) -> str:
     return str(int(number)) if number.is_integer() else repr(number)
 
 
+@zookeeper_errors_wrapped
 class QuotaStore:
     """Read and change client quotas in ZooKeeper (Kafka's DescribeClientQuotas / AlterClientQuotas, KIP-546).
+
+    Every public method raises :class:`~lakelog.replication.errors.ZooKeeperUnavailableError` (503 / 50304,
+    retriable), never kazoo's error, when ZooKeeper is not reachable (:mod:`lakelog.replication.zookeeper_errors`).
 
     Args:
         zk: a started kazoo client (the cluster's chroot).

@@ -47,7 +47,7 @@ __all__ = ["OFFSET_OUT_OF_RANGE", "TAIL_FETCH_MAX_BYTES", "TailFetch", "fetch_of
 TAIL_FETCH_MAX_BYTES = 16 * 1024 * 1024
 
 #: REST error code of a fetch below the log start offset or above the HW (``OffsetOutOfRangeError``).
-OFFSET_OUT_OF_RANGE = 42202
+OFFSET_OUT_OF_RANGE = 42226
 
 
 @dataclass(frozen=True)
