@@ -47,6 +47,7 @@ from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.coordinators.transaction_markers import TransactionMarkerWriter
 from lakelog.errors import ConfigError
+from lakelog.kafka.server import KafkaListeners
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
 from lakelog.replication.committer_lease import LeaseWatch
@@ -185,6 +186,8 @@ class Broker:
                                        producer_ids=self.producer_ids,
                                        transaction_coordinator=self.transaction_coordinator,
                                        cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
+        #: the Kafka listeners (``listeners``), started before the broker registers their endpoints
+        self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
@@ -221,6 +224,7 @@ class Broker:
         await asyncio.to_thread(self.client_quotas.cache.start)
         await self.cache.watch_brokers()
         self.cluster_id = await asyncio.to_thread(self.metadata.cluster_id)
+        await self.kafka.start()  # bound before registering: a port 0 listener registers its bound port
         await self._register()
         self.coordinator.start()  # before the roles: it loads the __consumer_offsets partitions it comes to lead
         self.transaction_state_manager.start()  # and this one the __transaction_state partitions
@@ -241,7 +245,7 @@ class Broker:
         await asyncio.to_thread(functools.partial(
             self.metadata.register_broker, BrokerInfo(
                 self.broker_id, self.settings.host, self.settings.port, self.settings.rack, int(time.time() * 1000),
-                "https" if self.settings.ssl_certfile else "http"),
+                "https" if self.settings.ssl_certfile else "http", self.kafka.endpoints),
             previous_session_wait_ms=self.settings.zookeeper_session_timeout_ms))
         self.registered = True
 
@@ -251,6 +255,7 @@ class Broker:
         await self.consumer_instances.stop()
         await self.controlled_shutdown()
         self._stopping = True
+        await self.kafka.stop()
         if self._import is not None:
             self._import.cancel()
         self.cache.stop()

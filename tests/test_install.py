@@ -111,7 +111,7 @@ def wheel_broker(wheel_venv, tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     log = (work / "up.log").open("wb")
     up = spawn([str(wheel_venv / "lakelog"), "up", "--data-dir", str(work / "data"), "--port", str(port),
-                "--zookeeper-port", str(zk_port), "--log-level", "warning"],
+                "--zookeeper-port", str(zk_port), "--kafka-port", "0", "--log-level", "warning"],
                cwd=work, env=_clean_env(), stdout=log, stderr=subprocess.STDOUT, death_signal=signal.SIGTERM)
 
     def serving() -> bool:

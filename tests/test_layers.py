@@ -39,7 +39,7 @@ LAYERS: dict[str, float] = {
     "replication": 2, "producers": 2,
     "consumer_groups": 3, "coordinators": 3, "security": 3,
     "requests": 3.5,
-    "ingest_api": 4, "spark": 4,
+    "ingest_api": 4, "spark": 4, "kafka": 4,
     "client": 0.5,
     "broker": 5, "cli": 5, "runtime": 5,
     # DESIGN.md's table names these top-level modules, now in runtime/ (layer 5 all the same)

@@ -173,6 +173,9 @@ def up(
     data_dir: Annotated[Path, typer.Option(help="Data dir: ZooKeeper under zookeeper/, logs under logs/.")] = Path("data"),
     port: Annotated[int, typer.Option(help="HTTP port of the broker.")] = 8082,
     zookeeper_port: Annotated[int, typer.Option(help="ZooKeeper client port.")] = 2181,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of the broker's Kafka listener (listeners=PLAINTEXT://127.0.0.1:PORT; 0: a free "
+                             "port, logged).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
     object_store: Annotated[bool, typer.Option("--object-store", help=OBJECT_STORE_HELP)] = False,
@@ -190,11 +193,13 @@ def up(
     with _stop_on_signals():
         try:
             zk.start()  # stops a ZooKeeper an earlier, killed `lakelog up` on this data dir left behind
-            err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}")
+            err_console.print(f"ZooKeeper at {zk.connect_string} (pid {zk.pid}); broker at http://127.0.0.1:{port}, "
+                              f"Kafka listener at 127.0.0.1:{kafka_port}")
             lake: dict[str, str] = {}
             if object_store:
                 store, lake = _start_object_store(data_dir, port=object_store_port)
             settings = BrokerSettings.load(port=port, log_dirs=data_dir / "logs", zookeeper_connect=zk.connect_string,
+                                           listeners=f"PLAINTEXT://127.0.0.1:{kafka_port}",
                                            **settings_from_properties(lake))
             _wait_for_previous_registrations(zk.connect_string, [settings.broker_id])
             configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)
@@ -277,6 +282,9 @@ def cluster_up(
         "--zookeeper-chroot", help="The brokers' chroot in an ensemble (zookeeper.connect HOST:PORT,...,HOST:PORT"
                                    "/CHROOT).")] = "/lakelog",
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of broker 0's Kafka listener; broker N gets port + N (0: free ports). Unless "
+                             "--config sets listeners; none with --secure (the listener serves PLAINTEXT only).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
     secure: Annotated[bool, typer.Option(
@@ -292,6 +300,7 @@ def cluster_up(
     Ctrl-C or SIGTERM stops the brokers one by one with SIGTERM (each hands its leaderships over:
     controlled shutdown), then ZooKeeper. ``--secure``: see :mod:`lakelog.security.secure_setup`.
     """
+    from lakelog.config import read_properties
     from lakelog.runtime.broker_process import BrokerProcess
     from lakelog.runtime.zookeeper_ensemble import ZooKeeperEnsemble
     from lakelog.runtime.zookeeper_server import ZooKeeperServer
@@ -309,9 +318,12 @@ def cluster_up(
             fail(f"--zookeeper-nodes: {e}")
         zookeeper_connect = zk.connect_string + zookeeper_chroot
     tls = _secure_setup(data_dir, brokers=brokers, config=config) if secure else None
+    kafka = not secure and (config is None or "listeners" not in read_properties(config, missing_ok=True))
     procs = [BrokerProcess(zookeeper_connect=zookeeper_connect, log_dirs=data_dir / f"broker-{i}", broker_id=i,
                            port=port + i, log_file=data_dir / f"broker-{i}.log", log_level=log_level,
                            log_format=log_format.value, new_session=True, config_file=config,
+                           **({"extra_env": {"LAKELOG_LISTENERS": f"PLAINTEXT://127.0.0.1:{kafka_port and kafka_port + i}"}}
+                              if kafka else {}),
                            **({} if tls is None else {
                                "extra_env": tls.broker_env(), "ssl_certfile": tls.brokers[i].certfile,
                                "ssl_keyfile": tls.brokers[i].keyfile, "ssl_cafile": tls.cafile}))
@@ -335,6 +347,8 @@ def cluster_up(
             err_console.print(f"ZooKeeper at {zookeeper_connect} (pid {zk_pids}); {brokers} brokers: {servers} "
                               f"(pids {', '.join(str(p.pid) for p in procs)}, logs {data_dir}/broker-N.log). "
                               f"Use --bootstrap-server {servers}")
+            if kafka and kafka_port:
+                err_console.print("Kafka listeners: " + ",".join(f"127.0.0.1:{kafka_port + i}" for i in range(brokers)))
             if tls is not None:
                 _print_secure_connection(tls, servers)
             _wait_forever()

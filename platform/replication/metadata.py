@@ -148,11 +148,23 @@ class BrokerInfo:
     started_at: int = 0
     #: ``https`` when the broker serves TLS (``ssl.certfile``), else ``http``
     scheme: str = "http"
+    #: the broker's Kafka listeners as Kafka registers them (``PLAINTEXT://host:port``, one per listener of
+    #: ``advertised.listeners``); empty when the broker opens none
+    endpoints: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
         """``http://host:port`` (or ``https://``) of the broker's gateway."""
         return f"{self.scheme}://{self.host}:{self.port}"
+
+    def kafka_endpoint(self, listener: str) -> tuple[str, int] | None:
+        """``(host, port)`` of the Kafka listener named ``listener`` (``PLAINTEXT``), or None."""
+        for endpoint in self.endpoints:
+            name, _, address = endpoint.partition("://")
+            if name == listener:
+                host, _, port = address.rpartition(":")
+                return host.strip("[]"), int(port)
+        return None
 
 
 @dataclass(frozen=True)
@@ -330,7 +342,7 @@ class ClusterMetadata:
         """
         path = f"{BROKERS_PATH}/{info.broker_id}"
         data = {"host": info.host, "port": info.port, "rack": info.rack, "started_at": info.started_at or int(time.time() * 1000),
-                "scheme": info.scheme}
+                "scheme": info.scheme, "endpoints": list(info.endpoints)}
         deadline = time.monotonic() + previous_session_wait_ms / 1000.0
         waited = False
         while True:
@@ -369,7 +381,7 @@ class ClusterMetadata:
             except NoNodeError:
                 continue
             out[int(child)] = BrokerInfo(int(child), data["host"], int(data["port"]), data.get("rack"), data.get("started_at", 0),
-                                         data.get("scheme", "http"))
+                                         data.get("scheme", "http"), tuple(data.get("endpoints", ())))
         return dict(sorted(out.items()))
 
     # -- topics ---------------------------------------------------------------------------------

@@ -65,12 +65,15 @@ class FetchResult:
         next_offset: where the next fetch starts (past transaction markers and aborted records the read
             skipped; :func:`~lakelog.replication.consumer_fetch.next_offset`).
         high_watermark, log_start_offset: the partition's, right after the read.
+        last_stable_offset: the partition's LSO right after the read (Kafka's Fetch answers it: a
+            ``read_committed`` consumer's end of the log); -1 when unknown.
     """
 
     records: pa.Table
     next_offset: int
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1
 
 
 def validate_fetch(request: FetchRequest) -> None:
@@ -103,7 +106,8 @@ async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, reque
     rows, part = await replica_manager.fetch(request.topic, request.partition, request.offset,
                                              max_bytes=request.max_bytes, max_wait_ms=wait_ms,
                                              columns=request.columns, isolation_level=request.isolation_level)
-    return FetchResult(rows, next_offset(rows, request.offset), part.log.high_watermark, part.log.log_start_offset)
+    return FetchResult(rows, next_offset(rows, request.offset), part.log.high_watermark, part.log.log_start_offset,
+                       part.log.last_stable_offset)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -113,6 +113,17 @@ class GroupOffsets:
         visible = set(permissions.filter(Operation.DESCRIBE, ResourceType.TOPIC, {c.topic for c in committed}))
         return [c for c in committed if c.topic in visible]
 
+    async def find_coordinator(self, group: str, *, context: RequestContext) -> int | None:
+        """The broker id of ``group``'s coordinator (the leader of its ``__consumer_offsets`` partition), or
+        None before any group committed or while that partition has no leader: then any broker takes the
+        group's requests and forwards them (Kafka's FindCoordinator).
+
+        Raises:
+            AuthorizationError: no Describe on the group (403 / 40301).
+        """
+        self._permissions(context, Operation.DESCRIBE, group)
+        return await self.coordinator.coordinator_id(group)
+
     async def list_groups(self, *, context: RequestContext) -> list[str]:
         """The groups with committed offsets that the principal may Describe (Kafka's ListGroups)."""
         groups = await self.coordinator.groups()

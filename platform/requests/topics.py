@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.coordinator import GroupCoordinator
+from lakelog.errors import TopicExistsError
 from lakelog.replication.metadata import ClusterMetadata, TopicMetadata
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.errors import ConfigError
@@ -134,6 +135,26 @@ class TopicAdmin:
             if replicas[0] == broker_id:
                 await rm.leader_partition(request.name, p)
         return meta
+
+    async def auto_create_topic(self, name: str, *, context: RequestContext) -> bool:
+        """Kafka's ``auto.create.topics.enable``: create ``name`` with the broker's ``num.partitions`` and
+        ``default.replication.factor`` when a client's Metadata request for it allows auto-creation
+        (Kafka's ``KafkaApis.handleTopicMetadataRequest``, which then answers LEADER_NOT_AVAILABLE while
+        the partitions get leaders). False when the setting is off; True when created here or by a
+        concurrent request.
+
+        Raises:
+            AuthorizationError (403 / 40301: Create on the cluster or the topic); InvalidTopicError,
+            InvalidReplicationFactorError (fewer live brokers than ``default.replication.factor``).
+        """
+        if not self.settings.auto_create_topics_enable:
+            return False
+        try:
+            await self.create_topic(CreateTopicRequest(name=name), context=context)
+        except TopicExistsError:
+            pass
+        log.info("topic %r auto-created for %s (auto.create.topics.enable)", name, context.principal)
+        return True
 
     async def delete_topic(self, name: str, *, context: RequestContext) -> None:
         """Delete a topic and drop its local logs, then every group's committed offsets of it (Kafka's

@@ -172,7 +172,8 @@ def test_kill_9_of_up_takes_its_children_and_a_restart_serves_every_acked_record
     data_dir = tmp_path / "data"
     port, zk_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
-    args = ("up", "--data-dir", data_dir, "--port", port, "--zookeeper-port", zk_port, "--log-level", "warning")
+    args = ("up", "--data-dir", data_dir, "--port", port, "--zookeeper-port", zk_port, "--kafka-port", 0,
+            "--log-level", "warning")
 
     up = run("up-1", *args, env=ENV)
     wait_until_serving(up, url)
@@ -201,7 +202,7 @@ def test_kill_9_of_up_takes_its_children_and_a_restart_serves_every_acked_record
 def test_signal_to_up_stops_its_zookeeper(tmp_path: Path, run, sig: int) -> None:
     data_dir = tmp_path / "data"
     port, zk_port = free_port(), free_port()
-    up = run("up", "up", "--data-dir", data_dir, "--port", port, "--zookeeper-port", zk_port,
+    up = run("up", "up", "--data-dir", data_dir, "--port", port, "--zookeeper-port", zk_port, "--kafka-port", 0,
              "--log-level", "warning")
     wait_until_serving(up, f"http://127.0.0.1:{port}")
     zk_pid = zookeeper_pid(data_dir / "zookeeper")
@@ -241,7 +242,7 @@ def start_cluster(run, tmp_path: Path, name: str) -> tuple[Command, Path, list[i
     data_dir = tmp_path / "cluster"
     port, zk_port = free_port_pair(), free_port()
     cluster = run(name, "cluster", "up", "--brokers", 2, "--data-dir", data_dir, "--port", port,
-                  "--zookeeper-port", zk_port, "--log-level", "warning", env=ENV)
+                  "--zookeeper-port", zk_port, "--kafka-port", 0, "--log-level", "warning", env=ENV)
     for i in range(2):
         wait_until_serving(cluster, f"http://127.0.0.1:{port + i}")
 

@@ -1,0 +1,61 @@
+"""The APIs and versions the Kafka listener serves: the one table ApiVersions advertises and the docs
+print (``docs/kafka.md``, checked by ``tests/kafka/test_versions.py``).
+
+Each row: ``api key -> (advertised min, accepted min, max)``. Only what is implemented is advertised.
+Produce is advertised from 0 but accepted from 3 (Kafka 4's KAFKA-18659: librdkafka before 2.11.1 tests
+"Produce v0 supported" before compressing, and Kafka 4.0 removed v0-2); a request of a version between
+the advertised and the accepted minimum closes the connection with a WARN line, as Kafka does. The maxima
+stop before topic ids name topics in requests (Produce v13, Fetch v13): lakelog answers topic ids in
+Metadata but does not look topics up by id yet.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["API_NAMES", "SERVED", "ApiRange", "accepts", "served_rows"]
+
+
+class ApiRange(NamedTuple):
+    """Versions of one API: ``advertised_min`` (what ApiVersions says), ``accepted_min`` (the lowest a
+    request may use), ``max``."""
+
+    advertised_min: int
+    accepted_min: int
+    max: int
+
+
+#: Kafka's API names by key (clients/src/main/resources/common/message/*.json)
+API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+                             9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId"}
+
+#: api key -> :class:`ApiRange`
+SERVED: dict[int, ApiRange] = {
+    0: ApiRange(0, 3, 11),    # Produce: advertise 0 for librdkafka < 2.11.1 (KAFKA-18659), accept >= 3
+    1: ApiRange(4, 4, 12),    # Fetch: Kafka 4's floor; v13+ names topics by id
+    2: ApiRange(1, 1, 6),     # ListOffsets: earliest (-2), latest (-1), by timestamp; v7+ adds max timestamp (-3)
+    3: ApiRange(0, 0, 12),    # Metadata
+    8: ApiRange(2, 2, 8),     # OffsetCommit: Kafka 4's floor; v9+ carries KIP-848 member epochs
+    9: ApiRange(1, 1, 7),     # OffsetFetch: one group per request (v8+ batches groups)
+    10: ApiRange(0, 0, 4),    # FindCoordinator: groups (v4+ batches keys); transaction coordinators not yet
+    18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
+    22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
+}
+
+
+def accepts(api_key: int, version: int) -> bool:
+    """Whether a request of ``api_key`` at ``version`` is served (within its accepted range)."""
+    served = SERVED.get(api_key)
+    return served is not None and served.accepted_min <= version <= served.max
+
+
+def served_rows() -> list[tuple[str, int, str]]:
+    """``(name, key, versions)`` per served API in key order, ``versions`` as ``"3-11 (0-11 advertised)"``
+    or ``"0-12"``: what the docs' table prints."""
+    rows = []
+    for key, r in sorted(SERVED.items()):
+        versions = f"{r.accepted_min}-{r.max}"
+        if r.advertised_min != r.accepted_min:
+            versions += f" ({r.advertised_min}-{r.max} advertised)"
+        rows.append((API_NAMES[key], key, versions))
+    return rows
