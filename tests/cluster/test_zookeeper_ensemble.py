@@ -23,6 +23,7 @@ import time
 import httpx
 import pytest
 
+from lakelog.errors import ZooKeeperUnavailableError
 from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH, CONTROLLER_EPOCH_PATH
 from tests.cluster.test_replication import (FAST, PartitionProducer, create_topic, partition_info, produce,
@@ -116,12 +117,21 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
         for pr in producers:
             assert pr.error is None, pr.error
 
-    def zookeeper_footprint() -> dict:
-        """What an election or a re-registration would change: leader epochs, the controller epoch, the
-        session that owns each broker's registration."""
+    def read_footprint() -> dict:
         return {"leader_epochs": {p: zk.state(TOPIC, p).leader_epoch for p in range(PARTITIONS)},
                 "controller_epoch": zk.client.get(CONTROLLER_EPOCH_PATH)[0],
                 "registrations": {b: zk.client.exists(f"{BROKERS_PATH}/{b}").ephemeralOwner for b in brokers}}
+
+    def zookeeper_footprint() -> dict:
+        """What an election or a re-registration would change: leader epochs, the controller epoch, the
+        session that owns each broker's registration. Read by this test's own ZooKeeper client, which may
+        itself be reconnecting after a node's loss (it then answers ZooKeeperUnavailableError: retried)."""
+        def attempt() -> dict | None:
+            try:
+                return read_footprint()
+            except ZooKeeperUnavailableError:
+                return None
+        return wait_for(attempt, what="this test's ZooKeeper client to read the footprint")
 
     progress(300)
     before = zookeeper_footprint()
