@@ -37,7 +37,7 @@ from lakelog.requests.context import RequestContext
 from lakelog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
 
-__all__ = ["PermissionsDep", "ProduceContextDep", "TopicReadContextDep", "RequestPermissions", "cluster_permission", "group_permission", "produce_permission",
+__all__ = ["PermissionsDep", "ProduceContextDep", "TopicReadContextDep", "RequestPermissions", "cluster_permission", "group_permission",
            "require_cluster_action", "require_cluster_alter", "require_cluster_alter_configs", "require_cluster_describe",
            "require_cluster_describe_configs", "topic_permission", "transactional_id_permission"]
 
@@ -123,13 +123,6 @@ def transactional_id_permission(operation: Operation) -> DependsParam:
     return _path_permission(operation, ResourceType.TRANSACTIONAL_ID, "transactional_id")
 
 
-async def _produce_check(request: Request, principal: PrincipalDep) -> None:
-    permissions = RequestPermissions(authorizer=request.app.state.broker.authorizer, principal=principal,
-                                     host=client_host(request))
-    permissions.require_produce(request.path_params["topic"],
-                                transactional_id=request.headers.get(TRANSACTIONAL_ID_HEADER))
-
-
 async def _produce_context(request: Request, principal: PrincipalDep) -> RequestContext:
     context = context_of(request, principal)
     authorizer: Authorizer = request.app.state.broker.authorizer
@@ -148,8 +141,9 @@ async def _topic_read_context(request: Request, principal: PrincipalDep) -> Requ
     return context
 
 
-#: A produce route's :class:`~lakelog.requests.context.RequestContext`, after the check of
-#: :func:`produce_permission` (one dependency for both: the hot path solves one node, not two).
+#: A produce route's :class:`~lakelog.requests.context.RequestContext`, after Write on the path's ``topic``
+#: and, for a transactional request (``X-Lakelog-Transactional-Id``), Write on its transactional id
+#: (Kafka's ``handleProduceRequest``): one dependency for both, the hot path solves one node, not two.
 #:
 #: Raises (from the dependency): lakelog.security.errors.AuthorizationError: 403 / 40301.
 ProduceContextDep = Annotated[RequestContext, Depends(_produce_context)]
@@ -159,13 +153,3 @@ ProduceContextDep = Annotated[RequestContext, Depends(_produce_context)]
 #:
 #: Raises (from the dependency): lakelog.security.errors.AuthorizationError: 403 / 40301.
 TopicReadContextDep = Annotated[RequestContext, Depends(_topic_read_context)]
-
-
-def produce_permission() -> DependsParam:
-    """A produce route's dependency: Write on the path's ``topic`` and, for a transactional request
-    (``X-Lakelog-Transactional-Id``), Write on its transactional id (Kafka's ``handleProduceRequest``).
-
-    Raises (from the dependency):
-        lakelog.security.errors.AuthorizationError: 403 / 40301.
-    """
-    return Depends(_produce_check)
