@@ -252,6 +252,17 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def log_since(path: "os.PathLike[str] | str", offset: int) -> str:
+    """The text a child process wrote to its log file ``path`` from byte ``offset`` on (what this start
+    wrote), decoded leniently; ``(cannot read the log: ...)`` when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", errors="replace")
+    except OSError as e:
+        return f"(cannot read the log: {e})"
+
+
 def stop_child(process: subprocess.Popen, *, timeout_s: float = 10.0) -> None:
     """Stop a child process by its pid: SIGTERM, then SIGKILL if it is still alive after ``timeout_s``
     seconds; wait for it to end (and reap it). Does nothing if it has ended already."""

@@ -42,7 +42,7 @@ import httpx
 
 from lakelog.config import default_file
 from lakelog.errors import ObjectStoreStartError, ZooKeeperStartError
-from lakelog.processes import spawn, stop_child
+from lakelog.processes import log_since, spawn, stop_child
 from lakelog.runtime.zookeeper_server import find_java, free_port
 
 __all__ = ["S3PROXY_VERSION", "ObjectStoreServer", "ensure_s3proxy_jars", "s3proxy_jars_dir"]
@@ -311,12 +311,7 @@ class ObjectStoreServer:
                 time.sleep(_POLL_INTERVAL_S)
 
     def _log_tail(self) -> str:
-        try:
-            with open(self.log_file, "rb") as f:
-                f.seek(self._log_offset)
-                text = f.read().decode("utf-8", errors="replace")
-        except OSError as e:
-            return f"(cannot read the log: {e})"
+        text = log_since(self.log_file, self._log_offset)  # or why it cannot be read
         return (text[-_LOG_TAIL_CHARS:] if text else "(the log is empty)").replace(self.secret_access_key, "***")
 
 

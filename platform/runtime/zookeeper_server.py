@@ -47,7 +47,7 @@ from types import TracebackType
 
 from lakelog.config import read_properties
 from lakelog.errors import LakelogError
-from lakelog.processes import spawn, stop_child
+from lakelog.processes import log_since, spawn, stop_child
 from lakelog.replication.errors import ZooKeeperStartError
 # zoo.cfg and the pid file live in zookeeper_files.
 from lakelog.runtime.zookeeper_files import (
@@ -569,12 +569,7 @@ class ZooKeeperServer:
         return _NOT_SERVING not in reply and "Zookeeper version" in reply
 
     def _log_tail(self) -> str:
-        try:
-            with open(self.log_file, "rb") as f:
-                f.seek(self._log_offset)
-                text = f.read().decode("utf-8", errors="replace")
-        except OSError as e:
-            return f"(cannot read the log: {e})"
+        text = log_since(self.log_file, self._log_offset)  # or why it cannot be read
         # Leave out start()'s own probes: a server that answers ruok but never serves logs two of
         # them every poll, and they would push the real error out of the tail.
         lines = [line for line in text.splitlines() if not _PROBE_LINE.search(line)][-_LOG_TAIL_LINES:]
