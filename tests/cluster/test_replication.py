@@ -63,6 +63,15 @@ class Zk:
         self.client.close()
 
 
+
+def keys_by_partition(partitions: int, count: int = 2000) -> dict[int, list[bytes]]:
+    """``count`` keys ``customer-{i}``, grouped by the partition murmur2 (Kafka's partitioner) maps each to."""
+    keys: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for i in range(count):
+        k = f"customer-{i}".encode()
+        keys[to_positive(murmur2(k)) % partitions].append(k)
+    return keys
+
 def start_cluster(broker_factory, n: int = 3, env: dict | None = None) -> dict:
     return {i: broker_factory(broker_id=i, extra_env={**FAST, **(env or {})}) for i in range(n)}
 
@@ -208,10 +217,7 @@ def test_failover_under_sigkill_keeps_every_acknowledged_record(broker_factory, 
     wait_full_isr(zk, topic, partitions, 3)
 
     # keys that murmur2 (Kafka's partitioner) maps to each partition
-    keys: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    for i in range(2000):
-        k = f"customer-{i}".encode()
-        keys[to_positive(murmur2(k)) % partitions].append(k)
+    keys = keys_by_partition(partitions)
     stop = threading.Event()
     producers = [PartitionProducer(urls, zk_connect, topic, p, keys[p], 100, stop) for p in range(partitions)]
     for pr in producers:

@@ -24,9 +24,8 @@ import httpx
 import pytest
 
 from lakelog.errors import ZooKeeperUnavailableError
-from lakelog.protocol.partitioner import murmur2, to_positive
 from lakelog.replication.metadata import BROKERS_PATH, CONTROLLER_EPOCH_PATH
-from tests.cluster.test_replication import (FAST, PartitionProducer, create_topic, partition_info, produce,
+from tests.cluster.test_replication import (FAST, keys_by_partition, PartitionProducer, create_topic, partition_info, produce,
                                             start_cluster, table_rows, wait_full_isr)
 from tests.harness import CONDITION_WAIT_S, connected_ports, new_chroot, read_partition, wait_for
 
@@ -99,10 +98,7 @@ def test_brokers_ride_through_the_loss_of_zookeeper_nodes(zookeeper_ensemble, br
     wait_full_isr(zk, "acks-one", 1, 3)
     acks_one_leader = urls[zk.state("acks-one", 0).leader]
 
-    keys: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    for i in range(2000):
-        k = f"customer-{i}".encode()
-        keys[to_positive(murmur2(k)) % PARTITIONS].append(k)
+    keys = keys_by_partition(PARTITIONS)
     stop = threading.Event()
     producers = [SteadyProducer(urls, zk_connect, TOPIC, p, keys[p], 50, stop) for p in range(PARTITIONS)]
     for pr in producers:
