@@ -119,7 +119,7 @@ def test_delete_records_describe_cluster_and_broker_configs(kafka_broker, kafka_
         assert cluster["cluster_id"] == http.cluster_id
         assert cluster["controller_id"] == 0
         host, port = bootstrap.split(":")
-        assert [(b["node_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(0, host, int(port))]
+        assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(0, host, int(port))]
 
     configs = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
                                      config_filter="all")["broker"]["0"]

@@ -10,6 +10,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
 )
@@ -45,7 +46,7 @@ def test_librdkafka_admin_topics_configs_records_cluster(kafka_broker, admin, to
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
         (entries,) = _done(admin.describe_configs([resource])).values()
         assert entries["retention.ms"].value == "3600000"
-        assert entries["retention.ms"].source == ConfigResource.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         assert entries["cleanup.policy"].is_default
 
         alter = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
