@@ -134,7 +134,8 @@ class AdminApis:
                 error_message=None, topic_config_error_code=0, num_partitions=meta.partitions_count,
                 replication_factor=meta.replication_factor, configs=[configs_cls(
                     version=version, name=e.name, value=e.value, read_only=False,
-                    config_source=_CONFIG_SOURCES.get(e.source, 0), is_sensitive=False) for e in entries])
+                    config_source=_CONFIG_SOURCES.get(e.source, 0), is_sensitive=False) for e in entries]
+                if version >= 5 else None)  # (v5+)
 
         results = await asyncio.gather(*(one(t) for t in body.topics))
         return cls(version=version, throttle_time_ms=0, topics=list(results))

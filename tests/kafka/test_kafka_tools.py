@@ -1,6 +1,6 @@
 """Apache Kafka's own tools, unchanged, against a lakelog broker's Kafka listener: ``kafka-topics``
 (``org.apache.kafka.tools.TopicCommand``: create, list, describe, alter partitions, delete) and
-``kafka-configs`` (``org.apache.kafka.tools.ConfigCommand``: describe and alter a topic's configs,
+``kafka-configs`` (``kafka.admin.ConfigCommand``: describe and alter a topic's configs,
 describe a broker's), the jars from Maven Central (:func:`lakelog.runtime.kafka_jars.kafka_jars`, cached)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from lakelog.runtime.kafka_jars import LOG4J2_WARN, kafka_jars, kafka_tool_comma
 pytestmark = pytest.mark.kafka_tools
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
-CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+CONFIGS = "kafka.admin.ConfigCommand"  # Scala, in kafka_2.13 (Kafka 4.1 has no tools port of it)
 
 
 @pytest.fixture(scope="module")
