@@ -45,6 +45,8 @@ def test_create_describe_alter_delete_topics(kafka_broker, admin, topic_name):
     assert _codes(checked) == {dry: 0}
     refused = admin.create_topics({bad: {"configs": {"retention.ms": "soon"}}}, raise_errors=False)
     assert _codes(refused) == {bad: _INVALID_CONFIG}
+    none = admin.create_topics({bad: {"num_partitions": 0, "replication_factor": 1}}, raise_errors=False)
+    assert _codes(none) == {bad: _INVALID_PARTITIONS}  # not the broker's num.partitions
     assigned = admin.create_topics({bad: {"assignments": {0: [0]}}}, raise_errors=False)
     assert _codes(assigned) == {bad: _INVALID_REQUEST}
     assert "assignments" in assigned["topics"][0]["error_message"]
