@@ -339,7 +339,8 @@ class AdminApis:
         code, low = codes.NONE, {}
         try:
             request = DeleteRecordsRequest.of([(t.name, p.partition_index, p.offset)
-                                               for t in body.topics for p in t.partitions])
+                                               for t in body.topics for p in t.partitions],
+                                              timeout_ms=body.timeout_ms)  # the replicas' wait (delayed)
             low = (await self.requests.delete_records(request, context=context)).low_watermarks
         except Exception as e:
             code = self._code(e, "DeleteRecords")
