@@ -39,6 +39,7 @@ from lakelog.errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     LeaderNotAvailableError,
+    LakeUnavailableError,
     LogStorageError,
     MalformedBodyError,
     NotCoordinatorError,
@@ -119,6 +120,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     ConcurrentTransactionsError: 51,        # CONCURRENT_TRANSACTIONS
     InvalidTransactionalIdError: 53,        # (Kafka answers an empty transactional id this way too)
     LogStorageError: 56,                    # KAFKA_STORAGE_ERROR
+    LakeUnavailableError: 56,               # KAFKA_STORAGE_ERROR (retriable in Kafka's clients)
     UnknownProducerIdError: 59,             # UNKNOWN_PRODUCER_ID
     FencedLeaderEpochError: 74,             # FENCED_LEADER_EPOCH
     UnknownLeaderEpochError: 75,            # UNKNOWN_LEADER_EPOCH

@@ -52,6 +52,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES, tail_segment_bytes
 from lakelog.log_tables.data_files import FileSnapshot, filesystem
+from lakelog.log_tables.errors import LakeUnavailableError
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
@@ -383,10 +384,22 @@ class PartitionLog:
             OffsetOutOfRangeError: ``start_offset`` is below the log start offset or above the bound,
                 or the table no longer holds it (a file was removed under the log by another writer).
             KeyError: an unknown column.
+            LakeUnavailableError: the records wanted are in the table in a shared lake, whose object store
+                cannot be reached (the tail's records are read without it).
         """
-        return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
-                        columns=columns, reload_index=self._writer.load_index, topic=self.topic,
-                        partition=self.partition, isolation_level=isolation_level, control_records=control_records)
+        try:
+            return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
+                            columns=columns, reload_index=self._writer.load_index, topic=self.topic,
+                            partition=self.partition, isolation_level=isolation_level,
+                            control_records=control_records)
+        except OSError as e:  # pyarrow's S3 errors (and delta-rs' object store errors as the reader meets them)
+            if not self.shared_lake:
+                raise
+            first_line = (str(e).strip().splitlines() or [""])[0]
+            raise LakeUnavailableError(
+                f"Records of {self.topic}-{self.partition} from offset {start_offset} are in its table in the lake "
+                f"({self.table_uri}), whose object store cannot be reached now: {first_line}. Retry; the "
+                f"newest records (from offset {self.lake_end_offset}) are served meanwhile.") from e
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by
