@@ -124,6 +124,7 @@ TOPIC_CONFIG_BROKER_SYNONYMS: dict[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "lake.commit.interval.ms": "lake.commit.interval.ms",
     "lake.commit.bytes": "lake.commit.bytes",
+    "lake.tail.max.bytes": "lake.tail.max.bytes",
     "lake.vacuum.retention.ms": "lake.vacuum.retention.ms",
 }
 
@@ -184,6 +185,7 @@ class BrokerSettings(BaseSettings):
     log_flush_interval_ms: int = Field(INT64_MAX, ge=0, description="log.flush.interval.ms: flush.ms of topics that set none. Default: never (Long.MAX_VALUE).")
     lake_commit_interval_ms: int = Field(1000, ge=0, description="lake.commit.interval.ms: lake.commit.interval.ms of topics that set none (lakelog's own topic configs keep their name as the broker key). Default: 1000.")
     lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, description="lake.commit.bytes: lake.commit.bytes of topics that set none. Default: 67108864 (64 MiB).")
+    lake_tail_max_bytes: int = Field(1024 * 1024 * 1024, ge=1, description="lake.tail.max.bytes: lake.tail.max.bytes of topics that set none (a shared lake only). Default: 1073741824 (1 GiB).")
     lake_vacuum_retention_ms: int = Field(60000, ge=0, description="lake.vacuum.retention.ms: lake.vacuum.retention.ms of topics that set none. Default: 60000.")
     # -- the lake on an object store (lakelog.log_tables.lake_storage) --
     lake_uri: str | None = Field(None, description="lake.uri: where every partition's Delta table lives for all its replicas, one table per partition written by its leader (s3://bucket/prefix on an S3-compatible object store); the segment tail stays under log.dirs. The table of a partition is {lake.uri}/{topic}-{topic id}/{partition}, so a deleted and re-created topic starts a new table. Set it alike on every broker of a cluster. Default: none (each replica keeps its own table under log.dirs).")
@@ -459,6 +461,12 @@ class TopicConfig(BaseModel):
         64 * 1024 * 1024, ge=1, alias="lake.commit.bytes",
         description="lakelog's own: a flush starts before lake.commit.interval.ms once this many bytes wait "
                     "in the tail, and one Delta commit holds at most this many. Default: 67108864 (64 MiB).")
+    lake_tail_max_bytes: int = Field(
+        1024 * 1024 * 1024, ge=1, alias="lake.tail.max.bytes",
+        description="lakelog's own, a shared lake (lake.uri) only: the leader refuses produce (503 / 50331, "
+                    "retriable; KAFKA_STORAGE_ERROR on the Kafka listener) while its segment tail holds more than "
+                    "this many bytes not yet in the table, as when the object store cannot be reached; producers "
+                    "retry until the flusher caught up. Default: 1073741824 (1 GiB).")
     lake_vacuum_retention_ms: int = Field(
         60000, ge=0, alias="lake.vacuum.retention.ms",
         description="lakelog's own: a data file that leaves the Delta table (retention, compaction, merges, "
