@@ -10,6 +10,7 @@ which.
 from __future__ import annotations
 
 from lakelog.errors import (
+    AuthenticationError,
     AuthorizationError,
     ClientQuotaExceededError,
     ConcurrentTransactionsError,
@@ -110,6 +111,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     InvalidGroupIdError: 24,                # INVALID_GROUP_ID
     InvalidCommitError: UNKNOWN_TOPIC_OR_PARTITION,  # a partition the topic lacks (a negative offset: the same code)
     UnknownGroupError: 69,                  # GROUP_ID_NOT_FOUND
+    AuthenticationError: 58,                # SASL_AUTHENTICATION_FAILED
 }
 
 
