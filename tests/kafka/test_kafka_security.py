@@ -139,7 +139,8 @@ def test_sasl_exchanges_and_their_failures_on_the_wire(sasl_broker, topic_name):
     """PLAIN and SCRAM over SaslHandshake v1 + SaslAuthenticate v2 and over SaslHandshake v0 + raw tokens
     (KIP-43); a wrong password SASL_AUTHENTICATION_FAILED (58) with a message, then closed; an unknown
     mechanism UNSUPPORTED_SASL_MECHANISM (33); a request before authentication closes the connection
-    (ILLEGAL_SASL_STATE, logged); the authenticated principal's ACLs decide (bob: TOPIC_AUTHORIZATION_FAILED)."""
+    (ILLEGAL_SASL_STATE, logged), and so does a size prefix over sasl.server.max.receive.size before
+    authentication; the authenticated principal's ACLs decide (bob: TOPIC_AUTHORIZATION_FAILED)."""
     broker, bootstrap = sasl_broker
     with _connect(bootstrap) as sock:  # PLAIN, then Metadata as alice
         answer = _handshake(sock, "PLAIN")
@@ -194,7 +195,12 @@ def test_sasl_exchanges_and_their_failures_on_the_wire(sasl_broker, topic_name):
         request.with_header(correlation_id=1, client_id="early")
         sock.sendall(bytes(request.encode(header=True, framed=True)))
         assert _closed(sock)
+    with _connect(bootstrap) as sock:  # before authentication a frame may not exceed sasl.server.max.receive.size
+        sock.sendall(struct.pack(">i", 524288 + 1))
+        assert _closed(sock)
     log = broker.log_file
+    wait_for(lambda: "over sasl.server.max.receive.size (524288)" in log.read_text(),
+             what="the WARN line of a large frame before authentication")
     wait_for(lambda: "(client 'early') closed: ILLEGAL_SASL_STATE (34)" in log.read_text(),
              what="the WARN line of a request before authentication")
     text = log.read_text()
