@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 
 import pytest
@@ -382,9 +383,11 @@ def test_ssl_listener_maps_client_certificates_to_principals(broker_factory, zk_
     """An SSL listener with the gateway's certificate and ssl.client.auth=required: the principal is the
     client certificate's subject after ssl.principal.mapping.rules (the gateway's mtls mapping), so the same
     ACLs decide: CN=alice (with ACLs) produces and consumes with kafka-python and librdkafka, CN=bob gets
-    TOPIC_AUTHORIZATION_FAILED, a client without a certificate fails the TLS handshake."""
+    TOPIC_AUTHORIZATION_FAILED, a client without a certificate fails the TLS handshake. A SASL_SSL listener
+    of the same broker: TLS as SSL's, then SCRAM-SHA-512 decides the principal (carol's ACLs, not bob's
+    certificate's)."""
     ca = CertificateAuthority.create(tmp_path / "tls")
-    env = {"LAKELOG_LISTENERS": "SSL://127.0.0.1:0", "LAKELOG_AUTHENTICATION_METHODS": "mtls",
+    env = {"LAKELOG_LISTENERS": "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0", "LAKELOG_AUTHENTICATION_METHODS": "mtls",
            "LAKELOG_SSL_CLIENT_AUTH": "required", "LAKELOG_AUTHORIZER_ENABLED": "true",
            "LAKELOG_SSL_PRINCIPAL_MAPPING_RULES": "RULE:^CN=([^,]+),OU=brokers$/$1/,RULE:^CN=([^,]+)$/$1/L,DEFAULT",
            "LAKELOG_SUPER_USERS": "User:admin"}
@@ -417,6 +420,31 @@ def test_ssl_listener_maps_client_certificates_to_principals(broker_factory, zk_
     assert [m.value() for m in _consume_librdkafka(librdkafka(alice), topic_name, 2)] == [b"over TLS", b"over TLS too"]
     reports = _produce_librdkafka({**librdkafka(bob), "message.timeout.ms": 10000}, topic_name, b"bob", timeout_s=30)
     assert reports and reports[0] is not None and reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # SASL_SSL: the same TLS, then SASL decides the principal (User:carol, not the certificate's)
+    with LakelogClient(broker.url, ssl_cafile=str(ca.cafile), ssl_certfile=str(admin_files.certfile),
+                       ssl_keyfile=str(admin_files.keyfile)) as admin:
+        admin.security.upsert_user("carol", "carol-pw")
+        admin.security.create_acls(allow("User:carol", topic_name))
+    sasl_ssl = endpoint(zk_client, "SASL_SSL")
+    tls = ssl.create_default_context(cafile=str(ca.cafile))
+    tls.load_cert_chain(str(bob.certfile), str(bob.keyfile))
+
+    def carol_known() -> bool:
+        with socket.create_connection(tuple(sasl_ssl.rsplit(":", 1)), timeout=60) as raw:
+            with tls.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                _handshake(sock, "PLAIN")
+                return _authenticate(sock, b"\0carol\0carol-pw").error_code == 0
+
+    wait_for(carol_known, what="user carol known to the SASL_SSL listener")
+    producer = KafkaProducer(**{**kafka_python(bob), "bootstrap_servers": sasl_ssl, "security_protocol": "SASL_SSL"},
+                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol", sasl_plain_password="carol-pw",
+                             acks=1, enable_idempotence=False)
+    try:  # bob's certificate has no ACLs: carol's do
+        assert producer.send(topic_name, value=b"over SASL_SSL", partition=0).get(timeout=60).offset == 2
+    finally:
+        producer.close()
+
     errors: list = []
     no_cert = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(ca.cafile),
                "message.timeout.ms": 5000, "error_cb": errors.append}
