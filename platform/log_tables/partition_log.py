@@ -38,6 +38,7 @@ are never referenced.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -434,6 +435,27 @@ class PartitionLog:
     def close(self) -> None:
         """Close the log: later appends raise :class:`LogClosedError`. Reads still work."""
         self._writer.close()
+
+    def delete_shared_table(self) -> int:
+        """A table in a shared lake whose topic was deleted: remove every object of it from the store (data
+        files and Delta log); the number of objects removed. Every broker that held a replica calls it; a
+        table already gone removes nothing. The log must be closed. Blocking (object store I/O).
+
+        Raises:
+            ValueError: the table is not in a shared lake (a replica's own table goes with its directory).
+            OSError: the store refused a deletion (what is left stays; a later call removes it).
+        """
+        if not self.shared_lake:
+            raise ValueError(f"{self.table_uri} is not in a shared lake")
+        fs, root = self._writer._fs, self._writer._root
+        found = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        files = [f.path for f in found if f.type == pafs.FileType.File]
+        # the Delta log first: readers find no table at once, and a removal cut short (the store went away)
+        # leaves data files no table names, not a table whose files are missing
+        for path in sorted(files, key=lambda path: "/_delta_log/" not in path):
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_file(path)
+        return len(files)
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
