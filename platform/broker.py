@@ -47,6 +47,7 @@ from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.coordinators.transaction_markers import TransactionMarkerWriter
 from lakelog.errors import ConfigError
+from lakelog.kafka.listeners import sasl_mechanisms_in_use
 from lakelog.kafka.server import KafkaListeners
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
@@ -146,10 +147,14 @@ class Broker:
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
-        self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
-        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk, oauth=jwt_validator(settings),
+        self.user_credentials = UserCredentials(self.zk)  # SCRAM credentials of the users routes
+        # the Kafka listeners' SASL mechanisms (sasl.enabled.mechanisms when a listener is SASL_*)
+        sasl = sasl_mechanisms_in_use(settings.listeners, protocol_map=settings.listener_security_protocol_map,
+                                      mechanisms=settings.sasl_mechanism_list)
+        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk,
+                                           oauth=jwt_validator(settings, sasl_oauthbearer="OAUTHBEARER" in sasl),
                                            inter_broker_user=settings.inter_broker_username,
-                                           principal_mapper=broker_principal_mapper(settings))
+                                           principal_mapper=broker_principal_mapper(settings), sasl_mechanisms=sasl)
         self.authorizer = Authorizer(  # the brokers' own principal is a super user (ClusterAction)
             enabled=settings.authorizer_enabled, zk=self.zk,
             super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},
@@ -187,7 +192,8 @@ class Broker:
                                        transaction_coordinator=self.transaction_coordinator,
                                        cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
         #: the Kafka listeners (``listeners``), started before the broker registers their endpoints
-        self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id)
+        self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id,
+                                    authenticator=self.authenticator)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
