@@ -193,7 +193,7 @@ class Broker:
                                        cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
         #: the Kafka listeners (``listeners``), started before the broker registers their endpoints
         self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id,
-                                    authenticator=self.authenticator)
+                                    authenticator=self.authenticator, client_quotas=lambda: self.client_quotas)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False

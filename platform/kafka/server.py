@@ -13,7 +13,9 @@ is closed at once with a WARN line.
 Security per listener protocol: SSL and SASL_SSL connections are TLS (:mod:`lakelog.kafka.tls`);
 SASL_PLAINTEXT and SASL_SSL connections authenticate first (:mod:`lakelog.kafka.sasl`). Every request
 then runs with a :class:`~lakelog.requests.RequestContext` of the connection's principal (SASL's, else
-an SSL client certificate's, else ``User:ANONYMOUS``), so the request layer's ACLs decide as for HTTP.
+an SSL client certificate's, else ``User:ANONYMOUS``), so the request layer's ACLs decide as for HTTP;
+the same client quotas too, applied as Kafka applies them (:mod:`lakelog.kafka.quotas`: the answer
+carries the throttle time, then the connection is muted for it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,11 +32,13 @@ from lakelog.errors import AuthenticationError, ConfigError, SecurityError
 from lakelog.kafka.codec import decode_request, encode_response, peek_header, unsupported_api_versions
 from lakelog.kafka.handlers import CLOSE, NO_RESPONSE, KafkaApis
 from lakelog.kafka.listeners import ListenerSpec, advertised_endpoint, parse_listeners
+from lakelog.kafka.quotas import ListenerQuotas
 from lakelog.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslSession, illegal_state_response
 from lakelog.kafka.tls import certificate_principal, server_ssl_context
 from lakelog.kafka.versions import SERVED, accepts
 from lakelog.requests import RequestContext, RequestHandler
 from lakelog.security.authentication import Authenticator
+from lakelog.security.quotas import ClientQuotaManager
 
 __all__ = ["KafkaListeners"]
 
@@ -76,8 +81,10 @@ class KafkaListeners:
     """
 
     def __init__(self, settings: BrokerSettings, *, requests: RequestHandler, cluster_id: Callable[[], str],
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None,
+                 client_quotas: Callable[[], ClientQuotaManager | None] = lambda: None) -> None:
         self.settings = settings
+        self.quotas = ListenerQuotas(client_quotas)
         self.requests = requests
         self.cluster_id = cluster_id
         self.specs = parse_listeners(settings.listeners, protocol_map=settings.listener_security_protocol_map,
@@ -218,12 +225,21 @@ class KafkaListeners:
                 continue
             context = RequestContext(principal=sasl.principal if sasl is not None and sasl.principal else principal,
                                      host=host, client_id=request.client_id, listener=spec.name)
+            started = time.perf_counter()
             response = await apis.handle(request, context)
-            if response is NO_RESPONSE:
-                continue
             if response is CLOSE:
                 log.warning("Kafka connection from %s (client %r) closed: an acks=0 produce failed", host,
                             request.client_id)
                 return
-            writer.write(encode_response(response, correlation_id=correlation_id))
-            await writer.drain()
+            answer = b"" if response is NO_RESPONSE else encode_response(response, correlation_id=correlation_id)
+            throttle_ms = self.quotas.throttle_time_ms(
+                api_key=api_key, principal=context.principal, client_id=request.client_id or "", request_bytes=size,
+                response_bytes=len(answer), elapsed_s=time.perf_counter() - started)
+            if throttle_ms and answer and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle_ms  # the client backs off by it too (KIP-219)
+                answer = encode_response(response, correlation_id=correlation_id)
+            if answer:
+                writer.write(answer)
+                await writer.drain()
+            if throttle_ms:  # Kafka mutes the channel for the throttle time: the next request waits
+                await asyncio.sleep(throttle_ms / 1000.0)
