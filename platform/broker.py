@@ -238,7 +238,7 @@ class Broker:
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
         await self.consumer_instances.start()
-        self.schema_registry.start()
+        await self.schema_registry.start()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
 

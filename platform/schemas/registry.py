@@ -7,7 +7,8 @@ are unique). lakelog does the same with the brokers themselves:
 - **The topic**: ``_schemas``, one partition, ``cleanup.policy=compact``, 3 replicas capped at the live
   brokers (Confluent's ``kafkastore.topic.replication.factor``), ``min.insync.replicas`` 2 capped at the
   replicas - 1; created by the first write.
-- **The view**: every broker follows ``_schemas-0`` from offset 0 into a
+- **The view**: every broker watches ``_schemas``' znode and, once it exists, follows ``_schemas-0`` from
+  offset 0 into a
   :class:`~lakelog.schemas.registry_state.RegistryView`: from its own log while it leads the partition,
   else by fetching from the leader (long polls, below the high watermark), for as long as it runs.
 - **The writer** (Confluent's primary): the leader of ``_schemas-0``. Steps of :meth:`SchemaRegistry.write_local`:
@@ -101,12 +102,30 @@ class SchemaRegistry:
         self._moved = asyncio.Event()  # set (and replaced) whenever the view moves on: _signal
         self._follower: asyncio.Task | None = None
         self._leader_url: str | None = None  # the leader of _schemas-0 when it is another broker
+        self._topic_seen = False  # whether _schemas' znode exists (its DataWatch)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start following ``_schemas`` (a task of the running event loop)."""
-        self._follower = asyncio.get_running_loop().create_task(self._follow(), name="schemas-follower")
+    async def start(self) -> None:
+        """Watch ``_schemas``' znode (a kazoo ``DataWatch``: no polling while the topic does not exist) and
+        start following the topic (a task of the running event loop)."""
+        loop = asyncio.get_running_loop()
+
+        def on_topic_znode(data: bytes | None, stat: object) -> None:  # kazoo's thread
+            exists = data is not None
+            loop.call_soon_threadsafe(self._topic_changed, exists)
+
+        metadata = self.partitions.cache.metadata
+        await asyncio.to_thread(metadata.zk.DataWatch, metadata.topic_path(SCHEMAS_TOPIC), on_topic_znode)
+        self._follower = loop.create_task(self._follow(), name="schemas-follower")
+
+    def _topic_changed(self, exists: bool) -> None:
+        """``_schemas``' znode was created or deleted (in the event loop)."""
+        if self._topic_seen and not exists:
+            log.warning("%s was deleted: this broker's view of the schema registry is emptied", SCHEMAS_TOPIC)
+            self.view = RegistryView()
+        self._topic_seen = exists
+        self._signal()
 
     async def stop(self) -> None:
         """Stop following."""
@@ -123,8 +142,11 @@ class SchemaRegistry:
         """Fold ``_schemas-0`` into the view for as long as the broker runs; errors are retried."""
         while True:
             try:
-                if not await self.partitions.topic_exists():
-                    await self._wait_moved(1.0)
+                if not self._topic_seen:
+                    await self._wait_moved(5.0)  # woken by the topic's DataWatch
+                    continue
+                if not await self.partitions.topic_exists():  # created, its metadata not readable yet
+                    await asyncio.sleep(0.2)
                     continue
                 rows, end = await self._read(self.view.next_offset)
                 if rows.num_rows or end > self.view.next_offset:
@@ -211,7 +233,6 @@ class SchemaRegistry:
         async def call() -> tuple[object, int]:
             url = await self.partitions.coordinator_url(_WRITER_KEY, what="the schema registry's writes",
                                                         create=True)
-            self._signal()  # the topic exists now: the follower need not wait for its next look
             if url is None:
                 return await self.write_local(command)
             answer = await self.leader_client.schema_registry_write(url, command)
