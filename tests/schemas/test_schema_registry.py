@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.cluster.test_replication import FAST
@@ -107,10 +108,10 @@ def _cluster(url: str) -> str:
     return httpx.get(f"{url}/v3/clusters").json()["data"][0]["cluster_id"]
 
 
-def test_avro_serializer_round_trip_through_a_topic(broker, client, topic_name):
+def test_avro_and_json_serializers_round_trip_through_a_topic(broker, client, topic_name):
     """Confluent's AvroSerializer registers the subject's schema and frames each record (magic byte 0, the
     4-byte schema id); the records go through the HTTP binary produce and come back byte for byte, and
-    AvroDeserializer reads them with the schema it fetches by id."""
+    AvroDeserializer reads them with the schema it fetches by id. JSONSerializer / JSONDeserializer alike."""
     client.create_topic(topic_name, partitions=1, replication_factor=1)
     sr = _client(broker.url)
     serialize = AvroSerializer(sr, V2)
@@ -125,6 +126,16 @@ def test_avro_serializer_round_trip_through_a_topic(broker, client, topic_name):
     read = [base64.b64decode(r["value"]) for r in read_partition(broker.url, topic_name, 0)]
     assert read == values
     assert [deserialize(v, context) for v in read] == orders
+
+    # JSON Schema alike, on the key: registered as a JSON schema, validated by the serializer
+    key_schema = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})
+    key_context = SerializationContext(topic_name, MessageField.KEY)
+    keys = [JSONSerializer(key_schema, sr)({"id": i}, key_context) for i in range(2)]
+    assert sr.get_latest_version(f"{topic_name}-key").schema.schema_type == "JSON"
+    client.produce_binary(topic_name, [(k, None) for k in keys], partition=0)
+    read_keys = [base64.b64decode(r["key"]) for r in read_partition(broker.url, topic_name, 0)[len(values):]]
+    assert [JSONDeserializer(None, schema_registry_client=_client(broker.url))(k, key_context)
+            for k in read_keys] == [{"id": 0}, {"id": 1}]
 
 
 @pytest.mark.cluster
