@@ -103,6 +103,7 @@ class SchemaRegistry:
         self._follower: asyncio.Task | None = None
         self._leader_url: str | None = None  # the leader of _schemas-0 when it is another broker
         self._topic_seen = False  # whether _schemas' znode exists (its DataWatch)
+        self._stopped = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -111,9 +112,11 @@ class SchemaRegistry:
         start following the topic (a task of the running event loop)."""
         loop = asyncio.get_running_loop()
 
-        def on_topic_znode(data: bytes | None, stat: object) -> None:  # kazoo's thread
-            exists = data is not None
-            loop.call_soon_threadsafe(self._topic_changed, exists)
+        def on_topic_znode(data: bytes | None, stat: object) -> bool | None:  # kazoo's thread
+            if self._stopped or loop.is_closed():
+                return False  # kazoo drops the watch
+            loop.call_soon_threadsafe(self._topic_changed, data is not None)
+            return None
 
         metadata = self.partitions.cache.metadata
         await asyncio.to_thread(metadata.zk.DataWatch, metadata.topic_path(SCHEMAS_TOPIC), on_topic_znode)
@@ -128,7 +131,8 @@ class SchemaRegistry:
         self._signal()
 
     async def stop(self) -> None:
-        """Stop following."""
+        """Stop following (and watching the topic's znode)."""
+        self._stopped = True
         if self._follower is not None:
             self._follower.cancel()
             try:
