@@ -236,6 +236,7 @@ CONFLUENT_MEANINGS = {
     40403: "ConsumerInstanceNotFoundError", 40404: "LeaderNotAvailableError", 40405: "UnknownGroupError",
     40601: "ConsumerFormatMismatchError", 40801: "RecordDeserializationError",
     40901: "ConsumerAlreadySubscribedError", 40902: "ConsumerAlreadyExistsError", 40903: "IllegalConsumerStateError",
+    42201: "KeySchemaMissingError", 42202: "ValueSchemaMissingError", 42205: "InvalidEmbeddedSchemaError",
     42203: "InvalidEncodingError", 42204: "InvalidConsumerConfigError", 42206: "InvalidPartitionInRecordError",
     42901: "ProduceQueueFullError", 50001: "InternalError",
 }

@@ -224,3 +224,29 @@ class SchemaRegistryForwardingError(SchemaRegistryError):
     http_status = 500
     registry_error_code = 50003
     retriable = True
+
+
+# -- REST Proxy's schema'd produce (application/vnd.kafka.avro.v2+json): REST Proxy's code space ------------
+
+class KeySchemaMissingError(LakelogError):
+    """A record of an Avro produce request has a key but the request names no key schema
+    (``key_schema`` / ``key_schema_id``). REST Proxy: 422 / 42201."""
+
+    http_status = 422
+    error_code = 42201
+
+
+class ValueSchemaMissingError(LakelogError):
+    """A record of an Avro produce request has a value but the request names no value schema
+    (``value_schema`` / ``value_schema_id``). REST Proxy: 422 / 42202."""
+
+    http_status = 422
+    error_code = 42202
+
+
+class InvalidEmbeddedSchemaError(LakelogError):
+    """An Avro produce request's ``key_schema`` / ``value_schema`` does not parse, or its schema id names no
+    schema. REST Proxy: 422 / 42205."""
+
+    http_status = 422
+    error_code = 42205

@@ -24,8 +24,16 @@ global ``PUT``/``DELETE /config``, ``PUT /mode``    Alter on the cluster
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import pyarrow as pa
+
+from lakelog.errors import InvalidBodyFieldError
 from lakelog.errors.schemas import (
+    InvalidEmbeddedSchemaError,
+    KeySchemaMissingError,
+    ValueSchemaMissingError,
+    InvalidSchemaError,
     InvalidVersionError,
     SchemaNotFoundError,
     SubjectCompatibilityNotConfiguredError,
@@ -33,6 +41,7 @@ from lakelog.errors.schemas import (
     SubjectNotFoundError,
     VersionNotFoundError,
 )
+from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
 from lakelog.schemas.compatibility import incompatibilities
@@ -40,10 +49,11 @@ from lakelog.schemas.registry import SchemaRegistry
 from lakelog.schemas.registry_state import SchemaVersion
 from lakelog.schemas.registry_writes import check_subject, parse_candidate
 from lakelog.schemas.schema_types import SCHEMA_TYPES
+from lakelog.schemas.wire_format import avro_frames
 from lakelog.security.acls import Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
 
-__all__ = ["SchemaRegistryOperations", "parse_version", "subject_topic"]
+__all__ = ["AvroRecords", "SchemaRegistryOperations", "parse_version", "subject_topic"]
 
 _SUFFIXES = ("-key", "-value")
 
@@ -72,6 +82,22 @@ def parse_version(version: str) -> int:
         return number
     raise InvalidVersionError(f"The specified version '{version}' is not a valid version id. Allowed values are "
                               "between [1, 2^31-1] and the string \"latest\"")
+
+
+@dataclass(frozen=True)
+class AvroRecords:
+    """REST Proxy's Avro produce body encoded (:meth:`SchemaRegistryOperations.encode_avro_records`).
+
+    Attributes:
+        records: a produce batch (:data:`~lakelog.log_tables.records.PRODUCE_SCHEMA`), keys and values framed.
+        record_partitions: int32, the partition each record named (nulls: none), or None.
+        key_schema_id, value_schema_id: the schemas used (None: none).
+    """
+
+    records: pa.Table
+    record_partitions: pa.Array | None
+    key_schema_id: int | None
+    value_schema_id: int | None
 
 
 class SchemaRegistryOperations:
@@ -308,3 +334,76 @@ class SchemaRegistryOperations:
         """``DELETE /mode/{s}``: the subject's mode removed, ``{"mode": old}``."""
         self._require(context, check_subject(subject), write=True)
         return await self.registry.write({"op": "delete_mode", "subject": subject})
+
+    # -- REST Proxy's Avro produce ------------------------------------------------------------------------------
+
+    async def embedded_schema(self, topic: str, *, field: str, schema: object, schema_id: object,
+                              context: RequestContext) -> SchemaVersion | None:
+        """The Avro schema an ``application/vnd.kafka.avro.v2+json`` produce request names for its keys or
+        values (``field``: ``key`` or ``value``): ``{field}_schema`` is registered under ``{topic}-{field}``
+        (the same schema again: its id), ``{field}_schema_id`` is looked up; None when it names neither.
+
+        Raises:
+            InvalidEmbeddedSchemaError: 422 / 42205: a schema that does not parse, an id that names no Avro
+                schema; the registration's errors (IncompatibleSchemaError, AuthorizationError, ...).
+        """
+        if schema is not None:
+            if not isinstance(schema, str):
+                raise InvalidEmbeddedSchemaError(f"{field}_schema must be the Avro schema as a JSON string.")
+            try:
+                schema_id = (await self.register(f"{topic}-{field}", {"schema": schema}, context=context))["id"]
+            except InvalidSchemaError as e:
+                raise InvalidEmbeddedSchemaError(f"{field}_schema: {e.message}. Nothing was written.") from None
+        if schema_id is None:
+            return None
+        found = self.view.by_id(schema_id) if isinstance(schema_id, int) and not isinstance(schema_id, bool) else None
+        if found is None or found.schema_type != "AVRO":
+            raise InvalidEmbeddedSchemaError(f"{field}_schema_id {schema_id!r} names no Avro schema of the registry; "
+                                             f"register it first or send the schema as {field}_schema.")
+        return found
+
+    def _frames(self, schema: SchemaVersion | None, values: Sequence[object], *, what: str) -> pa.Array:
+        if schema is None:
+            return pa.nulls(len(values), pa.binary())
+        return pa.array(avro_frames(schema.schema, self.view.referenced_texts(schema.references), schema.schema_id,
+                                    values, what=what), pa.binary())
+
+    async def encode_avro_records(self, topic: str, *, key_schema: object, key_schema_id: object,
+                                  value_schema: object, value_schema_id: object, keys: Sequence[object],
+                                  values: Sequence[object], partitions: Sequence[object],
+                                  context: RequestContext) -> AvroRecords:
+        """REST Proxy's Avro produce body as a produce batch: the schemas named (:meth:`embedded_schema`),
+        each key and value in Confluent's wire format (:func:`lakelog.schemas.wire_format.avro_frames`).
+        The request's shape is checked before any schema is registered.
+
+        Args:
+            topic: the topic produced to. key_schema, key_schema_id, value_schema, value_schema_id: the body's.
+            keys, values: the records' keys and values (Avro's JSON encoding; None: none).
+            partitions: the partition each record names (None: none).
+
+        Raises:
+            InvalidBodyFieldError (42222: a partition that is no int32 >= 0), KeySchemaMissingError (42201),
+            ValueSchemaMissingError (42202), InvalidEmbeddedSchemaError (42205), InvalidEncodingError (42203),
+            the registration's errors. Nothing is produced; a schema may have been registered.
+        """
+        if not all(p is None or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 2**31) for p in partitions):
+            raise InvalidBodyFieldError("A record's partition must be an integer from 0 (or left out). Nothing was "
+                                        "written.")
+        if key_schema is None and key_schema_id is None and any(k is not None for k in keys):
+            raise KeySchemaMissingError("Records have keys but the request names no key_schema or key_schema_id. "
+                                        "Nothing was written.")
+        if value_schema is None and value_schema_id is None and any(v is not None for v in values):
+            raise ValueSchemaMissingError("Records have values but the request names no value_schema or "
+                                          "value_schema_id. Nothing was written.")
+        key = await self.embedded_schema(topic, field="key", schema=key_schema, schema_id=key_schema_id,
+                                         context=context)
+        value = await self.embedded_schema(topic, field="value", schema=value_schema, schema_id=value_schema_id,
+                                           context=context)
+        n = len(values)
+        records = pa.table({"key": self._frames(key, keys, what="key"), "value": self._frames(value, values, what="value"),
+                            "headers": pa.nulls(n, PRODUCE_SCHEMA.field("headers").type),
+                            "timestamp": pa.nulls(n, pa.int64())}, schema=PRODUCE_SCHEMA)
+        parts = None if all(p is None for p in partitions) else pa.array(partitions, pa.int32())
+        return AvroRecords(records=records, record_partitions=parts,
+                           key_schema_id=None if key is None else key.schema_id,
+                           value_schema_id=None if value is None else value.schema_id)

@@ -157,3 +157,35 @@ def test_ids_are_unique_across_brokers_and_any_broker_answers(broker_factory):
         wait_for(lambda b=b: httpx.get(f"{b.url}/subjects").json() == sorted(ids), what=f"broker {b.broker_id}'s view")
         for subject, schema_id in ids.items():
             assert httpx.get(f"{b.url}/schemas/ids/{schema_id}/subjects").json() == [subject]
+
+
+def test_rest_proxy_avro_produce_writes_confluents_wire_format(broker, client, topic_name):
+    """REST Proxy v2's ``application/vnd.kafka.avro.v2+json``: the value schema is registered under
+    ``{topic}-value`` and its id answered; each value is framed (magic byte, id, Avro) so Confluent's
+    AvroDeserializer reads it; a second request names the schema by id. Bad requests write nothing."""
+    client.create_topic(topic_name, partitions=1, replication_factor=1)
+    avro = {"Content-Type": "application/vnd.kafka.avro.v2+json", "Accept": "application/vnd.kafka.v2+json"}
+    url = f"{broker.url}/topics/{topic_name}"
+    first = httpx.post(url, headers=avro, json={"value_schema": V2, "records": [
+        {"value": {"id": 1, "amount": 2.5, "currency": "EUR"}}, {"value": {"id": 2, "amount": 4.0, "currency": "USD"}}]})
+    assert first.status_code == 200, first.text
+    schema_id = _client(broker.url).get_latest_version(f"{topic_name}-value").schema_id
+    assert first.json()["value_schema_id"] == schema_id and first.json()["key_schema_id"] is None
+    second = httpx.post(url, headers=avro, json={"value_schema_id": schema_id, "records": [
+        {"value": {"id": 3, "amount": 1.0, "currency": "CHF"}}]})
+    assert second.status_code == 200 and second.json()["value_schema_id"] == schema_id
+
+    for body, status, code in [
+        ({"records": [{"value": {"id": 4}}]}, 422, 42202),  # no value schema
+        ({"value_schema_id": schema_id, "records": [{"value": {"id": "four"}}]}, 422, 42203),  # not the schema
+        ({"value_schema": "{\"type\": \"nosuch\"}", "records": [{"value": 1}]}, 422, 42205),  # not a schema
+        ({"value_schema_id": schema_id, "records": [{"key": "k", "value": {"id": 5}}]}, 422, 42201),  # no key schema
+    ]:
+        refused = httpx.post(url, headers=avro, json=body)
+        assert (refused.status_code, refused.json()["error_code"]) == (status, code), refused.text
+
+    values = [base64.b64decode(r["value"]) for r in read_partition(broker.url, topic_name, 0)]
+    assert len(values) == 3 and all(v[0] == 0 and int.from_bytes(v[1:5], "big") == schema_id for v in values)
+    deserialize = AvroDeserializer(_client(broker.url))
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    assert [deserialize(v, context)["id"] for v in values] == [1, 2, 3]
