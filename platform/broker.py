@@ -63,6 +63,7 @@ from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
+from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
@@ -179,6 +180,10 @@ class Broker:
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
                                 writer=self.partition_writer, leader_client=self.leader_client).attach()
+        #: the schema registry: this broker's view of _schemas, writes through the leader of _schemas-0
+        self.schema_registry = SchemaRegistry(settings, cache=self.cache, writer=self.partition_writer,
+                                              replica_manager=self.replica_manager, leader_client=self.leader_client,
+                                              create_topic=self.create_topic)
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
                                                   default_assignor=settings.partition_assignment_strategy)
@@ -190,7 +195,8 @@ class Broker:
                                        user_credentials=self.user_credentials, quota_store=self.quota_store,
                                        producer_ids=self.producer_ids,
                                        transaction_coordinator=self.transaction_coordinator,
-                                       cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
+                                       cluster_id=lambda: self.cluster_id, authorizer=self.authorizer,
+                                       schema_registry=self.schema_registry)
         #: the Kafka listeners (``listeners``), started before the broker registers their endpoints
         self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id,
                                     authenticator=self.authenticator, client_quotas=lambda: self.client_quotas)
@@ -238,6 +244,7 @@ class Broker:
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
         await self.consumer_instances.start()
+        await self.schema_registry.start()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
 
@@ -259,6 +266,7 @@ class Broker:
         """Close the consumer instances (auto commits, leaving their groups), move leaderships away
         (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
         await self.consumer_instances.stop()
+        await self.schema_registry.stop()
         await self.controlled_shutdown()
         self._stopping = True
         await self.kafka.stop()
