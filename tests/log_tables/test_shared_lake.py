@@ -270,3 +270,75 @@ def test_a_log_with_a_table_of_its_own_is_not_re_read_when_it_becomes_leader(tmp
     assert not log._writer.lease.taken_since_last_look()
     log.set_lake_leader(False)
     assert not log.lake_commits_held  # a table of its own: a follower flushes it too
+
+
+def test_a_deposed_leader_that_still_believes_it_leads_commits_nothing(lake, tmp_path):
+    """Two replicas both believe they lead (the old one was paused through an election): the new leader
+    records its epoch in the table at its first flush, with nothing to flush (an empty commit), and from
+    then on every commit of the old one is refused by the conditional put; it finds the newer epoch, stops
+    committing and keeps its tail. The records it took after the election never reach the table."""
+    uri = f"{lake.uri}/t-topicid/0"
+    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
+    old.set_lake_leader(True, leader_epoch=3)
+    old.append(records(0, 4), leader_epoch=3)
+    replicate(old, new)
+    assert old.flush_to_lake() == 4
+    # the election: the new leader (epoch 4) records its epoch although it has nothing to flush
+    new.set_lake_leader(True, leader_epoch=4)
+    assert new.flush_to_lake() == 0
+    epochs = [c.get("lakelog.leader_epoch") for c in DeltaTable(uri, storage_options=lake.storage_options).history()]
+    assert epochs[0] == "4" and "3" in epochs
+    # the old leader wakes up, still leading in its own view, takes records and tries to commit them:
+    # refused, and fenced
+    old.append(records(100, 3), leader_epoch=3)
+    old.advance_high_watermark(old.log_end_offset)
+    with pytest.raises(CommitFailedError):
+        old.flush_to_lake()
+    assert old.lake_fenced_by == 4
+    assert old.flush_to_lake() == 0  # commits nothing more, whatever its tail holds
+    assert old.read(4, end_offset=7)["offset"].to_pylist() == [4, 5, 6]  # its tail stays readable
+    # the new leader's own records at those offsets go to the table, once
+    new.append(records(4, 2), leader_epoch=4)
+    new.advance_high_watermark(new.log_end_offset)
+    assert new.flush_to_lake() == 2
+    table = DeltaTable(uri, storage_options=lake.storage_options).to_pyarrow_table()
+    assert sorted(table["offset"].to_pylist()) == list(range(6))
+    assert sorted(table["value"].to_pylist()) == [f"v{i}".encode() for i in range(6)]
+    # a role change in an older epoch does not lift the fence; one in the newer epoch does
+    old.set_lake_leader(True, leader_epoch=3)
+    assert old.lake_fenced_by == 4 and old.flush_to_lake() == 0
+    old.set_lake_leader(True, leader_epoch=5)
+    assert old.lake_fenced_by is None
+
+
+def test_a_deleted_topics_tables_leave_the_lake(broker_factory, lake):
+    """Deleting a topic removes its partition tables from the object store (every object under them, as
+    listed through the S3 API); a topic re-created with the name writes new tables."""
+    import pyarrow.fs as pafs
+
+    from lakelog.client import LakelogClient
+    from tests.cluster.test_replication import create_topic, produce
+
+    broker = broker_factory(extra_env=lake.broker_env())
+    assert create_topic(broker.url, "gone", partitions=2, rf=1,
+                        configs={"lake.commit.interval.ms": "200"}).status_code == 201
+    for p in range(2):
+        assert produce(broker.url, "gone", p, [b"a", b"b"], acks="all").status_code == 200
+    store = lake.store
+    fs = pafs.S3FileSystem(access_key=store.access_key_id, secret_key=store.secret_access_key, region=store.region,
+                           endpoint_override=store.endpoint_url, force_virtual_addressing=False)
+    prefix = lake.uri[len("s3://"):]
+
+    def objects() -> list[str]:
+        found = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+        return [f.path for f in found if f.type == pafs.FileType.File and "/gone-" in f.path]
+
+    wait_for(lambda: sum(p.endswith(".parquet") for p in objects()) >= 2, what="both tables' data in the lake")
+    with LakelogClient(broker.url) as api:
+        api.admin.delete_topic("gone")
+    wait_for(lambda: objects() == [], what="the deleted topic's objects to leave the lake")
+    # the name again: a new topic id, new tables
+    assert create_topic(broker.url, "gone", partitions=1, rf=1,
+                        configs={"lake.commit.interval.ms": "200"}).status_code == 201
+    assert produce(broker.url, "gone", 0, [b"c"], acks="all").status_code == 200
+    wait_for(lambda: any(p.endswith(".parquet") for p in objects()), what="the new topic's table")
