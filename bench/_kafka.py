@@ -52,6 +52,11 @@ class KafkaBroker:
         return [find_java(), f"-Xmx{heap}", *jvm, "-cp", str(self.libs / "*"),
                 f"-Dlog4j2.configurationFile={(self.data_dir / 'log4j2.properties').as_uri()}", main, *args]
 
+    def tool_command(self, main: str, *args: str, heap: str = "512m") -> list[str]:
+        """The command line of one of Kafka's tools (``org.apache.kafka.tools.ProducerPerformance``, ...) on
+        the broker's jars; the broker must have been started (its jars fetched)."""
+        return self._java(main, *args, heap=heap)
+
     def _run(self, main: str, *args: str, timeout: float = 120) -> str:
         done = subprocess.run(self._java(main, *args), capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
