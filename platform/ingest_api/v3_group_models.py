@@ -44,9 +44,10 @@ class ConsumerGroupData(BaseModel):
                                         "(a Spark query's, a tool's).")
     partition_assignor: str = Field(description="The assignor of the current assignment (range, roundrobin, "
                                                 "sticky, ...); empty when the group has none.")
-    state: Literal["EMPTY", "STABLE", "PREPARING_REBALANCE"] = Field(
+    state: Literal["EMPTY", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"] = Field(
         description="EMPTY: no live members; STABLE: every live member has its partitions of the current "
-                    "generation; PREPARING_REBALANCE: a rebalance is under way.")
+                    "generation; PREPARING_REBALANCE: a rebalance is under way; COMPLETING_REBALANCE: a Kafka "
+                    "client group's members joined and wait for the leader's assignment.")
     coordinator: Optional[Related] = Field(
         None, description="The broker of the group's coordinator (the leader of its __consumer_offsets "
                           "partition); null before any group committed or while it is being elected.")
