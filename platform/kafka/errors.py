@@ -16,7 +16,9 @@ from lakelog.errors import (
     CoordinatorLoadInProgressError,
     FencedLeaderEpochError,
     FieldOutOfRangeError,
+    GroupNotEmptyError,
     IllegalGenerationError,
+    InconsistentGroupProtocolError,
     InvalidCommitError,
     InvalidGroupIdError,
     InvalidPartitionInRecordError,
@@ -24,6 +26,7 @@ from lakelog.errors import (
     InvalidProducerHeadersError,
     InvalidProducerIdMappingError,
     InvalidRequiredAcksError,
+    InvalidSessionTimeoutError,
     InvalidTimestampError,
     InvalidTopicError,
     InvalidTransactionalIdError,
@@ -32,6 +35,7 @@ from lakelog.errors import (
     LeaderNotAvailableError,
     LogStorageError,
     MalformedBodyError,
+    MemberIdRequiredError,
     NotCoordinatorError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -39,11 +43,13 @@ from lakelog.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     ProduceQueueFullError,
+    RebalanceInProgressError,
     RecordTooLargeError,
     RecordWithoutKeyError,
     RequestTimedOutError,
     UnknownGroupError,
     UnknownLeaderEpochError,
+    UnknownMemberIdError,
     UnknownPartitionError,
     UnknownProducerIdError,
     UnknownTopicError,
@@ -111,6 +117,14 @@ ERROR_CODES: dict[type[BaseException], int] = {
     InvalidCommitError: UNKNOWN_TOPIC_OR_PARTITION,  # a partition the topic lacks (a negative offset: the same code)
     UnknownGroupError: 69,                  # GROUP_ID_NOT_FOUND
 }
+ERROR_CODES.update({
+    InconsistentGroupProtocolError: 23,     # INCONSISTENT_GROUP_PROTOCOL
+    UnknownMemberIdError: 25,               # UNKNOWN_MEMBER_ID
+    InvalidSessionTimeoutError: 26,         # INVALID_SESSION_TIMEOUT
+    RebalanceInProgressError: 27,           # REBALANCE_IN_PROGRESS
+    GroupNotEmptyError: 68,                 # NON_EMPTY_GROUP
+    MemberIdRequiredError: 79,              # MEMBER_ID_REQUIRED
+})
 
 
 def kafka_error_code(error: BaseException, *, authorization: int = TOPIC_AUTHORIZATION_FAILED) -> int:

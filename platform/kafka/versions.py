@@ -28,6 +28,8 @@ class ApiRange(NamedTuple):
 #: Kafka's API names by key (clients/src/main/resources/common/message/*.json)
 API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
                              9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId"}
+API_NAMES.update({11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
+                  16: "ListGroups", 42: "DeleteGroups", 47: "OffsetDelete"})
 
 #: api key -> :class:`ApiRange`
 SERVED: dict[int, ApiRange] = {
@@ -41,6 +43,16 @@ SERVED: dict[int, ApiRange] = {
     18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
     22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
 }
+SERVED.update({
+    11: ApiRange(0, 0, 9),    # JoinGroup: v4+ two-step join (MEMBER_ID_REQUIRED)
+    12: ApiRange(0, 0, 4),    # Heartbeat
+    13: ApiRange(0, 0, 5),    # LeaveGroup: v3+ batches members
+    14: ApiRange(0, 0, 5),    # SyncGroup: v5+ names the protocol type and name
+    15: ApiRange(0, 0, 5),    # DescribeGroups
+    16: ApiRange(0, 0, 5),    # ListGroups: v4+ filters by state
+    42: ApiRange(0, 0, 2),    # DeleteGroups
+    47: ApiRange(0, 0, 0),    # OffsetDelete
+})
 
 
 def accepts(api_key: int, version: int) -> bool:
