@@ -1,0 +1,253 @@
+"""Kafka consumer groups over the Kafka listener: unchanged kafka-python, confluent-kafka (librdkafka) and
+aiokafka consumers ``subscribe()``, split the partitions of a topic through JoinGroup / SyncGroup, take
+over the partitions of a member that leaves or stops heartbeating, commit and resume; the group's members
+and lag show over HTTP (``lakelog groups describe``'s data)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError
+
+from lakelog.client import LakelogClient
+from tests.harness import CONDITION_WAIT_S, wait_for
+from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+
+PARTITIONS = 4
+
+#: the first rebalance of an empty group waits this long for more members (Kafka's default is 3000)
+GROUP_ENV = {**KAFKA_LISTENER_ENV, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "200"}
+
+
+@pytest.fixture
+def group_broker(broker_factory, zk_client, topic_name):
+    """A broker with a Kafka listener and a 4-partition topic: ``(broker, bootstrap, topic)``."""
+    broker = broker_factory(extra_env=dict(GROUP_ENV))
+    with LakelogClient(broker.url) as c:
+        c.create_topic(topic_name, partitions=PARTITIONS, replication_factor=1)
+    return broker, kafka_bootstrap(zk_client, 0), topic_name
+
+
+def _produce(bootstrap: str, topic: str, per_partition: int, *, start: int = 0) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for p in range(PARTITIONS):
+        for i in range(start, start + per_partition):
+            producer.send(topic, value=f"p{p}-{i}".encode(), partition=p)
+    producer.flush()
+    producer.close()
+
+
+class _PollingConsumer:
+    """A kafka-python consumer subscribed to ``topic``, polled in its own thread (as an application runs
+    it): its current assignment and every record it read."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, **config) -> None:
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, heartbeat_interval_ms=500, **config)
+        self.consumer.subscribe([topic])
+        self.records: list = []
+        self.assignment: set = set()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for records in self.consumer.poll(timeout_ms=200).values():
+                    self.records.extend(records)
+                self.assignment = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def partitions(self) -> set:
+        assert self.error is None, self.error
+        return self.assignment
+
+    def close(self) -> None:
+        """Stop polling and leave the group (LeaveGroup)."""
+        self._stop.set()
+        self._thread.join(timeout=CONDITION_WAIT_S)
+        self.consumer.close()
+
+
+def _all(topic: str) -> set:
+    return {(topic, p) for p in range(PARTITIONS)}
+
+
+def test_two_consumers_split_the_partitions_and_one_takes_all_when_the_other_leaves(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 5)
+    first = _PollingConsumer(bootstrap, topic, group)
+    second = _PollingConsumer(bootstrap, topic, group)
+    try:
+        wait_for(lambda: first.partitions() and second.partitions()
+                 and first.partitions() | second.partitions() == _all(topic)
+                 and not first.partitions() & second.partitions(), what="the partitions split between two members")
+        with LakelogClient(broker.url) as http:
+            members = http.groups.group_members(group)
+            assert members["state"] == "Stable" and members["assignor"] == "range"
+            assert len(members["members"]) == 2
+            assert {m["client_host"] for m in members["members"]} == {"127.0.0.1"}
+            assert all(m["client_id"].startswith("kafka-python") for m in members["members"])
+            assert all(m["subscription"] == [topic] for m in members["members"])
+            assert sorted((a["topic"], a["partition"]) for m in members["members"] for a in m["assignment"]) == \
+                sorted(_all(topic))
+        second.close()
+        wait_for(lambda: first.partitions() == _all(topic), what="the remaining member owning every partition")
+        wait_for(lambda: {(r.partition, r.offset) for r in first.records + second.records}
+                 >= {(p, o) for p in range(PARTITIONS) for o in range(5)}, what="every record read")
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_new_consumer_resumes_at_the_offsets_the_group_committed(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 3)
+    reader = _PollingConsumer(bootstrap, topic, group)
+    try:
+        wait_for(lambda: len(reader.records) >= 3 * PARTITIONS, what="the first records")
+        reader._stop.set()
+        reader._thread.join(timeout=CONDITION_WAIT_S)
+        reader.consumer.commit()  # the positions: offset 3 of every partition, fenced by member id and generation
+    finally:
+        reader.close()
+    with LakelogClient(broker.url) as http:
+        assert sorted((o["partition"], o["offset"]) for o in http.groups.committed_offsets(group)) == [
+            (p, 3) for p in range(PARTITIONS)]
+    _produce(bootstrap, topic, 2, start=3)
+    resumed = _PollingConsumer(bootstrap, topic, group)
+    try:
+        wait_for(lambda: len(resumed.records) >= 2 * PARTITIONS, what="the records after the committed offsets")
+        assert sorted((r.partition, r.offset) for r in resumed.records) == [
+            (p, o) for p in range(PARTITIONS) for o in (3, 4)]
+    finally:
+        resumed.close()
+
+
+_DYING_CONSUMER = textwrap.dedent("""
+    import sys
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], session_timeout_ms=6000,
+                             heartbeat_interval_ms=500, enable_auto_commit=False)
+    consumer.subscribe([sys.argv[3]])
+    announced = False
+    while True:
+        consumer.poll(timeout_ms=200)
+        if consumer.assignment() and not announced:
+            print("assigned", flush=True)
+            announced = True
+""")
+
+
+def test_a_member_that_stops_heartbeating_is_removed_and_its_partitions_reassigned(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    survivor = _PollingConsumer(bootstrap, topic, group, session_timeout_ms=6000)
+    dying = subprocess.Popen([sys.executable, "-c", _DYING_CONSUMER, bootstrap, group, topic],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: survivor.partitions() and survivor.partitions() != _all(topic),
+                 what="the partitions split with the member in the child process")
+        with LakelogClient(broker.url) as http:
+            assert len(http.groups.group_members(group)["members"]) == 2
+        os.kill(dying.pid, signal.SIGKILL)  # no LeaveGroup: only its session timeout removes it
+        dying.wait()
+        wait_for(lambda: survivor.partitions() == _all(topic), what="every partition back to the survivor")
+        with LakelogClient(broker.url) as http:
+            wait_for(lambda: len(http.groups.group_members(group)["members"]) == 1, what="one member left")
+    finally:
+        if dying.poll() is None:
+            os.kill(dying.pid, signal.SIGKILL)
+            dying.wait()
+        survivor.close()
+
+
+def test_librdkafka_group_consumer_commits_closes_and_resumes(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 3)
+
+    def consume(count: int) -> list:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200})
+        consumer.subscribe([topic])
+        got: list = []
+        try:
+            def more() -> bool:
+                msg = consumer.poll(0.5)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    got.append((msg.partition(), msg.offset()))
+                return len(got) >= count
+
+            wait_for(more, what=f"{count} records read by librdkafka in the group")
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()  # LeaveGroup
+        return got
+
+    assert sorted(consume(3 * PARTITIONS)) == [(p, o) for p in range(PARTITIONS) for o in range(3)]
+    with LakelogClient(broker.url) as http:
+        assert sorted((o["partition"], o["offset"]) for o in http.groups.committed_offsets(group)) == [
+            (p, 3) for p in range(PARTITIONS)]
+    _produce(bootstrap, topic, 1, start=3)
+    assert sorted(consume(PARTITIONS)) == [(p, 3) for p in range(PARTITIONS)]
+
+
+def test_aiokafka_group_consumer_commits_and_resumes(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 2)
+
+    async def consume(count: int) -> list:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=200)
+        await consumer.start()
+        got: list = []
+        try:
+            while len(got) < count:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend((r.partition, r.offset) for r in records)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    first = asyncio.run(asyncio.wait_for(consume(2 * PARTITIONS), timeout=CONDITION_WAIT_S))
+    assert sorted(first) == [(p, o) for p in range(PARTITIONS) for o in range(2)]
+    _produce(bootstrap, topic, 1, start=2)
+    second = asyncio.run(asyncio.wait_for(consume(PARTITIONS), timeout=CONDITION_WAIT_S))
+    assert sorted(second) == [(p, 2) for p in range(PARTITIONS)]
+    with LakelogClient(broker.url) as http:
+        lag = http.groups.group_lag(group)
+        assert lag["total_lag"] == 0 and len(lag["partitions"]) == PARTITIONS
+
+
+def test_a_group_of_http_consumer_instances_refuses_a_kafka_consumer(group_broker):
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    with LakelogClient(broker.url) as http, http.groups.create_consumer(group, name="http-member") as instance:
+        instance.subscribe([topic])
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.subscribe([topic])
+            with pytest.raises(KafkaError, match="InconsistentGroupProtocol"):
+                for _ in range(50):
+                    consumer.poll(timeout_ms=200)
+        finally:
+            consumer.close()
