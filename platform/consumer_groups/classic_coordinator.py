@@ -341,6 +341,9 @@ class ClassicGroupCoordinator:
                     self._expire(group, now)
                 except Exception:
                     log.exception("session check of group '%s' failed", group_id)
+                if group.state == "Empty" and not group.pending and not any(k[0] == group_id for k in self._joins):
+                    del self._groups[group_id]  # made again at the next join, from its committed generation
+                    continue
                 deadline = group.next_deadline_ms()
                 if deadline is not None:
                     deadlines.append(deadline)

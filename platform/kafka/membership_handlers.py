@@ -27,11 +27,17 @@ __all__ = ["MembershipApis"]
 log = logging.getLogger(__name__)
 
 
+_LEADER_NOT_AVAILABLE = 5
+_COORDINATOR_NOT_AVAILABLE = 15
+
+
 def _code(error: BaseException, what: str) -> int:
+    """The Kafka error code of a group request's ``error``; a coordinator partition without a leader is
+    COORDINATOR_NOT_AVAILABLE (clients find the coordinator again and retry)."""
     code = kafka_error_code(error, authorization=codes.GROUP_AUTHORIZATION_FAILED)
     if code == codes.UNKNOWN_SERVER_ERROR:
         log.error("%s failed", what, exc_info=error)
-    return code
+    return _COORDINATOR_NOT_AVAILABLE if code == _LEADER_NOT_AVAILABLE else code
 
 
 class MembershipApis:
@@ -54,6 +60,7 @@ class MembershipApis:
         """Kafka's JoinGroup: answered once the group's join phase ends."""
         cls = response_class(11)
         member_cls = cls.JoinGroupResponseMember
+        no_protocol = None if version >= 7 else ""  # ProtocolName is nullable from v7
         request = JoinGroupRequest(
             group=body.group_id, member_id=body.member_id or "",
             group_instance_id=getattr(body, "group_instance_id", None), session_timeout_ms=body.session_timeout_ms,
@@ -64,10 +71,10 @@ class MembershipApis:
             result = await self.membership.join_group(request, context=context)
         except MemberIdRequiredError as e:
             return cls(version=version, throttle_time_ms=0, error_code=79, generation_id=-1, protocol_type=None,
-                       protocol_name=None, leader="", skip_assignment=False, member_id=e.member_id, members=[])
+                       protocol_name=no_protocol, leader="", skip_assignment=False, member_id=e.member_id, members=[])
         except Exception as e:
             return cls(version=version, throttle_time_ms=0, error_code=_code(e, f"JoinGroup of {body.group_id!r}"),
-                       generation_id=-1, protocol_type=None, protocol_name=None, leader="", skip_assignment=False,
+                       generation_id=-1, protocol_type=None, protocol_name=no_protocol, leader="", skip_assignment=False,
                        member_id=body.member_id or "", members=[])
         return cls(version=version, throttle_time_ms=0, error_code=codes.NONE, generation_id=result.generation_id,
                    protocol_type=result.protocol_type, protocol_name=result.protocol_name or "", leader=result.leader_id,
@@ -134,10 +141,10 @@ class MembershipApis:
             except Exception as e:
                 return group_cls(version=version, error_code=_code(e, f"DescribeGroups of {group!r}"),
                                  error_message=str(e), group_id=group, group_state="", protocol_type="",
-                                 protocol_data="", members=[], authorized_operations=None)
+                                 protocol_data="", members=[])
             return group_cls(version=version, error_code=codes.NONE, error_message=None, group_id=group,
                              group_state=s.state, protocol_type=s.protocol_type, protocol_data=s.protocol_name,
-                             authorized_operations=None, members=[member_cls(
+                             members=[member_cls(
                                  version=version, member_id=m.member_id, group_instance_id=m.group_instance_id,
                                  client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                                  member_assignment=m.assignment) for m in s.members])
