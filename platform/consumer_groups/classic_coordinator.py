@@ -331,6 +331,9 @@ class ClassicGroupCoordinator:
         """End join phases at their deadline, remove members whose session timed out, drop the groups of
         partitions this broker stopped leading; sleeps until the next deadline or a change."""
         while True:
+            if not self._groups:
+                self._reaper = None  # started again with the next group
+                return
             now = self._now()
             deadlines = []
             for group_id, (entry, group) in list(self._groups.items()):

@@ -16,7 +16,7 @@ import threading
 import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from lakelog.client import LakelogClient
@@ -251,3 +251,35 @@ def test_a_group_of_http_consumer_instances_refuses_a_kafka_consumer(group_broke
                     consumer.poll(timeout_ms=200)
         finally:
             consumer.close()
+
+
+def test_kafka_admin_lists_describes_and_deletes_the_group(group_broker):
+    """DescribeGroups shows the live member (client id, host, its partitions); ListGroups lists the group
+    in its state; once the member left, DeleteGroups removes the group's committed offsets."""
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 1)
+    member = _PollingConsumer(bootstrap, topic, group, client_id="admin-test-client")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        wait_for(lambda: member.partitions() == _all(topic) and len(member.records) >= PARTITIONS,
+                 what="the member owning every partition")
+        member._stop.set()
+        member._thread.join(timeout=CONDITION_WAIT_S)
+        member.consumer.commit()
+        described = admin.describe_groups([group])[group]
+        assert described["group_state"] == "Stable" and described["protocol_type"] == "consumer"
+        (m,) = described["members"]
+        assert (m["client_id"], m["client_host"]) == ("admin-test-client", "127.0.0.1")
+        listed = {g["group_id"]: g for g in admin.list_groups()}
+        assert listed[group]["group_state"] == "Stable"
+        assert group in {g["group_id"] for g in admin.list_groups(states_filter=["Stable"])}
+        assert group not in {g["group_id"] for g in admin.list_groups(states_filter=["Empty"])}
+        member.close()
+        wait_for(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", what="the group empty")
+        assert [(g, getattr(e, "errno", 0)) for g, e in admin.delete_groups([group])] == [(group, 0)]
+        with LakelogClient(broker.url) as http:
+            assert http.groups.committed_offsets(group) == []
+    finally:
+        member.close()
+        admin.close()
