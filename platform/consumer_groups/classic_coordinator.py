@@ -33,6 +33,7 @@ from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.classic_group import ClassicGroup, JoinResult, SyncWaiter
 from lakelog.consumer_groups.consumer_protocol import assigned_partitions, subscribed_topics
 from lakelog.consumer_groups.errors import (
+    FencedInstanceIdError,
     InconsistentGroupProtocolError,
     InvalidSessionTimeoutError,
     NotCoordinatorError,
@@ -160,9 +161,10 @@ class ClassicGroupCoordinator:
             if future is not None and waiter.error is not None:
                 self._fail(future, waiter.error)
         group.failed_syncs.clear()
-        for member_id in [m for (g, m) in self._joins if g == gid and m not in group.members]:
-            self._fail(self._joins.pop((gid, member_id)), UnknownMemberIdError(
-                f"Member {member_id} was removed from group '{gid}'; rejoin."))
+        for waiters in (self._joins, self._syncs):
+            for member_id in [m for (g, m) in waiters if g == gid and m not in group.members]:
+                self._fail(waiters.pop((gid, member_id)), UnknownMemberIdError(
+                    f"Member {member_id} was removed from group '{gid}' (or replaced by a static member); rejoin."))
         now = self._now()
         if group.join_can_complete(now):
             results = group.complete_join(now)
@@ -220,18 +222,20 @@ class ClassicGroupCoordinator:
         return await future
 
     async def sync_group(self, group_id: str, *, member_id: str, generation_id: int, protocol_type: str | None,
-                         protocol_name: str | None, assignments: dict[str, bytes]) -> bytes:
+                         protocol_name: str | None, assignments: dict[str, bytes],
+                         group_instance_id: str | None = None) -> bytes:
         """Kafka's SyncGroup: the member's assignment, once the leader sent the generation's.
 
         Raises:
             NotCoordinatorError; UnknownMemberIdError, IllegalGenerationError, InconsistentGroupProtocolError,
-            RebalanceInProgressError.
+            RebalanceInProgressError, FencedInstanceIdError.
         """
         group = await self._group(group_id)
         if group is None:
             raise UnknownMemberIdError(f"Group '{group_id}' has no member {member_id}; rejoin.")
         answered = group.sync(member_id=member_id, generation_id=generation_id, protocol_type=protocol_type,
-                              protocol_name=protocol_name, assignments=assignments, now_ms=self._now())
+                              protocol_name=protocol_name, assignments=assignments, now_ms=self._now(),
+                              group_instance_id=group_instance_id)
         mine: SyncWaiter | None = None
         for waiter in answered or []:
             if waiter.member_id == member_id:
@@ -246,37 +250,41 @@ class ClassicGroupCoordinator:
         self._settle(group)
         return await future
 
-    async def heartbeat(self, group_id: str, *, member_id: str, generation_id: int) -> None:
+    async def heartbeat(self, group_id: str, *, member_id: str, generation_id: int,
+                        group_instance_id: str | None = None) -> None:
         """Kafka's Heartbeat. Raises NotCoordinatorError; UnknownMemberIdError, IllegalGenerationError,
-        RebalanceInProgressError (rejoin)."""
+        FencedInstanceIdError, RebalanceInProgressError (rejoin)."""
         group = await self._group(group_id)
         if group is None:
             raise UnknownMemberIdError(f"Group '{group_id}' has no member {member_id}; rejoin.")
-        group.heartbeat(member_id=member_id, generation_id=generation_id, now_ms=self._now())
+        group.heartbeat(member_id=member_id, generation_id=generation_id, now_ms=self._now(),
+                        group_instance_id=group_instance_id)
         self._wake.set()
 
-    async def leave_group(self, group_id: str, member_ids: Sequence[str]) -> list[Exception | None]:
-        """Kafka's LeaveGroup (v3+: several members): each member's error or None.
+    async def leave_group(self, group_id: str,
+                          members: Sequence[tuple[str, str | None]]) -> list[Exception | None]:
+        """Kafka's LeaveGroup (v3+: several members): each ``(member id, group instance id)``'s error or None.
 
         Raises: NotCoordinatorError, CoordinatorLoadInProgressError.
         """
         group = await self._group(group_id)
         errors: list[Exception | None] = []
-        for member_id in member_ids:
+        for member_id, instance_id in members:
             if group is None:
-                errors.append(UnknownMemberIdError(f"Group '{group_id}' has no member {member_id}."))
+                errors.append(UnknownMemberIdError(f"Group '{group_id}' has no member {member_id or instance_id}."))
                 continue
             try:
-                group.leave(member_id, self._now())
-                log.info("member %s left group '%s'", member_id, group_id)
+                left = group.leave(member_id, self._now(), group_instance_id=instance_id)
+                log.info("member %s left group '%s'", left, group_id)
                 errors.append(None)
-            except UnknownMemberIdError as e:
+            except (UnknownMemberIdError, FencedInstanceIdError) as e:
                 errors.append(e)
         if group is not None:
             self._settle(group)
         return errors
 
-    async def check_commit(self, group_id: str, *, member_id: str, generation_id: int) -> int | None:
+    async def check_commit(self, group_id: str, *, member_id: str, generation_id: int,
+                           group_instance_id: str | None = None) -> int | None:
         """Fence an OffsetCommit by the group's member and generation (Kafka's ``handleCommitOffsets``).
         Returns the group's generation when this broker holds the group as a Kafka-protocol group with
         members (the commit is then checked against it), None when it does not.
@@ -295,7 +303,8 @@ class ClassicGroupCoordinator:
             if not simple:
                 raise UnknownMemberIdError(f"Group '{group_id}' has no member {member_id}; rejoin.")
             return None
-        group.check_commit(member_id=member_id, generation_id=generation_id, now_ms=self._now())
+        group.check_commit(member_id=member_id, generation_id=generation_id, now_ms=self._now(),
+                           group_instance_id=group_instance_id)
         return group.generation_id
 
     async def describe(self, group_id: str) -> GroupSummary | None:

@@ -30,8 +30,11 @@ group/, 3.x) and ``ClassicGroup`` (group-coordinator/src/main/java/org/apache/ka
   older than its ``session.timeout.ms`` is removed and the group rebalances; a member waiting in a join
   or sync phase is kept alive; a pending member (v4+) that does not rejoin within its session timeout is
   forgotten.
-- Static membership (``group.instance.id``, KIP-345) is recorded and shown but a member is always
-  identified by its member id: a restarted static member joins as a new member.
+- **Static members** (``group.instance.id``, KIP-345): a member with an instance id joins without the
+  two-step join; when it restarts (a join with an empty member id and a known instance id) it takes its
+  predecessor's place under a new member id, keeps its assignment and, in ``Stable`` with unchanged
+  protocols, causes no rebalance; the predecessor's id is fenced (FENCED_INSTANCE_ID). A static member
+  that stops leaves by its session timeout or a LeaveGroup naming its instance id.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lakelog.consumer_groups.errors import (
+    FencedInstanceIdError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     MemberIdRequiredError,
@@ -132,7 +136,8 @@ class ClassicGroup:
         protocol_type, protocol_name: the members' protocol type (``consumer``) and the selected assignment
             protocol (``range``, ``cooperative-sticky``, ...), None while the group is empty.
         leader_id: the member that assigns the current generation.
-        members: by member id. pending: ids given by MEMBER_ID_REQUIRED, with when they were given.
+        members: by member id. pending: ids given by MEMBER_ID_REQUIRED, with when they expire.
+        static_members: ``group.instance.id`` -> the member id that holds it now.
         rebalance_started_ms: when the current join phase began (None outside ``PreparingRebalance``).
         initial_delay_until_ms: the end of an empty group's initial rebalance delay (each new member
             extends it by ``group.initial.rebalance.delay.ms``, up to the rebalance timeout).
@@ -149,6 +154,7 @@ class ClassicGroup:
     leader_id: str | None = None
     members: dict[str, ClassicMember] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
     rebalance_started_ms: int | None = None
     initial_delay_until_ms: int | None = None
     initial_rebalance_delay_ms: int = 3000
@@ -221,6 +227,10 @@ class ClassicGroup:
         if self.state == "Dead":
             raise UnknownMemberIdError(f"Group '{self.group_id}' is being removed; rejoin.")
         self._check_protocol(protocol_type, protocols)
+        if not member_id and group_instance_id is not None:
+            return self._join_static(group_instance_id, client_id, client_host, session_timeout_ms,
+                                     rebalance_timeout_ms, protocol_type, protocols, now_ms)
+        self._check_instance(member_id, group_instance_id)
         if not member_id:
             new_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:
@@ -251,6 +261,38 @@ class ClassicGroup:
         self.prepare_rebalance(now_ms)
         return member_id, None
 
+    def _check_instance(self, member_id: str, group_instance_id: str | None) -> None:
+        """Raises FencedInstanceIdError when ``group_instance_id`` is held by another member id."""
+        holder = self.static_members.get(group_instance_id) if group_instance_id is not None else None
+        if holder is not None and holder != member_id:
+            raise FencedInstanceIdError(f"group.instance.id {group_instance_id!r} of group '{self.group_id}' is held "
+                                        f"by member {holder}, not {member_id or '(none)'}: give each consumer its own.")
+
+    def _join_static(self, group_instance_id: str, client_id: str, client_host: str, session_timeout_ms: int,
+                     rebalance_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+                     now_ms: int) -> tuple[str, JoinResult | None]:
+        """A static member's join with an empty member id: a new member, or a restarted one that takes its
+        predecessor's place (Kafka's ``updateStaticMemberAndRebalance``)."""
+        new_id = f"{group_instance_id}-{uuid.uuid4()}"
+        old_id = self.static_members.get(group_instance_id)
+        member = self.members.pop(old_id, None) if old_id is not None else None
+        if member is None:
+            self._add_member(new_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                             rebalance_timeout_ms, protocol_type, protocols, now_ms)
+            return new_id, None
+        member.member_id, member.client_id, member.client_host = new_id, client_id, client_host
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        member.last_heartbeat_ms, member.awaiting_sync = now_ms, False
+        self.members[new_id] = member
+        self.static_members[group_instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        if self.state == "Stable" and member.protocols == list(protocols):
+            return new_id, self.join_result(new_id)  # it keeps its assignment: no rebalance
+        member.protocols, member.protocol_type, member.awaiting_join = list(protocols), protocol_type, True
+        self.prepare_rebalance(now_ms)
+        return new_id, None
+
     def _add_member(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
                     session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                     protocols: list[tuple[str, bytes]], now_ms: int) -> None:
@@ -259,6 +301,8 @@ class ClassicGroup:
         self.members[member_id] = ClassicMember(
             member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
             protocol_type, list(protocols), awaiting_join=True, last_heartbeat_ms=now_ms)
+        if group_instance_id is not None:
+            self.static_members[group_instance_id] = member_id
         if self.leader_id is None:
             self.leader_id = member_id
         if self.state == "PreparingRebalance" and self.initial_delay_until_ms is not None:
@@ -319,7 +363,8 @@ class ClassicGroup:
 
     # -- sync, heartbeat, commit fencing --------------------------------------------------------
 
-    def _member(self, member_id: str, generation_id: int) -> ClassicMember:
+    def _member(self, member_id: str, generation_id: int, group_instance_id: str | None = None) -> ClassicMember:
+        self._check_instance(member_id, group_instance_id)
         member = self.members.get(member_id)
         if member is None or self.state in ("Empty", "Dead"):
             raise UnknownMemberIdError(f"Member {member_id or '(none)'} is not a member of group "
@@ -330,7 +375,8 @@ class ClassicGroup:
         return member
 
     def sync(self, *, member_id: str, generation_id: int, protocol_type: str | None, protocol_name: str | None,
-             assignments: dict[str, bytes], now_ms: int) -> list[SyncWaiter] | None:
+             assignments: dict[str, bytes], now_ms: int,
+             group_instance_id: str | None = None) -> list[SyncWaiter] | None:
         """A SyncGroup. Returns the SyncGroups answered now (this one's included; the leader's answers every
         waiting member), or None when this one waits for the leader's.
 
@@ -338,7 +384,7 @@ class ClassicGroup:
             UnknownMemberIdError, IllegalGenerationError, InconsistentGroupProtocolError (v5+ names the
             protocol), RebalanceInProgressError (the group is in a join phase).
         """
-        member = self._member(member_id, generation_id)
+        member = self._member(member_id, generation_id, group_instance_id)
         if (protocol_type is not None and protocol_type != self.protocol_type) or \
                 (protocol_name is not None and protocol_name != self.protocol_name):
             raise InconsistentGroupProtocolError(
@@ -362,19 +408,21 @@ class ClassicGroup:
                 answered.append(SyncWaiter(m.member_id, m.assignment))
         return answered
 
-    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> None:
+    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int,
+                  group_instance_id: str | None = None) -> None:
         """A Heartbeat: the member is alive.
 
         Raises:
             UnknownMemberIdError, IllegalGenerationError; RebalanceInProgressError in a join phase (the
             member must rejoin; its heartbeat still counts).
         """
-        member = self._member(member_id, generation_id)
+        member = self._member(member_id, generation_id, group_instance_id)
         member.last_heartbeat_ms = now_ms
         if self.state == "PreparingRebalance":
             raise RebalanceInProgressError(f"Group '{self.group_id}' is rebalancing; rejoin.")
 
-    def check_commit(self, *, member_id: str, generation_id: int, now_ms: int) -> None:
+    def check_commit(self, *, member_id: str, generation_id: int, now_ms: int,
+                     group_instance_id: str | None = None) -> None:
         """An OffsetCommit of a member (Kafka's ``handleCommitOffsets`` checks): a commit without a member
         and generation is only taken while the group is empty.
 
@@ -384,7 +432,7 @@ class ClassicGroup:
         """
         if generation_id < 0 and not member_id and self.is_empty():
             return
-        member = self._member(member_id, generation_id)
+        member = self._member(member_id, generation_id, group_instance_id)
         if self.state == "CompletingRebalance":
             raise RebalanceInProgressError(f"Group '{self.group_id}' is completing a rebalance; commit after it.")
         member.last_heartbeat_ms = now_ms
@@ -392,25 +440,38 @@ class ClassicGroup:
     # -- leave, expiry --------------------------------------------------------------------------
 
     def _remove(self, member_id: str) -> None:
-        self.members.pop(member_id, None)
+        member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None \
+                and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
 
-    def leave(self, member_id: str, now_ms: int) -> None:
+    def leave(self, member_id: str, now_ms: int, group_instance_id: str | None = None) -> str:
         """A member leaves (LeaveGroup, or its session expired): the group rebalances (Kafka's
-        ``removeMemberAndUpdateGroup``).
+        ``removeMemberAndUpdateGroup``). A static member may be named by its instance id alone. Returns the
+        member id that left.
 
         Raises:
-            UnknownMemberIdError: neither a member nor a pending member.
+            UnknownMemberIdError: neither a member nor a pending member. FencedInstanceIdError: the
+            instance id is held by another member id.
         """
+        if group_instance_id is not None:
+            holder = self.static_members.get(group_instance_id)
+            if holder is None:
+                raise UnknownMemberIdError(f"group.instance.id {group_instance_id!r} is not a member of group "
+                                           f"'{self.group_id}'.")
+            self._check_instance(member_id or holder, group_instance_id)
+            member_id = holder
         if member_id in self.pending:
             del self.pending[member_id]
-            return
+            return member_id
         if member_id not in self.members:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group '{self.group_id}'.")
         self._remove(member_id)
         if self.state in ("Stable", "CompletingRebalance"):
             self.prepare_rebalance(now_ms)
+        return member_id
 
     def expired_members(self, now_ms: int) -> list[str]:
         """Members whose session timed out (Kafka's ``shouldKeepAlive`` false): no heartbeat for their

@@ -11,7 +11,7 @@ __all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "Cons
            "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
            "InvalidSubscriptionError", "RecordDeserializationError", "UnknownGroupError",
            "UnknownMemberIdError", "RebalanceInProgressError", "InconsistentGroupProtocolError",
-           "MemberIdRequiredError", "InvalidSessionTimeoutError"]
+           "MemberIdRequiredError", "InvalidSessionTimeoutError", "FencedInstanceIdError"]
 
 
 class ConsumerGroupError(LakelogError):
@@ -208,3 +208,12 @@ class InvalidSessionTimeoutError(ConsumerGroupError):
 
     http_status = 400
     error_code = 40051
+
+
+class FencedInstanceIdError(ConsumerGroupError):
+    """A static member (``group.instance.id``) was replaced by a newer member with the same instance id: the
+    older one is fenced. Kafka: FENCED_INSTANCE_ID (82). 409 / 40955: two consumers share one
+    ``group.instance.id``; give each its own."""
+
+    http_status = 409
+    error_code = 40955

@@ -14,6 +14,7 @@ from lakelog.errors import (
     ClientQuotaExceededError,
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
+    FencedInstanceIdError,
     FencedLeaderEpochError,
     FieldOutOfRangeError,
     GroupNotEmptyError,
@@ -124,6 +125,7 @@ ERROR_CODES.update({
     RebalanceInProgressError: 27,           # REBALANCE_IN_PROGRESS
     GroupNotEmptyError: 68,                 # NON_EMPTY_GROUP
     MemberIdRequiredError: 79,              # MEMBER_ID_REQUIRED
+    FencedInstanceIdError: 82,              # FENCED_INSTANCE_ID
 })
 
 

@@ -90,7 +90,8 @@ class GroupApis:
         try:
             await self.requests.groups.commit_offsets(OffsetCommitRequest(
                 group=body.group_id, offsets=offsets, generation_id=None if generation < 0 else generation,
-                member_id=getattr(body, "member_id", None) or ""),
+                member_id=getattr(body, "member_id", None) or "",
+                group_instance_id=getattr(body, "group_instance_id", None) if version >= 7 else None),
                 context=context)
         except Exception as e:
             code = _code(e, f"OffsetCommit of group {body.group_id!r}")

@@ -89,7 +89,8 @@ class MembershipApis:
             group=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
             protocol_type=getattr(body, "protocol_type", None) if version >= 5 else None,
             protocol_name=getattr(body, "protocol_name", None) if version >= 5 else None,
-            assignments={a.member_id: bytes(a.assignment or b"") for a in body.assignments or []})
+            assignments={a.member_id: bytes(a.assignment or b"") for a in body.assignments or []},
+            group_instance_id=getattr(body, "group_instance_id", None) if version >= 3 else None)
         try:
             assignment = await self.membership.sync_group(request, context=context)
             code = codes.NONE
@@ -103,7 +104,8 @@ class MembershipApis:
         cls = response_class(12)
         try:
             await self.membership.heartbeat(body.group_id, member_id=body.member_id, generation_id=body.generation_id,
-                                            context=context)
+                                            group_instance_id=getattr(body, "group_instance_id", None)
+                                            if version >= 3 else None, context=context)
             code = codes.NONE
         except Exception as e:
             code = _code(e, f"Heartbeat of {body.group_id!r}")
@@ -117,7 +119,7 @@ class MembershipApis:
         else:
             identities = [(body.member_id, None)]
         try:
-            errors = await self.membership.leave_group(body.group_id, [m for m, _ in identities], context=context)
+            errors = await self.membership.leave_group(body.group_id, identities, context=context)
         except Exception as e:
             return cls(version=version, throttle_time_ms=0, error_code=_code(e, f"LeaveGroup of {body.group_id!r}"),
                        members=[])

@@ -56,7 +56,8 @@ class JoinGroupRequest:
 @dataclass(frozen=True, kw_only=True)
 class SyncGroupRequest:
     """Kafka's SyncGroup: ``assignments`` (member id -> bytes) from the leader, empty from the others;
-    ``protocol_type`` and ``protocol_name`` (v5+, else None) must be the group's."""
+    ``protocol_type`` and ``protocol_name`` (v5+, else None) must be the group's; ``group_instance_id``: a
+    static member's."""
 
     group: str
     member_id: str
@@ -64,6 +65,7 @@ class SyncGroupRequest:
     protocol_type: str | None
     protocol_name: str | None
     assignments: dict[str, bytes]
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,19 +116,22 @@ class GroupMembershipOperations:
         self._require(context, Operation.READ, request.group)
         return await self.coordinator.sync_group(
             request.group, member_id=request.member_id, generation_id=request.generation_id,
-            protocol_type=request.protocol_type, protocol_name=request.protocol_name, assignments=request.assignments)
+            protocol_type=request.protocol_type, protocol_name=request.protocol_name, assignments=request.assignments,
+            group_instance_id=request.group_instance_id)
 
-    async def heartbeat(self, group: str, *, member_id: str, generation_id: int, context: RequestContext) -> None:
+    async def heartbeat(self, group: str, *, member_id: str, generation_id: int, group_instance_id: str | None = None,
+                        context: RequestContext) -> None:
         """Kafka's Heartbeat; Read on the group. See :meth:`ClassicGroupCoordinator.heartbeat`."""
         self._require(context, Operation.READ, group)
-        await self.coordinator.heartbeat(group, member_id=member_id, generation_id=generation_id)
+        await self.coordinator.heartbeat(group, member_id=member_id, generation_id=generation_id,
+                                         group_instance_id=group_instance_id)
 
-    async def leave_group(self, group: str, member_ids: Sequence[str], *,
+    async def leave_group(self, group: str, members: Sequence[tuple[str, str | None]], *,
                           context: RequestContext) -> list[Exception | None]:
-        """Kafka's LeaveGroup: each member's error or None; Read on the group. See
+        """Kafka's LeaveGroup: each ``(member id, group instance id)``'s error or None; Read on the group. See
         :meth:`ClassicGroupCoordinator.leave_group`."""
         self._require(context, Operation.READ, group)
-        return await self.coordinator.leave_group(group, member_ids)
+        return await self.coordinator.leave_group(group, members)
 
     async def describe_group(self, group: str, *, context: RequestContext) -> GroupSummary:
         """Kafka's DescribeGroups of one group on its coordinator; Describe on the group. A group without

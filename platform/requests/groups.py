@@ -48,6 +48,7 @@ class OffsetCommitRequest:
     offsets: Sequence[PartitionOffset]
     generation_id: int | None = None
     member_id: str | None = None
+    group_instance_id: str | None = None
     app_id: str | None = None
     version: int | None = None
 
@@ -113,7 +114,8 @@ class GroupOffsets:
         generation = request.generation_id
         if request.member_id is not None and self.classic is not None:
             kafka_generation = await self.classic.check_commit(
-                request.group, member_id=request.member_id, generation_id=-1 if generation is None else generation)
+                request.group, member_id=request.member_id, generation_id=-1 if generation is None else generation,
+                group_instance_id=request.group_instance_id)
             if kafka_generation is None:
                 generation = None  # outside a Kafka-protocol group: a simple consumer's commit
         return await offsets_admin.commit_offsets(self.broker, request.group, request.offsets,

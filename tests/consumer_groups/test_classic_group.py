@@ -8,6 +8,7 @@ import pytest
 from lakelog.consumer_groups.classic_group import ClassicGroup
 from lakelog.consumer_groups.consumer_protocol import assigned_partitions, subscribed_topics
 from lakelog.consumer_groups.errors import (
+    FencedInstanceIdError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     MemberIdRequiredError,
@@ -144,3 +145,21 @@ def test_the_consumer_protocol_subscription_and_assignment_are_read():
         + b"\x00\x00\x00\x01" + b"\xff\xff\xff\xff"
     assert assigned_partitions(assignment) == [("a", 1), ("a", 3)]
     assert assigned_partitions(b"") == [] and subscribed_topics(b"\x00\x00\x7f\xff\xff\xff") == []
+
+
+def test_a_restarted_static_member_takes_its_place_without_a_rebalance_and_fences_the_old_id():
+    group = ClassicGroup("g", initial_rebalance_delay_ms=0)
+    kwargs = dict(client_id="c", client_host="h", session_timeout_ms=SESSION_MS, rebalance_timeout_ms=30_000,
+                  protocol_type="consumer", protocols=[("range", b"m")], require_known_member_id=True)
+    old, result = group.join(member_id="", group_instance_id="i-1", now_ms=0, **kwargs)
+    assert result is None and old.startswith("i-1-")  # no two-step join for a static member
+    group.complete_join(0)
+    group.sync(member_id=old, generation_id=1, protocol_type=None, protocol_name=None, assignments={old: b"A"},
+               now_ms=1, group_instance_id="i-1")
+    new, result = group.join(member_id="", group_instance_id="i-1", now_ms=2, **kwargs)
+    assert (result.member_id, result.generation_id, group.state) == (new, 1, "Stable")
+    assert group.members[new].assignment == b"A" and old not in group.members
+    with pytest.raises(FencedInstanceIdError):
+        group.heartbeat(member_id=old, generation_id=1, now_ms=3, group_instance_id="i-1")
+    assert group.leave("", 4, group_instance_id="i-1") == new
+    assert group.static_members == {} and not group.members
