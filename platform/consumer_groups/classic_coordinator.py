@@ -193,7 +193,7 @@ class ClassicGroupCoordinator:
                 f"session.timeout.ms {session_timeout_ms} is outside the broker's group.min.session.timeout.ms "
                 f"({low}) to group.max.session.timeout.ms ({high}).")
         validate_group_id(group_id)
-        if await asyncio.to_thread(self.membership.members, group_id):
+        if await self.has_http_members(group_id):
             log.warning("Kafka client %r (%s) refused in group '%s': the group has HTTP consumer instances",
                         client_id, client_host, group_id)
             raise InconsistentGroupProtocolError(
@@ -306,6 +306,10 @@ class ClassicGroupCoordinator:
         group.check_commit(member_id=member_id, generation_id=generation_id, now_ms=self._now(),
                            group_instance_id=group_instance_id)
         return group.generation_id
+
+    async def has_http_members(self, group_id: str) -> bool:
+        """Whether the group has HTTP consumer instances as members (ZooKeeper)."""
+        return bool(await asyncio.to_thread(self.membership.members, group_id))
 
     async def describe(self, group_id: str) -> GroupSummary | None:
         """The group as this broker coordinates it; None when it holds no Kafka-protocol group of that id.

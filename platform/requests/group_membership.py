@@ -177,10 +177,11 @@ class GroupMembershipOperations:
         """
         self._require(context, Operation.DELETE, group)
         summary = await self.coordinator.describe(group)
-        view = await self.views.describe_group(group, context=context)  # UnknownGroupError
-        if view.members or (summary is not None and summary.members):
-            raise GroupNotEmptyError(f"Group '{group}' has {len(view.members)} members: stop them before deleting it.")
+        if (summary is not None and summary.members) or await self.coordinator.has_http_members(group):
+            raise GroupNotEmptyError(f"Group '{group}' has members: stop them before deleting it.")
         committed = await self.offsets.coordinator.committed(group)
+        if summary is None and not committed:
+            raise UnknownGroupError(f"Consumer group '{group}' not found: it has no committed offsets and no members.")
         if committed:
             await self.offsets.coordinator.delete_offsets(group, [(c.topic, c.partition) for c in committed])
         await self.coordinator.delete(group)
