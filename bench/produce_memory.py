@@ -54,6 +54,7 @@ import pyarrow as pa
 
 from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.client import LakelogClient
+from lakelog.ingest_api.memory_release import RELEASE_QUIET_MS
 from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
 
 TYPES = {"json": "application/vnd.kafka.json.v2+json", "binary": "application/vnd.kafka.binary.v2+json",
@@ -101,7 +102,10 @@ def status_kb(pid: int, field: str) -> int:
 
 
 def settled_kb(pid: int) -> int:
-    """The RSS (kB) once it stops falling: read every 0.2 s until a reading is no lower than the one before."""
+    """The RSS (kB) once it stops falling: the broker releases a burst's memory ``RELEASE_QUIET_MS`` after
+    its last large request was answered; from then on read every 0.2 s until a reading is no lower than
+    the one before."""
+    time.sleep(RELEASE_QUIET_MS / 1000 + 0.2)
     last = status_kb(pid, "VmRSS")
     while True:
         time.sleep(0.2)

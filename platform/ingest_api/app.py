@@ -58,6 +58,7 @@ from lakelog.ingest_api import (
 from lakelog.ingest_api.client_quota_hooks import ClientQuotaRecorder, enforce_client_quotas
 from lakelog.ingest_api.deps import GatewayBroker, authenticate
 from lakelog.ingest_api.error_handlers import install_error_handlers
+from lakelog.ingest_api.memory_release import MemoryReleaser
 from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.request_metrics import RequestMetrics, RequestStats
 
@@ -84,6 +85,7 @@ def create_app(broker: GatewayBroker) -> FastAPI:
         dependencies=[Depends(authenticate), Depends(enforce_client_quotas)],
     )
     app.state.broker = broker
+    app.state.memory_releaser = MemoryReleaser()
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,

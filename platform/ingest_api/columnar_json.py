@@ -100,14 +100,15 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
     shared = fmt == "binary" and len(body) * 3 // 4 < 2**31
     buffers = (np.empty(len(body) * 3 // 4, np.uint8), np.empty(len(body) * 3 // 4, np.uint8)) if shared else None
     used, first_record = [0, 0], 0
-    size = CHUNK_BYTES if fmt == "binary" else max(1, CHUNK_BYTES // 4)
+    plain = fmt == "json" and not _CONTROL.search(body)  # once for the body, not per chunk
+    size = CHUNK_BYTES if fmt == "binary" or (plain and _string_values(body)) else max(1, CHUNK_BYTES // 4)
     while pos < stop:
         end = _chunk_end(body, pos, stop, size)
         if end is None:
             return None
         into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
         document = b'{"records":[' + body[pos:end] + b"]}"
-        decoded = _decode_document(document, fmt, into=into)
+        decoded = _decode_document(document, fmt, into=into, plain=plain)
         if decoded is None:
             if validate is None:
                 return None
@@ -132,6 +133,14 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
         del column
     batch = pa.Table.from_arrays(joined, schema=PRODUCE_SCHEMA)
     return batch, None if named is None else pa.concat_arrays(named)
+
+
+def _string_values(body: bytes) -> bool:
+    """Whether a JSON-format body (with no escapes) has a string or null as its first value: its chunks
+    are then read as strings by pyarrow's reader, whose temporaries are a small multiple of the chunk (the
+    other JSON values take about 25 bytes a byte: a quarter of :data:`CHUNK_BYTES` a chunk)."""
+    first = _FIRST_VALUE.search(body, 0, 4096)
+    return first is None or first.group(1) in b'"n'
 
 
 def _chunk_end(body: bytes, pos: int, stop: int, size: int) -> int | None:
@@ -187,11 +196,13 @@ def _joined(column: pa.ChunkedArray, data: np.ndarray) -> pa.Array:
                                                                    pa.py_buffer(data[:base])], null_count=column.null_count)
 
 
-def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarray] | None = None
-                     ) -> tuple[pa.Table, pa.Array | None] | None:
+def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarray] | None = None,
+                     plain: bool | None = None) -> tuple[pa.Table, pa.Array | None] | None:
     """Decode one ``{"records": [...]}`` document (the body, or a chunk of it) in columns, or None.
 
     ``into``: binary format only, the arrays to decode keys and values into (see :func:`b64decode`).
+    ``plain``: JSON format only, whether the document (or the body it is a chunk of) has no escapes nor
+    raw control bytes, when the caller knows. Default: found here.
 
     A JSON-format document whose keys and values are all strings (or null) is read by pyarrow's reader
     with them as string columns (:func:`_json_texts`: the fastest way); others (numbers, objects, ...)
@@ -201,7 +212,8 @@ def _decode_document(body: bytes, fmt: str, *, into: tuple[np.ndarray, np.ndarra
     if fmt == "binary":
         return _decode_records(body, fmt, _PARSE, into)
     first = _FIRST_VALUE.search(body, 0, 4096)
-    plain = not _CONTROL.search(body)  # no escapes nor raw control bytes: strings are their texts
+    if plain is None:
+        plain = not _CONTROL.search(body)  # no escapes nor raw control bytes: strings are their texts
     if plain and (first is None or first.group(1) in b'"n'):
         decoded = _decode_records(body, fmt, _PARSE, None)
         if decoded is not None:

@@ -31,7 +31,7 @@ from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
 from lakelog.ingest_api.error_handlers import error_response
-from lakelog.ingest_api.memory_release import RELEASE_MIN_BYTES, release_unused_memory
+from lakelog.ingest_api.memory_release import RELEASE_MIN_BYTES
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
 from lakelog.protocol.errors import (
@@ -238,15 +238,15 @@ async def _produce(request: Request, broker, context: RequestContext, topic: str
     answered = False
     try:
         response = await _produce_body(broker, context, topic, partition, fmt, holder, acks, producer)
-        if size >= RELEASE_MIN_BYTES:  # once the answer is sent, its memory goes back to the system
-            response.background = BackgroundTask(release_unused_memory)
+        if size >= RELEASE_MIN_BYTES:  # once the answer is sent (and the burst over), memory goes back
+            response.background = BackgroundTask(request.app.state.memory_releaser.request_done)
         answered = True
         return response
     finally:
         budget.give(size)
         if not answered and size >= RELEASE_MIN_BYTES:
             holder.clear()
-            await asyncio.to_thread(release_unused_memory)
+            await request.app.state.memory_releaser.request_done()
 
 
 #: Produce bodies from this size on are decoded in a worker thread, off the event loop.

@@ -2,7 +2,7 @@
 OffsetsForLeaderEpoch requests, KIP-101), and transaction coordinators write markers (WriteTxnMarkers),
 over HTTP.
 
-- ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/records?offset=&replica_id=&leader_epoch=&max_wait_ms=&max_bytes=``:
+- ``GET /lakelog/v1/replica/topics/{t}/partitions/{p}/records?offset=&replica_id=&leader_epoch=&max_wait_ms=&max_bytes=&log_start_offset=``:
   full log rows (:data:`lakelog.log_tables.schema.TAIL_SCHEMA`: offset, timestamp, key, value, headers,
   leader_epoch, producer fields, attributes; transaction markers included) from ``offset`` up to the
   leader's log end offset, as an Arrow IPC
@@ -21,8 +21,8 @@ over HTTP.
 - ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/markers`` ``{"producer_id", "producer_epoch",
   "control": "commit"|"abort", "coordinator_epoch"}`` -> ``{"offset": N}``: a transaction's marker on this
   leader, answered once the ISR has it (:func:`~lakelog.replication.transaction_markers.write_marker`).
-- ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/delete-records`` ``{"offset": N}`` -> ``{"low_watermark": M}``:
-  DeleteRecords of a partition this broker leads, forwarded by another broker
+- ``POST /lakelog/v1/replica/topics/{t}/partitions/{p}/delete-records`` ``{"offset": N, "timeout_ms": T}`` ->
+  ``{"low_watermark": M}``: DeleteRecords of a partition this broker leads, forwarded by another broker
   (:func:`~lakelog.replication.record_deletion.local_delete_records`).
 
 Errors: 421/42101 not the leader, 421/42102 the follower's ``leader_epoch`` is older than the leader's,
@@ -63,9 +63,11 @@ async def replica_fetch(
     leader_epoch: Annotated[int, Query(ge=0)],
     max_wait_ms: Annotated[int, Query(ge=0, le=60_000)] = 500,
     max_bytes: Annotated[int, Query(gt=0, le=256 * 1024 * 1024)] = 16 * 1024 * 1024,
+    log_start_offset: Annotated[int, Query(ge=-1)] = -1,
 ) -> Response:
     table, part = await leader_side.replica_fetch(broker.replica_manager, topic, partition, replica_id=replica_id, leader_epoch=leader_epoch,
-                                             offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+                                             offset=offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
+                                             log_start_offset=log_start_offset)
     body = b"" if table.num_rows == 0 and fetched_range(table) is None else (
         await asyncio.to_thread(arrow_ipc, table) if table.num_rows > 5000 else arrow_ipc(table))
     return Response(body, media_type=ARROW_STREAM, headers={
@@ -109,10 +111,12 @@ async def write_txn_marker(broker: BrokerDep, topic: Annotated[str, Path()], par
 
 class _DeleteRecords(BaseModel):
     offset: int = Field(ge=-1)
+    timeout_ms: int = Field(30_000, ge=0, le=3_600_000)
 
 
 @router.post("/topics/{topic}/partitions/{partition}/delete-records")
 async def delete_records(broker: BrokerDep, topic: Annotated[str, Path()], partition: Annotated[int, Path(ge=0)],
                          body: _DeleteRecords) -> dict:
-    low_watermark = await local_delete_records(broker.replica_manager, topic, partition, offset=body.offset)
+    low_watermark = await local_delete_records(broker.replica_manager, topic, partition, offset=body.offset,
+                                               timeout_ms=body.timeout_ms)
     return {"low_watermark": low_watermark}

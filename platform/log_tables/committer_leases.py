@@ -82,6 +82,12 @@ class PartitionLease:
         self._seen = 0
         self._leading = False
         self._terms = 0  # how often this replica became the table's committer (leader of a shared table)
+        #: the leader epoch this replica leads a shared table in (its commits record it); None otherwise
+        self.leader_epoch: int | None = None
+        #: the epoch the table holds a commit of this replica's in (a new leader records its epoch at once)
+        self.epoch_recorded: int | None = None
+        #: the newer leader epoch found in the table after a refused commit (:meth:`fence`), or None
+        self.fenced_by: int | None = None
 
     @property
     def leading(self) -> bool:
@@ -93,6 +99,22 @@ class PartitionLease:
         if value and not self._leading and self.shared:  # a table of its own changes under no one
             self._terms += 1
         self._leading = value
+
+    def lead(self, leading: bool, *, leader_epoch: int | None) -> None:
+        """This replica leads a shared table in ``leader_epoch`` (``leading``), or follows: a role change
+        of the partition, which also lifts a :meth:`fence` of an older epoch."""
+        if leading and self.fenced_by is not None:
+            if leader_epoch is None or leader_epoch < self.fenced_by:
+                return  # still deposed: a newer leader's commits are in the table
+            self.fenced_by = None
+        self.leading = leading
+        self.leader_epoch = leader_epoch if leading else None
+
+    def fence(self, newer_epoch: int) -> None:
+        """The shared table holds a commit of ``newer_epoch``, above this replica's: another replica leads
+        it, so this one commits nothing more (as a follower) until it leads in that epoch or a newer one."""
+        self.fenced_by = newer_epoch
+        self._leading = False
 
     def held(self) -> bool:
         """True while an outside committer holds the lease, or another replica leads a shared table."""

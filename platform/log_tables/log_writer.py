@@ -60,7 +60,7 @@ from lakelog.log_tables.recovery import file_snapshot, lake_state, recover
 from lakelog.log_tables.records import check_replicated, dense_tail_start, fetched_range, has_gaps, to_log_batch
 from lakelog.log_tables.schema import ATTRIBUTES, TAIL_SCHEMA, TRANSACTIONAL_BIT, with_attributes
 from lakelog.log_tables.segments import SegmentLog
-from lakelog.log_tables.table_writes import commit_append, commit_truncation
+from lakelog.log_tables.table_writes import commit_append, commit_truncation, newer_leader_epoch
 
 if TYPE_CHECKING:
     from lakelog.protocol.producer_headers import ProducerBatch
@@ -237,6 +237,12 @@ class LogWriter:
                     self.segments.roll_at_next_append()
             batch = _read_tail(self.state, start, upper, max_bytes) if upper > start else None
             end, failure = start, None
+            epoch = self.lease.leader_epoch if self.lease.shared else None  # fences a deposed leader
+            since_version = self.table.version()
+            if batch is None and epoch is not None and self.lease.epoch_recorded != epoch:
+                # a new leader of a shared table records its epoch at once, records or not: from then on
+                # the replica it took over from can commit nothing
+                batch = TAIL_SCHEMA.empty_table()
             if batch is not None:
                 # 2. one Delta append recording the new lake end offset (the decided, committed records)
                 read_end = start + batch.num_rows
@@ -249,14 +255,20 @@ class LogWriter:
                     rows = rows.filter(pc.greater_equal(rows["offset"], view.log_start_offset))
                 try:
                     commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
-                                  lake_end_offset=read_end, log_start_offset=view.log_start_offset)
+                                  lake_end_offset=read_end, log_start_offset=view.log_start_offset,
+                                  leader_epoch=epoch)
                     end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,
                                                          storage_options=self.storage_options)
+                    self.lease.epoch_recorded = epoch
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
                     failure = e
+                    if epoch is not None:
+                        self._fence_if_deposed(since_version=since_version, leader_epoch=epoch)
                     files, end = lake_state(self.table, self.uri, self._fs, self._root,
                                             storage_options=self.storage_options)
+                    if self.lease.shared:  # the table may be past this replica's log (its successor's)
+                        end = max(start, min(end, view.log_end_offset))
             else:
                 files = self.state.files
             # 3. lake end offset and file index; release the segments below it, delete them once published
@@ -268,6 +280,20 @@ class LogWriter:
             if failure is not None:
                 raise CommitFailedError(f"Flushing {self.name} to Delta failed: {failure}") from failure
             return end - start
+
+    def _fence_if_deposed(self, *, since_version: int, leader_epoch: int) -> None:
+        """A commit to a shared table failed: when a commit after ``since_version`` records a newer leader
+        epoch, another replica leads the table, and this one commits no more (it keeps its tail and
+        follows the table as a follower does until its role changes)."""
+        try:
+            newer = newer_leader_epoch(self.table, since_version=since_version, leader_epoch=leader_epoch)
+        except Exception as e:  # unreadable now: the next round tries again
+            log.warning("%s: reading the table's leader epochs failed: %s", self.name, e)
+            return
+        if newer is not None:
+            self.lease.fence(newer)
+            log.warning("%s: fenced: the shared table holds commits of leader epoch %d, above this replica's "
+                        "%d; it commits nothing more to the table", self.name, newer, leader_epoch)
 
     def drop_tail(self) -> None:
         """Commit the whole tail to Delta (high watermark or not) and append to Delta from now on: a topic
@@ -531,8 +557,9 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
 
 
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
-    """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
-    chunk of the tail schema; they must start at ``start`` and be contiguous.
+    """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, in the
+    tail schema, one chunk per piece read (delta-rs writes them as one file all the same: no copy into one
+    chunk); they must start at ``start`` and be contiguous.
 
     The tail is dense: appends assign dense offsets, and a follower commits a replicated range with gaps
     (the leader compacted it) straight to the Delta table (:meth:`LogWriter.append_replicated`), so
@@ -542,7 +569,7 @@ def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Ta
     """
     pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None, reload_index=lambda: state.files)
     pieces = [with_attributes(p) for p in pieces]  # a frame written before transactions has none
-    batch = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
+    batch = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     offsets = batch["offset"]
     if offsets[0].as_py() != start or offsets[-1].as_py() != start + batch.num_rows - 1:
         raise AssertionError(f"the tail read from {start} is not contiguous: {offsets[0]}..{offsets[-1]}")

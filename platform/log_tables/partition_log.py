@@ -400,11 +400,21 @@ class PartitionLog:
         table's lease in ``leases`` (:mod:`~lakelog.log_tables.committer_leases`); re-read the table after."""
         self._writer.lease.leases = leases
 
-    def set_lake_leader(self, leading: bool) -> None:
+    def set_lake_leader(self, leading: bool, *, leader_epoch: int | None = None) -> None:
         """A table in a shared lake: this replica leads the partition (``True``: it commits the tail to the
         table from the table's lake end offset on, and runs retention, merges and VACUUM) or follows it
-        (``False``: it keeps its tail and commits nothing). No effect on a table of its own."""
-        self._writer.lease.leading = leading
+        (``False``: it keeps its tail and commits nothing). No effect on a table of its own.
+
+        ``leader_epoch``: the partition's leader epoch this replica leads in. Its appends to the table
+        record it, the first at its next flusher round (an empty commit when it has no records to commit),
+        and are made only at the version after the one it read: once a newer leader recorded a higher
+        epoch, this replica's commits are refused and it commits nothing more
+        (:func:`~lakelog.log_tables.table_writes.newer_leader_epoch`). None: appends without a fence (a
+        log opened alone, as in tests)."""
+        self._writer.lease.lead(leading, leader_epoch=leader_epoch)
+
+    lake_fenced_by = property(lambda self: self._writer.lease.fenced_by,
+                              doc="The newer leader epoch that fenced this replica's commits to its shared table, or None.")
 
     def catch_up_lake_end(self) -> int:
         """A table in a shared lake: take the lake end offset the leader's commits reached and release the

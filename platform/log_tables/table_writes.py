@@ -24,8 +24,8 @@ from deltalake.exceptions import DeltaError
 from lakelog.log_tables.errors import LogStorageError
 from lakelog.log_tables.schema import LOG_SCHEMA
 
-__all__ = ["LAKE_END_OFFSET_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY",
-           "PARQUET_CODECS", "commit_append", "commit_rewrite", "commit_truncation", "newest_commits",
+__all__ = ["LAKE_END_OFFSET_KEY", "LEADER_EPOCH_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY",
+           "PARQUET_CODECS", "commit_append", "newer_leader_epoch", "commit_rewrite", "commit_truncation", "newest_commits",
            "open_log_table", "recorded_lake_end_offset", "recorded_log_start_offset", "storage_errors"]
 
 #: commitInfo key holding the table's end offset (lake end offset) after the commit.
@@ -35,6 +35,10 @@ LOG_END_OFFSET_KEY = "lakelog.log_end_offset"
 #: commitInfo key holding the log start offset (retention, and every flush since: a compacted head is no
 #: data loss, the log start offset stays where retention put it).
 LOG_START_OFFSET_KEY = "lakelog.log_start_offset"
+#: commitInfo key holding the leader epoch of the replica that made the commit: a table in a shared lake
+#: (``lake.uri``) is written by its partition's leader, and a deposed leader is fenced by the epochs here
+#: (:func:`newer_leader_epoch`; the commit is made without delta-rs's rebase on a newer version).
+LEADER_EPOCH_KEY = "lakelog.leader_epoch"
 #: commitInfo key naming what a lakelog commit did (``truncate``, ``compact``, ``clean``, ``retention``, ...).
 OPERATION_KEY = "lakelog.operation"
 
@@ -101,8 +105,14 @@ def _create_log_table(uri: str, *, topic: str, partition: int, storage_options: 
 
 
 def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, lake_end_offset: int,
-                  log_start_offset: int | None = None) -> int:
+                  log_start_offset: int | None = None, leader_epoch: int | None = None) -> int:
     """Append ``batch`` (log schema, offsets assigned) as one Delta commit; return the new table version.
+
+    With ``leader_epoch`` (a table in a shared lake, written by its partition's leader) the commit records
+    it (:data:`LEADER_EPOCH_KEY`) and is made at the version after ``table``'s or not at all: delta-rs's
+    conditional put refuses it when another commit took that version (a blind append would otherwise be
+    rebased onto it), so a deposed leader cannot commit after its successor did, and two replicas never
+    both append the same offsets. The caller then re-reads the table (:func:`newer_leader_epoch`).
 
     Args:
         table: the partition table (updated in place to the new version).
@@ -111,17 +121,41 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
         lake_end_offset: the table's end offset after the batch (recorded in commitInfo).
         log_start_offset: the log start offset, recorded too (:data:`LOG_START_OFFSET_KEY`), so a log
             whose first records were compacted away keeps its start after a restart. None = not recorded.
+        leader_epoch: the committing leader's epoch (see above). None = a table of the replica's own.
 
     Raises:
-        Exception: whatever delta-rs raises; the outcome is ambiguous until the table is re-read.
+        Exception: whatever delta-rs raises (``CommitFailedError`` when another commit took the version,
+            with ``leader_epoch``); the outcome is ambiguous until the table is re-read.
     """
+    metadata = {LAKE_END_OFFSET_KEY: str(lake_end_offset)}
+    if log_start_offset is not None:
+        metadata[LOG_START_OFFSET_KEY] = str(log_start_offset)
+    if leader_epoch is not None:
+        metadata[LEADER_EPOCH_KEY] = str(leader_epoch)
     write_deltalake(
         table, batch, mode="append",
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type]),
-        commit_properties=CommitProperties(custom_metadata={LAKE_END_OFFSET_KEY: str(lake_end_offset), **(
-            {} if log_start_offset is None else {LOG_START_OFFSET_KEY: str(log_start_offset)})}),
+        commit_properties=CommitProperties(custom_metadata=metadata,
+                                           max_commit_retries=None if leader_epoch is None else 0),
     )
     return table.version()
+
+
+def newer_leader_epoch(table: DeltaTable, *, since_version: int, leader_epoch: int) -> int | None:
+    """The highest leader epoch above ``leader_epoch`` that a commit after ``since_version`` recorded
+    (:data:`LEADER_EPOCH_KEY`), or None: a replica that finds one was deposed and commits no more.
+    ``table`` is brought to its newest version first. Reads the commitInfo of the newer versions only.
+
+    Raises:
+        deltalake.exceptions.DeltaError, OSError: the table is unreadable.
+    """
+    table.update_incremental()
+    newer = table.version() - since_version
+    if newer <= 0:
+        return None
+    epochs = [int(c[LEADER_EPOCH_KEY]) for c in table.history(newer) if LEADER_EPOCH_KEY in c]
+    highest = max(epochs, default=-1)
+    return highest if highest > leader_epoch else None
 
 
 def commit_truncation(table: DeltaTable, offset: int) -> int:

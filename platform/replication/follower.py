@@ -163,7 +163,8 @@ class ReplicaFetcher:
         try:
             answer = await self._leader.replica_fetch(
                 url, self.log.topic, self.log.partition, replica_id=self.broker_id, leader_epoch=self.leader_epoch,
-                offset=offset, max_bytes=self.fetch_max_bytes, max_wait_ms=self.fetch_wait_max_ms)
+                offset=offset, max_bytes=self.fetch_max_bytes, max_wait_ms=self.fetch_wait_max_ms,
+                log_start_offset=self.log.log_start_offset)
         except OffsetOutOfRangeError as e:
             if await self._behind_log_start(url):
                 return

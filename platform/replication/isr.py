@@ -63,9 +63,11 @@ class IsrManager:
         if self._task is not None:
             self._task.cancel()
 
-    def record_follower_fetch(self, part: Partition, replica_id: int, offset: int) -> None:
-        """A follower fetched at ``offset``: update its progress, the HW, maybe re-admit it to the ISR."""
-        if part.record_follower_fetch(replica_id, offset, at_ms=now_ms()) and self._running:
+    def record_follower_fetch(self, part: Partition, replica_id: int, offset: int, *, log_start_offset: int = -1) -> None:
+        """A follower fetched at ``offset`` (its log starting at ``log_start_offset``, -1: not said): update
+        its progress, the HW, maybe re-admit it to the ISR."""
+        if part.record_follower_fetch(replica_id, offset, at_ms=now_ms(), log_start_offset=log_start_offset) \
+                and self._running:
             self._schedule_isr_update(part, add={replica_id})
 
     def _schedule_isr_update(self, part: Partition, *, add: set[int] = frozenset(),

@@ -193,8 +193,10 @@ class LeaderClient:
         return table if end is None else table.replace_schema_metadata({READ_END_OFFSET_KEY: end.encode()})
 
     async def replica_fetch(self, leader_url: str, topic: str, partition: int, *, replica_id: int,
-                            leader_epoch: int, offset: int, max_bytes: int, max_wait_ms: int) -> ReplicaFetchResult:
-        """A follower's fetch from its leader (long-polls up to ``max_wait_ms``).
+                            leader_epoch: int, offset: int, max_bytes: int, max_wait_ms: int,
+                            log_start_offset: int = -1) -> ReplicaFetchResult:
+        """A follower's fetch from its leader (long-polls up to ``max_wait_ms``); ``log_start_offset`` is
+        the follower's (the leader's DeleteRecords waits for it).
 
         Raises: OffsetOutOfRangeError when ``offset`` is beyond the leader's LEO (truncate first) or
         below its log start offset (start over there),
@@ -205,7 +207,7 @@ class LeaderClient:
             "GET", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/records",
             what=f"{topic}-{partition}",
             params={"offset": offset, "replica_id": replica_id, "leader_epoch": leader_epoch,
-                    "max_wait_ms": max_wait_ms, "max_bytes": max_bytes},
+                    "max_wait_ms": max_wait_ms, "max_bytes": max_bytes, "log_start_offset": log_start_offset},
             timeout=max_wait_ms / 1000.0 + 30)
         records = read_arrow_ipc(resp.content) if resp.content else None
         return ReplicaFetchResult(records, int(resp.headers.get("X-Lakelog-High-Watermark", "0")),
@@ -342,14 +344,15 @@ class LeaderClient:
                                 timeout=self.request_timeout_ms / 1000.0 + 5)
         return int(resp.json()["offset"])
 
-    async def delete_records(self, leader_url: str, topic: str, partition: int, *, offset: int) -> int:
-        """DeleteRecords for one partition on its leader at ``leader_url``: the leader's log start offset (the
-        low watermark) once it moved up to ``offset`` (-1: the high watermark).
+    async def delete_records(self, leader_url: str, topic: str, partition: int, *, offset: int, timeout_ms: int) -> int:
+        """DeleteRecords for one partition on its leader at ``leader_url``: the partition's low watermark once
+        its replicas moved their log start offsets up to ``offset`` (-1: the high watermark), waiting up to
+        ``timeout_ms`` for them.
 
         Raises: NotLeaderError, LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError,
-        OffsetOutOfRangeError, PolicyViolationError.
+        OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError.
         """
         resp = await self._call("POST", f"{leader_url}{REPLICA_PREFIX}/topics/{topic}/partitions/{partition}/delete-records",
-                                what=f"{topic}-{partition}", json={"offset": offset},
-                                timeout=self.request_timeout_ms / 1000.0 + 5)
+                                what=f"{topic}-{partition}", json={"offset": offset, "timeout_ms": timeout_ms},
+                                timeout=timeout_ms / 1000.0 + 5)
         return int(resp.json()["low_watermark"])

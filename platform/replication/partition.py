@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -69,12 +69,15 @@ class ReplicaProgress:
             from this leader (an ISR member with an unknown LEO holds the high watermark back).
         last_caught_up_ms: last time (monotonic ms) the follower had everything the leader had.
         last_fetch_ms: time of its previous fetch; last_fetch_leader_leo: the leader's LEO then.
+        log_start_offset: the follower's log start offset as its last fetch said; -1 until it said
+            (Kafka's ``ReplicaState.logStartOffset``: DeleteRecords waits for it, :meth:`Partition.low_watermark`).
     """
 
     log_end_offset: int = -1
     last_caught_up_ms: float = 0.0
     last_fetch_ms: float = 0.0
     last_fetch_leader_leo: int = 0
+    log_start_offset: int = -1
 
 
 @dataclass
@@ -177,6 +180,17 @@ class Partition:
         await self.wait_until(lambda: self.log.log_end_offset > offset or not self.is_leader, timeout_s,
                               log_end=True)
 
+    def low_watermark(self, live_brokers: Collection[int]) -> int:
+        """The lowest log start offset of the partition's replicas on live brokers: this leader's, and each
+        follower's as its last fetch said (-1 for a follower that has not said yet). Kafka's
+        ``Partition.lowWatermarkIfLeader``: what a DeleteRecords answers once it reached the offset asked."""
+        low = self.log.log_start_offset
+        for b in self.replicas:
+            if b != self.broker_id and b in live_brokers:
+                prog = self.progress.get(b)
+                low = min(low, prog.log_start_offset if prog is not None else -1)
+        return low
+
     # -- roles ----------------------------------------------------------------------------------
 
     def make_leader(self, state: PartitionState, *, at_ms: float) -> None:
@@ -233,8 +247,10 @@ class Partition:
             return True
         return False
 
-    def record_follower_fetch(self, replica_id: int, offset: int, *, at_ms: float) -> bool:
+    def record_follower_fetch(self, replica_id: int, offset: int, *, at_ms: float, log_start_offset: int = -1) -> bool:
         """A follower fetched at ``offset``: it has every record below it (Kafka's updateFollowerFetchState).
+        ``log_start_offset``: the follower's, when its fetch said (-1: not said); a DeleteRecords waiting
+        for the low watermark is woken.
 
         Its LEO becomes ``offset``; it is caught up now if ``offset`` reaches the leader's LEO, or was at its
         previous fetch if ``offset`` reaches the leader's LEO of then. Then maybe the HW moves.
@@ -251,6 +267,9 @@ class Partition:
             prog.last_caught_up_ms = max(prog.last_caught_up_ms, prog.last_fetch_ms)
         prog.last_fetch_leader_leo, prog.last_fetch_ms = leo, at_ms
         prog.log_end_offset = offset
+        if log_start_offset >= 0 and log_start_offset != prog.log_start_offset:
+            prog.log_start_offset = log_start_offset
+            self.notify_log_end_offset()  # DeleteRecords waits on the followers' log start offsets
         rejoins = (replica_id not in self.isr and offset >= self.log.high_watermark
                    and offset >= self.epoch_start_offset)
         self.maybe_advance_high_watermark()

@@ -248,7 +248,8 @@ class PartitionLifecycle:
             await part.fetcher.stop()
             part.fetcher = None
         part.make_leader(state, at_ms=now_ms())
-        part.log.set_lake_leader(True)  # a shared lake: from now on this replica commits the partition's table
+        # a shared lake: from now on this replica commits the partition's table, fenced by its leader epoch
+        part.log.set_lake_leader(True, leader_epoch=state.leader_epoch)
         log.info("broker %d leads %s at leader epoch %d (LEO %d, HW %d, ISR %s)", self.broker_id, part.name,
                  state.leader_epoch, part.log.log_end_offset, part.log.high_watermark, state.isr,
                  extra={"topic": part.topic, "partition": part.partition})

@@ -5,10 +5,13 @@ offset against its high watermark (``-1`` means the high watermark), moves its l
 (:meth:`LogLifecycle.advance_log_start_offset <lakelog.log_tables.lifecycle.LogLifecycle.advance_log_start_offset>`,
 ``reason="delete-records"``: every record below it is gone for readers at once, the Delta table's data
 files wholly below it are removed as retention removes them, and leave the disk after
-``lake.vacuum.retention.ms``), and answers its new log start offset, the partition's low watermark. The
-followers take the leader's log start offset with their next replica fetch. A broker that does not lead
-the partition asks the leader (:meth:`LeaderClient.delete_records
-<lakelog.replication.leader_client.LeaderClient.delete_records>`).
+``lake.vacuum.retention.ms``). The followers take the leader's log start offset with their next replica
+fetch and say theirs with the one after; the answer waits, as Kafka's ``DelayedDeleteRecords``, until the
+partition's low watermark (the lowest log start offset of its replicas on live brokers,
+:meth:`Partition.low_watermark <lakelog.replication.partition.Partition.low_watermark>`) reached the offset,
+and is that low watermark; after ``timeout_ms`` it is REQUEST_TIMED_OUT (the leader's records are gone
+all the same, the followers' follow). A broker that does not lead the partition asks the leader
+(:meth:`LeaderClient.delete_records <lakelog.replication.leader_client.LeaderClient.delete_records>`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import asyncio
 import functools
 
 from lakelog.log_tables.errors import OffsetOutOfRangeError
-from lakelog.replication.errors import NotLeaderError, PolicyViolationError
+from lakelog.replication.errors import NotLeaderError, PolicyViolationError, RequestTimedOutError
 from lakelog.replication.replica_manager import ReplicaManager
 
 __all__ = ["HIGH_WATERMARK", "check_deletable", "check_offset", "delete_records", "local_delete_records"]
@@ -54,18 +57,22 @@ def check_offset(topic: str, partition: int, *, offset: int, log_start_offset: i
     return offset
 
 
-async def local_delete_records(rm: ReplicaManager, topic: str, partition: int, *, offset: int) -> int:
-    """DeleteRecords of one partition on this broker, its leader: the new log start offset (the low
-    watermark), at least ``offset`` (an offset below the log start offset moves nothing).
+async def local_delete_records(rm: ReplicaManager, topic: str, partition: int, *, offset: int,
+                               timeout_ms: int) -> int:
+    """DeleteRecords of one partition on this broker, its leader: the partition's low watermark once every
+    replica on a live broker moved its log start offset up to the offset asked (an offset below the log
+    start offset moves nothing).
 
     Args:
         offset: the new log start offset, at most the high watermark; :data:`HIGH_WATERMARK` (-1) for the
             high watermark.
+        timeout_ms: how long to wait for the followers (Kafka's DeleteRecords ``timeout_ms``).
 
     Raises:
         NotLeaderError (naming the leader), LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError,
         PolicyViolationError (``cleanup.policy=compact``), OffsetOutOfRangeError (:func:`check_offset`),
-        CommitFailedError (the Delta commit failed; nothing moved).
+        CommitFailedError (the Delta commit failed; nothing moved), RequestTimedOutError (the leader's log
+        start offset moved, a follower's did not within ``timeout_ms``).
     """
     part = await rm.leader_partition(topic, partition)
     check_deletable(topic, cleanup_policy=rm.cache.topic(topic).config.cleanup_policy)
@@ -74,10 +81,23 @@ async def local_delete_records(rm: ReplicaManager, topic: str, partition: int, *
                           high_watermark=log.high_watermark)
     await asyncio.to_thread(functools.partial(log.lifecycle.advance_log_start_offset, target,
                                               reason="delete-records"))
-    return log.log_start_offset
+    wanted = max(target, log.log_start_offset) if offset != HIGH_WATERMARK else log.log_start_offset
+    live = set(await rm.cache.brokers())
+
+    def reached() -> bool:
+        return part.low_watermark(live) >= wanted or not part.is_leader
+
+    if not await part.wait_until(reached, timeout_ms / 1000.0, log_end=True):
+        raise RequestTimedOutError(
+            f"Records of {topic}-{partition} below offset {wanted} are deleted on its leader, but its replicas "
+            f"did not all follow within {timeout_ms} ms (low watermark {part.low_watermark(live)}); retry "
+            f"to learn when they did.")
+    if not part.is_leader:
+        raise NotLeaderError(f"Broker {rm.broker_id} stopped leading {topic}-{partition} during DeleteRecords.")
+    return part.low_watermark(live)
 
 
-async def delete_records(rm: ReplicaManager, topic: str, partition: int, *, offset: int) -> int:
+async def delete_records(rm: ReplicaManager, topic: str, partition: int, *, offset: int, timeout_ms: int) -> int:
     """:func:`local_delete_records` on the partition's leader: here when this broker leads it, else asked
     of the leader through the one inter-broker client.
 
@@ -85,8 +105,9 @@ async def delete_records(rm: ReplicaManager, topic: str, partition: int, *, offs
         as :func:`local_delete_records`; LeaderNotAvailableError also when the leader does not answer.
     """
     try:
-        return await local_delete_records(rm, topic, partition, offset=offset)
+        return await local_delete_records(rm, topic, partition, offset=offset, timeout_ms=timeout_ms)
     except NotLeaderError as e:
         if not e.leader_url:
             raise
-        return await rm.leader_client.delete_records(e.leader_url, topic, partition, offset=offset)
+        return await rm.leader_client.delete_records(e.leader_url, topic, partition, offset=offset,
+                                                     timeout_ms=timeout_ms)

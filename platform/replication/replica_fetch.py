@@ -32,8 +32,9 @@ async def replica_leader(rm: ReplicaManager, topic: str, partition: int, replica
     return part
 
 async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, replica_id: int, leader_epoch: int, offset: int,
-                        max_bytes: int, max_wait_ms: int) -> tuple[pa.Table, Partition]:
+                        max_bytes: int, max_wait_ms: int, log_start_offset: int = -1) -> tuple[pa.Table, Partition]:
     """A follower's fetch: full log rows from ``offset`` up to the LEO (not the HW), long-polling.
+    ``log_start_offset``: the follower's (Kafka's Fetch ``log_start_offset``), -1 when not said.
 
     The rows carry the offset range they cover (:func:`~lakelog.log_tables.records.with_fetched_range`:
     ``[offset, last row + 1)``, or ``[offset, LEO)`` when the log holds no record there), so a follower
@@ -50,7 +51,7 @@ async def replica_fetch(rm: ReplicaManager, topic: str, partition: int, *, repli
         raise OffsetOutOfRangeError(topic=topic, partition=partition, offset=offset,
                                     log_start_offset=part.log.log_start_offset,
                                     high_watermark=part.log.log_end_offset)
-    rm.isr.record_follower_fetch(part, replica_id, offset)
+    rm.isr.record_follower_fetch(part, replica_id, offset, log_start_offset=log_start_offset)
     if offset >= part.log.log_end_offset and max_wait_ms > 0:
         await part.wait_for_log_end(offset, max_wait_ms / 1000.0)
     end = part.log.log_end_offset

@@ -8,7 +8,8 @@ Kafka's ``KafkaApis.handleDeleteRecordsRequest`` and ``ReplicaManager.deleteReco
    ``cleanup.policy`` with ``delete``, an offset at most the partition's high watermark (asked of each
    leader);
 3. each partition's leader moves its log start offset (:mod:`lakelog.replication.record_deletion`: here,
-   or forwarded through the one inter-broker client), the partitions at once.
+   or forwarded through the one inter-broker client), the partitions at once, and answers once its
+   replicas followed (the low watermark; Kafka's ``DelayedDeleteRecords``, up to ``timeout_ms``).
 
 DeleteRecords is idempotent: a log start offset never moves back, so a request retried after an error
 (a leader that moved on the way) changes nothing where it was done already.
@@ -39,12 +40,15 @@ class DeleteRecordsRequest:
         offsets: ``{(topic, partition): offset}``; every record below ``offset`` goes. ``-1`` means the
             partition's high watermark (every record a consumer can read), as in kafka-delete-records'
             offsets JSON.
+        timeout_ms: how long the answer waits for the replicas' log start offsets (Kafka's DeleteRecords
+            ``timeout_ms``). None: the broker's ``request.timeout.ms``.
     """
 
     offsets: dict[tuple[str, int], int]
+    timeout_ms: int | None = None
 
     @classmethod
-    def of(cls, partitions: list[tuple[str, int, int]]) -> "DeleteRecordsRequest":
+    def of(cls, partitions: list[tuple[str, int, int]], *, timeout_ms: int | None = None) -> "DeleteRecordsRequest":
         """From ``[(topic, partition, offset), ...]`` (kafka-delete-records' offsets JSON, a route's body).
 
         Raises:
@@ -56,7 +60,7 @@ class DeleteRecordsRequest:
                 raise InvalidBodyFieldError(f"Partition {topic}-{partition} is named twice in one DeleteRecords "
                                             "request. Nothing was deleted.")
             offsets[(topic, partition)] = offset
-        return cls(offsets=offsets)
+        return cls(offsets=offsets, timeout_ms=timeout_ms)
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,9 @@ class DeleteRecordsResult:
     """Kafka's DeleteRecords response.
 
     Attributes:
-        low_watermarks: ``{(topic, partition): low_watermark}``, the leader's log start offset after the
-            request (at least the offset asked; more when the log already started later).
+        low_watermarks: ``{(topic, partition): low_watermark}``, the lowest log start offset of the
+            partition's replicas on live brokers once each reached the offset asked (Kafka's low watermark;
+            more when the logs already started later).
     """
 
     low_watermarks: dict[tuple[str, int], int]
@@ -95,7 +100,8 @@ class RecordDeletion:
             OffsetOutOfRangeError: an offset above the partition's high watermark.
             LeaderNotAvailableError: a leader that cannot be asked.
         Raises (after some partitions moved, retriable as a whole): NotLeaderError, LeaderNotAvailableError,
-            CommitFailedError of a partition.
+            CommitFailedError of a partition, RequestTimedOutError (504 / 50401: a replica did not follow
+            within ``timeout_ms``).
         """
         rm = self.replica_manager
         # 1.
@@ -118,7 +124,9 @@ class RecordDeletion:
             check_offset(topic, partition, offset=request.offsets[(topic, partition)],
                          log_start_offset=offsets.log_start_offset, high_watermark=offsets.high_watermark)
         # 3.
-        moved = await asyncio.gather(*(delete_records(rm, topic, partition, offset=request.offsets[(topic, partition)])
+        timeout_ms = rm.settings.request_timeout_ms if request.timeout_ms is None else request.timeout_ms
+        moved = await asyncio.gather(*(delete_records(rm, topic, partition, offset=request.offsets[(topic, partition)],
+                                                      timeout_ms=timeout_ms)
                                        for topic, partition in keys), return_exceptions=True)
         for result in moved:
             if isinstance(result, BaseException):

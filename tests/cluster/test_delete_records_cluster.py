@@ -1,11 +1,13 @@
 """DeleteRecords on two real brokers: a request to any broker reaches each partition's leader (forwarded
-through the inter-broker client), and every replica's Delta table drops the files below the new log start
-offset (the followers take it from their leader's replica fetch answers)."""
+through the inter-broker client), the answer comes once every replica moved its log start offset (the
+followers take it from their leader's replica fetch answers and say theirs with the next fetch: Kafka's
+delayed DeleteRecords), and every replica's Delta table drops the files below it."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakelog.client import LakelogClient
 from tests.cluster.test_replication import create_topic, produce, wait_full_isr
@@ -16,6 +18,16 @@ pytestmark = pytest.mark.cluster
 
 def log_start(url: str, topic: str, partition: int) -> int:
     return httpx.get(f"{url}/topics/{topic}/partitions/{partition}", timeout=10).json()["log_start_offset"]
+
+
+def replica_log_start(url: str, topic: str, partition: int) -> int:
+    """The log start offset of the broker's own replica (its ``lakelog_partition_log_start_offset``)."""
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
+        for sample in family.samples:
+            if sample.name == "lakelog_partition_log_start_offset" and sample.labels.get("topic") == topic \
+                    and sample.labels.get("partition") == str(partition):
+                return int(sample.value)
+    raise AssertionError(f"no log start offset of {topic}-{partition} in {url}/metrics")
 
 
 def test_delete_records_sent_to_any_broker_moves_every_replica_of_each_partition(broker_factory, zk, topic_name):
@@ -45,6 +57,8 @@ def test_delete_records_sent_to_any_broker_moves_every_replica_of_each_partition
             (topic_name, 0): 12, (topic_name, 1): 30}
     for p, start in ((0, 12), (1, 30)):
         assert log_start(brokers[leaders[p]].url, topic_name, p) == start
+        for b in brokers:  # answered once every replica had moved: no waiting here
+            assert replica_log_start(brokers[b].url, topic_name, p) == start
     for b in brokers:  # the files wholly below the new start leave every replica's table
         wait_for(lambda: table(b, 1) == [], what=f"broker {b} to drop the files of {topic_name}-1")
         wait_for(lambda: table(b, 0) == list(range(10, 30)), what=f"broker {b} to drop the first file of {topic_name}-0")

@@ -270,3 +270,42 @@ def test_a_log_with_a_table_of_its_own_is_not_re_read_when_it_becomes_leader(tmp
     assert not log._writer.lease.taken_since_last_look()
     log.set_lake_leader(False)
     assert not log.lake_commits_held  # a table of its own: a follower flushes it too
+
+
+def test_a_deposed_leader_that_still_believes_it_leads_commits_nothing(lake, tmp_path):
+    """Two replicas both believe they lead (the old one was paused through an election): the new leader
+    records its epoch in the table at its first flush, with nothing to flush (an empty commit), and from
+    then on every commit of the old one is refused by the conditional put; it finds the newer epoch, stops
+    committing and keeps its tail. The records it took after the election never reach the table."""
+    uri = f"{lake.uri}/t-topicid/0"
+    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
+    old.set_lake_leader(True, leader_epoch=3)
+    old.append(records(0, 4), leader_epoch=3)
+    replicate(old, new)
+    assert old.flush_to_lake() == 4
+    # the election: the new leader (epoch 4) records its epoch although it has nothing to flush
+    new.set_lake_leader(True, leader_epoch=4)
+    assert new.flush_to_lake() == 0
+    epochs = [c.get("lakelog.leader_epoch") for c in DeltaTable(uri, storage_options=lake.storage_options).history()]
+    assert epochs[0] == "4" and "3" in epochs
+    # the old leader wakes up, still leading in its own view, takes records and tries to commit them:
+    # refused, and fenced
+    old.append(records(100, 3), leader_epoch=3)
+    old.advance_high_watermark(old.log_end_offset)
+    with pytest.raises(CommitFailedError):
+        old.flush_to_lake()
+    assert old.lake_fenced_by == 4
+    assert old.flush_to_lake() == 0  # commits nothing more, whatever its tail holds
+    assert old.read(4, end_offset=7)["offset"].to_pylist() == [4, 5, 6]  # its tail stays readable
+    # the new leader's own records at those offsets go to the table, once
+    new.append(records(4, 2), leader_epoch=4)
+    new.advance_high_watermark(new.log_end_offset)
+    assert new.flush_to_lake() == 2
+    table = DeltaTable(uri, storage_options=lake.storage_options).to_pyarrow_table()
+    assert sorted(table["offset"].to_pylist()) == list(range(6))
+    assert sorted(table["value"].to_pylist()) == [f"v{i}".encode() for i in range(6)]
+    # a role change in an older epoch does not lift the fence; one in the newer epoch does
+    old.set_lake_leader(True, leader_epoch=3)
+    assert old.lake_fenced_by == 4 and old.flush_to_lake() == 0
+    old.set_lake_leader(True, leader_epoch=5)
+    assert old.lake_fenced_by is None
