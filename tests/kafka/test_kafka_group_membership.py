@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,18 @@ from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 from lakelog.client import LakelogClient
 from tests.harness import CONDITION_WAIT_S, wait_for
@@ -283,3 +297,85 @@ def test_kafka_admin_lists_describes_and_deletes_the_group(group_broker):
     finally:
         member.close()
         admin.close()
+
+
+class _Wire:
+    """One connection sending raw requests (kafka-python's message classes) and decoding their answers."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=60)
+        self.correlation_id = 0
+
+    def call(self, request_cls, response_cls, version: int, **fields):
+        self.correlation_id += 1
+        request = request_cls(version=version, **fields)
+        request.with_header(correlation_id=self.correlation_id, client_id="wire-test")
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        (size,) = struct.unpack(">i", self._read(4))
+        return response_cls.decode(self._read(size), version=version, header=True)
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_join_sync_heartbeat_and_commit_are_fenced_by_member_and_generation(group_broker):
+    """Raw JoinGroup v5: a new member gets its id with MEMBER_ID_REQUIRED, joins with it and leads
+    generation 1; SyncGroup hands it its assignment; Heartbeat and OffsetCommit with another generation
+    answer ILLEGAL_GENERATION, with an unknown member UNKNOWN_MEMBER_ID; a session timeout under
+    group.min.session.timeout.ms answers INVALID_SESSION_TIMEOUT; a rejected commit writes nothing."""
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol
+    wire = _Wire(bootstrap)
+    try:
+        def join(member_id: str, session_timeout_ms: int = 10_000):
+            return wire.call(JoinGroupRequest, JoinGroupResponse, 5, group_id=group, session_timeout_ms=session_timeout_ms,
+                             rebalance_timeout_ms=10_000, member_id=member_id, group_instance_id=None,
+                             protocol_type="consumer", protocols=[protocol(version=5, name="range", metadata=b"m")])
+
+        assert join("", session_timeout_ms=1000).error_code == 26
+        first = wait_for(lambda: (r := join("")).error_code == 79 and r, what="MEMBER_ID_REQUIRED")  # coordinator ready
+        member_id = first.member_id
+        joined = join(member_id)
+        assert (joined.error_code, joined.generation_id, joined.leader, joined.member_id) == (0, 1, member_id, member_id)
+        assert [(m.member_id, m.metadata) for m in joined.members] == [(member_id, b"m")]
+        synced = wire.call(SyncGroupRequest, SyncGroupResponse, 3, group_id=group, generation_id=1, member_id=member_id,
+                           group_instance_id=None, assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                               version=3, member_id=member_id, assignment=b"mine")])
+        assert (synced.error_code, synced.assignment) == (0, b"mine")
+
+        def heartbeat(member: str, generation: int) -> int:
+            return wire.call(HeartbeatRequest, HeartbeatResponse, 3, group_id=group, generation_id=generation,
+                             member_id=member, group_instance_id=None).error_code
+
+        assert (heartbeat(member_id, 1), heartbeat(member_id, 0), heartbeat("stranger", 1)) == (0, 22, 25)
+
+        def commit(member: str, generation: int, offset: int) -> int:
+            topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+            answer = wire.call(OffsetCommitRequest, OffsetCommitResponse, 7, group_id=group,
+                               generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
+                               topics=[topic_cls(version=7, name=topic, partitions=[
+                                   topic_cls.OffsetCommitRequestPartition(version=7, partition_index=0,
+                                                                          committed_offset=offset,
+                                                                          committed_leader_epoch=-1,
+                                                                          committed_metadata="")])])
+            return answer.topics[0].partitions[0].error_code
+
+        assert (commit(member_id, 0, 5), commit("stranger", 1, 6), commit("", -1, 7)) == (22, 25, 25)
+        assert commit(member_id, 1, 3) == 0
+        with LakelogClient(broker.url) as http:
+            assert [(o["partition"], o["offset"]) for o in http.groups.committed_offsets(group)] == [(0, 3)]
+        left = wire.call(LeaveGroupRequest, LeaveGroupResponse, 1, group_id=group, member_id=member_id)
+        assert left.error_code == 0
+        assert heartbeat(member_id, 1) == 25
+    finally:
+        wire.close()
