@@ -34,6 +34,7 @@ from kafka.protocol.consumer.group import (
 )
 
 from lakelog.client import LakelogClient
+from tests.cluster.test_replication import FAST, create_topic
 from tests.harness import CONDITION_WAIT_S, wait_for
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
 
@@ -379,3 +380,41 @@ def test_join_sync_heartbeat_and_commit_are_fenced_by_member_and_generation(grou
         assert heartbeat(member_id, 1) == 25
     finally:
         wire.close()
+
+
+@pytest.mark.cluster
+def test_on_three_brokers_the_group_lives_on_its_coordinator_and_others_answer_not_coordinator(
+        broker_factory, zk_client, topic_name):
+    """Consumers bootstrapped on broker 0 find the group's coordinator (the leader of its
+    __consumer_offsets partition) and split the partitions led by three brokers; a JoinGroup or Heartbeat
+    sent to another broker answers NOT_COORDINATOR (16)."""
+    env = {**FAST, **GROUP_ENV}
+    brokers = {i: broker_factory(broker_id=i, extra_env=dict(env)) for i in range(3)}
+    endpoints = {i: kafka_bootstrap(zk_client, i) for i in brokers}
+    assert create_topic(brokers[0].url, topic_name, partitions=3, rf=1).status_code == 201
+    group = f"g-{topic_name}"
+    first = _PollingConsumer(endpoints[0], topic_name, group)
+    second = _PollingConsumer(endpoints[0], topic_name, group)
+    try:
+        wait_for(lambda: first.partitions() and second.partitions()
+                 and first.partitions() | second.partitions() == {(topic_name, p) for p in range(3)},
+                 what="three partitions split between two members")
+        with LakelogClient(brokers[1].url) as http:
+            members = http.groups.group_members(group)["members"]
+        coordinator = members[0]["broker_id"]
+        other = next(i for i in brokers if i != coordinator)
+        wire = _Wire(endpoints[other])
+        try:
+            joined = wire.call(JoinGroupRequest, JoinGroupResponse, 5, group_id=group, session_timeout_ms=10_000,
+                               rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                               protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
+                                   version=5, name="range", metadata=b"")])
+            assert joined.error_code == 16
+            beat = wire.call(HeartbeatRequest, HeartbeatResponse, 3, group_id=group, generation_id=1,
+                             member_id=members[0]["member_id"], group_instance_id=None)
+            assert beat.error_code == 16
+        finally:
+            wire.close()
+    finally:
+        first.close()
+        second.close()
