@@ -307,6 +307,14 @@ class ClassicGroupCoordinator:
                            group_instance_id=group_instance_id)
         return group.generation_id
 
+    async def subscribed_to(self, group_id: str, topic: str) -> bool:
+        """Whether a member of the Kafka-protocol group (``consumer`` protocol) subscribes to ``topic``
+        (Kafka's ``isSubscribedToTopic``). Raises NotCoordinatorError, CoordinatorLoadInProgressError."""
+        group = await self._group(group_id)
+        if group is None or group.protocol_type != "consumer" or group.is_empty():
+            return False
+        return any(topic in subscribed_topics(group.subscription(m)) for m in group.members.values())
+
     async def has_http_members(self, group_id: str) -> bool:
         """Whether the group has HTTP consumer instances as members (ZooKeeper)."""
         return bool(await asyncio.to_thread(self.membership.members, group_id))
@@ -385,7 +393,7 @@ class ClassicGroupCoordinator:
             "protocol_type": group.protocol_type, "protocol": group.protocol_name, "leader": group.leader_id,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "client_host": m.client_host,
-                         "topics": subscribed_topics(m.metadata(group.protocol_name or (m.protocols[0][0] if m.protocols else ""))),
+                         "topics": subscribed_topics(group.subscription(m)),
                          "assignment": [[t, p] for t, p in assigned_partitions(m.assignment)]}
                         for m in group.members.values()]}
         if self._published.get(group.group_id, None) == view and group.group_id in self._published:

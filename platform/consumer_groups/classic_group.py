@@ -166,6 +166,12 @@ class ClassicGroup:
         """No member (pending ones do not count)."""
         return not self.members
 
+    def subscription(self, member: ClassicMember) -> bytes:
+        """The member's metadata for the group's protocol (for its first choice before one is selected)."""
+        if self.protocol_name:
+            return member.metadata(self.protocol_name)
+        return member.protocols[0][1] if member.protocols else b""
+
     def candidate_protocols(self) -> set[str]:
         """The assignment protocols every member supports."""
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]

@@ -11,7 +11,8 @@ __all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "Cons
            "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
            "InvalidSubscriptionError", "RecordDeserializationError", "UnknownGroupError",
            "UnknownMemberIdError", "RebalanceInProgressError", "InconsistentGroupProtocolError",
-           "MemberIdRequiredError", "InvalidSessionTimeoutError", "FencedInstanceIdError"]
+           "MemberIdRequiredError", "InvalidSessionTimeoutError", "FencedInstanceIdError",
+           "GroupSubscribedToTopicError"]
 
 
 class ConsumerGroupError(LakelogError):
@@ -217,3 +218,12 @@ class FencedInstanceIdError(ConsumerGroupError):
 
     http_status = 409
     error_code = 40955
+
+
+class GroupSubscribedToTopicError(ConsumerGroupError):
+    """OffsetDelete of a topic that a member of the group subscribes to: its committed offsets are in use.
+    Kafka: GROUP_SUBSCRIBED_TO_TOPIC (86). 409 / 40956: stop the members, or unsubscribe them from the topic,
+    first."""
+
+    http_status = 409
+    error_code = 40956

@@ -18,6 +18,7 @@ from lakelog.errors import (
     FencedLeaderEpochError,
     FieldOutOfRangeError,
     GroupNotEmptyError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidCommitError,
@@ -126,6 +127,7 @@ ERROR_CODES.update({
     GroupNotEmptyError: 68,                 # NON_EMPTY_GROUP
     MemberIdRequiredError: 79,              # MEMBER_ID_REQUIRED
     FencedInstanceIdError: 82,              # FENCED_INSTANCE_ID
+    GroupSubscribedToTopicError: 86,        # GROUP_SUBSCRIBED_TO_TOPIC
 })
 
 

@@ -191,8 +191,8 @@ class MembershipApis:
         for t in body.topics:
             partitions = [p.partition_index for p in t.partitions]
             try:
-                await self.requests.groups.delete_offsets(body.group_id, topic=t.name, partitions=partitions,
-                                                          context=context)
+                await self.membership.delete_offsets(body.group_id, topic=t.name, partitions=partitions,
+                                                     context=context)
                 code = codes.NONE
             except Exception as e:
                 code = _code(e, f"OffsetDelete of {body.group_id!r}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from lakelog.consumer_groups.classic_coordinator import ClassicGroupCoordinator, GroupSummary
 from lakelog.consumer_groups.classic_group import JoinResult
-from lakelog.consumer_groups.errors import GroupNotEmptyError, UnknownGroupError
+from lakelog.consumer_groups.errors import GroupNotEmptyError, GroupSubscribedToTopicError, UnknownGroupError
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
 from lakelog.requests.group_views import GroupViews
@@ -165,6 +165,20 @@ class GroupMembershipOperations:
                 continue
             out.append(GroupListing(view.group, state, "" if view.is_simple else "consumer"))
         return out
+
+    async def delete_offsets(self, group: str, *, topic: str, partitions: Sequence[int],
+                             context: RequestContext) -> list[tuple[str, int]]:
+        """Kafka's OffsetDelete of one topic: :meth:`GroupOffsets.delete_offsets
+        <lakelog.requests.groups.GroupOffsets.delete_offsets>` (Delete on the group, Read on the topic),
+        refused while a member of the Kafka-protocol group subscribes to the topic.
+
+        Raises: GroupSubscribedToTopicError; those of ``GroupOffsets.delete_offsets``.
+        """
+        self._require(context, Operation.DELETE, group)
+        if await self.coordinator.subscribed_to(group, topic):
+            raise GroupSubscribedToTopicError(f"A member of group '{group}' subscribes to topic '{topic}': stop it "
+                                              "before deleting the group's offsets of the topic.")
+        return await self.offsets.delete_offsets(group, topic=topic, partitions=partitions, context=context)
 
     async def delete_group(self, group: str, *, context: RequestContext) -> None:
         """Kafka's DeleteGroups of one group: its committed offsets and its Kafka-protocol state go; Delete on

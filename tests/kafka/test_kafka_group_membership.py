@@ -19,6 +19,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaError
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -418,3 +419,30 @@ def test_on_three_brokers_the_group_lives_on_its_coordinator_and_others_answer_n
     finally:
         first.close()
         second.close()
+
+
+def test_offset_delete_is_refused_while_a_member_subscribes_to_the_topic(group_broker):
+    """OffsetDelete (the Kafka admin client's delete_group_offsets) answers GROUP_SUBSCRIBED_TO_TOPIC while
+    a member subscribes to the topic, and deletes the offsets once the group is empty."""
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    _produce(bootstrap, topic, 1)
+    member = _PollingConsumer(bootstrap, topic, group)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    partitions = [KafkaTopicPartition(topic, p) for p in range(PARTITIONS)]
+    try:
+        wait_for(lambda: len(member.records) >= PARTITIONS, what="a record of each partition")
+        member._stop.set()
+        member._thread.join(timeout=CONDITION_WAIT_S)
+        member.consumer.commit()
+        answered = admin.delete_group_offsets(group, partitions)
+        assert {getattr(e, "errno", 0) for e in answered.values()} == {86}
+        member.close()
+        wait_for(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", what="the group empty")
+        answered = admin.delete_group_offsets(group, partitions)
+        assert {getattr(e, "errno", 0) for e in answered.values()} == {0}
+        with LakelogClient(broker.url) as http:
+            assert http.groups.committed_offsets(group) == []
+    finally:
+        member.close()
+        admin.close()
