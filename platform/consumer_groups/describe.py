@@ -30,6 +30,7 @@ class DescribedMember:
         subscription: the topics it subscribed to (a pattern: the topics it matched when it joined).
         assignment: its partitions in the group's current generation (empty while it is not in it).
         client_id, client_host: a Kafka client's ``client.id`` and address ("" for an HTTP instance).
+        group_instance_id: a Kafka static member's ``group.instance.id`` (None otherwise).
     """
 
     member_id: str
@@ -39,6 +40,7 @@ class DescribedMember:
     assignment: list[TopicPartition]
     client_id: str = ""
     client_host: str = ""
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ async def describe_group(membership: GroupMembership, broker: ConsumerBroker, gr
             assignor=kafka.get("protocol"), members=sorted((DescribedMember(
                 member_id=m["member_id"], broker_id=int(kafka.get("coordinator", -1)), base_uri="",
                 subscription=list(m.get("topics", [])), assignment=[(t, int(p)) for t, p in m.get("assignment", [])],
-                client_id=m.get("client_id", ""), client_host=m.get("client_host", ""))
+                client_id=m.get("client_id", ""), client_host=m.get("client_host", ""),
+                group_instance_id=m.get("group_instance_id"))
                 for m in kafka.get("members", [])), key=lambda d: d.member_id))
     members = await asyncio.to_thread(membership.members, group)
     assignment = await asyncio.to_thread(membership.assignment, group)

@@ -20,7 +20,7 @@ Differences from Confluent, on purpose:
   offsets with ``read_committed``, i.e. the last stable offset, which lakelog's HW equals while there
   are no transactions.
 - An HTTP consumer's ``client_id`` is its member id (lakelog's consumer instances have no ``client.id``;
-  a Kafka client's is its ``client.id``); ``instance_id`` is always None.
+  a Kafka client's is its ``client.id``); ``instance_id`` is a Kafka static member's ``group.instance.id``.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ __all__ = [
     "ConsumerLagDataList",
 ]
 
-_CLIENT_ID = "The member id: lakelog's consumers have no client.id."
-_INSTANCE_ID = "group.instance.id of a static member: always null (lakelog has no static members)."
+_CLIENT_ID = "A Kafka client's client.id; an HTTP consumer instance's member id (HTTP instances have no client.id)."
+_INSTANCE_ID = "group.instance.id of a static member (Kafka clients only); else null."
 _LOG_END = ("The partition's high watermark: lakelog's consumers read the offsets below it (Confluent: the "
             "latest offset with read_committed, equal while there are no transactions).")
 

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer
@@ -287,6 +288,9 @@ def test_kafka_admin_lists_describes_and_deletes_the_group(group_broker):
         assert described["group_state"] == "Stable" and described["protocol_type"] == "consumer"
         (m,) = described["members"]
         assert (m["client_id"], m["client_host"]) == ("admin-test-client", "127.0.0.1")
+        cluster_id = httpx.get(f"{broker.url}/v3/clusters").json()["data"][0]["cluster_id"]
+        consumers = httpx.get(f"{broker.url}/v3/clusters/{cluster_id}/consumer-groups/{group}/consumers").json()
+        assert [(c["consumer_id"], c["client_id"]) for c in consumers["data"]] == [(m["member_id"], "admin-test-client")]
         listed = {g["group_id"]: g for g in admin.list_groups()}
         assert listed[group]["group_state"] == "Stable"
         assert group in {g["group_id"] for g in admin.list_groups(states_filter=["Stable"])}
