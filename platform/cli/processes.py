@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 import signal
 import time
 from pathlib import Path
@@ -140,11 +141,16 @@ def broker_start(
     override: Annotated[Optional[list[str]], typer.Option(
         "--override", help="key=value: any broker setting by its dotted name, over LAKELOG_* and --config "
                            "(as kafka-server-start --override); repeatable.")] = None,
+    kafka_port: Annotated[int, typer.Option(
+        "--kafka-port", help="Port of the Kafka listener opened when listeners is set nowhere (--config, "
+                             "LAKELOG_LISTENERS, --override): listeners=PLAINTEXT://HOST:PORT (0: a free port, "
+                             "logged). None opens on a broker with TLS or authentication (the listener serves "
+                             "PLAINTEXT only); an empty listeners setting opens none.")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
     """Run one broker in the foreground until Ctrl-C / SIGTERM."""
-    from lakelog.config import BrokerSettings, settings_from_properties
+    from lakelog.config import BrokerSettings, read_properties, settings_from_properties
     from lakelog.errors import LakelogError
     from lakelog.runtime.server import configure_logging, run_broker
 
@@ -155,6 +161,10 @@ def broker_start(
         flags = dict(broker_id=broker_id, port=port, host=host, log_dirs=log_dirs, zookeeper_connect=zookeeper_connect)
         settings = BrokerSettings.load(config_file=config,
                                        **{**overrides, **{k: v for k, v in flags.items() if v is not None}})
+        listeners_set = ("LAKELOG_LISTENERS" in os.environ or "listeners" in overrides
+                         or (config is not None and "listeners" in read_properties(config, missing_ok=True)))
+        if not listeners_set and settings.ssl_certfile is None and settings.authentication_methods == "none":
+            settings = settings.model_copy(update={"listeners": f"PLAINTEXT://{settings.host}:{kafka_port}"})
     except LakelogError as e:
         fail(str(e))
     configure_logging(log_level, log_format=log_format.value, broker_id=settings.broker_id)

@@ -40,9 +40,11 @@ def topics_list(bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
 def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP) -> None:
     """Partitions with leader, replicas, ISR, leader epoch, log start offset, lake end offset (the end of
     the Delta table), log end offset, high watermark and last stable offset (the first offset of an open
-    transaction: read_committed consumers read below it)."""
+    transaction: read_committed consumers read below it); then each replica's broker with its gateway and
+    its Kafka endpoints (``PLAINTEXT://host:port``)."""
     with gateway_client(bootstrap_server) as client:
         info = client.admin.describe_topic(topic)
+        brokers = {b["broker_id"]: b for b in client.admin.brokers()}
     configs = ", ".join(f"{k}={v}" for k, v in sorted(info["configs"].items()))
     console.print(f"Topic: {topic}\tPartitionCount: {len(info['partitions'])}\tConfigs: {configs}")
     table = Table("Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "LogStartOffset", "LakeEndOffset",
@@ -53,6 +55,13 @@ def topics_describe(topic: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
                       str(p.get("log_start_offset")), str(p.get("lake_end_offset")), str(p.get("log_end_offset")),
                       str(p.get("high_watermark")), str(p.get("last_stable_offset")))
     console.print(table)
+    replicas = sorted({r["broker"] for p in info["partitions"] for r in p["replicas"]})
+    endpoints = Table("Broker", "Gateway", "Kafka endpoints")
+    for broker_id in replicas:
+        b = brokers.get(broker_id)
+        endpoints.add_row(str(broker_id), "not live" if b is None else f"http://{b['host']}:{b['port']}",
+                          "" if b is None else ",".join(b.get("endpoints") or []) or "none")
+    console.print(endpoints)
 
 
 @topics_app.command("alter")

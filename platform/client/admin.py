@@ -46,6 +46,12 @@ class AdminClient:
         """Delete ``name`` (``DELETE /v3/clusters/{c}/topics/{t}``). Raises GatewayError (UnknownTopicError 40401)."""
         self.transport.request("DELETE", f"/v3/clusters/{self.transport.cluster_id}/topics/{name}")
 
+    def brokers(self) -> list[dict]:
+        """The live brokers (``GET /v3/clusters/{c}/brokers``): each REST Proxy's ``KafkaBroker`` with
+        ``broker_id``, ``host``, ``port`` (its gateway), ``rack`` and ``endpoints``, its Kafka listeners
+        (``PLAINTEXT://host:port``; empty when it opens none)."""
+        return self.transport.request("GET", f"/v3/clusters/{self.transport.cluster_id}/brokers").json()["data"]
+
     def describe_topic(self, name: str) -> dict:
         """REST Proxy v2's topic (``GET /topics/{t}``: ``name``, ``configs``, ``partitions`` with leaders and replicas)."""
         return self.transport.request("GET", f"/topics/{name}").json()

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from lakelog.log_tables.offset_scan import DataLoss
 
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
-           "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError", "ObjectStoreStartError",
+           "LakeUnavailableError", "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError", "ObjectStoreStartError",
            "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
            "TransactionsNeedTailError", "UnreadableBatchError"]
 
@@ -180,6 +180,18 @@ class DataLossError(LogTableError):
     def __init__(self, loss: "DataLoss", message: str | None = None) -> None:
         super().__init__(message or f"{loss.describe()} of the table {loss.table_uri}")
         self.loss = loss
+
+
+class LakeUnavailableError(LogTableError):
+    """A read needs records that are only in the partition's table in the shared lake (``lake.uri``), and
+    the object store cannot be reached now (connection refused, timeouts, 5xx after delta-rs' retries). The
+    newest records, in the segment tail, are still served, produce goes on, and the flusher commits the tail
+    once the store is back. Kafka: KAFKA_STORAGE_ERROR (56), which its clients retry. 503 / 50331, retriable.
+    """
+
+    http_status = 503
+    error_code = 50331
+    retriable = True
 
 
 class ObjectStoreStartError(LogTableError):

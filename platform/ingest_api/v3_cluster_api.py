@@ -75,7 +75,8 @@ def _broker_data(request: Request, cluster_id: str, info: BrokerInfo) -> m.Broke
     url = f"{_cluster_url(request, cluster_id)}/brokers/{info.broker_id}"
     return m.BrokerData(
         metadata=m.ResourceMetadata(self=url, resource_name=f"crn:///kafka={cluster_id}/broker={info.broker_id}"),
-        cluster_id=cluster_id, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack)
+        cluster_id=cluster_id, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack,
+        endpoints=list(info.endpoints))
 
 
 def _partition_url(request: Request, cluster_id: str, topic: str, partition: int) -> str:

@@ -72,6 +72,9 @@ class BrokerData(BaseModel):
     host: Optional[str] = None
     port: Optional[int] = None
     rack: Optional[str] = Field(None, description="broker.rack; null when not set.")
+    endpoints: list[str] = Field(default_factory=list, description=(
+        "lakelog's own: the broker's Kafka listeners as registered in ZooKeeper (advertised.listeners, "
+        "NAME://host:port); empty when it opens none."), examples=[["PLAINTEXT://127.0.0.1:9092"]])
     configs: Optional[Related] = Field(None, description=_NOT_SERVED)
     partition_replicas: Optional[Related] = Field(None, description=_NOT_SERVED)
 

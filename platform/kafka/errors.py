@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from lakelog.errors import (
     AuthorizationError,
+    ConfigError,
+    InvalidAclError,
+    InvalidBodyFieldError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    PolicyViolationError,
+    TopicChangeConflictError,
+    TopicExistsError,
+    UnknownTopicConfigError,
     ClientQuotaExceededError,
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
@@ -35,6 +44,7 @@ from lakelog.errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     LeaderNotAvailableError,
+    LakeUnavailableError,
     LogStorageError,
     MalformedBodyError,
     MemberIdRequiredError,
@@ -62,6 +72,8 @@ from lakelog.kafka.records import CorruptBatchError, InvalidBatchError
 __all__ = ["CLUSTER_AUTHORIZATION_FAILED", "CORRUPT_MESSAGE", "ERROR_CODES", "GROUP_AUTHORIZATION_FAILED", "INVALID_RECORD", "INVALID_REQUEST",
            "NONE", "NOT_LEADER_OR_FOLLOWER", "TOPIC_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
            "UNKNOWN_SERVER_ERROR", "UNKNOWN_TOPIC_OR_PARTITION", "UNSUPPORTED_VERSION", "kafka_error_code"]
+__all__ += ["INVALID_CONFIG", "INVALID_PARTITIONS", "INVALID_REPLICA_ASSIGNMENT", "INVALID_REPLICATION_FACTOR",
+            "MISMATCHED_ENDPOINT_TYPE", "POLICY_VIOLATION", "TOPIC_ALREADY_EXISTS", "UNKNOWN_TOPIC_ID"]
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -75,6 +87,14 @@ UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 INVALID_RECORD = 87
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+POLICY_VIOLATION = 44
+UNKNOWN_TOPIC_ID = 100
+MISMATCHED_ENDPOINT_TYPE = 114
 
 #: lakelog error class -> Kafka error code (the first class in the MRO found wins)
 ERROR_CODES: dict[type[BaseException], int] = {
@@ -108,6 +128,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     ConcurrentTransactionsError: 51,        # CONCURRENT_TRANSACTIONS
     InvalidTransactionalIdError: 53,        # (Kafka answers an empty transactional id this way too)
     LogStorageError: 56,                    # KAFKA_STORAGE_ERROR
+    LakeUnavailableError: 56,               # KAFKA_STORAGE_ERROR (retriable in Kafka's clients)
     UnknownProducerIdError: 59,             # UNKNOWN_PRODUCER_ID
     FencedLeaderEpochError: 74,             # FENCED_LEADER_EPOCH
     UnknownLeaderEpochError: 75,            # UNKNOWN_LEADER_EPOCH
@@ -118,6 +139,15 @@ ERROR_CODES: dict[type[BaseException], int] = {
     InvalidGroupIdError: 24,                # INVALID_GROUP_ID
     InvalidCommitError: UNKNOWN_TOPIC_OR_PARTITION,  # a partition the topic lacks (a negative offset: the same code)
     UnknownGroupError: 69,                  # GROUP_ID_NOT_FOUND
+    TopicExistsError: TOPIC_ALREADY_EXISTS,
+    InvalidPartitionsError: INVALID_PARTITIONS,
+    InvalidReplicationFactorError: INVALID_REPLICATION_FACTOR,
+    UnknownTopicConfigError: INVALID_CONFIG,
+    ConfigError: INVALID_CONFIG,
+    PolicyViolationError: POLICY_VIOLATION,
+    InvalidAclError: INVALID_REQUEST,
+    InvalidBodyFieldError: INVALID_REQUEST,
+    TopicChangeConflictError: 7,            # REQUEST_TIMED_OUT (retriable: the topic kept changing, nothing written)
 }
 ERROR_CODES.update({
     InconsistentGroupProtocolError: 23,     # INCONSISTENT_GROUP_PROTOCOL

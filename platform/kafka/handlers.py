@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from lakelog.errors import UnknownTopicError
 
 from lakelog.kafka import errors as codes
+from lakelog.kafka.admin_handlers import admin_handlers
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
 from lakelog.kafka.group_handlers import GroupApis
@@ -81,6 +82,7 @@ class KafkaApis:
                           8: groups.offset_commit, 9: groups.offset_fetch, 10: groups.find_coordinator,
                           18: self.api_versions, 22: self.init_producer_id}
         self._handlers.update(MembershipApis(requests=requests).handlers())
+        self._handlers.update(admin_handlers(requests=requests, listener=listener, cluster_id=cluster_id))
 
     async def handle(self, request: RequestFrame, context: RequestContext) -> Any:
         """The response (a message object of the request's version), :data:`NO_RESPONSE` or :data:`CLOSE`."""

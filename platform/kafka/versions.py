@@ -30,6 +30,9 @@ API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Met
                              9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId"}
 API_NAMES.update({11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
                   16: "ListGroups", 42: "DeleteGroups", 47: "OffsetDelete"})
+API_NAMES.update({19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 29: "DescribeAcls",
+                  30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 33: "AlterConfigs",
+                  37: "CreatePartitions", 44: "IncrementalAlterConfigs", 60: "DescribeCluster"})
 
 #: api key -> :class:`ApiRange`
 SERVED: dict[int, ApiRange] = {
@@ -42,6 +45,17 @@ SERVED: dict[int, ApiRange] = {
     10: ApiRange(0, 0, 4),    # FindCoordinator: groups (v4+ batches keys); transaction coordinators not yet
     18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
     22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
+    19: ApiRange(2, 2, 7),    # CreateTopics: Kafka 4's floor; validate_only, configs (no replica assignments)
+    20: ApiRange(1, 1, 6),    # DeleteTopics: Kafka 4's floor; v6 by name or topic id
+    37: ApiRange(0, 0, 3),    # CreatePartitions (no replica assignments)
+    32: ApiRange(1, 1, 4),    # DescribeConfigs: Kafka 4's floor; TOPIC and BROKER resources
+    44: ApiRange(0, 0, 1),    # IncrementalAlterConfigs: topics, SET and DELETE
+    33: ApiRange(0, 0, 2),    # AlterConfigs: topics
+    60: ApiRange(0, 0, 1),    # DescribeCluster (v2 lists fenced brokers)
+    21: ApiRange(0, 0, 2),    # DeleteRecords
+    29: ApiRange(1, 1, 3),    # DescribeAcls: Kafka 4's floor
+    30: ApiRange(1, 1, 3),    # CreateAcls: Kafka 4's floor
+    31: ApiRange(1, 1, 3),    # DeleteAcls: Kafka 4's floor
 }
 SERVED.update({
     11: ApiRange(0, 0, 9),    # JoinGroup: v4+ two-step join (MEMBER_ID_REQUIRED)

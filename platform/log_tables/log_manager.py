@@ -124,18 +124,24 @@ class LogManager:
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:
-        """Close a log and, with ``delete_data``, delete its table from disk: the directory is renamed
-        (:data:`DELETED_DIR_SUFFIX`) at once, so a re-created topic starts empty, and removed by a
-        background task (or at the next start)."""
+        """Close a log and, with ``delete_data`` (its topic was deleted), delete its data: the directory is
+        renamed (:data:`DELETED_DIR_SUFFIX`) at once, so a re-created topic starts empty, and removed by a
+        background task (or at the next start); a table in a shared lake is removed from the object store
+        by a background task too (by every broker that held a replica: whichever comes first removes it;
+        a re-created topic has another topic id, so another table)."""
         plog.close()
         if not delete_data:
             return
-        # the local directory; a table in a shared lake stays (a re-created topic has another topic id)
         doomed = await asyncio.to_thread(_rename_for_deletion, plog.local_dir or Path(plog.table_uri))
         if doomed is not None:
-            task = asyncio.get_running_loop().create_task(asyncio.to_thread(shutil.rmtree, doomed, True))
-            self._deletions.add(task)
-            task.add_done_callback(self._deletions.discard)
+            self._in_background(asyncio.to_thread(shutil.rmtree, doomed, True))
+        if plog.shared_lake:
+            self._in_background(asyncio.to_thread(_delete_shared_table, plog))
+
+    def _in_background(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
 
     async def merge_files_after_append(self, plog: PartitionLog) -> None:
         """After a follower's append: a log without a segment tail made a Delta commit, so run
@@ -148,6 +154,16 @@ class LogManager:
 
 #: The longest file name most file systems take (ext4, XFS, APFS: 255 bytes).
 MAX_FILE_NAME_BYTES = 255
+
+
+def _delete_shared_table(plog: PartitionLog) -> None:
+    try:
+        removed = plog.delete_shared_table()
+    except Exception as e:  # the store is unreachable: the table stays (a broker restart does not retry it)
+        log.warning("removing the table %s of a deleted topic from the lake failed: %s", plog.table_uri, e)
+        return
+    if removed:
+        log.info("removed the table %s of a deleted topic from the lake (%d objects)", plog.table_uri, removed)
 
 
 def _rename_for_deletion(table_dir: Path) -> Path | None:

@@ -38,6 +38,7 @@ are never referenced.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.committer_leases import LeasedTables
 from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_BYTES, tail_segment_bytes
 from lakelog.log_tables.data_files import FileSnapshot, filesystem
+from lakelog.log_tables.errors import LakeUnavailableError
 from lakelog.log_tables.fetch import log_offset_for_timestamp, read_log
 from lakelog.log_tables.lifecycle import LogLifecycle
 from lakelog.log_tables.log_state import LogState
@@ -382,10 +384,22 @@ class PartitionLog:
             OffsetOutOfRangeError: ``start_offset`` is below the log start offset or above the bound,
                 or the table no longer holds it (a file was removed under the log by another writer).
             KeyError: an unknown column.
+            LakeUnavailableError: the records wanted are in the table in a shared lake, whose object store
+                cannot be reached (the tail's records are read without it).
         """
-        return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
-                        columns=columns, reload_index=self._writer.load_index, topic=self.topic,
-                        partition=self.partition, isolation_level=isolation_level, control_records=control_records)
+        try:
+            return read_log(self._state.view, start_offset, max_bytes=max_bytes, end_offset=end_offset,
+                            columns=columns, reload_index=self._writer.load_index, topic=self.topic,
+                            partition=self.partition, isolation_level=isolation_level,
+                            control_records=control_records)
+        except OSError as e:  # pyarrow's S3 errors (and delta-rs' object store errors as the reader meets them)
+            if not self.shared_lake:
+                raise
+            first_line = (str(e).strip().splitlines() or [""])[0]
+            raise LakeUnavailableError(
+                f"Records of {self.topic}-{self.partition} from offset {start_offset} are in its table in the lake "
+                f"({self.table_uri}), whose object store cannot be reached now: {first_line}. Retry; the "
+                f"newest records (from offset {self.lake_end_offset}) are served meanwhile.") from e
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first committed offset whose timestamp is at or after ``timestamp_ms`` (Kafka's ListOffsets by
@@ -434,6 +448,27 @@ class PartitionLog:
     def close(self) -> None:
         """Close the log: later appends raise :class:`LogClosedError`. Reads still work."""
         self._writer.close()
+
+    def delete_shared_table(self) -> int:
+        """A table in a shared lake whose topic was deleted: remove every object of it from the store (data
+        files and Delta log); the number of objects removed. Every broker that held a replica calls it; a
+        table already gone removes nothing. The log must be closed. Blocking (object store I/O).
+
+        Raises:
+            ValueError: the table is not in a shared lake (a replica's own table goes with its directory).
+            OSError: the store refused a deletion (what is left stays; a later call removes it).
+        """
+        if not self.shared_lake:
+            raise ValueError(f"{self.table_uri} is not in a shared lake")
+        fs, root = self._writer._fs, self._writer._root
+        found = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        files = [f.path for f in found if f.type == pafs.FileType.File]
+        # the Delta log first: readers find no table at once, and a removal cut short (the store went away)
+        # leaves data files no table names, not a table whose files are missing
+        for path in sorted(files, key=lambda path: "/_delta_log/" not in path):
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_file(path)
+        return len(files)
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "

@@ -410,12 +410,15 @@ class ClusterMetadata:
         return f"{TOPICS_PATH}/{name}"
 
     def create_topic(self, name: str, *, partitions: int, replication_factor: int,
-                     configs: dict[str, str] | None = None, leader_epoch: int = 0) -> TopicMetadata:
+                     configs: dict[str, str] | None = None, leader_epoch: int = 0,
+                     validate_only: bool = False) -> TopicMetadata:
         """Create a topic: its znode and one state znode per partition, in one ZooKeeper transaction.
 
         The first replica of each partition is its preferred leader and starts as leader; the ISR is
         the full replica list. Only ``configs`` are stored (validated over the broker's topic defaults,
         which stay out of the znode: a config the topic does not set follows the broker's setting).
+        ``validate_only`` (Kafka's CreateTopics ``validateOnly``): every check, the topic's existence
+        included, and the topic as it would be created; nothing is written.
 
         Raises:
             InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError,
@@ -433,6 +436,10 @@ class ClusterMetadata:
         meta = TopicMetadata(name=name, topic_id=uuid.uuid4().hex, replicas=replicas, configs=explicit, version=0,
                              defaults=self.topic_defaults)
         path = f"{TOPICS_PATH}/{name}"
+        if validate_only:
+            if self.zk.exists(path):
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            return meta
         tx = self.zk.transaction()
         tx.create(path, _dump(meta.to_json()))
         tx.create(f"{path}/partitions")

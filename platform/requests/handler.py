@@ -24,6 +24,7 @@ topic admin       :meth:`~RequestHandler.create_topic`,                   Create
                   :meth:`~RequestHandler.create_partitions`
 topic configs     :meth:`~RequestHandler.describe_topic_configs`,         DescribeConfigs,
                   :meth:`~RequestHandler.alter_topic_configs`             IncrementalAlterConfigs
+broker configs    :attr:`RequestHandler.broker_configs`                   DescribeConfigs (BROKER)
 delete records    :meth:`RequestHandler.delete_records`                   DeleteRecords
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
@@ -62,6 +63,7 @@ from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.topic_configs import ConfigChange
 from lakelog.requests import fetch as fetches
 from lakelog.requests.authorization import RequestPermissions
+from lakelog.requests.broker_configs import BrokerConfigs
 from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest, ListOffsetsResult
 from lakelog.requests.consumer_instances import ConsumerInstances
 from lakelog.requests.context import RequestContext
@@ -116,6 +118,8 @@ class RequestHandler:
         self._delete_records = RecordDeletion(replica_manager=replica_manager)
         self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
                                  coordinator=coordinator, authorizer=authorizer)
+        #: this broker's own configs (DescribeConfigs of a BROKER resource)
+        self.broker_configs = BrokerConfigs(settings=settings, authorizer=authorizer)
         #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager, authorizer=authorizer)
         #: the Kafka-protocol groups this broker coordinates (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
@@ -180,10 +184,11 @@ class RequestHandler:
         <lakelog.requests.topics.TopicAdmin.describe_topic_configs>`."""
         return await self.topics.describe_topic_configs(name, context=context)
 
-    async def create_topic(self, request: CreateTopicRequest, *, context: RequestContext) -> TopicMetadata:
+    async def create_topic(self, request: CreateTopicRequest, *, context: RequestContext,
+                           validate_only: bool = False) -> TopicMetadata:
         """Kafka's CreateTopics; see :meth:`TopicAdmin.create_topic
         <lakelog.requests.topics.TopicAdmin.create_topic>`."""
-        return await self.topics.create_topic(request, context=context)
+        return await self.topics.create_topic(request, context=context, validate_only=validate_only)
 
     async def delete_topic(self, name: str, *, context: RequestContext) -> None:
         """Kafka's DeleteTopics; see :meth:`TopicAdmin.delete_topic

@@ -107,9 +107,11 @@ class TopicAdmin:
         self._permissions(context).require(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
         return await self.replica_manager.topic_fresh(name)
 
-    async def create_topic(self, request: CreateTopicRequest, *, context: RequestContext) -> TopicMetadata:
+    async def create_topic(self, request: CreateTopicRequest, *, context: RequestContext,
+                           validate_only: bool = False) -> TopicMetadata:
         """Create a topic in ZooKeeper (replicas spread as Kafka does) and open the logs this broker leads;
-        Create on the cluster, else Create on the topic.
+        Create on the cluster, else Create on the topic. ``validate_only`` (Kafka's CreateTopics
+        ``validateOnly``): every check, nothing written; the topic as it would be.
 
         Raises:
             AuthorizationError: 403 / 40301 (checked first);
@@ -125,11 +127,15 @@ class TopicAdmin:
             raise ConfigError(f"Invalid configuration: unknown config '{unknown[0]}' (known: {', '.join(sorted(known))})")
         configs = {name: value for name, value in request.configs.items() if value is not None}
         rm, broker_id = self.replica_manager, self.settings.broker_id
+        partitions, replication_factor = request.partitions_count, request.replication_factor
         meta = await asyncio.to_thread(
             self.metadata.create_topic, request.name,
-            partitions=request.partitions_count or self.settings.num_partitions,
-            replication_factor=request.replication_factor or self.settings.default_replication_factor,
-            configs=configs or None)
+            partitions=self.settings.num_partitions if partitions is None else partitions,
+            replication_factor=(self.settings.default_replication_factor if replication_factor is None
+                                else replication_factor),
+            configs=configs or None, validate_only=validate_only)
+        if validate_only:
+            return meta
         await rm.refresh_topics()
         for p, replicas in meta.replicas.items():
             if replicas[0] == broker_id:

@@ -51,14 +51,19 @@ class BrokerProcess:
             and the readiness poll verifies it against ``ssl_cafile`` and presents the broker's own
             certificate (so ``ssl.client.auth=required`` brokers answer it too). Default: none: those the
             child gets from ``LAKELOG_SSL_*`` in its environment or from ``config_file``, if any (else HTTP).
+        kafka_port: its Kafka listener's port (``lakelog broker start --kafka-port``; 0: a free one) when
+            ``listeners`` is set neither in its environment nor in ``config_file``. Default: None: no Kafka
+            listener unless those set ``listeners``.
     """
 
     def __init__(self, *, zookeeper_connect: str, log_dirs: Path, broker_id: int = 0, port: int | None = None,
                  extra_env: dict[str, str] | None = None, log_file: Path | None = None,
                  log_level: str = "warning", new_session: bool = False, config_file: Path | None = None,
                  log_format: Literal["text", "json"] = "text", ssl_certfile: Path | None = None,
-                 ssl_keyfile: Path | None = None, ssl_cafile: Path | None = None) -> None:
+                 ssl_keyfile: Path | None = None, ssl_cafile: Path | None = None,
+                 kafka_port: int | None = None) -> None:
         self.zookeeper_connect = zookeeper_connect
+        self.kafka_port = kafka_port
         self.log_dirs = Path(log_dirs)
         self.broker_id = broker_id
         self.port = port or free_port()
@@ -119,6 +124,11 @@ class BrokerProcess:
                "--log-format", self.log_format]
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
+        if self.kafka_port is not None:
+            cmd += ["--kafka-port", str(self.kafka_port)]
+        elif "LAKELOG_LISTENERS" not in env and (self.config_file is None or "listeners" not in read_properties(
+                self.config_file, missing_ok=True)):
+            env["LAKELOG_LISTENERS"] = ""  # broker start's default listener (9092) only when asked for
         with open(self.log_file, "ab") as log:
             self.process = spawn(cmd, death_signal=signal.SIGKILL, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env, start_new_session=self.new_session)
@@ -137,6 +147,18 @@ class BrokerProcess:
                 time.sleep(0.1)
         self.kill()
         raise RuntimeError(f"broker {self.broker_id} did not answer within {timeout_s} s:\n{self.log_tail()}")
+
+    def kafka_endpoints(self) -> list[str]:
+        """The Kafka endpoints it registered (``PLAINTEXT://host:port``, from ``GET /v3/clusters/{c}/brokers/{id}``);
+        empty when it opens none. Raises httpx.HTTPError when it does not answer (or wants credentials)."""
+        verify = client_ssl_context(**self.tls) if self.tls else True
+        with httpx.Client(verify=verify, timeout=10) as http:
+            clusters = http.get(f"{self.url}/v3/clusters")
+            clusters.raise_for_status()
+            cluster_id = clusters.json()["data"][0]["cluster_id"]
+            broker = http.get(f"{self.url}/v3/clusters/{cluster_id}/brokers/{self.broker_id}")
+            broker.raise_for_status()
+            return list(broker.json().get("endpoints", []))
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of its log ("" when there is none)."""

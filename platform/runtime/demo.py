@@ -95,7 +95,8 @@ def request_bodies(*, records: int | None = None) -> tuple[list[bytes], int]:
 
 
 def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_servers: str | None = None,
-             replication_factor: int = 1, secure: bool = False, records: int | None = None) -> None:
+             replication_factor: int = 1, secure: bool = False, records: int | None = None,
+             kafka_port: int = 9092) -> None:
     """Run the whole demo; raises if any check fails. See the module docstring for the steps.
 
     Args:
@@ -109,6 +110,8 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             passwords are made under ``data_dir/tls`` (reused by later runs). Not with ``bootstrap_servers``.
             Default: False.
         records: produce only the first this many flights. Default: None (all 336,776).
+        kafka_port: the embedded broker's Kafka listener (``PLAINTEXT://127.0.0.1:{kafka_port}``; 0: a free
+            one). None with ``secure`` (the listener serves PLAINTEXT only). Default: 9092, as ``lakelog up``.
 
     Raises:
         ValueError: ``secure`` with ``bootstrap_servers``, or ``records`` < 1.
@@ -137,9 +140,12 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
                 tls = prepare_secure_demo(data_dir, zookeeper_connect=zk.connect_string)
             broker = BrokerProcess(zookeeper_connect=zk.connect_string, log_dirs=data_dir / "logs", port=port,
                                    log_file=data_dir / "broker.log", new_session=True,
+                                   kafka_port=None if secure else kafka_port,
                                    **(tls.broker_kwargs() if tls else {})).start()
             url = broker.url
             console.print(f"   broker 0 at {url} (pid {broker.pid}), logs under {data_dir / 'logs'}")
+            if not secure:
+                console.print(f"   Kafka listener: {', '.join(broker.kafka_endpoints()) or 'none'}")
         access = tls.client_kwargs() if tls else {}  # how every client step connects
         with LakelogClient(url, **(tls.admin_kwargs() if tls else {})) as super_user:
             if TOPIC in super_user.admin.list_topics():

@@ -61,7 +61,7 @@ def test_brokers_are_the_live_registrations(http, gw, api):
     broker = {"kind": "KafkaBroker",
               "metadata": {"self": f"{url}/brokers/0", "resource_name": f"crn:///kafka={api.cluster_id}/broker=0"},
               "cluster_id": api.cluster_id, "broker_id": 0, "host": "127.0.0.1", "port": gw.port, "rack": None,
-              "configs": None, "partition_replicas": None}
+              "endpoints": [], "configs": None, "partition_replicas": None}
     assert body == {"kind": "KafkaBrokerList", "metadata": {"self": f"{url}/brokers", "next": None},
                     "data": [broker]}
     assert http.get(f"{url}/brokers/0").json() == broker

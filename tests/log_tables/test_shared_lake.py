@@ -309,3 +309,36 @@ def test_a_deposed_leader_that_still_believes_it_leads_commits_nothing(lake, tmp
     assert old.lake_fenced_by == 4 and old.flush_to_lake() == 0
     old.set_lake_leader(True, leader_epoch=5)
     assert old.lake_fenced_by is None
+
+
+def test_a_deleted_topics_tables_leave_the_lake(broker_factory, lake):
+    """Deleting a topic removes its partition tables from the object store (every object under them, as
+    listed through the S3 API); a topic re-created with the name writes new tables."""
+    import pyarrow.fs as pafs
+
+    from lakelog.client import LakelogClient
+    from tests.cluster.test_replication import create_topic, produce
+
+    broker = broker_factory(extra_env=lake.broker_env())
+    assert create_topic(broker.url, "gone", partitions=2, rf=1,
+                        configs={"lake.commit.interval.ms": "200"}).status_code == 201
+    for p in range(2):
+        assert produce(broker.url, "gone", p, [b"a", b"b"], acks="all").status_code == 200
+    store = lake.store
+    fs = pafs.S3FileSystem(access_key=store.access_key_id, secret_key=store.secret_access_key, region=store.region,
+                           endpoint_override=store.endpoint_url, force_virtual_addressing=False)
+    prefix = lake.uri[len("s3://"):]
+
+    def objects() -> list[str]:
+        found = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+        return [f.path for f in found if f.type == pafs.FileType.File and "/gone-" in f.path]
+
+    wait_for(lambda: sum(p.endswith(".parquet") for p in objects()) >= 2, what="both tables' data in the lake")
+    with LakelogClient(broker.url) as api:
+        api.admin.delete_topic("gone")
+    wait_for(lambda: objects() == [], what="the deleted topic's objects to leave the lake")
+    # the name again: a new topic id, new tables
+    assert create_topic(broker.url, "gone", partitions=1, rf=1,
+                        configs={"lake.commit.interval.ms": "200"}).status_code == 201
+    assert produce(broker.url, "gone", 0, [b"c"], acks="all").status_code == 200
+    wait_for(lambda: any(p.endswith(".parquet") for p in objects()), what="the new topic's table")

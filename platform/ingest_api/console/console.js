@@ -169,8 +169,8 @@ views.cluster = async (root) => {
       card("Cluster id", cluster.clusterId), card("Controller", cluster.controller ?? "none elected"),
       card("Live brokers", list.length), card("Topics", topics.length), card("Consumer groups", groups.length),
       card("This broker", state.brokerId ?? "–"));
-    brokers.replaceChildren(table(["Broker", "Host", "Port", "Rack", "Role", "Console"], list.map((b) => [
-      b.broker_id, b.host, b.port, b.rack ?? "–",
+    brokers.replaceChildren(table(["Broker", "Host", "Port", "Kafka endpoints", "Rack", "Role", "Console"], list.map((b) => [
+      b.broker_id, b.host, b.port, (b.endpoints || []).join(", ") || "none", b.rack ?? "–",
       b.broker_id === cluster.controller ? el("span", { class: "badge leader" }, "controller") : "",
       el("a", { href: `http://${b.host}:${b.port}/console` }, `${b.host}:${b.port}/console`),
     ]), { id: "brokers-table" }));
