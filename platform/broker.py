@@ -47,6 +47,7 @@ from lakelog.coordinators.transaction_coordinator import TransactionCoordinator
 from lakelog.coordinators.transaction_log import TransactionStateManager
 from lakelog.coordinators.transaction_markers import TransactionMarkerWriter
 from lakelog.errors import ConfigError
+from lakelog.kafka.listeners import sasl_mechanisms_in_use
 from lakelog.kafka.server import KafkaListeners
 from lakelog.log_tables.log_manager import LogManager
 from lakelog.log_tables.transaction_index import IsolationLevel
@@ -62,6 +63,7 @@ from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
+from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
 from lakelog.security.authorizer import Authorizer, parse_super_users
@@ -146,10 +148,14 @@ class Broker:
         self.lease_watch = LeaseWatch(self.zk, self.log_manager.leased_tables)
         self.producer_ids = ProducerIdManager(self.zk, broker_id=self.broker_id)
         self.acl_store = AclStore(self.zk)  # the v3 ACL routes; the authorizer follows the same znodes
-        self.user_credentials = UserCredentials(self.zk)  # SCRAM-SHA-512 credentials of the users routes
-        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk, oauth=jwt_validator(settings),
+        self.user_credentials = UserCredentials(self.zk)  # SCRAM credentials of the users routes
+        # the Kafka listeners' SASL mechanisms (sasl.enabled.mechanisms when a listener is SASL_*)
+        sasl = sasl_mechanisms_in_use(settings.listeners, protocol_map=settings.listener_security_protocol_map,
+                                      mechanisms=settings.sasl_mechanism_list)
+        self.authenticator = Authenticator(method=settings.authentication_methods, zk=self.zk,
+                                           oauth=jwt_validator(settings, sasl_oauthbearer="OAUTHBEARER" in sasl),
                                            inter_broker_user=settings.inter_broker_username,
-                                           principal_mapper=broker_principal_mapper(settings))
+                                           principal_mapper=broker_principal_mapper(settings), sasl_mechanisms=sasl)
         self.authorizer = Authorizer(  # the brokers' own principal is a super user (ClusterAction)
             enabled=settings.authorizer_enabled, zk=self.zk,
             super_users=parse_super_users(settings.super_users) | {f"User:{settings.inter_broker_username}"},
@@ -174,6 +180,10 @@ class Broker:
         self.replica_manager.producer_states.add_partition = self.transaction_coordinator.add_partition
         TransactionMarkerWriter(settings, manager=self.transaction_state_manager, cache=self.cache,
                                 writer=self.partition_writer, leader_client=self.leader_client).attach()
+        #: the schema registry: this broker's view of _schemas, writes through the leader of _schemas-0
+        self.schema_registry = SchemaRegistry(settings, cache=self.cache, writer=self.partition_writer,
+                                              replica_manager=self.replica_manager, leader_client=self.leader_client,
+                                              create_topic=self.create_topic)
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
                                                   default_assignor=settings.partition_assignment_strategy)
@@ -185,9 +195,11 @@ class Broker:
                                        user_credentials=self.user_credentials, quota_store=self.quota_store,
                                        producer_ids=self.producer_ids,
                                        transaction_coordinator=self.transaction_coordinator,
-                                       cluster_id=lambda: self.cluster_id, authorizer=self.authorizer)
+                                       cluster_id=lambda: self.cluster_id, authorizer=self.authorizer,
+                                       schema_registry=self.schema_registry)
         #: the Kafka listeners (``listeners``), started before the broker registers their endpoints
-        self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id)
+        self.kafka = KafkaListeners(settings, requests=self.requests, cluster_id=lambda: self.cluster_id,
+                                    authenticator=self.authenticator, client_quotas=lambda: self.client_quotas)
         self.cluster_id = ""
         #: True while this broker's registration znode is written by its current ZooKeeper session
         self.registered = False
@@ -232,6 +244,7 @@ class Broker:
         await self.replica_manager.start()
         self._import = asyncio.get_running_loop().create_task(self._import_old_offsets(), name="offsets-import")
         await self.consumer_instances.start()
+        await self.schema_registry.start()
         log.info("broker %d started: cluster %s, log dirs %s, %d topic(s)", self.broker_id, self.cluster_id,
                  self.log_dirs, len(self.cache.topics()))
 
@@ -253,6 +266,7 @@ class Broker:
         """Close the consumer instances (auto commits, leaving their groups), move leaderships away
         (controlled shutdown), commit queued appends, close the logs, leave ZooKeeper."""
         await self.consumer_instances.stop()
+        await self.schema_registry.stop()
         await self.controlled_shutdown()
         self._stopping = True
         await self.kafka.stop()

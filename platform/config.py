@@ -79,6 +79,9 @@ def settings_from_properties(values: dict[str, str]) -> dict[str, str]:
     return _dotted_to_field(_kafka_aliases({k.strip(): v.strip() for k, v in values.items()}))
 
 
+#: The SASL mechanisms the Kafka listener serves (``sasl.enabled.mechanisms`` picks among them).
+SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
 #: Kafka's names of settings lakelog names otherwise, accepted in a properties file: Kafka name -> lakelog name.
 KAFKA_SETTING_ALIASES: dict[str, str] = {
     "sasl.oauthbearer.jwks.endpoint.url": "oauth.jwks.url",
@@ -124,6 +127,7 @@ TOPIC_CONFIG_BROKER_SYNONYMS: dict[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "lake.commit.interval.ms": "lake.commit.interval.ms",
     "lake.commit.bytes": "lake.commit.bytes",
+    "lake.tail.max.bytes": "lake.tail.max.bytes",
     "lake.vacuum.retention.ms": "lake.vacuum.retention.ms",
 }
 
@@ -184,6 +188,7 @@ class BrokerSettings(BaseSettings):
     log_flush_interval_ms: int = Field(INT64_MAX, ge=0, description="log.flush.interval.ms: flush.ms of topics that set none. Default: never (Long.MAX_VALUE).")
     lake_commit_interval_ms: int = Field(1000, ge=0, description="lake.commit.interval.ms: lake.commit.interval.ms of topics that set none (lakelog's own topic configs keep their name as the broker key). Default: 1000.")
     lake_commit_bytes: int = Field(64 * 1024 * 1024, ge=1, description="lake.commit.bytes: lake.commit.bytes of topics that set none. Default: 67108864 (64 MiB).")
+    lake_tail_max_bytes: int = Field(1024 * 1024 * 1024, ge=1, description="lake.tail.max.bytes: lake.tail.max.bytes of topics that set none (a shared lake only). Default: 1073741824 (1 GiB).")
     lake_vacuum_retention_ms: int = Field(60000, ge=0, description="lake.vacuum.retention.ms: lake.vacuum.retention.ms of topics that set none. Default: 60000.")
     # -- the lake on an object store (lakelog.log_tables.lake_storage) --
     lake_uri: str | None = Field(None, description="lake.uri: where every partition's Delta table lives for all its replicas, one table per partition written by its leader (s3://bucket/prefix on an S3-compatible object store); the segment tail stays under log.dirs. The table of a partition is {lake.uri}/{topic}-{topic id}/{partition}, so a deleted and re-created topic starts a new table. Set it alike on every broker of a cluster. Default: none (each replica keeps its own table under log.dirs).")
@@ -226,7 +231,7 @@ class BrokerSettings(BaseSettings):
     request_header_timeout_ms: int = Field(20000, gt=0, description="request.header.timeout.ms: from a request's first byte, its headers must arrive within this long, else 408 / 40802 and the connection is closed. Default: 20000.")
     request_body_timeout_ms: int = Field(30000, gt=0, description="request.body.timeout.ms: from the end of its headers, a request's body must arrive within this long plus one second per request.body.min.bytes.per.sec bytes received, else 408 / 40802 and the connection is closed. Default: 30000.")
     request_body_min_bytes_per_sec: int = Field(1024, gt=0, description="request.body.min.bytes.per.sec: each this many body bytes received extend the body deadline by one second (a slower trickle times out). Default: 1024.")
-    max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. Keep it below the process's open-file limit. Default: 4096.")
+    max_connections: int = Field(4096, gt=0, description="max.connections: open HTTP connections of the broker; a connection beyond it is answered 503 / 50305 (retriable, Retry-After) and closed. The Kafka listeners count their own connections against the same limit (all listeners together, as Kafka's broker-wide max.connections): one beyond it is closed at once with a WARN line. Keep it below the process's open-file limit. Default: 4096.")
     # -- security (lakelog.security) --
     authentication_methods: str = Field("none", description="authentication.methods: none (every request is User:ANONYMOUS), or a comma-separated list (as Kafka's sasl.enabled.mechanisms) of basic (HTTP Basic checked against the user's SCRAM-SHA-512 credential in ZooKeeper; lakelog users add) oauthbearer (Authorization: Bearer <JWT> checked against oauth.jwks.url, oauth.expected.issuer, oauth.expected.audience; principal User:{oauth.principal.claim}) and mtls (the principal is User:{subject} of the client's TLS certificate after ssl.principal.mapping.rules; needs ssl.client.auth=requested or required); the scheme of a request's Authorization header picks the method, and a request without one is the certificate's principal with mtls. Brokers authenticate to each other with HTTP Basic as inter.broker.username: with oauthbearer alone, Basic stays accepted for that user only. /health and /ready never ask for credentials. Default: none.")
     oauth_jwks_url: str | None = Field(None, description="oauth.jwks.url (Kafka: sasl.oauthbearer.jwks.endpoint.url, accepted as an alias in a properties file): the JWKS (RFC 7517) whose keys sign the bearer tokens: an http(s):// URL (fetched, cached for oauth.jwks.refresh.ms, fetched again at once for an unknown kid, at most every 30 s) or a file path / file:// URL (read again when it changes). Required with oauthbearer. Default: none.")
@@ -243,10 +248,12 @@ class BrokerSettings(BaseSettings):
     quota_window_num: int = Field(11, ge=2, description="quota.window.num: samples of the rates client quotas are measured over (lakelog quotas). Default: 11 (Kafka's).")
     quota_window_size_seconds: float = Field(1.0, gt=0, description="quota.window.size.seconds: seconds each sample covers. Default: 1 (Kafka's).")
     # -- TLS (lakelog.security.tls; PEM files) --
-    listeners: str = Field("", description="listeners: the Kafka protocol listeners, comma-separated NAME://host:port (PLAINTEXT://127.0.0.1:9092; an empty host binds every interface, port 0 a free port), each NAME's security protocol in listener.security.protocol.map (PLAINTEXT only so far). lakelog broker start, lakelog up and the demo open PLAINTEXT://127.0.0.1:9092 unless told otherwise. Default: none (no Kafka listener).")
+    listeners: str = Field("", description="listeners: the Kafka protocol listeners, comma-separated NAME://host:port (PLAINTEXT://127.0.0.1:9092; an empty host binds every interface, port 0 a free port), each NAME's security protocol in listener.security.protocol.map (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL). lakelog broker start, lakelog up and the demo open PLAINTEXT://127.0.0.1:9092 unless told otherwise. Default: none (no Kafka listener).")
     advertised_listeners: str = Field("", description="advertised.listeners: the NAME://host:port each listener registers in ZooKeeper, what Metadata answers clients (a listener missing here advertises its own host, or this broker's host when it binds every interface, and its bound port). Default: the listeners.")
     auto_create_topics_enable: bool = Field(True, description="auto.create.topics.enable: a Kafka client's Metadata request for a topic that does not exist creates it (num.partitions, default.replication.factor) when the client allows auto-creation and the principal may Create, as Kafka's. HTTP requests never create topics. Default: true (Kafka's).")
-    listener_security_protocol_map: str = Field("PLAINTEXT:PLAINTEXT", description="listener.security.protocol.map: NAME:PROTOCOL pairs, comma-separated; the protocols served so far: PLAINTEXT. Default: PLAINTEXT:PLAINTEXT.")
+    listener_security_protocol_map: str = Field("PLAINTEXT:PLAINTEXT", description="listener.security.protocol.map: NAME:PROTOCOL pairs, comma-separated, PROTOCOL one of PLAINTEXT, SSL (TLS with ssl.certfile; a client certificate's principal after ssl.principal.mapping.rules, User:ANONYMOUS without one), SASL_PLAINTEXT and SASL_SSL (SASL authentication of sasl.enabled.mechanisms first). A listener named as a protocol needs no entry. Default: PLAINTEXT:PLAINTEXT.")
+    sasl_server_max_receive_size: int = Field(524288, gt=0, description="sasl.server.max.receive.size: the largest request a SASL listener reads before the client authenticated (ApiVersions, SaslHandshake, SaslAuthenticate); a larger size prefix closes the connection before the body is read, so an unauthenticated client cannot make the broker buffer socket.request.max.bytes. Default: 524288 (Kafka's).")
+    sasl_enabled_mechanisms: str = Field("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", description="sasl.enabled.mechanisms: the SASL mechanisms of the SASL_PLAINTEXT and SASL_SSL Kafka listeners, comma-separated: PLAIN (user and password checked against the user's SCRAM-SHA-512 credential, as HTTP Basic), SCRAM-SHA-256 and SCRAM-SHA-512 (against the user's credential of that mechanism; lakelog users add writes both), OAUTHBEARER (a JWT checked as an HTTP Bearer token: oauth.jwks.url, oauth.expected.issuer, oauth.expected.audience). Use PLAIN over SASL_SSL only: the password crosses the wire. Default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 (Kafka's is GSSAPI, which lakelog does not serve).")
     ssl_certfile: Path | None = Field(None, description="ssl.certfile: PEM certificate (chain) of this broker: with it the gateway serves HTTPS only and advertises https://host:port, and the broker presents it as its client certificate to the other brokers. Default: none (plain HTTP).")
     ssl_keyfile: Path | None = Field(None, description="ssl.keyfile: PEM private key of ssl.certfile (unencrypted). Default: none (the key is in ssl.certfile).")
     ssl_cafile: Path | None = Field(None, description="ssl.cafile: PEM CA certificate(s) the broker verifies the other brokers' certificates and its clients' certificates (ssl.client.auth) against; required with ssl.client.auth other than none. Default: none (the other brokers are verified against the system's trusted CAs).")
@@ -297,6 +304,19 @@ class BrokerSettings(BaseSettings):
             raise ValueError("expected none, or a comma-separated list of basic, oauthbearer and mtls "
                              "(e.g. basic,oauthbearer)")
         return ",".join(sorted(names))
+
+    @field_validator("sasl_enabled_mechanisms")
+    @classmethod
+    def _sasl_mechanisms(cls, v: str) -> str:
+        names = [m.strip().upper() for m in v.split(",") if m.strip()]
+        if not names or set(names) - set(SASL_MECHANISMS):
+            raise ValueError(f"expected a comma-separated list of {', '.join(SASL_MECHANISMS)}")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def sasl_mechanism_list(self) -> tuple[str, ...]:
+        """``sasl.enabled.mechanisms`` in its order: ``("PLAIN", "SCRAM-SHA-256", ...)``."""
+        return tuple(self.sasl_enabled_mechanisms.split(","))
 
     @property
     def authentication_method_set(self) -> frozenset[str]:
@@ -462,6 +482,12 @@ class TopicConfig(BaseModel):
         64 * 1024 * 1024, ge=1, alias="lake.commit.bytes",
         description="lakelog's own: a flush starts before lake.commit.interval.ms once this many bytes wait "
                     "in the tail, and one Delta commit holds at most this many. Default: 67108864 (64 MiB).")
+    lake_tail_max_bytes: int = Field(
+        1024 * 1024 * 1024, ge=1, alias="lake.tail.max.bytes",
+        description="lakelog's own, a shared lake (lake.uri) only: the leader refuses produce (503 / 50331, "
+                    "retriable; KAFKA_STORAGE_ERROR on the Kafka listener) while its segment tail holds more than "
+                    "this many bytes not yet in the table, as when the object store cannot be reached; producers "
+                    "retry until the flusher caught up. Default: 1073741824 (1 GiB).")
     lake_vacuum_retention_ms: int = Field(
         60000, ge=0, alias="lake.vacuum.retention.ms",
         description="lakelog's own: a data file that leaves the Delta table (retention, compaction, merges, "

@@ -44,6 +44,7 @@ def test_topic_config_defaults_are_kafkas():
         "flush.ms": "9223372036854775807",
         "lake.commit.interval.ms": "1000",
         "lake.commit.bytes": "67108864",
+        "lake.tail.max.bytes": "1073741824",
         "lake.vacuum.retention.ms": "60000",
     }
     assert config.timestamp_type_id == 0

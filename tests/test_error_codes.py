@@ -236,6 +236,7 @@ CONFLUENT_MEANINGS = {
     40403: "ConsumerInstanceNotFoundError", 40404: "LeaderNotAvailableError", 40405: "UnknownGroupError",
     40601: "ConsumerFormatMismatchError", 40801: "RecordDeserializationError",
     40901: "ConsumerAlreadySubscribedError", 40902: "ConsumerAlreadyExistsError", 40903: "IllegalConsumerStateError",
+    42201: "KeySchemaMissingError", 42202: "ValueSchemaMissingError", 42205: "InvalidEmbeddedSchemaError",
     42203: "InvalidEncodingError", 42204: "InvalidConsumerConfigError", 42206: "InvalidPartitionInRecordError",
     42901: "ProduceQueueFullError", 50001: "InternalError",
 }
@@ -293,3 +294,42 @@ def test_the_client_rebuilds_the_renumbered_classes():
                 RecordTooLargeError, RequestTimeoutError, UnknownGroupError):
         err = error_from_response(_answer(cls.http_status, {"error_code": cls.error_code, "message": "m"}, "false"))
         assert isinstance(err, cls), cls
+
+
+# -- the schema registry's codes: Confluent Schema Registry's, a table of their own ---------------------
+
+#: Confluent Schema Registry's codes lakelog answers (``core/src/main/java/io/confluent/kafka/schemaregistry/
+#: rest/exceptions/Errors.java``), with their meaning there.
+CONFLUENT_SCHEMA_REGISTRY_CODES = {
+    40401: "SubjectNotFoundError", 40402: "VersionNotFoundError", 40403: "SchemaNotFoundError",
+    40404: "SubjectSoftDeletedError", 40405: "SubjectNotSoftDeletedError", 40406: "SchemaVersionSoftDeletedError",
+    40407: "SchemaVersionNotSoftDeletedError", 40408: "SubjectCompatibilityNotConfiguredError",
+    40409: "SubjectModeNotConfiguredError", 40901: "IncompatibleSchemaError", 42201: "InvalidSchemaError",
+    42202: "InvalidVersionError", 42203: "InvalidCompatibilityLevelError", 42204: "InvalidModeError",
+    42205: "OperationNotPermittedError", 42206: "ReferenceExistsError", 42208: "InvalidSubjectError",
+    50001: "SchemaRegistryStoreError", 50002: "SchemaRegistryTimeoutError", 50003: "SchemaRegistryForwardingError",
+}
+
+
+def test_the_schema_registry_answers_confluents_codes_from_its_own_table():
+    """The registry's classes stay out of ERROR_CLASSES (REST Proxy's code space), each answers the Confluent
+    Schema Registry code of its meaning, one class a code, and docs/schemas.md lists every one."""
+    from pathlib import Path
+
+    from lakelog.errors.schemas import SCHEMA_REGISTRY_ERRORS, SchemaRegistryError, registry_error_from_body
+
+    _import_everything()
+    registry_classes = [cls for cls in _subclasses(SchemaRegistryError) if "registry_error_code" in cls.__dict__]
+    assert {cls.registry_error_code: cls.__name__ for cls in registry_classes} == CONFLUENT_SCHEMA_REGISTRY_CODES
+    assert len(registry_classes) == len(CONFLUENT_SCHEMA_REGISTRY_CODES)  # one class a code
+    assert {code: cls.__name__ for code, cls in SCHEMA_REGISTRY_ERRORS.items()} == CONFLUENT_SCHEMA_REGISTRY_CODES
+    assert not any(issubclass(cls, SchemaRegistryError) for cls in ERROR_CLASSES.values())
+    for cls in registry_classes:
+        err = cls("m")
+        assert err.to_body() == {"error_code": cls.registry_error_code, "message": "m"}
+        assert err.error_code == cls.registry_error_code and cls.registry_error_code // 100 == cls.http_status
+        assert type(registry_error_from_body(err.to_body())) is cls
+    text = (Path(__file__).resolve().parents[1] / "docs" / "schemas.md").read_text()
+    rows = {int(m[1]): (int(m[2]), m[3]) for m in
+            re.finditer(r"^\|\s*(\d{5})\s*\|\s*(\d{3})\s*\|\s*`(\w+)`\s*\|", text, flags=re.M)}
+    assert rows == {cls.registry_error_code: (cls.http_status, cls.__name__) for cls in registry_classes}

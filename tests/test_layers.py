@@ -7,7 +7,7 @@ The table (``../shared/DESIGN.md``, "Layout"), bottom up:
 0.5   ``client/`` (the HTTP client: the Spark source, the brokers' leader client and the CLI use it)
 1     ``log_tables/``
 2     ``replication/``, ``producers/``
-3     ``consumer_groups/``, ``coordinators/``, ``security/``
+3     ``consumer_groups/``, ``coordinators/``, ``security/``, ``schemas/``
 3.5   ``requests/`` (the request layer: one typed operation per request kind, for every front door)
 4     ``ingest_api/``, ``spark/``
 5     ``broker.py``, ``cli/``, ``runtime/``
@@ -37,7 +37,7 @@ LAYERS: dict[str, float] = {
     "clock": 0,
     "log_tables": 1,
     "replication": 2, "producers": 2,
-    "consumer_groups": 3, "coordinators": 3, "security": 3,
+    "consumer_groups": 3, "coordinators": 3, "security": 3, "schemas": 3,
     "requests": 3.5,
     "ingest_api": 4, "spark": 4, "kafka": 4,
     "client": 0.5,

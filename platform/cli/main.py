@@ -12,7 +12,7 @@
     lakelog producers init --transactional-id orders-etl-1     # the id's producer id, epoch + 1
     lakelog transactions list | describe orders-etl-1          # state, partitions and age of open transactions
     lakelog acls add --allow-principal User:alice --operation Read --topic orders   # also: acls list, remove
-    lakelog users add alice --password-stdin    # a SCRAM-SHA-512 credential; also: users list, delete
+    lakelog users add alice --password-stdin    # SCRAM-SHA-256 and -512 credentials; also: users list, delete
     lakelog --command-config client.properties topics list   # sasl.username/sasl.password or sasl.oauthbearer.token
     lakelog consume orders --from-beginning [--follow]
     lakelog records delete --offset-json-file offsets.json   # as kafka-delete-records; offset -1 = the HW

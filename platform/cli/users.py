@@ -38,7 +38,7 @@ def users_add(name: str,
         fail("no password on stdin")
     with gateway_client(bootstrap_server) as client:
         client.security.upsert_user(name, password, iterations=iterations)
-    console.print(f"Set the SCRAM-SHA-512 credential of User:{name}")
+    console.print(f"Set the SCRAM-SHA-256 and SCRAM-SHA-512 credentials of User:{name}")
 
 
 @users_app.command("list")

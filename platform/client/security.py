@@ -57,7 +57,7 @@ class SecurityClient:
         return [{k: a[k] for k in ACL_FIELDS} for a in data]
 
     def upsert_user(self, name: str, password: str, *, iterations: int = 4096) -> None:
-        """Set ``name``'s password: a new SCRAM-SHA-512 credential (``PUT /lakelog/v1/users/{name}``).
+        """Set ``name``'s password: new SCRAM-SHA-256 and SCRAM-SHA-512 credentials (``PUT /lakelog/v1/users/{name}``).
 
         Raises:
             lakelog.security.errors.InvalidCredentialError: empty password, iterations outside 4096-16384.

@@ -13,7 +13,9 @@ it. The classes are defined here, at the bottom layer, one module per area:
 - :mod:`lakelog.errors.groups`: consumer groups, REST Proxy v2 consumer instances;
 - :mod:`lakelog.errors.security`: authentication, authorization, quotas;
 - :mod:`lakelog.errors.spark`: the ``lakelog`` data source and the SparkSession;
-- :mod:`lakelog.errors.gateway`: the HTTP gateway itself.
+- :mod:`lakelog.errors.gateway`: the HTTP gateway itself;
+- :mod:`lakelog.errors.schemas`: the schema registry, with Confluent Schema Registry's codes in a table of
+  their own (:data:`~lakelog.errors.schemas.SCHEMA_REGISTRY_ERRORS`).
 
 Importing this package imports every area, so :data:`ERROR_CLASSES` is complete as soon as it loads
 (as aiokafka's ``errors.py`` builds ``kafka_errors`` and kazoo's ``exceptions.py`` registers each class
@@ -31,6 +33,7 @@ from lakelog.errors import (
     producers as _producers,
     replication as _replication,
     request as _request,
+    schemas as _schemas,
     security as _security,
     spark as _spark,
 )
@@ -42,12 +45,13 @@ from lakelog.errors.log import *  # noqa: F401,F403  (re-exported: __all__)
 from lakelog.errors.producers import *  # noqa: F401,F403  (re-exported: __all__)
 from lakelog.errors.replication import *  # noqa: F401,F403  (re-exported: __all__)
 from lakelog.errors.request import *  # noqa: F401,F403  (re-exported: __all__)
+from lakelog.errors.schemas import *  # noqa: F401,F403  (re-exported: __all__)
 from lakelog.errors.security import *  # noqa: F401,F403  (re-exported: __all__)
 from lakelog.errors.spark import *  # noqa: F401,F403  (re-exported: __all__)
 
 __all__ = ["ERROR_CLASSES", "RETRIABLE_HEADER", "ConfigError", "InternalError", "LakelogError", "for_code",
            *_request.__all__, *_log.__all__, *_replication.__all__, *_coordinators.__all__, *_producers.__all__,
-           *_groups.__all__, *_security.__all__, *_spark.__all__, *_gateway.__all__]
+           *_groups.__all__, *_security.__all__, *_spark.__all__, *_gateway.__all__, *_schemas.__all__]
 
 
 def for_code(error_code: int) -> type[LakelogError] | None:

@@ -21,6 +21,8 @@
 - :mod:`~lakelog.ingest_api.coordinator_api`: the internal routes of group coordinators (offsets) and
   transaction coordinators;
 - :mod:`~lakelog.ingest_api.metrics_api`: ``GET /metrics`` (Prometheus), ``GET /health``, ``GET /ready``;
+- :mod:`~lakelog.ingest_api.schema_registry_api`: Confluent Schema Registry's REST API (``/subjects``,
+  ``/schemas``, ``/config``, ``/mode``, ``/compatibility``) and its internal forwarded writes;
 - :mod:`~lakelog.ingest_api.console_api`: the web console at ``/console`` (files only; the page uses the
   routes above).
 
@@ -46,6 +48,7 @@ from lakelog.ingest_api import (
     producers_api,
     records_api,
     replica_api,
+    schema_registry_api,
     topics_api,
     transactions_api,
     users_api,
@@ -89,9 +92,10 @@ def create_app(broker: GatewayBroker) -> FastAPI:
     install_error_handlers(app)
     for module in (topics_api, brokers_api, records_api, v3_cluster_api, v3_api, v3_groups_api, producers_api,
                    transactions_api, offsets_api, consumers_api, replica_api, coordinator_api, metrics_api,
-                   v3_acls_api, users_api, client_quotas_api, delete_records_api):
+                   v3_acls_api, users_api, client_quotas_api, delete_records_api, schema_registry_api):
         # 401 / 403 on every route but the probes (authentication, then the route's permissions)
         app.include_router(module.router, responses={} if module is metrics_api else error_responses(401, 403))
+    app.include_router(schema_registry_api.internal_router, responses=error_responses(401, 403))
     app.include_router(console_api.router)
     app.mount("/console/assets", console_api.console_assets(), name="console-assets")
     if broker.settings.metrics_enabled:  # per-route request counts and latency for GET /metrics

@@ -10,6 +10,7 @@ which.
 from __future__ import annotations
 
 from lakelog.errors import (
+    AuthenticationError,
     AuthorizationError,
     ConfigError,
     InvalidAclError,
@@ -148,6 +149,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     InvalidAclError: INVALID_REQUEST,
     InvalidBodyFieldError: INVALID_REQUEST,
     TopicChangeConflictError: 7,            # REQUEST_TIMED_OUT (retriable: the topic kept changing, nothing written)
+    AuthenticationError: 58,                # SASL_AUTHENTICATION_FAILED
 }
 ERROR_CODES.update({
     InconsistentGroupProtocolError: 23,     # INCONSISTENT_GROUP_PROTOCOL

@@ -4,8 +4,8 @@
 host: every interface; port 0: a free port the system picks); ``listener.security.protocol.map`` gives
 each name's security protocol (a name that is itself a protocol maps to it when the map leaves it out, as
 Kafka's default map does); ``advertised.listeners`` what the broker registers in ZooKeeper for clients
-(Kafka's ``KafkaConfig.effectiveAdvertisedBrokerListeners``). PLAINTEXT is the only protocol served so
-far.
+(Kafka's ``KafkaConfig.effectiveAdvertisedBrokerListeners``). Every Kafka security protocol is served:
+PLAINTEXT, SSL (``ssl.certfile``), SASL_PLAINTEXT and SASL_SSL (``sasl.enabled.mechanisms``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Literal
 
 from lakelog.errors import ConfigError
 
-__all__ = ["SECURITY_PROTOCOLS", "ListenerSpec", "SecurityProtocol", "advertised_endpoint", "parse_listeners"]
+__all__ = ["SECURITY_PROTOCOLS", "ListenerSpec", "SecurityProtocol", "advertised_endpoint", "parse_listeners",
+           "sasl_mechanisms_in_use"]
 
-#: Kafka's security protocols; only PLAINTEXT is served so far.
+#: Kafka's security protocols, all served.
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SERVED = ("PLAINTEXT",)
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
 
 
@@ -34,6 +34,16 @@ class ListenerSpec:
     host: str
     port: int
     protocol: str
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections are TLS (SSL, SASL_SSL)."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        """Whether clients authenticate with SASL first (SASL_PLAINTEXT, SASL_SSL)."""
+        return self.protocol.startswith("SASL_")
 
 
 def _parse_map(value: str) -> dict[str, str]:
@@ -61,12 +71,16 @@ def _parse(value: str, *, setting: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def parse_listeners(listeners: str, *, protocol_map: str = "PLAINTEXT:PLAINTEXT") -> list[ListenerSpec]:
+def parse_listeners(listeners: str, *, protocol_map: str = "PLAINTEXT:PLAINTEXT",
+                    has_certificate: bool = True) -> list[ListenerSpec]:
     """The listeners of ``listeners`` with their protocols (empty for an empty setting).
 
+    Args:
+        has_certificate: whether ``ssl.certfile`` is set (an SSL or SASL_SSL listener needs it).
+
     Raises:
-        ConfigError: an entry not ``NAME://host:port``, a name twice, a name without a protocol, or a
-            protocol not served yet (only PLAINTEXT).
+        ConfigError: an entry not ``NAME://host:port``, a name twice, a name without a protocol, or a TLS
+            listener without ``ssl.certfile``.
     """
     protocols = _parse_map(protocol_map)
     specs = []
@@ -75,11 +89,23 @@ def parse_listeners(listeners: str, *, protocol_map: str = "PLAINTEXT:PLAINTEXT"
         if protocol is None:
             raise ConfigError(f"listener {name} has no security protocol: add {name}:PLAINTEXT to "
                               "listener.security.protocol.map")
-        if protocol not in _SERVED:
-            raise ConfigError(f"listener {name} uses {protocol}, which the Kafka listener does not serve yet; "
-                              f"served: {', '.join(_SERVED)}")
-        specs.append(ListenerSpec(name, host, port, protocol))
+        spec = ListenerSpec(name, host, port, protocol)
+        if spec.tls and not has_certificate:
+            raise ConfigError(f"listener {name} uses {protocol}: set ssl.certfile (and ssl.keyfile) to the broker's "
+                              "PEM certificate and key")
+        specs.append(spec)
     return specs
+
+
+def sasl_mechanisms_in_use(listeners: str, *, protocol_map: str, mechanisms: tuple[str, ...]) -> frozenset[str]:
+    """``mechanisms`` (``sasl.enabled.mechanisms``) when a listener is SASL_PLAINTEXT or SASL_SSL, else none:
+    what the broker's authenticator must be ready for.
+
+    Raises:
+        ConfigError: malformed listener settings (:func:`parse_listeners`).
+    """
+    specs = parse_listeners(listeners, protocol_map=protocol_map)
+    return frozenset(mechanisms) if any(spec.sasl for spec in specs) else frozenset()
 
 
 def advertised_endpoint(spec: ListenerSpec, *, bound_port: int, advertised_listeners: str,

@@ -27,7 +27,8 @@ class ApiRange(NamedTuple):
 
 #: Kafka's API names by key (clients/src/main/resources/common/message/*.json)
 API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-                             9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId"}
+                             9: "OffsetFetch", 10: "FindCoordinator", 17: "SaslHandshake", 18: "ApiVersions",
+                             22: "InitProducerId", 36: "SaslAuthenticate"}
 API_NAMES.update({11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
                   16: "ListGroups", 42: "DeleteGroups", 47: "OffsetDelete"})
 API_NAMES.update({19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 29: "DescribeAcls",
@@ -43,6 +44,7 @@ SERVED: dict[int, ApiRange] = {
     8: ApiRange(2, 2, 8),     # OffsetCommit: Kafka 4's floor; v9+ carries KIP-848 member epochs
     9: ApiRange(1, 1, 7),     # OffsetFetch: one group per request (v8+ batches groups)
     10: ApiRange(0, 0, 4),    # FindCoordinator: groups (v4+ batches keys); transaction coordinators not yet
+    17: ApiRange(0, 0, 1),    # SaslHandshake: v0 then raw SASL tokens (KIP-43), v1 then SaslAuthenticate
     18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
     22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
     19: ApiRange(2, 2, 7),    # CreateTopics: Kafka 4's floor; validate_only, configs (no replica assignments)
@@ -56,6 +58,7 @@ SERVED: dict[int, ApiRange] = {
     29: ApiRange(1, 1, 3),    # DescribeAcls: Kafka 4's floor
     30: ApiRange(1, 1, 3),    # CreateAcls: Kafka 4's floor
     31: ApiRange(1, 1, 3),    # DeleteAcls: Kafka 4's floor
+    36: ApiRange(0, 0, 2),    # SaslAuthenticate: v1+ session_lifetime_ms (KIP-368)
 }
 SERVED.update({
     11: ApiRange(0, 0, 9),    # JoinGroup: v4+ two-step join (MEMBER_ID_REQUIRED)

@@ -51,8 +51,8 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables import file_merges
 from lakelog.log_tables.committer_leases import PartitionLease
 from lakelog.log_tables.data_files import FileSnapshot
-from lakelog.log_tables.errors import (CommitFailedError, LogClosedError, NonContiguousOffsetsError,
-                                       TransactionsNeedTailError)
+from lakelog.log_tables.errors import (CommitFailedError, LakeUnavailableError, LogClosedError,
+                                       NonContiguousOffsetsError, TransactionsNeedTailError)
 from lakelog.log_tables.fetch import read_range
 from lakelog.log_tables.leader_epochs import epoch_starts
 from lakelog.log_tables.log_state import LogState
@@ -172,6 +172,7 @@ class LogWriter:
         with self._append_locks():
             self.check_open()
             self.state.epochs.check(leader_epoch, topic=self.topic, partition=self.partition)
+            self._check_tail_bound()
             now_ms = int(self.clock.time() * 1000) if now_ms is None else now_ms
             base = self.state.log_end_offset
             batch = with_attributes(to_log_batch(records, base_offset=base, leader_epoch=leader_epoch, now_ms=now_ms,
@@ -181,6 +182,17 @@ class LogWriter:
             # One group commit = one frame of the segment tail (or one Delta transaction without a tail).
             version = self._append(f"Writing {n} records", base, batch, [(leader_epoch, base)])
             return AppendInfo(base, base + n - 1, n, now_ms, version)
+
+    def _check_tail_bound(self) -> None:
+        """A leader of a table in a shared lake takes no more records while its tail holds more than
+        ``lake.tail.max.bytes`` not yet in the table (the store is unreachable or slow): back-pressure, not
+        an unbounded disk (followers replicate what the leader took)."""
+        unflushed = self.state.segments.nbytes
+        if self.lease.shared and self.segments is not None and unflushed > self.config.lake_tail_max_bytes:
+            raise LakeUnavailableError(
+                f"{self.name} holds {unflushed} bytes not yet in its table in the lake, more than "
+                f"lake.tail.max.bytes ({self.config.lake_tail_max_bytes}): the object store is unreachable or "
+                "slow. Nothing was written; retry once the flusher caught up.")
 
     def append_replicated(self, batch: pa.Table) -> AppendInfo:
         """:meth:`PartitionLog.append_replicated <lakelog.log_tables.partition_log.PartitionLog.append_replicated>`.

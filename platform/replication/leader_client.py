@@ -26,6 +26,8 @@ A broker asks a partition's leader when it does not lead the partition itself:
   (Kafka's WriteTxnMarkers, ``/lakelog/v1/replica/...``; :mod:`lakelog.coordinators.transaction_markers`).
 - :meth:`LeaderClient.delete_records`: DeleteRecords of one partition on its leader
   (``/lakelog/v1/replica/...``; :mod:`lakelog.replication.record_deletion`).
+- :meth:`LeaderClient.schema_registry_write`: a schema registry write on its writer, the leader of
+  ``_schemas-0`` (``/lakelog/v1/coordinator/schemas/writes``; :mod:`lakelog.schemas.registry`).
 
 Errors are mapped once, here: a transport failure (connection refused, timeout) raises
 :class:`~lakelog.replication.errors.LeaderNotAvailableError` (retriable); an error answer raises the
@@ -51,6 +53,7 @@ from lakelog.protocol.errors import error_from_response
 from lakelog.protocol.fetch_requests import NEXT_OFFSET_HEADER
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.client.tls import client_ssl_context, describe_tls_failure, uses_tls
+from lakelog.errors.schemas import SCHEMA_REGISTRY_ERROR_HEADER, registry_error_from_body
 from lakelog.replication.acks import Acks
 from lakelog.replication.errors import LeaderNotAvailableError
 
@@ -109,7 +112,8 @@ class LeaderClient:
         await self._http.aclose()
 
     async def _call(self, method: str, url: str, *, what: str, **kwargs: Any) -> httpx.Response:
-        """One request; transport errors become LeaderNotAvailableError, error answers their LakelogError."""
+        """One request; transport errors become LeaderNotAvailableError, error answers their LakelogError
+        (a schema registry error answer its :mod:`lakelog.errors.schemas` class)."""
         try:
             resp = await self._http.request(method, url, **kwargs)
         except httpx.HTTPError as e:
@@ -117,6 +121,8 @@ class LeaderClient:
             raise LeaderNotAvailableError(f"The leader of {what} at {url.split('/', 3)[:3][-1]} did not answer "
                                           f"({tls_failure or type(e).__name__}); retry.") from None
         if resp.status_code >= 400:
+            if resp.headers.get(SCHEMA_REGISTRY_ERROR_HEADER) == "true":
+                raise registry_error_from_body(resp.json())
             raise error_from_response(resp)
         return resp
 
@@ -356,3 +362,14 @@ class LeaderClient:
                                 what=f"{topic}-{partition}", json={"offset": offset, "timeout_ms": timeout_ms},
                                 timeout=timeout_ms / 1000.0 + 5)
         return int(resp.json()["low_watermark"])
+
+    async def schema_registry_write(self, url: str, command: dict) -> dict:
+        """A schema registry write command (:mod:`lakelog.schemas.registry_writes`) on the registry's writer
+        at ``url``: ``{"result": its answer, "offset": the offset after its records}``.
+
+        Raises: the registry's errors (:mod:`lakelog.errors.schemas`) as the writer answered them;
+        NotCoordinatorError when it no longer leads ``_schemas-0``; LeaderNotAvailableError.
+        """
+        resp = await self._call("POST", f"{url}{COORDINATOR_PREFIX}/schemas/writes", what="_schemas-0",
+                                json=command, timeout=self.request_timeout_ms / 1000.0 + 5)
+        return resp.json()

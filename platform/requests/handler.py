@@ -43,6 +43,8 @@ producer ids      :attr:`RequestHandler.producers`                        InitPr
 transactions      :attr:`RequestHandler.transactions`                     ListTransactions,
                   (:class:`~lakelog.requests.transactions.                DescribeTransactions, EndTxn,
                   TransactionOperations`)                                 AddOffsetsToTxn, TxnOffsetCommit
+schema registry   :attr:`RequestHandler.schemas` (:class:`~lakelog.       (Confluent Schema Registry's
+                  requests.schemas.SchemaRegistryOperations`)             REST API)
 ================  ======================================================  =================================
 """
 
@@ -72,11 +74,13 @@ from lakelog.requests.group_membership import GroupMembershipOperations
 from lakelog.requests.group_views import GroupViews
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
+from lakelog.requests.schemas import SchemaRegistryOperations
 from lakelog.requests.produce import ProduceOperation, ProduceRequest, ProduceResult, RecordOutcome
 from lakelog.requests.producers import ProducerIds
 from lakelog.requests.security_admin import AclAdmin, ClientQuotaAdmin, UserAdmin
 from lakelog.requests.topics import CreateTopicRequest, TopicAdmin
 from lakelog.requests.transactions import TransactionOperations
+from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authorizer import Authorizer
 from lakelog.security.quotas import QuotaStore
@@ -101,13 +105,14 @@ class RequestHandler:
         transaction_coordinator: transactional ids' requests, wherever their coordinator is.
         cluster_id: the cluster's id once the broker started (named in errors' advice).
         authorizer: the broker's ACLs (``authorizer.enabled``), which every operation checks.
+        schema_registry: the broker's schema registry (its view of ``_schemas``, writes through its writer).
     """
 
     def __init__(self, *, settings: BrokerSettings, metadata: ClusterMetadata, replica_manager: ReplicaManager,
                  leader_client: LeaderClient, coordinator: GroupCoordinator, offsets_broker: OffsetsAdminBroker,
                  consumer_instances: ConsumerManager, acl_store: AclStore, user_credentials: UserCredentials, quota_store: QuotaStore,
                  producer_ids: ProducerIdManager, transaction_coordinator: TransactionCoordinator,
-                 cluster_id: Callable[[], str], authorizer: Authorizer) -> None:
+                 cluster_id: Callable[[], str], authorizer: Authorizer, schema_registry: SchemaRegistry) -> None:
         self.settings = settings
         self.replica_manager = replica_manager
         self.authorizer = authorizer
@@ -147,6 +152,8 @@ class RequestHandler:
         #: transactional ids: list, describe, end a transaction, offsets in a transaction
         self.transactions = TransactionOperations(transactions=transaction_coordinator, groups=coordinator,
                                                   cluster_id=cluster_id, authorizer=authorizer)
+        #: the schema registry: subjects, versions, ids, compatibility, config, mode
+        self.schemas = SchemaRegistryOperations(registry=schema_registry, authorizer=authorizer)
 
     def permissions(self, context: RequestContext) -> RequestPermissions:
         """``context``'s principal before this broker's authorizer (for a front door's early checks)."""

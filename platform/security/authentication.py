@@ -19,6 +19,11 @@ with ``mtls`` a request without one is its TLS client certificate's principal:
   requests answer 401. The brokers' certificates must map to ``inter.broker.username`` (their principal,
   a super user; a broker whose own certificate does not refuses to start).
 
+The Kafka listener's SASL mechanisms (``sasl.enabled.mechanisms``, :mod:`lakelog.kafka.sasl`) use the
+same users and keys: PLAIN checks a password as HTTP Basic does (:meth:`Authenticator.password_principal`),
+SCRAM-SHA-256/512 read the user's credential of that mechanism (:meth:`Authenticator.scram_credential`),
+OAUTHBEARER checks a token as a Bearer header (:meth:`Authenticator.token_principal`).
+
 Checking a password derives the SCRAM key again (PBKDF2, 4096 iterations: milliseconds, on purpose);
 a successful check is remembered, keyed by a SHA-256 of the credential and the password sent, for
 ``cache_ttl_s`` seconds, so a client's next requests cost one hash. A changed or deleted credential
@@ -47,9 +52,9 @@ from kazoo.client import KazooClient
 from lakelog.security.errors import AuthenticationError, SecurityError
 from lakelog.security.followed_tree import FollowedTree
 from lakelog.security.oauth import InvalidTokenError, JwtValidator, bearer_token
-from lakelog.security.scram import ScramCredential, verify_password
+from lakelog.security.scram import MECHANISM, ScramCredential, verify_password
 from lakelog.security.tls_principal import SslPrincipalMapper
-from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of, has_credential
+from lakelog.security.user_credentials import USERS_PATH, UserCredentials, credential_of, has_credential, znode_config
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +163,21 @@ class Authenticator:
             Default: None.
         cache_ttl_s: how long a successful password check is remembered. Default: 300.
         max_cached: at most this many remembered checks (the oldest go first). Default: 10000.
-        principal_mapper: ``ssl.principal.mapping.rules`` of ``mtls``. Default: ``DEFAULT`` (the whole subject).
+        principal_mapper: ``ssl.principal.mapping.rules`` of ``mtls`` and of the Kafka listener's SSL clients.
+            Default: ``DEFAULT`` (the whole subject).
+        sasl_mechanisms: the Kafka listener's SASL mechanisms (``sasl.enabled.mechanisms`` when a listener is
+            SASL_PLAINTEXT or SASL_SSL): with PLAIN or SCRAM-* the users' credentials are followed whatever
+            ``method`` is, with OAUTHBEARER ``oauth`` checks tokens. Default: none.
 
     Raises:
-        SecurityError: an unknown method, HTTP Basic without ``zk``, ``oauthbearer`` without ``oauth``.
+        SecurityError: an unknown method, HTTP Basic (or SASL PLAIN/SCRAM) without ``zk``, ``oauthbearer``
+            (or SASL OAUTHBEARER) without ``oauth``.
     """
 
     def __init__(self, *, method: str = "none", zk: KazooClient | None = None, oauth: JwtValidator | None = None,
                  inter_broker_user: str | None = None, cache_ttl_s: float = 300.0, max_cached: int = 10_000,
-                 users_root: str = USERS_PATH, principal_mapper: SslPrincipalMapper | None = None) -> None:
+                 users_root: str = USERS_PATH, principal_mapper: SslPrincipalMapper | None = None,
+                 sasl_mechanisms: frozenset[str] = frozenset()) -> None:
         self.methods = parse_methods(method)
         self.method = ",".join(sorted(self.methods))
         #: None: every user's Basic credentials are checked; a name: only that user's (oauthbearer alone)
@@ -177,6 +188,14 @@ class Authenticator:
         if "oauthbearer" in self.methods and oauth is None:
             raise SecurityError("authentication.methods=oauthbearer needs the JWT checks (oauth.jwks.url)")
         self.oauth = oauth if "oauthbearer" in self.methods else None
+        if "OAUTHBEARER" in sasl_mechanisms and oauth is None:
+            raise SecurityError("sasl.enabled.mechanisms=OAUTHBEARER needs the JWT checks (oauth.jwks.url)")
+        #: the JWT checks of both doors (HTTP Bearer, SASL OAUTHBEARER); None when neither takes tokens
+        self.token_validator = oauth if self.oauth is not None or "OAUTHBEARER" in sasl_mechanisms else None
+        #: the users' credentials are followed: HTTP Basic, or SASL PLAIN / SCRAM on the Kafka listener
+        self.follow_credentials = self.basic or bool(set(sasl_mechanisms) - {"OAUTHBEARER"})
+        if self.follow_credentials and zk is None:
+            raise SecurityError("SASL PLAIN and SCRAM need ZooKeeper (the users' credentials)")
         self.mtls = "mtls" in self.methods
         #: the brokers' principal: only their own way of authenticating (Basic, or certificates with mtls alone) gives it
         self.broker_principal = None if inter_broker_user is None else f"User:{inter_broker_user}"
@@ -187,6 +206,7 @@ class Authenticator:
         self.cache_ttl_s = cache_ttl_s
         self.max_cached = max_cached
         self._credentials: dict[str, ScramCredential] = {}
+        self._other_credentials: dict[tuple[str, str], ScramCredential] = {}  # (user, SCRAM-SHA-256) -> credential
         self._verified: dict[bytes, float] = {}  # sha256(credential, password) -> expiry (monotonic s)
         self._tree = None if zk is None else FollowedTree(zk, users_root, self._on_node, what="users' credentials")
 
@@ -197,13 +217,13 @@ class Authenticator:
         Raises:
             SecurityError: the credentials were not loaded within ``timeout_s``, or the JWKS file is unreadable.
         """
-        if self.basic and self._tree is not None:
+        if self.follow_credentials and self._tree is not None:
             self._tree.start(timeout_s=timeout_s)
-        if self.oauth is not None:
+        if self.token_validator is not None:
             try:
-                self.oauth.load()
+                self.token_validator.load()
             except SecurityError as e:
-                if not self.oauth.fetched:
+                if not self.token_validator.fetched:
                     raise
                 log.error("%s; bearer tokens are refused until it answers", e)
         return self
@@ -237,11 +257,14 @@ class Authenticator:
         if segment == "<default>":  # the default user's client quotas (a user named <default> is %3Cdefault%3E)
             return
         name = unquote(segment)
+        self._other_credentials.pop((name, "SCRAM-SHA-256"), None)
         if data is None or not has_credential(data):  # gone, or client quotas only
             self._credentials.pop(name, None)
             return
         try:
             self._credentials[name] = credential_of(data)
+            if "SCRAM-SHA-256" in znode_config(data):
+                self._other_credentials[(name, "SCRAM-SHA-256")] = credential_of(data, mechanism="SCRAM-SHA-256")
         except SecurityError as e:
             log.error("ignoring the unreadable credential of user %s: %s", name, e)
             self._credentials.pop(name, None)
@@ -342,6 +365,55 @@ class Authenticator:
         if credential is None or not self._remembered(credential, *given):
             return None
         return f"User:{given[0]}"
+
+    # -- the Kafka listener's SASL mechanisms -------------------------------------------------------
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """``user``'s credential of ``mechanism`` (``SCRAM-SHA-256`` or ``SCRAM-SHA-512``) as last read from
+        ZooKeeper; None for an unknown user or a user without one of that mechanism. Never blocks."""
+        if mechanism == MECHANISM:
+            return self._credentials.get(user)
+        return self._other_credentials.get((user, mechanism))
+
+    def password_principal(self, user: str, password: str, *, client_host: str = "-", route: str = "-") -> str:
+        """``User:{user}`` when ``password`` is ``user``'s (SASL PLAIN: the check of HTTP Basic, remembered
+        the same way); may block (a password derivation).
+
+        Raises:
+            AuthenticationError: an unknown user or a wrong password (logged without the password).
+        """
+        credential = self._credentials.get(user)
+        if credential is None:
+            verify_password(_DUMMY.credential(), password)  # as long as a known user's check: no user probing
+        if credential is None or not self._check(credential, user, password):
+            log.warning("authentication failed from %s on %s: unknown user or wrong password for %r", client_host,
+                        route, user)
+            raise AuthenticationError(f"Authentication failed: unknown user or wrong password for {user!r}")
+        return f"User:{user}"
+
+    def token_principal(self, token: str, *, client_host: str = "-", route: str = "-") -> str:
+        """``User:{claim}`` of a valid JWT (SASL OAUTHBEARER: the checks of an HTTP Bearer token); may block
+        (a JWKS fetch).
+
+        Raises:
+            AuthenticationError: no JWT checks configured, a refused token (logged with its unverified
+                principal, never the token), or a JWKS that cannot be read now.
+        """
+        if self.token_validator is None:
+            raise AuthenticationError("Authentication failed: bearer tokens are not accepted (no oauth.jwks.url)")
+        try:
+            principal = self.token_validator.principal(token)
+        except InvalidTokenError as e:
+            log.warning("authentication failed from %s on %s: bearer token of %s (unverified): %s", client_host,
+                        route, e.who, e.reason)
+            raise AuthenticationError(f"Authentication failed: {e.reason}") from None
+        except SecurityError as e:
+            log.error("authentication failed from %s on %s: %s", client_host, route, e)
+            raise AuthenticationError("Authentication failed: the identity provider's keys (JWKS) cannot be read "
+                                      "now; retry later") from None
+        if principal == self.broker_principal:
+            raise AuthenticationError("Authentication failed: a token may not name the brokers' user")
+        return principal
 
     @staticmethod
     def _key(credential: ScramCredential, user: str, password: str) -> bytes:

@@ -256,15 +256,19 @@ class JwtValidator:
         return key
 
 
-def jwt_validator(settings: BrokerSettings) -> JwtValidator | None:
+def jwt_validator(settings: BrokerSettings, *, sasl_oauthbearer: bool = False) -> JwtValidator | None:
     """The broker's :class:`JwtValidator` from its ``oauth.*`` settings; None unless ``authentication.methods``
-    has ``oauthbearer``.
+    has ``oauthbearer`` or ``sasl_oauthbearer`` (a SASL Kafka listener serves OAUTHBEARER): one validator,
+    one JWKS, for both doors.
 
     Raises:
-        SecurityError: ``oauth.jwks.url`` of an unknown scheme.
+        SecurityError: no or an unusable ``oauth.jwks.url``.
     """
-    if "oauthbearer" not in settings.authentication_method_set:
+    if "oauthbearer" not in settings.authentication_method_set and not sasl_oauthbearer:
         return None
+    if not settings.oauth_jwks_url:
+        raise SecurityError("sasl.enabled.mechanisms=OAUTHBEARER on a SASL listener needs oauth.jwks.url: the JWKS "
+                            "URL or file whose keys sign the tokens")
     audience = [a.strip() for a in (settings.oauth_expected_audience or "").split(",") if a.strip()]
     return JwtValidator(jwks_url=settings.oauth_jwks_url or "", expected_issuer=settings.oauth_expected_issuer,
                         expected_audience=audience or None, clock_skew_s=settings.oauth_clock_skew_s,

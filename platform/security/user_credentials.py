@@ -1,11 +1,17 @@
-"""Users' SCRAM-SHA-512 credentials in ZooKeeper, where Kafka keeps them (``/config/users/{name}``).
+"""Users' SCRAM credentials in ZooKeeper, where Kafka keeps them (``/config/users/{name}``).
 
-One znode per user, ``/lakelog/config/users/{percent-encoded name}``, with Kafka's JSON:
-``{"version": 1, "config": {"SCRAM-SHA-512": "salt=...,stored_key=...,server_key=...,iterations=4096"}}``
-(:class:`~lakelog.security.scram.ScramCredential`). Passwords are never stored. As in Kafka, the same
+One znode per user, ``/lakelog/config/users/{percent-encoded name}``, with Kafka's JSON, one credential per
+SCRAM mechanism (each with its own salt), as Kafka's ``kafka-configs --alter --add-config
+'SCRAM-SHA-256=[password=...],SCRAM-SHA-512=[password=...]'`` writes them:
+``{"version": 1, "config": {"SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,iterations=4096",
+"SCRAM-SHA-512": "salt=...,..."}}`` (:class:`~lakelog.security.scram.ScramCredential`). Setting a password
+writes both; the SCRAM-SHA-512 entry is what makes a user (HTTP Basic and SASL PLAIN check passwords
+against it; a user whose password was set before SCRAM-SHA-256 credentials were written has none until
+its password is set again). Passwords are never stored. As in Kafka, the same
 ``config`` map holds the user's client quotas (:mod:`~lakelog.security.quotas`): setting or deleting a
 credential keeps them, and a znode with quotas but no credential is not a user. ``lakelog users`` and the
-``/lakelog/v1/users`` routes write them; brokers read them to check HTTP Basic credentials.
+``/lakelog/v1/users`` routes write them; brokers read them to check HTTP Basic credentials and the Kafka
+listener's SASL PLAIN and SCRAM exchanges.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 from lakelog.replication.metadata import ROOT
 from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 from lakelog.security.errors import InvalidCredentialError, UnknownUserError
-from lakelog.security.scram import MECHANISM, ScramCredential
+from lakelog.security.scram import MECHANISM, MECHANISMS, ScramCredential
 
 __all__ = ["USERS_PATH", "UserCredentials", "has_credential", "user_path", "znode_config"]
 
@@ -56,19 +62,21 @@ class UserCredentials:
         self.root = root
 
     def upsert(self, name: str, password: str, *, iterations: int = 4096) -> None:
-        """Set ``name``'s password (a new salt each time; Kafka's AlterUserScramCredentials upsertion).
+        """Set ``name``'s password: a credential per SCRAM mechanism (:data:`~lakelog.security.scram.MECHANISMS`),
+        a new salt each time (Kafka's AlterUserScramCredentials upsertion).
 
         Raises:
             InvalidCredentialError: an invalid name or password, or iterations out of range.
         """
-        credential = ScramCredential.from_password(password, iterations=iterations)
+        credentials = {mechanism: ScramCredential.from_password(password, iterations=iterations, mechanism=mechanism)
+                       for mechanism in MECHANISMS}
         path = user_path(_check_name(name), root=self.root)
         while True:  # compare-and-set: the znode's other configs (client quotas) stay
             try:
                 old, stat = self.zk.get(path)
             except NoNodeError:
                 old, stat = b"", None
-            config = {**znode_config(old), MECHANISM: credential.to_text()}
+            config = {**znode_config(old), **{m: c.to_text() for m, c in credentials.items()}}
             data = json.dumps({"version": 1, "config": config}, sort_keys=True).encode()
             try:
                 if stat is None:
@@ -79,19 +87,19 @@ class UserCredentials:
             except (NodeExistsError, BadVersionError, NoNodeError):
                 continue
 
-    def get(self, name: str) -> ScramCredential:
-        """``name``'s credential.
+    def get(self, name: str, *, mechanism: str = MECHANISM) -> ScramCredential:
+        """``name``'s credential of ``mechanism`` (default SCRAM-SHA-512).
 
         Raises:
-            UnknownUserError: no such user.
+            UnknownUserError: no such user (or none of that mechanism).
         """
         try:
             data, _ = self.zk.get(user_path(name, root=self.root))
         except NoNodeError:
             data = b""
-        if MECHANISM not in znode_config(data):
+        if mechanism not in znode_config(data):
             raise UnknownUserError(f"No user {name!r}: add one with lakelog users add")
-        return credential_of(data)
+        return credential_of(data, mechanism=mechanism)
 
     def names(self) -> list[str]:
         """Every user with a credential, sorted (not the znodes that hold only client quotas)."""
@@ -124,6 +132,8 @@ class UserCredentials:
             config = znode_config(data)
             if stat is None or config.pop(MECHANISM, None) is None:
                 raise UnknownUserError(f"No user {name!r}")
+            for mechanism in MECHANISMS:
+                config.pop(mechanism, None)
             try:
                 if not config and stat.numChildren == 0:
                     self.zk.delete(path, version=stat.version)
@@ -152,13 +162,13 @@ def has_credential(data: bytes | None) -> bool:
     return MECHANISM in znode_config(data)
 
 
-def credential_of(data: bytes) -> ScramCredential:
-    """The SCRAM-SHA-512 credential of a user znode's data.
+def credential_of(data: bytes, *, mechanism: str = MECHANISM) -> ScramCredential:
+    """The ``mechanism`` (default SCRAM-SHA-512) credential of a user znode's data.
 
     Raises:
-        InvalidCredentialError: not Kafka's JSON, or no SCRAM-SHA-512 entry.
+        InvalidCredentialError: not Kafka's JSON, or no entry of that mechanism.
     """
     try:
-        return ScramCredential.from_text(json.loads(data)["config"][MECHANISM])
+        return ScramCredential.from_text(json.loads(data)["config"][mechanism], mechanism=mechanism)
     except (ValueError, KeyError, TypeError) as e:
         raise InvalidCredentialError(f"Not a user credential znode: {e}") from None

@@ -99,7 +99,7 @@ def test_users_routes_and_cli(broker, client):
     b = ["--bootstrap-server", broker.url]
     out = subprocess.run([sys.executable, "-m", "lakelog.cli", "users", "add", "alice", "--password-stdin", *b],
                          input=b"s3cret\n", capture_output=True, timeout=60, check=True).stdout.decode()
-    assert "Set the SCRAM-SHA-512 credential of User:alice" in out
+    assert "Set the SCRAM-SHA-256 and SCRAM-SHA-512 credentials of User:alice" in out
     client.security.upsert_user("bob", "pw", iterations=8192)
     assert client.security.list_users() == ["alice", "bob"]
     assert lakelog("users", "list", *b).stdout.decode().split() == ["alice", "bob"]

@@ -21,12 +21,19 @@ def test_listeners_with_names_hosts_and_ports():
     ("PLAINTEXT://h:70000", "PLAINTEXT:PLAINTEXT", "port 0 to 65535"),
     ("A://h:1,A://h:2", "A:PLAINTEXT", "names a listener twice"),
     ("CLIENT://h:1", "PLAINTEXT:PLAINTEXT", "add CLIENT:PLAINTEXT to listener.security.protocol.map"),
-    ("SSL://h:1", "SSL:SSL", "does not serve yet"),
+    ("SSL://h:1", "SSL:SSL", "uses SSL: set ssl.certfile"),
+    ("SECURE://h:1", "SECURE:SASL_SSL", "uses SASL_SSL: set ssl.certfile"),
     ("PLAINTEXT://h:1", "PLAINTEXT:TLS", "NAME:PROTOCOL"),
 ])
 def test_a_bad_listener_setting_says_what_to_fix(listeners, protocol_map, fix):
     with pytest.raises(ConfigError, match=fix):
-        parse_listeners(listeners, protocol_map=protocol_map)
+        parse_listeners(listeners, protocol_map=protocol_map, has_certificate=False)
+
+
+def test_every_security_protocol_is_served():
+    specs = parse_listeners("PLAINTEXT://:0,SSL://:0,SASL_PLAINTEXT://:0,SASL_SSL://:0")
+    assert [(s.protocol, s.tls, s.sasl) for s in specs] == [
+        ("PLAINTEXT", False, False), ("SSL", True, False), ("SASL_PLAINTEXT", False, True), ("SASL_SSL", True, True)]
 
 
 def test_advertised_endpoint():

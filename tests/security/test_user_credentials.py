@@ -1,4 +1,4 @@
-"""SCRAM-SHA-512 credentials (RFC 5802 derivation, Kafka's text form) and users in a real ZooKeeper."""
+"""SCRAM-SHA-256 and SCRAM-SHA-512 credentials (RFC 5802 derivation, Kafka's text form) and users in a real ZooKeeper."""
 
 from __future__ import annotations
 
@@ -57,3 +57,32 @@ def test_users_in_zookeeper_in_kafkas_json(zk_client):
         users.delete("alice")
     with pytest.raises(InvalidCredentialError, match="Invalid user name"):
         users.upsert(" bob", "x")
+
+
+def test_a_password_gives_a_credential_per_scram_mechanism_as_kafka_stores_them(zk_client):
+    """Setting a password writes SCRAM-SHA-256 and SCRAM-SHA-512 credentials, each with its own salt and
+    the mechanism's hash (what the Kafka listener's SASL/SCRAM exchanges check); deleting the user removes
+    both."""
+    salt = b"0123456789abcdef"
+    c = ScramCredential.from_password("pencil", salt=salt, mechanism="SCRAM-SHA-256")
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", salt, 4096)
+    assert c.stored_key == hashlib.sha256(hmac.new(salted, b"Client Key", hashlib.sha256).digest()).digest()
+    assert verify_password(c, "pencil") and not verify_password(c, "pencil ")
+    assert ScramCredential.from_text(c.to_text(), mechanism="SCRAM-SHA-256") == c
+    with pytest.raises(InvalidCredentialError, match="Unknown SCRAM mechanism 'SCRAM-SHA-1'"):
+        ScramCredential.from_password("x", mechanism="SCRAM-SHA-1")
+
+    users = UserCredentials(zk_client)
+    users.upsert("carol", "s3cret", iterations=8192)
+    data, _ = zk_client.get(f"{USERS_PATH}/carol")
+    config = json.loads(data)["config"]
+    assert sorted(config) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    sha256, sha512 = users.get("carol", mechanism="SCRAM-SHA-256"), users.get("carol")
+    assert (sha256.mechanism, sha512.mechanism) == ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert sha256.salt != sha512.salt and len(sha256.stored_key) == 32 and len(sha512.stored_key) == 64
+    assert sha256.iterations == sha512.iterations == 8192
+    assert verify_password(sha256, "s3cret") and verify_password(sha512, "s3cret")
+    users.delete("carol")
+    assert users.names() == []
+    with pytest.raises(UnknownUserError):
+        users.get("carol", mechanism="SCRAM-SHA-256")
