@@ -65,9 +65,10 @@ def groups_describe(group: str, bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTR
     console.print(f"State: {members['state']}\tGeneration: {members['generation'] if members['generation'] is not None else '-'}"
                   f"\tAssignor: {members['assignor'] or '-'}\tMembers: {len(members['members'])}")
     if members["members"]:
-        mt = Table("CONSUMER-ID", "BROKER", "BASE-URI", "#PARTITIONS", "ASSIGNMENT")
+        mt = Table("CONSUMER-ID", "CLIENT-ID", "HOST", "BROKER", "BASE-URI", "#PARTITIONS", "ASSIGNMENT")
         for m in members["members"]:
-            mt.add_row(m["member_id"], str(m["broker_id"]), m["base_uri"], str(len(m["assignment"])),
+            mt.add_row(m["member_id"], m.get("client_id") or "-", m.get("client_host") or "-", str(m["broker_id"]),
+                       m["base_uri"] or "-", str(len(m["assignment"])),
                        ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or "-")
         console.print(mt)
 

@@ -19,8 +19,8 @@ Differences from Confluent, on purpose:
   as :func:`~lakelog.consumer_groups.offsets_admin.group_lag` counts lag); Confluent lists the latest
   offsets with ``read_committed``, i.e. the last stable offset, which lakelog's HW equals while there
   are no transactions.
-- A consumer's ``client_id`` is its member id (lakelog's consumers have no ``client.id``); there are no
-  static members, so ``instance_id`` is always None.
+- An HTTP consumer's ``client_id`` is its member id (lakelog's consumer instances have no ``client.id``;
+  a Kafka client's is its ``client.id``); ``instance_id`` is a Kafka static member's ``group.instance.id``.
 """
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ from lakelog.consumer_groups.offsets_admin import group_lag
 
 #: Confluent's ``ConsumerGroupState`` values lakelog's groups take (Kafka's ``ConsumerGroupState``):
 #: ``EMPTY`` (no live members), ``STABLE`` (the stored assignment is the current generation's and
-#: covers exactly the live members), ``PREPARING_REBALANCE`` (a rebalance is under way).
-GroupStateName = Literal["EMPTY", "STABLE", "PREPARING_REBALANCE"]
+#: covers exactly the live members), ``PREPARING_REBALANCE`` (a rebalance is under way),
+#: ``COMPLETING_REBALANCE`` (a Kafka-protocol group's members wait for the leader's assignment).
+GroupStateName = Literal["EMPTY", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"]
 
-_STATES: dict[str, GroupStateName] = {"Empty": "EMPTY", "Stable": "STABLE", "PreparingRebalance": "PREPARING_REBALANCE"}
+_STATES: dict[str, GroupStateName] = {"Empty": "EMPTY", "Stable": "STABLE", "PreparingRebalance": "PREPARING_REBALANCE",
+                                      "CompletingRebalance": "COMPLETING_REBALANCE"}
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from lakelog.consumer_groups.errors import (
     ConsumerAlreadySubscribedError,
     ConsumerInstanceNotFoundError,
     IllegalConsumerStateError,
+    InconsistentGroupProtocolError,
     InvalidConsumerConfigError,
 )
 from lakelog.consumer_groups.instances import (ConsumerInstance, IsolationLevel, TopicFilter, validate_group_id,
@@ -185,6 +186,7 @@ class ConsumerManager:
         Raises:
             IllegalConsumerStateError: the instance has a manual assignment (409 / 40903).
             ConsumerAlreadySubscribedError: it is subscribed to something else (409 / 40901).
+            InconsistentGroupProtocolError: the group has Kafka-protocol members (409 / 40953).
         """
         if inst.manual:
             raise IllegalConsumerStateError("Illegal state: Subscription to topics, partitions and pattern are "
@@ -200,7 +202,11 @@ class ConsumerManager:
                 f"topics ({current}); delete the subscription first.")
         inst.topics = sorted(set(topics)) if topics is not None else None
         inst.pattern = pattern
-        await self._join(inst)
+        try:
+            await self._join(inst)
+        except InconsistentGroupProtocolError:
+            inst.topics, inst.pattern = None, None  # not subscribed: the group has Kafka-protocol members
+            raise
 
     async def _join(self, inst: ConsumerInstance) -> None:
         await asyncio.to_thread(self.membership.join, inst.group, inst.name,

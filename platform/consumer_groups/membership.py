@@ -7,6 +7,12 @@ ZooKeeper layout (under ``/lakelog/consumers``, :data:`lakelog.replication.metad
     {group}/members/{name}               ephemeral: a subscribed member {"topics", "assignor", "broker_id", "base_uri"}
     {group}/assignment                   {"generation", "assignor", "fingerprint", "members": {name: [[topic, p], ...]}}
     {group}/acks/{generation}-{name}     ephemeral: ``name`` gave up the partitions it loses in ``generation``
+    {group}/kafka                        ephemeral: the group's Kafka-protocol members as its coordinator
+                                         holds them (:mod:`lakelog.consumer_groups.classic_coordinator`)
+
+A group has members of one kind at a time: HTTP consumer instances (``members``) or Kafka clients
+(``kafka``); a member of the other kind is refused (INCONSISTENT_GROUP_PROTOCOL, as Kafka answers a
+protocol type other than the group's).
 
 Ephemeral znodes belong to the ZooKeeper session of the broker hosting the instance: when a broker
 dies, its members leave the group with it.
@@ -45,7 +51,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from lakelog.consumer_groups.assignors import TopicPartition, get_assignor
-from lakelog.consumer_groups.errors import ConsumerAlreadyExistsError
+from lakelog.consumer_groups.errors import ConsumerAlreadyExistsError, InconsistentGroupProtocolError
 from lakelog.replication.metadata import CONSUMERS_PATH, ClusterMetadata, _dump, _load
 from lakelog.replication.zookeeper_errors import zookeeper_errors_wrapped
 
@@ -158,7 +164,8 @@ class GroupMembership:
             self.zk.ensure_path(f"{base}/{sub}")
 
     def groups_with_members(self) -> list[str]:
-        """The groups with live members (a znode under ``{group}/members``), in ZooKeeper's order."""
+        """The groups with live members (a znode under ``{group}/members``, or Kafka-protocol members
+        published in ``{group}/kafka``), in ZooKeeper's order."""
         try:
             names = self.zk.get_children(CONSUMERS_PATH)
         except NoNodeError:
@@ -166,11 +173,38 @@ class GroupMembership:
         out = []
         for name in names:
             try:
-                if self.zk.get_children(f"{group_path(name)}/members"):
+                if self.zk.exists(f"{group_path(name)}/kafka") or self.zk.get_children(f"{group_path(name)}/members"):
                     out.append(name)
             except NoNodeError:
                 continue
         return out
+
+    # -- Kafka-protocol members -----------------------------------------------------------------
+
+    def publish_kafka_group(self, group: str, data: dict | None) -> None:
+        """Publish the group's Kafka-protocol membership (its coordinator's view: generation, state,
+        protocol, members with client id, host, topics and partitions) as ``{group}/kafka``, ephemeral to
+        this broker's session; None deletes it (the group is empty)."""
+        path = f"{group_path(group)}/kafka"
+        if data is None:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+            return
+        self.zk.ensure_path(group_path(group))
+        try:
+            self.zk.create(path, _dump(data), ephemeral=True)
+        except NodeExistsError:
+            self.zk.set(path, _dump(data))
+
+    def kafka_group(self, group: str) -> dict | None:
+        """The group's published Kafka-protocol membership (:meth:`publish_kafka_group`), None when it has none."""
+        try:
+            data, _ = self.zk.get(f"{group_path(group)}/kafka")
+        except NoNodeError:
+            return None
+        return _load(data) if data else None
 
     # -- instances ------------------------------------------------------------------------------
 
@@ -200,8 +234,18 @@ class GroupMembership:
 
     def join(self, group: str, member_id: str, *, topics: Iterable[str], assignor: str, broker_id: int,
              base_uri: str) -> None:
-        """Become (or stay) a member subscribed to ``topics``; a changed subscription updates the znode."""
+        """Become (or stay) a member subscribed to ``topics``; a changed subscription updates the znode.
+
+        Raises:
+            InconsistentGroupProtocolError: the group has Kafka-protocol members (409 / 40953).
+        """
         self.ensure_group(group)
+        if self.zk.exists(f"{group_path(group)}/kafka"):
+            log.warning("HTTP consumer instance %s refused in group '%s': the group has Kafka-protocol members",
+                        member_id, group)
+            raise InconsistentGroupProtocolError(
+                f"Group '{group}' has members that use Kafka's protocol: an HTTP consumer instance cannot join "
+                "it. Use another group id, or stop the Kafka consumers first (the committed offsets are shared).")
         path = f"{group_path(group)}/members/{member_id}"
         data = _dump({"topics": sorted(set(topics)), "assignor": assignor, "broker_id": broker_id,
                       "base_uri": base_uri})

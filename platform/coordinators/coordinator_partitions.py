@@ -270,6 +270,11 @@ class CoordinatorPartitions(Generic[S]):
         await asyncio.shield(entry.ready)
         return partition, entry
 
+    def holds(self, entry: LoadedPartition[S]) -> bool:
+        """Whether ``entry`` (from :meth:`coordinated`) is still loaded here: False once this broker stopped
+        leading its partition or reloaded it at a new leader epoch (what was kept beside it is stale)."""
+        return any(loaded is entry for loaded in self._loaded.values())
+
     async def coordinator_url(self, key: str, *, what: str, create: bool = False) -> str | None:
         """The URL of ``key``'s coordinator (the leader of its partition); None when it is this broker.
 

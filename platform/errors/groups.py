@@ -9,7 +9,10 @@ __all__ = ["ConsumerAlreadyExistsError", "ConsumerAlreadySubscribedError", "Cons
            "ConsumerGroupError", "ConsumerInstanceNotFoundError", "GroupNotEmptyError",
            "IllegalConsumerStateError", "IllegalGenerationError", "InvalidCommitError",
            "InvalidConsumerConfigError", "InvalidConsumerInstanceNameError", "InvalidGroupIdError",
-           "InvalidSubscriptionError", "RecordDeserializationError", "UnknownGroupError"]
+           "InvalidSubscriptionError", "RecordDeserializationError", "UnknownGroupError",
+           "UnknownMemberIdError", "RebalanceInProgressError", "InconsistentGroupProtocolError",
+           "MemberIdRequiredError", "InvalidSessionTimeoutError", "FencedInstanceIdError",
+           "GroupSubscribedToTopicError"]
 
 
 class ConsumerGroupError(LakelogError):
@@ -153,3 +156,74 @@ class InvalidConsumerInstanceNameError(InvalidConsumerConfigError):
     422 / 42209 (an :class:`InvalidConsumerConfigError`)."""
 
     error_code = 42209
+
+
+class UnknownMemberIdError(ConsumerGroupError):
+    """The member id is not a member of the group's current membership (it was removed after
+    ``session.timeout.ms`` without a heartbeat, or left, or the group's coordinator moved). Kafka:
+    UNKNOWN_MEMBER_ID (25). 409 / 40951: rejoin the group with an empty member id."""
+
+    http_status = 409
+    error_code = 40951
+
+
+class RebalanceInProgressError(ConsumerGroupError):
+    """The group is rebalancing: the member must rejoin (JoinGroup) before it syncs or commits. Kafka:
+    REBALANCE_IN_PROGRESS (27). 409 / 40952, retriable after a rejoin."""
+
+    http_status = 409
+    error_code = 40952
+    retriable = True
+
+
+class InconsistentGroupProtocolError(ConsumerGroupError):
+    """The group is used by members of another kind or protocol: a Kafka client joining a group whose
+    members are HTTP consumer instances (or the reverse), a protocol type other than the group's, or no
+    assignment protocol every member supports. Kafka: INCONSISTENT_GROUP_PROTOCOL (23). 409 / 40953: use
+    another group id, or stop the group's other members first (its committed offsets are shared)."""
+
+    http_status = 409
+    error_code = 40953
+
+
+class MemberIdRequiredError(ConsumerGroupError):
+    """A Kafka client's first JoinGroup (v4+, KIP-394): the coordinator gives the member its id, which the
+    client sends in a second JoinGroup. Kafka: MEMBER_ID_REQUIRED (79). 409 / 40954.
+
+    Attributes:
+        member_id: the id given to the member.
+    """
+
+    http_status = 409
+    error_code = 40954
+    member_id: str = ""
+
+    def __init__(self, message: str | None = None, *, member_id: str = "") -> None:
+        super().__init__(message)
+        self.member_id = member_id
+
+
+class InvalidSessionTimeoutError(ConsumerGroupError):
+    """A member's ``session.timeout.ms`` outside the broker's ``group.min.session.timeout.ms`` to
+    ``group.max.session.timeout.ms``. Kafka: INVALID_SESSION_TIMEOUT (26). 400 / 40051."""
+
+    http_status = 400
+    error_code = 40051
+
+
+class FencedInstanceIdError(ConsumerGroupError):
+    """A static member (``group.instance.id``) was replaced by a newer member with the same instance id: the
+    older one is fenced. Kafka: FENCED_INSTANCE_ID (82). 409 / 40955: two consumers share one
+    ``group.instance.id``; give each its own."""
+
+    http_status = 409
+    error_code = 40955
+
+
+class GroupSubscribedToTopicError(ConsumerGroupError):
+    """OffsetDelete of a topic that a member of the group subscribes to: its committed offsets are in use.
+    Kafka: GROUP_SUBSCRIBED_TO_TOPIC (86). 409 / 40956: stop the members, or unsubscribe them from the topic,
+    first."""
+
+    http_status = 409
+    error_code = 40956

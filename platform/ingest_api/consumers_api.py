@@ -332,5 +332,5 @@ async def group_members(group: GroupName, broker: BrokerDep, context: ContextDep
     return GroupMembers(
         group=desc.group, generation=desc.generation, state=desc.state, assignor=desc.assignor,
         members=[{"member_id": m.member_id, "broker_id": m.broker_id, "base_uri": m.base_uri,
-                  "subscription": m.subscription,
+                  "subscription": m.subscription, "client_id": m.client_id, "client_host": m.client_host,
                   "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]} for m in desc.members])

@@ -436,6 +436,8 @@ class MemberDescription(BaseModel):
     base_uri: str
     subscription: list[str]
     assignment: list[TopicPartitionRef]
+    client_id: str = Field("", description="A Kafka client's client.id; empty for an HTTP consumer instance.")
+    client_host: str = Field("", description="A Kafka client's address; empty for an HTTP consumer instance.")
 
 
 class GroupMembers(BaseModel):
@@ -443,7 +445,7 @@ class GroupMembers(BaseModel):
 
     group: str
     generation: Optional[int]
-    state: Literal["Empty", "Stable", "PreparingRebalance"]
+    state: Literal["Empty", "Stable", "PreparingRebalance", "CompletingRebalance"]
     assignor: Optional[str]
     members: list[MemberDescription]
 

@@ -26,8 +26,8 @@ __all__ = [
     "ConsumerLagDataList",
 ]
 
-_CLIENT_ID = "The member id: lakelog's consumers have no client.id."
-_INSTANCE_ID = "group.instance.id of a static member: always null (lakelog has no static members)."
+_CLIENT_ID = "A Kafka client's client.id; an HTTP consumer instance's member id (HTTP instances have no client.id)."
+_INSTANCE_ID = "group.instance.id of a static member (Kafka clients only); else null."
 _LOG_END = ("The partition's high watermark: lakelog's consumers read the offsets below it (Confluent: the "
             "latest offset with read_committed, equal while there are no transactions).")
 
@@ -44,9 +44,10 @@ class ConsumerGroupData(BaseModel):
                                         "(a Spark query's, a tool's).")
     partition_assignor: str = Field(description="The assignor of the current assignment (range, roundrobin, "
                                                 "sticky, ...); empty when the group has none.")
-    state: Literal["EMPTY", "STABLE", "PREPARING_REBALANCE"] = Field(
+    state: Literal["EMPTY", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"] = Field(
         description="EMPTY: no live members; STABLE: every live member has its partitions of the current "
-                    "generation; PREPARING_REBALANCE: a rebalance is under way.")
+                    "generation; PREPARING_REBALANCE: a rebalance is under way; COMPLETING_REBALANCE: a Kafka "
+                    "client group's members joined and wait for the leader's assignment.")
     coordinator: Optional[Related] = Field(
         None, description="The broker of the group's coordinator (the leader of its __consumer_offsets "
                           "partition); null before any group committed or while it is being elected.")

@@ -114,11 +114,12 @@ def _consumer_url(request: Request, cluster_id: str, group: str, member_id: str)
     return f"{_group_url(request, cluster_id, group)}/consumers/{_q(member_id)}"
 
 
-def _consumer_data(request: Request, cluster_id: str, group: str, member_id: str) -> m.ConsumerData:
+def _consumer_data(request: Request, cluster_id: str, group: str, member_id: str, client_id: str = "",
+                   instance_id: str | None = None) -> m.ConsumerData:
     url = _consumer_url(request, cluster_id, group, member_id)
     return m.ConsumerData(
         metadata=_meta(url, f"{_crn(cluster_id, group)}/consumer={member_id}"), cluster_id=cluster_id,
-        consumer_group_id=group, consumer_id=member_id, instance_id=None, client_id=member_id,
+        consumer_group_id=group, consumer_id=member_id, instance_id=instance_id, client_id=client_id or member_id,
         assignments=Related(related=f"{url}/assignments"))
 
 
@@ -185,7 +186,8 @@ async def list_consumers(cluster_id: str, consumer_group_id: GroupId, request: R
     view = await broker.requests.group_views.describe_group(consumer_group_id, context=context)
     return m.ConsumerDataList(
         metadata=ResourceCollectionMetadata(self=f"{_group_url(request, cluster_id, consumer_group_id)}/consumers"),
-        data=[_consumer_data(request, cluster_id, consumer_group_id, x.member_id) for x in view.members])
+        data=[_consumer_data(request, cluster_id, consumer_group_id, x.member_id, x.client_id, x.group_instance_id)
+              for x in view.members])
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}",
@@ -195,7 +197,8 @@ async def get_consumer(cluster_id: str, consumer_group_id: GroupId, consumer_id:
                        broker: BrokerDep, context: ContextDep) -> m.ConsumerData:
     check_cluster(broker, cluster_id)
     member = await broker.requests.group_views.describe_member(consumer_group_id, consumer_id, context=context)
-    return _consumer_data(request, cluster_id, consumer_group_id, member.member_id)
+    return _consumer_data(request, cluster_id, consumer_group_id, member.member_id, member.client_id,
+                          member.group_instance_id)
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments",

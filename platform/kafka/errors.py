@@ -24,9 +24,13 @@ from lakelog.errors import (
     ClientQuotaExceededError,
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
+    FencedInstanceIdError,
     FencedLeaderEpochError,
     FieldOutOfRangeError,
+    GroupNotEmptyError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
+    InconsistentGroupProtocolError,
     InvalidCommitError,
     InvalidGroupIdError,
     InvalidPartitionInRecordError,
@@ -34,6 +38,7 @@ from lakelog.errors import (
     InvalidProducerHeadersError,
     InvalidProducerIdMappingError,
     InvalidRequiredAcksError,
+    InvalidSessionTimeoutError,
     InvalidTimestampError,
     InvalidTopicError,
     InvalidTransactionalIdError,
@@ -43,6 +48,7 @@ from lakelog.errors import (
     LakeUnavailableError,
     LogStorageError,
     MalformedBodyError,
+    MemberIdRequiredError,
     NotCoordinatorError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -50,11 +56,13 @@ from lakelog.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     ProduceQueueFullError,
+    RebalanceInProgressError,
     RecordTooLargeError,
     RecordWithoutKeyError,
     RequestTimedOutError,
     UnknownGroupError,
     UnknownLeaderEpochError,
+    UnknownMemberIdError,
     UnknownPartitionError,
     UnknownProducerIdError,
     UnknownTopicError,
@@ -143,6 +151,16 @@ ERROR_CODES: dict[type[BaseException], int] = {
     TopicChangeConflictError: 7,            # REQUEST_TIMED_OUT (retriable: the topic kept changing, nothing written)
     AuthenticationError: 58,                # SASL_AUTHENTICATION_FAILED
 }
+ERROR_CODES.update({
+    InconsistentGroupProtocolError: 23,     # INCONSISTENT_GROUP_PROTOCOL
+    UnknownMemberIdError: 25,               # UNKNOWN_MEMBER_ID
+    InvalidSessionTimeoutError: 26,         # INVALID_SESSION_TIMEOUT
+    RebalanceInProgressError: 27,           # REBALANCE_IN_PROGRESS
+    GroupNotEmptyError: 68,                 # NON_EMPTY_GROUP
+    MemberIdRequiredError: 79,              # MEMBER_ID_REQUIRED
+    FencedInstanceIdError: 82,              # FENCED_INSTANCE_ID
+    GroupSubscribedToTopicError: 86,        # GROUP_SUBSCRIBED_TO_TOPIC
+})
 
 
 def kafka_error_code(error: BaseException, *, authorization: int = TOPIC_AUTHORIZATION_FAILED) -> int:

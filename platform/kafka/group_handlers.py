@@ -3,10 +3,11 @@ the request layer's :class:`~lakelog.requests.groups.GroupOffsets` (the same ``_
 HTTP routes, ``lakelog groups describe`` and the lag metrics).
 
 What they serve: consumers that ``assign()`` partitions and commit and fetch their positions under a
-``group.id`` (Kafka's "simple" consumer groups, generation -1); group membership (JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup) is not served yet. Any broker forwards a group's offset requests to the group's
-coordinator, so FindCoordinator answers the coordinator when it has a Kafka endpoint and this broker
-otherwise (before the group's ``__consumer_offsets`` partition exists or has a leader).
+``group.id`` (Kafka's "simple" consumer groups, generation -1), and the members of Kafka-protocol groups
+(:mod:`lakelog.kafka.membership_handlers`), whose commits are fenced by their member id and generation.
+Any broker forwards a simple group's offset requests to the group's coordinator, so FindCoordinator
+answers the coordinator when it has a Kafka endpoint and this broker otherwise (before the group's
+``__consumer_offsets`` partition exists or has a leader).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ class GroupApis:
         code = codes.NONE
         try:
             await self.requests.groups.commit_offsets(OffsetCommitRequest(
-                group=body.group_id, offsets=offsets, generation_id=None if generation < 0 else generation),
+                group=body.group_id, offsets=offsets, generation_id=None if generation < 0 else generation,
+                member_id=getattr(body, "member_id", None) or "",
+                group_instance_id=getattr(body, "group_instance_id", None) if version >= 7 else None),
                 context=context)
         except Exception as e:
             code = _code(e, f"OffsetCommit of group {body.group_id!r}")

@@ -25,6 +25,7 @@ from lakelog.kafka.admin_handlers import admin_handlers
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
 from lakelog.kafka.group_handlers import GroupApis
+from lakelog.kafka.membership_handlers import MembershipApis
 from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, build_batch, decode_batches
 from lakelog.kafka.versions import SERVED
 from lakelog.log_tables.schema import FETCH_COLUMNS, timestamps_us
@@ -80,6 +81,7 @@ class KafkaApis:
         self._handlers = {0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
                           8: groups.offset_commit, 9: groups.offset_fetch, 10: groups.find_coordinator,
                           18: self.api_versions, 22: self.init_producer_id}
+        self._handlers.update(MembershipApis(requests=requests).handlers())
         self._handlers.update(admin_handlers(requests=requests, listener=listener, cluster_id=cluster_id))
 
     async def handle(self, request: RequestFrame, context: RequestContext) -> Any:

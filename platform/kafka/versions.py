@@ -29,6 +29,8 @@ class ApiRange(NamedTuple):
 API_NAMES: dict[int, str] = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
                              9: "OffsetFetch", 10: "FindCoordinator", 17: "SaslHandshake", 18: "ApiVersions",
                              22: "InitProducerId", 36: "SaslAuthenticate"}
+API_NAMES.update({11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
+                  16: "ListGroups", 42: "DeleteGroups", 47: "OffsetDelete"})
 API_NAMES.update({19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 29: "DescribeAcls",
                   30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 33: "AlterConfigs",
                   37: "CreatePartitions", 44: "IncrementalAlterConfigs", 60: "DescribeCluster"})
@@ -58,6 +60,16 @@ SERVED: dict[int, ApiRange] = {
     31: ApiRange(1, 1, 3),    # DeleteAcls: Kafka 4's floor
     36: ApiRange(0, 0, 2),    # SaslAuthenticate: v1+ session_lifetime_ms (KIP-368)
 }
+SERVED.update({
+    11: ApiRange(0, 0, 9),    # JoinGroup: v4+ two-step join (MEMBER_ID_REQUIRED)
+    12: ApiRange(0, 0, 4),    # Heartbeat
+    13: ApiRange(0, 0, 5),    # LeaveGroup: v3+ batches members
+    14: ApiRange(0, 0, 5),    # SyncGroup: v5+ names the protocol type and name
+    15: ApiRange(0, 0, 5),    # DescribeGroups
+    16: ApiRange(0, 0, 5),    # ListGroups: v4+ filters by state
+    42: ApiRange(0, 0, 2),    # DeleteGroups
+    47: ApiRange(0, 0, 0),    # OffsetDelete
+})
 
 
 def accepts(api_key: int, version: int) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from lakelog.consumer_groups import offsets_admin
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
+from lakelog.consumer_groups.classic_coordinator import ClassicGroupCoordinator
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.consumer_groups.offsets_admin import GroupLagInfo, PartitionOffset, ResetTarget
@@ -36,6 +37,9 @@ class OffsetCommitRequest:
     Attributes:
         group: the consumer group. offsets: the next offset to read per partition (with metadata).
         generation_id: the committer's group generation; None outside group membership.
+        member_id: a Kafka client's member id ("" outside membership; None for an HTTP commit, fenced by
+            the ZooKeeper generation): the commit is fenced by the Kafka-protocol group's member and
+            generation (Kafka's ``handleCommitOffsets``).
         app_id, version: an idempotent commit (Delta's ``txn``): a replayed or older ``version`` for
             ``app_id`` writes nothing. Both or neither.
     """
@@ -43,6 +47,8 @@ class OffsetCommitRequest:
     group: str
     offsets: Sequence[PartitionOffset]
     generation_id: int | None = None
+    member_id: str | None = None
+    group_instance_id: str | None = None
     app_id: str | None = None
     version: int | None = None
 
@@ -74,12 +80,15 @@ class GroupOffsets:
         broker: what the offsets administration uses of the broker (topics, offsets, the coordinator).
         coordinator: the group coordinator (committed offsets, wherever a group's coordinator is).
         authorizer: the broker's ACLs (``authorizer.enabled``).
+        classic: the Kafka-protocol groups this broker coordinates (a Kafka member's commit is fenced there).
     """
 
-    def __init__(self, *, broker: OffsetsAdminBroker, coordinator: GroupCoordinator, authorizer: Authorizer) -> None:
+    def __init__(self, *, broker: OffsetsAdminBroker, coordinator: GroupCoordinator, authorizer: Authorizer,
+                 classic: ClassicGroupCoordinator | None = None) -> None:
         self.broker = broker
         self.coordinator = coordinator
         self.authorizer = authorizer
+        self.classic = classic
 
     def _permissions(self, context: RequestContext, operation: Operation | None = None,
                      group: str | None = None) -> RequestPermissions:
@@ -96,12 +105,21 @@ class GroupOffsets:
         Raises:
             AuthorizationError (Read on the group, then on each topic: 403 / 40301); the errors of
             :func:`~lakelog.consumer_groups.offsets_admin.commit_offsets` (unknown topic or partition,
-            a stale generation: 409 / 40904).
+            a stale generation: 409 / 40904); with ``member_id``, those of
+            :meth:`~lakelog.consumer_groups.classic_coordinator.ClassicGroupCoordinator.check_commit`
+            (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError, NotCoordinatorError).
         """
         permissions = self._permissions(context, Operation.READ, request.group)
         permissions.require_all(Operation.READ, ResourceType.TOPIC, (o.topic for o in request.offsets))
+        generation = request.generation_id
+        if request.member_id is not None and self.classic is not None:
+            kafka_generation = await self.classic.check_commit(
+                request.group, member_id=request.member_id, generation_id=-1 if generation is None else generation,
+                group_instance_id=request.group_instance_id)
+            if kafka_generation is None:
+                generation = None  # outside a Kafka-protocol group: a simple consumer's commit
         return await offsets_admin.commit_offsets(self.broker, request.group, request.offsets,
-                                                  generation=request.generation_id, app_id=request.app_id,
+                                                  generation=generation, app_id=request.app_id,
                                                   version=request.version)
 
     async def committed_offsets(self, group: str, *, topic: str | None = None,

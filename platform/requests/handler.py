@@ -28,6 +28,9 @@ broker configs    :attr:`RequestHandler.broker_configs`                   Descri
 delete records    :meth:`RequestHandler.delete_records`                   DeleteRecords
 group offsets     :attr:`RequestHandler.groups`                           OffsetCommit, OffsetFetch,
                   (:class:`~lakelog.requests.groups.GroupOffsets`)        ListGroups, OffsetDelete
+Kafka-protocol    :attr:`RequestHandler.group_membership` (:class:`~      JoinGroup, SyncGroup, Heartbeat,
+group membership  lakelog.requests.group_membership.                      LeaveGroup, DescribeGroups,
+                  GroupMembershipOperations`)                             ListGroups, DeleteGroups
 consumer          :attr:`RequestHandler.consumers` (:class:`~lakelog.     JoinGroup, SyncGroup, LeaveGroup,
 instances         requests.consumer_instances.ConsumerInstances`)         Fetch, OffsetCommit, OffsetFetch
 group views       :attr:`RequestHandler.group_views`                      ListGroups, DescribeGroups
@@ -51,6 +54,7 @@ from collections.abc import Callable, Iterable
 
 from lakelog.config import BrokerSettings
 from lakelog.consumer_groups.broker_api import OffsetsAdminBroker
+from lakelog.consumer_groups.classic_coordinator import ClassicGroupCoordinator
 from lakelog.consumer_groups.coordinator import GroupCoordinator
 from lakelog.consumer_groups.manager import ConsumerManager
 from lakelog.coordinators.producer_id_manager import ProducerIdManager
@@ -66,6 +70,7 @@ from lakelog.requests.fetch import FetchRequest, FetchResult, ListOffsetsRequest
 from lakelog.requests.consumer_instances import ConsumerInstances
 from lakelog.requests.context import RequestContext
 from lakelog.requests.delete_records import DeleteRecordsRequest, DeleteRecordsResult, RecordDeletion
+from lakelog.requests.group_membership import GroupMembershipOperations
 from lakelog.requests.group_views import GroupViews
 from lakelog.requests.groups import GroupOffsets
 from lakelog.requests.metadata import MetadataViews
@@ -122,12 +127,20 @@ class RequestHandler:
         self.broker_configs = BrokerConfigs(settings=settings, authorizer=authorizer)
         #: the cluster, its brokers, partitions and replicas, offsets and tables as any broker answers them
         self.metadata = MetadataViews(metadata=metadata, replica_manager=replica_manager, authorizer=authorizer)
+        #: the Kafka-protocol groups this broker coordinates (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
+        self.classic_groups = ClassicGroupCoordinator(settings, offsets=coordinator.manager,
+                                                      membership=consumer_instances.membership)
         #: consumer groups' committed offsets: commit, fetch, list, lag, reset, delete
-        self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator, authorizer=authorizer)
+        self.groups = GroupOffsets(broker=offsets_broker, coordinator=coordinator, authorizer=authorizer,
+                                   classic=self.classic_groups)
         #: consumer instances: create, subscribe or assign, seek, poll, commit, delete
         self.consumers = ConsumerInstances(manager=consumer_instances, authorizer=authorizer)
         #: consumer groups as a whole: list, describe, members, assignments, lags
         self.group_views = GroupViews(manager=consumer_instances, broker=offsets_broker, authorizer=authorizer)
+        #: Kafka-protocol group membership: join, sync, heartbeat, leave; describe, list, delete groups
+        self.group_membership = GroupMembershipOperations(
+            coordinator=self.classic_groups, views=self.group_views, offsets=self.groups,
+            broker_id=settings.broker_id, authorizer=authorizer)
         #: security administration: ACLs, users' credentials, client quotas
         self.acls = AclAdmin(store=acl_store, authorizer=authorizer)
         self.users = UserAdmin(credentials=user_credentials, inter_broker_username=settings.inter_broker_username,
