@@ -9,8 +9,8 @@ import time
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from lakelog.client import LakelogClient
-from tests.kafka.test_protocol_edges import _batch, _connect, _read_frame
 from tests.harness import wait_for
+from tests.kafka.test_protocol_edges import _batch, _connect, _read_frame
 
 
 def _produce(topic: str, values: list[bytes], *, client_id: str, correlation_id: int) -> bytes:

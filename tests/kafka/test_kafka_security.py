@@ -28,6 +28,7 @@ from scramp import ScramClient
 from lakelog.client import LakelogClient
 from lakelog.security.certificates import CertificateAuthority
 from tests.harness import wait_for
+from tests.kafka.test_protocol_edges import _closed, _connect, _read_frame
 from tests.security.test_oauth import AUDIENCE, ISSUER, Key, write_jwks
 
 BROKER_PASSWORD = "inter-broker-s3cret"
@@ -82,33 +83,7 @@ def sasl_broker(broker_factory, zk_client, topic_name):
 
 # -- raw frames --------------------------------------------------------------------------------------
 
-def _connect(bootstrap: str) -> socket.socket:
-    host, port = bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=60)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    """One size-prefixed frame (without the prefix); b"" when the broker closed the connection."""
-    data = b""
-    while len(data) < 4:
-        chunk = sock.recv(4 - len(data))
-        if not chunk:
-            return b""
-        data += chunk
-    (size,) = struct.unpack(">i", data)
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
-        assert chunk, "connection closed inside a frame"
-        body += chunk
-    return body
-
-
-def _closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
+# _connect, _read_frame, _closed: the raw-frame helpers of test_protocol_edges
 
 
 def _call(sock: socket.socket, request, response_cls, version: int, correlation_id: int):
