@@ -144,8 +144,9 @@ def broker_start(
     kafka_port: Annotated[int, typer.Option(
         "--kafka-port", help="Port of the Kafka listener opened when listeners is set nowhere (--config, "
                              "LAKELOG_LISTENERS, --override): listeners=PLAINTEXT://HOST:PORT (0: a free port, "
-                             "logged). None opens on a broker with TLS or authentication (the listener serves "
-                             "PLAINTEXT only); an empty listeners setting opens none.")] = 9092,
+                             "logged). None opens on a broker with TLS or authentication (the default listener is "
+                             "PLAINTEXT: set listeners, e.g. SASL_SSL://:9093, for one with them); an empty "
+                             "listeners setting opens none.")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
 ) -> None:
@@ -294,7 +295,8 @@ def cluster_up(
     config: Annotated[Optional[Path], typer.Option("--config", help="A broker .properties file for every broker.")] = None,
     kafka_port: Annotated[int, typer.Option(
         "--kafka-port", help="Port of broker 0's Kafka listener; broker N gets port + N (0: free ports). Unless "
-                             "--config sets listeners; none with --secure (the listener serves PLAINTEXT only).")] = 9092,
+                             "--config sets listeners; none with --secure (the default listener is PLAINTEXT: set "
+                             "listeners, e.g. SASL_SSL://:9093, in --config for one with authentication).")] = 9092,
     log_level: Annotated[str, typer.Option(help="Log level of the brokers.")] = "info",
     log_format: Annotated[LogFormatOption, typer.Option(help=LOG_FORMAT_HELP)] = LogFormatOption.text,
     secure: Annotated[bool, typer.Option(

@@ -111,7 +111,7 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             Default: False.
         records: produce only the first this many flights. Default: None (all 336,776).
         kafka_port: the embedded broker's Kafka listener (``PLAINTEXT://127.0.0.1:{kafka_port}``; 0: a free
-            one). None with ``secure`` (the listener serves PLAINTEXT only). Default: 9092, as ``lakelog up``.
+            one). None with ``secure`` (the default listener is PLAINTEXT). Default: 9092, as ``lakelog up``.
 
     Raises:
         ValueError: ``secure`` with ``bootstrap_servers``, or ``records`` < 1.
