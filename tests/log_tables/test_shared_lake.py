@@ -342,3 +342,45 @@ def test_a_deleted_topics_tables_leave_the_lake(broker_factory, lake):
                         configs={"lake.commit.interval.ms": "200"}).status_code == 201
     assert produce(broker.url, "gone", 0, [b"c"], acks="all").status_code == 200
     wait_for(lambda: any(p.endswith(".parquet") for p in objects()), what="the new topic's table")
+
+
+def test_a_commit_cut_between_its_data_file_and_its_log_entry_is_done_again_once(lake, tmp_path):
+    """The leader wrote a commit's data file to the store and died before the Delta log entry (a process
+    killed half-way): after a restart it commits the same records again from its tail, readers see each
+    record once (the orphan file is in no commit), and VACUUM removes the orphan."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    uri = f"{lake.uri}/t-topicid/0"
+    config = TopicConfig.parse({"lake.commit.interval.ms": "1000", "lake.vacuum.retention.ms": "0"})
+
+    def open_replica() -> PartitionLog:
+        return PartitionLog.open(topic="t", partition=0, table_uri=uri, config=config, local_dir=tmp_path / "a",
+                                 storage_options=lake.storage_options, initial_high_watermark=0)
+
+    log = open_replica()
+    log.set_lake_leader(True)
+    log.append(records(0, 3), leader_epoch=0)
+    log.advance_high_watermark(3)
+    assert log.flush_to_lake() == 3
+    log.append(records(3, 4), leader_epoch=0)
+    log.advance_high_watermark(7)
+    # half a commit: the next commit's data file is in the store, its log entry never written
+    store = lake.store
+    fs = pafs.S3FileSystem(access_key=store.access_key_id, secret_key=store.secret_access_key, region=store.region,
+                           endpoint_override=store.endpoint_url, force_virtual_addressing=False)
+    orphan = f"{uri[len('s3://'):]}/part-00000-half-done-c000.snappy.parquet"
+    with fs.open_output_stream(orphan) as out:
+        pq.write_table(log.read(3, end_offset=7), out)
+    log.close()  # the process died here
+    log = open_replica()  # the restart: the table ends at 3, the tail still holds 3..6
+    log.set_lake_leader(True)
+    assert log.lake_end_offset == 3 and log.log_end_offset == 7
+    log.advance_high_watermark(7)
+    assert log.flush_to_lake() == 4
+    assert sorted(lake.table_offsets(uri)) == list(range(7))  # each once: the orphan is in no commit
+    assert fs.get_file_info(orphan).type == pafs.FileType.File
+    log.lifecycle.sync_table_properties()  # lake.vacuum.retention.ms=0 as the table's retention
+    assert log.lifecycle.vacuum() >= 1  # a file no commit ever referenced
+    assert fs.get_file_info(orphan).type == pafs.FileType.NotFound
+    assert sorted(lake.table_offsets(uri)) == list(range(7))
