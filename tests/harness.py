@@ -181,6 +181,15 @@ class Lake:
         return sorted("s3://" + str(p.parent.relative_to(self.store.buckets_dir))
                       for p in root.rglob("_delta_log") if p.is_dir())
 
+    def partition_values(self, topic: str, partition: int = 0) -> list[bytes]:
+        """The values in the table of ``topic``'s ``partition`` (``{uri}/{topic}-{topic id}/{partition}``), in
+        offset order; [] while there is no such table."""
+        uris = [u for u in self.table_uris() if u.startswith(f"{self.uri}/{topic}-") and u.endswith(f"/{partition}")]
+        if not uris:
+            return []
+        t = DeltaTable(uris[0], storage_options=self.storage_options).to_pyarrow_table(columns=["offset", "value"])
+        return [v for _, v in sorted(zip(t["offset"].to_pylist(), t["value"].to_pylist()))]
+
     def table_offsets(self, uri: str) -> list[int]:
         """Every offset the table at ``uri`` holds, in the order its rows are read (by file, as committed)."""
         table = DeltaTable(uri, storage_options=self.storage_options).to_pyarrow_table(columns=["offset"])

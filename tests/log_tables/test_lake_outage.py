@@ -6,7 +6,6 @@ lost, and the records reach the table, each once, when the store is back."""
 from __future__ import annotations
 
 import httpx
-from deltalake import DeltaTable
 
 from lakelog.runtime.object_store import ObjectStoreServer
 from tests.cluster.test_replication import create_topic, produce
@@ -25,14 +24,7 @@ def test_a_store_outage_loses_nothing_acknowledged(broker_factory, tmp_path):
         sent = [f"before-{i}".encode() for i in range(5)]
         assert produce(broker.url, "orders", 0, sent, acks="all").status_code == 200
 
-        def table_values() -> list[bytes]:
-            uris = [u for u in lake.table_uris() if u.startswith(f"{lake.uri}/orders-")]
-            if not uris:
-                return []
-            t = DeltaTable(uris[0], storage_options=lake.storage_options).to_pyarrow_table(columns=["offset", "value"])
-            return [v for _, v in sorted(zip(t["offset"].to_pylist(), t["value"].to_pylist()))]
-
-        wait_for(lambda: table_values() == sent, what="the first records in the table")
+        wait_for(lambda: lake.partition_values("orders") == sent, what="the first records in the table")
         store.stop()  # the outage: the flusher's commits fail from now on
         during = [f"during-{i}".encode() for i in range(5)]
         for value in during:  # acknowledged from the segment tail, one request each
@@ -59,7 +51,7 @@ def test_a_store_outage_loses_nothing_acknowledged(broker_factory, tmp_path):
         assert (refused.status_code, refused.json()["error_code"]) == (503, 50331), refused.text
         assert httpx.get(f"{broker.url}/health", timeout=10).status_code == 200
         store.start()  # back on the same port and data
-        wait_for(lambda: table_values() == sent, what="every acknowledged record in the table, once")
+        wait_for(lambda: lake.partition_values("orders") == sent, what="every acknowledged record in the table, once")
         assert [r["offset"] for r in fetch(0).json()][:10] == list(range(10))
         assert produce(broker.url, "orders", 0, [b"after"], acks="all").status_code == 200  # taken again
     finally:

@@ -9,8 +9,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from deltalake import DeltaTable
-
 from tests.cluster.test_replication import create_topic, produce
 from tests.harness import Lake, wait_for
 
@@ -88,14 +86,8 @@ def test_slow_down_answers_are_retried_and_nothing_is_lost(broker_factory, objec
             assert produce(broker.url, "orders", 0, values, acks="all").status_code == 200
             sent += values
 
-        def table_values() -> list[bytes]:
-            uris = [u for u in lake.table_uris() if u.startswith(f"{lake.uri}/orders-")]
-            if not uris:
-                return []
-            t = DeltaTable(uris[0], storage_options=lake.storage_options).to_pyarrow_table(columns=["offset", "value"])
-            return [v for _, v in sorted(zip(t["offset"].to_pylist(), t["value"].to_pylist()))]
-
-        wait_for(lambda: table_values() == sent, what="every record in the table once, through SlowDown answers")
+        wait_for(lambda: lake.partition_values("orders") == sent,
+                 what="every record in the table once, through SlowDown answers")
         assert proxy.refused >= 3, proxy.refused  # the store did throttle the broker's writes
     finally:
         proxy.shutdown()
