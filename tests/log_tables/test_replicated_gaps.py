@@ -176,7 +176,8 @@ class LeaderStub:
         self.leader = leader
         self.answers: list[tuple[int, int, int]] = []
 
-    async def replica_fetch(self, url, topic, partition, *, replica_id, leader_epoch, offset, max_bytes, max_wait_ms):
+    async def replica_fetch(self, url, topic, partition, *, replica_id, leader_epoch, offset, max_bytes, max_wait_ms,
+                            log_start_offset=-1):
         # a request: the event loop runs meanwhile (a long-poll when there is nothing to fetch)
         await asyncio.sleep(0.01 if offset >= self.leader.log_end_offset else 0)
         got = answer(self.leader, offset, max_bytes)
