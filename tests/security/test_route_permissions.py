@@ -120,7 +120,40 @@ NOBODY_GETS: dict[tuple[str, str], str] = {
     ("DELETE", "/lakelog/v1/users/{name}"): "Alter on Cluster",
     ("GET", "/lakelog/v1/client-quotas"): "DescribeConfigs on Cluster",
     ("POST", "/lakelog/v1/client-quotas:alter"): "AlterConfigs on Cluster",
+    # the schema registry: a {topic}-value subject is checked on its topic; global config and mode on the
+    # cluster; schemas by id and the lists are open or filtered
+    ("GET", "/schemas/types"): "open",
+    ("GET", "/schemas/ids/{id}"): "open",
+    ("GET", "/schemas/ids/{id}/schema"): "open",
+    ("GET", "/schemas/ids/{id}/subjects"): "empty",
+    ("GET", "/schemas/ids/{id}/versions"): "empty",
+    ("GET", "/subjects"): "empty",
+    ("POST", "/subjects/{subject}"): "Describe on Topic",
+    ("DELETE", "/subjects/{subject}"): "Write on Topic",
+    ("GET", "/subjects/{subject}/versions"): "Describe on Topic",
+    ("POST", "/subjects/{subject}/versions"): "Write on Topic",
+    ("GET", "/subjects/{subject}/versions/{version}"): "Describe on Topic",
+    ("GET", "/subjects/{subject}/versions/{version}/schema"): "Describe on Topic",
+    ("GET", "/subjects/{subject}/versions/{version}/referencedby"): "Describe on Topic",
+    ("DELETE", "/subjects/{subject}/versions/{version}"): "Write on Topic",
+    ("POST", "/compatibility/subjects/{subject}/versions/{version}"): "Describe on Topic",
+    ("POST", "/compatibility/subjects/{subject}/versions"): "Describe on Topic",
+    ("GET", "/config"): "open",
+    ("PUT", "/config"): "Alter on Cluster",
+    ("DELETE", "/config"): "Alter on Cluster",
+    ("GET", "/config/{subject}"): "Describe on Topic",
+    ("PUT", "/config/{subject}"): "Write on Topic",
+    ("DELETE", "/config/{subject}"): "Write on Topic",
+    ("GET", "/mode"): "open",
+    ("PUT", "/mode"): "Alter on Cluster",
+    ("GET", "/mode/{subject}"): "Describe on Topic",
+    ("PUT", "/mode/{subject}"): "Write on Topic",
+    ("DELETE", "/mode/{subject}"): "Write on Topic",
 }
+
+_V1 = '{"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}]}'
+_V2 = ('{"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}, '
+       '{"name": "b", "type": "int", "default": 0}]}')
 
 
 def _acl(resource_type: str, name: str, operation: str, *, principal: str = "User:alice") -> dict:
@@ -155,7 +188,8 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
 
     values = {"cluster_id": cluster_id, "topic": topic, "topic_name": topic, "partition": "0", "partition_id": "0",
               "broker_id": "0", "group": group, "consumer_group_id": group, "instance": instance,
-              "consumer_id": instance, "transactional_id": txn}
+              "consumer_id": instance, "transactional_id": txn, "subject": f"{topic}-value", "version": "1",
+              "id": "0"}
     producer: dict = {}
     member = {"partitions": [{"topic": topic, "partition": 0}]}
     # the walk: (method, path, what to send); alice's answer must be a success
@@ -244,6 +278,25 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
         ("POST", "/lakelog/v1/client-quotas:alter", {"json": {"entries": [
             {"entity": {"user": "carol"}, "ops": [{"key": "producer_byte_rate", "value": 1048576}]}]}}),
         ("GET", "/lakelog/v1/client-quotas", {}),
+        # the schema registry, on alice's topic's value subject
+        ("POST", "/subjects/{subject}/versions", {"json": {"schema": _V1}}),
+        ("GET", "/schemas/types", {}), ("GET", "/schemas/ids/{id}", {}), ("GET", "/schemas/ids/{id}/schema", {}),
+        ("GET", "/schemas/ids/{id}/subjects", {}), ("GET", "/schemas/ids/{id}/versions", {}),
+        ("GET", "/subjects", {}), ("POST", "/subjects/{subject}", {"json": {"schema": _V1}}),
+        ("GET", "/subjects/{subject}/versions", {}), ("GET", "/subjects/{subject}/versions/{version}", {}),
+        ("GET", "/subjects/{subject}/versions/{version}/schema", {}),
+        ("GET", "/subjects/{subject}/versions/{version}/referencedby", {}),
+        ("POST", "/compatibility/subjects/{subject}/versions/{version}", {"json": {"schema": _V2}}),
+        ("POST", "/compatibility/subjects/{subject}/versions", {"json": {"schema": _V2}}),
+        ("GET", "/config", {}), ("PUT", "/config", {"json": {"compatibility": "BACKWARD"}}),
+        ("DELETE", "/config", {}),
+        ("PUT", "/config/{subject}", {"json": {"compatibility": "FULL"}}), ("GET", "/config/{subject}", {}),
+        ("DELETE", "/config/{subject}", {}),
+        ("GET", "/mode", {}), ("PUT", "/mode", {"json": {"mode": "READWRITE"}}),
+        ("PUT", "/mode/{subject}", {"json": {"mode": "READWRITE"}}), ("GET", "/mode/{subject}", {}),
+        ("DELETE", "/mode/{subject}", {}),
+        ("POST", "/subjects/{subject}/versions", {"json": {"schema": _V2}}),  # version 2 outlives version 1's delete
+        ("DELETE", "/subjects/{subject}/versions/{version}", {}), ("DELETE", "/subjects/{subject}", {}),
         ("POST", "/v3/clusters/{cluster_id}/topics/{topic}/records:delete",
          {"json": {"partitions": [{"partition_id": 0, "offset": -1}]}}),
         ("DELETE", "/v3/clusters/{cluster_id}/topics/{topic}", {}),
@@ -280,6 +333,8 @@ def test_every_route_checks_what_kafka_checks(broker_factory):
                 assert f"User:nobody is not authorized to {expected}" in denied.json()["message"], (route, denied.text)
             allowed = http.request(method, target, auth=ALICE, **send)
             assert 200 <= allowed.status_code < 300, (route, allowed.status_code, allowed.text)
+            if method == "POST" and path == "/subjects/{subject}/versions":  # the id of the schema registered
+                values["id"] = str(allowed.json()["id"])
             if path == "/v3/clusters/{cluster_id}/producers":
                 producer = {k: allowed.json()[k] for k in ("producer_id", "producer_epoch")}
             if path == "/consumers/{group}/instances/{instance}/records":  # wait for the group's assignment
