@@ -569,9 +569,10 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
 
 
 def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Table:
-    """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, in the
-    tail schema, one chunk per piece read (delta-rs writes them as one file all the same: no copy into one
-    chunk); they must start at ``start`` and be contiguous.
+    """The records ``start <= offset < upper`` (at most about ``max_bytes``, at least one) of the tail, as one
+    chunk of the tail schema (delta-rs writes a table of several chunks with its rows out of offset order:
+    the copy into one chunk keeps each data file's rows in offset order); they must start at ``start`` and be
+    contiguous.
 
     The tail is dense: appends assign dense offsets, and a follower commits a replicated range with gaps
     (the leader compacted it) straight to the Delta table (:meth:`LogWriter.append_replicated`), so
@@ -581,7 +582,7 @@ def _read_tail(state: LogState, start: int, upper: int, max_bytes: int) -> pa.Ta
     """
     pieces = read_range(state.view(), start, upper, max_bytes=max_bytes, columns=None, reload_index=lambda: state.files)
     pieces = [with_attributes(p) for p in pieces]  # a frame written before transactions has none
-    batch = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    batch = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0]
     offsets = batch["offset"]
     if offsets[0].as_py() != start or offsets[-1].as_py() != start + batch.num_rows - 1:
         raise AssertionError(f"the tail read from {start} is not contiguous: {offsets[0]}..{offsets[-1]}")

@@ -323,3 +323,17 @@ def test_a_topic_config_change_applies_to_the_open_log(tmp_path):
     log.close()
     reopened = open_log(tmp_path)
     assert reopened.log_end_offset == 65 and read_all(reopened) == list(range(65))
+
+
+def test_a_flush_of_many_appends_writes_its_file_in_offset_order(tmp_path):
+    """A flush of a tail of many appends writes rows in offset order within its data file (readers slice
+    files by offset): delta-rs handed a table of many chunks writes them out of order, so the flush joins
+    the pieces first."""
+    import pyarrow.parquet as pq
+
+    log = open_log(tmp_path)
+    for i in range(60):
+        append(log, values(10_000, 10_000 * i))
+    assert log.flush_to_lake() == 600_000
+    (uri,) = DeltaTable(log.table_uri).file_uris()
+    assert pq.read_table(uri, columns=["offset"])["offset"].to_pylist() == list(range(600_000))
