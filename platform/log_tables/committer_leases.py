@@ -88,6 +88,9 @@ class PartitionLease:
         self.epoch_recorded: int | None = None
         #: the newer leader epoch found in the table after a refused commit (:meth:`fence`), or None
         self.fenced_by: int | None = None
+        #: the table version up to which this leader saw no newer epoch (its last commit's); commits others
+        #: made since are read for epochs before its next append. None: since it took the lead
+        self.epochs_checked_version: int | None = None
 
     @property
     def leading(self) -> bool:
@@ -109,6 +112,7 @@ class PartitionLease:
             self.fenced_by = None
         self.leading = leading
         self.leader_epoch = leader_epoch if leading else None
+        self.epochs_checked_version = None
 
     def fence(self, newer_epoch: int) -> None:
         """The shared table holds a commit of ``newer_epoch``, above this replica's: another replica leads

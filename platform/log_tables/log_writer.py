@@ -251,6 +251,14 @@ class LogWriter:
             end, failure = start, None
             epoch = self.lease.leader_epoch if self.lease.shared else None  # fences a deposed leader
             since_version = self.table.version()
+            checked = self.lease.epochs_checked_version
+            if epoch is not None and checked is not None and since_version > checked:
+                # versions this replica did not commit came into its snapshot since it last looked (its own
+                # merges or VACUUM rebased onto them): a successor's epoch may be among them
+                self._fence_if_deposed(since_version=checked, leader_epoch=epoch)
+                if not self.lease.leading:
+                    return 0
+                since_version = self.table.version()
             if batch is None and epoch is not None and self.lease.epoch_recorded != epoch:
                 # a new leader of a shared table records its epoch at once, records or not: from then on
                 # the replica it took over from can commit nothing
@@ -272,6 +280,7 @@ class LogWriter:
                     end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,
                                                          storage_options=self.storage_options)
                     self.lease.epoch_recorded = epoch
+                    self.lease.epochs_checked_version = self.table.version() if epoch is not None else None
                 except Exception as e:  # ambiguous: the table says where it ends
                     log.warning("flushing %s offsets %d.. to Delta failed: %s", self.name, start, e)
                     failure = e

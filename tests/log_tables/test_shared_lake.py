@@ -311,6 +311,25 @@ def test_a_deposed_leader_that_still_believes_it_leads_commits_nothing(lake, tmp
     assert old.lake_fenced_by is None
 
 
+def test_a_deposed_leader_whose_snapshot_caught_up_is_fenced_before_it_commits(lake, tmp_path):
+    """The deposed leader's snapshot moved past its successor's epoch commit without a refused append (its
+    own merge or VACUUM rebased onto it): its next flush reads the epochs of the versions it did not
+    commit and is fenced before it appends anything."""
+    uri = f"{lake.uri}/t-topicid/0"
+    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
+    old.set_lake_leader(True, leader_epoch=5)
+    old.append(records(0, 4), leader_epoch=5)
+    replicate(old, new)
+    assert old.flush_to_lake() == 4
+    new.set_lake_leader(True, leader_epoch=6)
+    assert new.flush_to_lake() == 0  # the successor's epoch commit
+    old._writer.table.update_incremental()  # as a rebased commit of its own would leave it
+    old.append(records(100, 3), leader_epoch=5)
+    old.advance_high_watermark(old.log_end_offset)
+    assert old.flush_to_lake() == 0 and old.lake_fenced_by == 6
+    assert sorted(lake.table_offsets(uri)) == [0, 1, 2, 3]
+
+
 def test_a_deleted_topics_tables_leave_the_lake(broker_factory, lake):
     """Deleting a topic removes its partition tables from the object store (every object under them, as
     listed through the S3 API); a topic re-created with the name writes new tables."""
