@@ -20,6 +20,9 @@ from lakelog.security.quotas.entities import user_name
 __all__ = ["ListenerQuotas"]
 
 _PRODUCE_KEY, _FETCH_KEY = 0, 1
+#: APIs whose time is mostly waiting (Fetch's long-poll, JoinGroup and SyncGroup's rebalance): not counted
+#: against ``request_percentage``
+_WAITING_KEYS = frozenset({1, 11, 14})
 
 
 class ListenerQuotas:
@@ -43,6 +46,8 @@ class ListenerQuotas:
                 1 Fetch ``response_bytes`` against ``consumer_byte_rate``); every request counts
                 ``elapsed_s`` against ``request_percentage``.
             principal, client_id: the entity (the connection's principal, the request header's client id).
+            elapsed_s: the request's time; not counted for Fetch, JoinGroup and SyncGroup, whose time is
+                mostly a wait (Kafka counts its handler threads' time only).
         """
         manager = self.manager_of()
         if manager is None or not manager.active or manager.is_exempt(principal):
@@ -55,5 +60,6 @@ class ListenerQuotas:
         elif api_key == _FETCH_KEY:
             manager.record(FETCH, response_bytes, user=user, client_id=client_id)
             types.append(FETCH)
-        manager.record(REQUEST, elapsed_s * 100.0, user=user, client_id=client_id)  # Kafka's nanosToPercentage
+        if api_key not in _WAITING_KEYS:  # Kafka counts a handler thread's time, never a long-poll's wait
+            manager.record(REQUEST, elapsed_s * 100.0, user=user, client_id=client_id)  # Kafka's nanosToPercentage
         return max(manager.throttle_time_ms(t, user, client_id) for t in types)

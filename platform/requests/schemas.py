@@ -23,6 +23,7 @@ global ``PUT``/``DELETE /config``, ``PUT /mode``    Alter on the cluster
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -400,7 +401,11 @@ class SchemaRegistryOperations:
         value = await self.embedded_schema(topic, field="value", schema=value_schema, schema_id=value_schema_id,
                                            context=context)
         n = len(values)
-        records = pa.table({"key": self._frames(key, keys, what="key"), "value": self._frames(value, values, what="value"),
+        # fastavro encodes record by record: off the event loop, as other large bodies are decoded
+        key_frames, value_frames = await asyncio.gather(
+            asyncio.to_thread(self._frames, key, keys, what="key"),
+            asyncio.to_thread(self._frames, value, values, what="value"))
+        records = pa.table({"key": key_frames, "value": value_frames,
                             "headers": pa.nulls(n, PRODUCE_SCHEMA.field("headers").type),
                             "timestamp": pa.nulls(n, pa.int64())}, schema=PRODUCE_SCHEMA)
         parts = None if all(p is None for p in partitions) else pa.array(partitions, pa.int32())
