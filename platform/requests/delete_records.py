@@ -60,7 +60,8 @@ class DeleteRecordsRequest:
                 raise InvalidBodyFieldError(f"Partition {topic}-{partition} is named twice in one DeleteRecords "
                                             "request. Nothing was deleted.")
             offsets[(topic, partition)] = offset
-        return cls(offsets=offsets, timeout_ms=timeout_ms)
+        # a Kafka request's timeout_ms is any int32: bounded as the internal route bounds it (0 to 1 hour)
+        return cls(offsets=offsets, timeout_ms=None if timeout_ms is None else max(0, min(timeout_ms, 3_600_000)))
 
 
 @dataclass(frozen=True)
