@@ -272,20 +272,27 @@ def test_a_log_with_a_table_of_its_own_is_not_re_read_when_it_becomes_leader(tmp
     assert not log.lake_commits_held  # a table of its own: a follower flushes it too
 
 
+def deposed(lake, tmp_path, *, old_epoch: int, new_epoch: int) -> tuple[str, PartitionLog, PartitionLog]:
+    """``(uri, old, new)``: ``old`` led in ``old_epoch`` and committed offsets 0-3 (replicated to ``new``);
+    ``new`` now leads in ``new_epoch`` and recorded its epoch with an empty commit (nothing to flush)."""
+    uri = f"{lake.uri}/t-topicid/0"
+    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
+    old.set_lake_leader(True, leader_epoch=old_epoch)
+    old.append(records(0, 4), leader_epoch=old_epoch)
+    replicate(old, new)
+    assert old.flush_to_lake() == 4
+    new.set_lake_leader(True, leader_epoch=new_epoch)
+    assert new.flush_to_lake() == 0
+    return uri, old, new
+
+
 def test_a_deposed_leader_that_still_believes_it_leads_commits_nothing(lake, tmp_path):
     """Two replicas both believe they lead (the old one was paused through an election): the new leader
     records its epoch in the table at its first flush, with nothing to flush (an empty commit), and from
     then on every commit of the old one is refused by the conditional put; it finds the newer epoch, stops
     committing and keeps its tail. The records it took after the election never reach the table."""
-    uri = f"{lake.uri}/t-topicid/0"
-    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
-    old.set_lake_leader(True, leader_epoch=3)
-    old.append(records(0, 4), leader_epoch=3)
-    replicate(old, new)
-    assert old.flush_to_lake() == 4
     # the election: the new leader (epoch 4) records its epoch although it has nothing to flush
-    new.set_lake_leader(True, leader_epoch=4)
-    assert new.flush_to_lake() == 0
+    uri, old, new = deposed(lake, tmp_path, old_epoch=3, new_epoch=4)
     epochs = [c.get("lakelog.leader_epoch") for c in DeltaTable(uri, storage_options=lake.storage_options).history()]
     assert epochs[0] == "4" and "3" in epochs
     # the old leader wakes up, still leading in its own view, takes records and tries to commit them:
@@ -315,14 +322,7 @@ def test_a_deposed_leader_whose_snapshot_caught_up_is_fenced_before_it_commits(l
     """The deposed leader's snapshot moved past its successor's epoch commit without a refused append (its
     own merge or VACUUM rebased onto it): its next flush reads the epochs of the versions it did not
     commit and is fenced before it appends anything."""
-    uri = f"{lake.uri}/t-topicid/0"
-    old, new = replica(lake, uri, tmp_path / "old"), replica(lake, uri, tmp_path / "new")
-    old.set_lake_leader(True, leader_epoch=5)
-    old.append(records(0, 4), leader_epoch=5)
-    replicate(old, new)
-    assert old.flush_to_lake() == 4
-    new.set_lake_leader(True, leader_epoch=6)
-    assert new.flush_to_lake() == 0  # the successor's epoch commit
+    uri, old, _ = deposed(lake, tmp_path, old_epoch=5, new_epoch=6)  # and the successor's epoch commit
     old._writer.table.update_incremental()  # as a rebased commit of its own would leave it
     old.append(records(100, 3), leader_epoch=5)
     old.advance_high_watermark(old.log_end_offset)
