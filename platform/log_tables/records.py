@@ -23,6 +23,7 @@ from lakelog.log_tables.errors import (
     UnreadableBatchError,
 )
 from lakelog.log_tables.schema import HEADERS_TYPE, LOG_SCHEMA, TIMESTAMP_TYPE
+from lakelog.log_tables.zero_columns import nulls
 
 PRODUCE_SCHEMA = pa.schema([
     pa.field("key", pa.binary()),
@@ -158,19 +159,21 @@ def to_log_batch(records: pa.Table, *, base_offset: int, leader_epoch: int, now_
     """
     records = normalize_produce_batch(records)
     n = records.num_rows
-    if timestamp_type == "CreateTime":
-        check_timestamps(records["timestamp"])
-        ts = pc.fill_null(records["timestamp"], pa.scalar(now_ms, pa.int64()))
-    else:
-        ts = pa.array(np.full(n, now_ms, dtype=np.int64))
+    given = records["timestamp"]
+    if timestamp_type == "CreateTime" and given.null_count < n:
+        check_timestamps(given)
+        timestamps = pc.multiply_checked(pc.fill_null(given, pa.scalar(now_ms, pa.int64())), 1000).cast(TIMESTAMP_TYPE)
+    else:  # every record takes the broker time: one array, no temporaries
+        timestamps = pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(np.full(n, now_ms * 1000, np.int64))])
+    # the producer columns of a request that is not idempotent are all null: no resident memory for them
     batch = pa.Table.from_arrays([
         pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64)),
-        pc.multiply_checked(ts, 1000).cast(TIMESTAMP_TYPE),
+        timestamps,
         records["key"],
         records["value"],
         records["headers"],
         pa.array(np.full(n, leader_epoch, dtype=np.int32)),
-        *(producer_columns or (pa.nulls(n, pa.int64()), pa.nulls(n, pa.int16()), pa.nulls(n, pa.int32()))),
+        *(producer_columns or (nulls(n, pa.int64()), nulls(n, pa.int16()), nulls(n, pa.int32()))),
     ], schema=LOG_SCHEMA)
     check_log_batch(batch)
     return batch

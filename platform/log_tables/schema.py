@@ -13,9 +13,10 @@ below is what the broker writes with delta-rs; delta-spark reads the same table 
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from lakelog.log_tables.zero_columns import zeros
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -57,7 +58,7 @@ def with_attributes(batch: pa.Table, attributes: "pa.Array | None" = None) -> pa
     if ATTRIBUTES in batch.column_names:
         return batch
     if attributes is None:
-        attributes = pa.array(np.zeros(batch.num_rows, dtype=np.int8))
+        attributes = zeros(batch.num_rows, pa.int8())  # not resident (zero_columns)
     return batch.append_column(TAIL_SCHEMA.field(ATTRIBUTES), attributes)
 
 
