@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from lakelog.ingest_api.json_members import member_texts, structure
+from lakelog.log_tables import zero_columns
 from lakelog.log_tables.records import PRODUCE_SCHEMA
 from lakelog.log_tables.schema import HEADERS_TYPE
 
@@ -100,6 +101,9 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
     shared = fmt == "binary" and len(body) * 3 // 4 < 2**31
     buffers = (np.empty(len(body) * 3 // 4, np.uint8), np.empty(len(body) * 3 // 4, np.uint8)) if shared else None
     used, first_record = [0, 0], 0
+    # JSON keys and values are copied into one growing buffer each as each chunk is decoded (the chunk's
+    # own arrays freed at once): the batch needs no second copy of them at the join
+    texts = (_TextColumn(len(body)), _TextColumn(len(body))) if fmt == "json" else None
     plain = fmt == "json" and not _CONTROL.search(body)  # once for the body, not per chunk
     size = CHUNK_BYTES if fmt == "binary" or (plain and _string_values(body)) else max(1, CHUNK_BYTES // 4)
     while pos < stop:
@@ -115,6 +119,12 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
             decoded = validate(document, first_record)
             buffers = None  # its values are not in the shared buffers: the pieces are joined by copying
         del document
+        if texts is not None:
+            batch, named = decoded
+            texts[0].add(batch.column(0))
+            texts[1].add(batch.column(1))
+            decoded = batch.drop_columns(["key", "value"]), named
+            del batch, named
         pieces.append(decoded)
         first_record += decoded[0].num_rows
         if buffers:
@@ -123,16 +133,84 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
     named = [pa.nulls(b.num_rows, pa.int64()) if p is None else p for b, p in pieces] \
         if any(p is not None for _, p in pieces) else None
     # column by column, each column's pieces freed once joined: the pieces and one joined column at a time
-    columns = [[b.column(i) for b, _ in pieces] for i in range(len(PRODUCE_SCHEMA))]
+    names = PRODUCE_SCHEMA.names[2:] if texts is not None else PRODUCE_SCHEMA.names
+    columns = [[b.column(name) for b, _ in pieces] for name in names]
     del pieces
-    joined = []
-    for i, chunks in enumerate(columns):
+    joined = [texts[0].array(), texts[1].array()] if texts is not None else []
+    for chunks in columns:
+        i = len(joined)
         column = pa.chunked_array([c for chunk in chunks for c in chunk.chunks], PRODUCE_SCHEMA.field(i).type)
         chunks.clear()
-        joined.append(_joined(column, buffers[i]) if buffers and i < 2 else column.combine_chunks())
+        if column.null_count == len(column):  # no record named it: nulls that take no memory (zero_columns)
+            joined.append(zero_columns.nulls(len(column), column.type))
+        else:
+            joined.append(_joined(column, buffers[i]) if buffers and i < 2 else column.combine_chunks())
         del column
     batch = pa.Table.from_arrays(joined, schema=PRODUCE_SCHEMA)
     return batch, None if named is None else pa.concat_arrays(named)
+
+
+class _TextColumn:
+    """A binary column assembled chunk by chunk: values and offsets written into buffers that grow (by
+    doubling, when the values outgrow the body they came from), whose untouched pages are not resident
+    (:mod:`~lakelog.log_tables.zero_columns`), so their capacity costs nothing until written.
+
+    Args:
+        capacity: bytes the values are expected to fit in (the body's size: a value's compact text is at
+            most its text in the body, but for the validator's rewrites).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.data = _writable(max(capacity, 1))
+        kind = np.dtype(np.int64 if capacity >= 2**31 else np.int32)  # a record takes 3 bytes or more
+        self.offsets = _writable(kind.itemsize * (capacity // 3 + 2)).view(kind)
+        self.offsets[0] = 0
+        self.valid: list[np.ndarray] = []
+        self.rows = self.size = self.nulls = 0
+
+    def add(self, column: pa.ChunkedArray) -> None:
+        """Append ``column`` (binary)."""
+        for chunk in column.chunks:
+            n = len(chunk)
+            if chunk.null_count == n:
+                values, bounds = np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
+            else:
+                bounds = _offsets(chunk).astype(np.int64)
+                values = np.frombuffer(chunk.buffers()[2], np.uint8)[bounds[0]:bounds[-1]]
+                bounds = bounds - bounds[0]
+            if self.size + len(values) > len(self.data):
+                self.data = _grown(self.data, 2 * (self.size + len(values)), self.size)
+            if self.rows + n + 1 > len(self.offsets):
+                self.offsets = _grown(self.offsets, 2 * (self.rows + n + 1), self.rows + 1)
+            self.data[self.size:self.size + len(values)] = values
+            self.offsets[self.rows + 1:self.rows + n + 1] = bounds[1:] + self.size
+            self.valid.append(np.ones(n, bool) if not chunk.null_count else
+                              pc.is_valid(chunk).to_numpy(zero_copy_only=False))
+            self.rows, self.size, self.nulls = self.rows + n, self.size + len(values), self.nulls + chunk.null_count
+
+    def array(self) -> pa.Array:
+        """The column so far (its buffers are views of this column's: add nothing more)."""
+        n = self.rows
+        if self.nulls == n:
+            return zero_columns.nulls(n, pa.binary())
+        validity = pa.py_buffer(np.packbits(np.concatenate(self.valid), bitorder="little")) if self.nulls else None
+        self.valid = []
+        kind = pa.binary() if self.offsets.dtype == np.int32 else pa.large_binary()
+        array = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(self.offsets[:n + 1]),
+                                                pa.py_buffer(self.data[:self.size])], null_count=self.nulls)
+        return array if kind == pa.binary() else array.cast(pa.binary())
+
+
+def _writable(nbytes: int) -> np.ndarray:
+    """``nbytes`` zero bytes to write into, resident only where written."""
+    return np.frombuffer(zero_columns.writable_zeros(nbytes), np.uint8)
+
+
+def _grown(array: np.ndarray, items: int, used: int) -> np.ndarray:
+    """A larger copy of ``array`` (``items`` items, its first ``used`` copied)."""
+    grown = _writable(items * array.itemsize).view(array.dtype)
+    grown[:used] = array[:used]
+    return grown
 
 
 def _string_values(body: bytes) -> bool:
