@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import LakelogError
+from lakelog.log_tables import zero_columns
 from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
 from lakelog.protocol.errors import InvalidPartitionInRecordError, InvalidProducerHeadersError, MalformedBodyError
@@ -212,6 +213,8 @@ class ProduceOperation:
         if errors and len(errors) == len(results):
             raise next(iter(errors.values()))
         # 4. one offset per record, in request order
+        if len(shares) == 1 and shares[0][2] is None:  # one share: built whole, no index nor temporaries
+            return ProduceResult(*_one_share(n, shares[0][0], results[0], acks), errors)
         offsets = np.zeros(n, dtype=np.int64)
         part_of = np.zeros(n, dtype=np.int64)
         for (p, _, mask), base in zip(shares, results):
@@ -277,6 +280,16 @@ class ProduceOperation:
                 raise
             return await self.leader_client.produce(e.leader_url, topic, partition, records, acks=acks,
                                                     producer=producer)
+
+
+def _one_share(n: int, partition: int, base: int | BaseException, acks: Acks) -> tuple[np.ndarray, np.ndarray]:
+    """``(partitions, offsets)`` of a request of ``n`` records appended as one share from ``base`` (or
+    failed with it): partition 0's column is unresident zeros (:mod:`~lakelog.log_tables.zero_columns`)."""
+    partitions = (np.frombuffer(zero_columns.writable_zeros(8 * n), np.int64) if partition == 0
+                  else np.full(n, partition, np.int64))
+    if isinstance(base, BaseException) or acks == "0":
+        return partitions, np.full(n, -1, np.int64)
+    return partitions, np.arange(base, base + n, dtype=np.int64)
 
 
 def check_acks_for_producer(acks: Acks, producer: ProducerBatch | None) -> None:
