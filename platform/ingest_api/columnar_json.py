@@ -123,7 +123,7 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
             batch, named = decoded
             texts[0].add(batch.column(0))
             texts[1].add(batch.column(1))
-            decoded = batch.drop_columns(["key", "value"]), named
+            decoded = _lean(batch.drop_columns(["key", "value"])), named
             del batch, named
         pieces.append(decoded)
         first_record += decoded[0].num_rows
@@ -165,7 +165,7 @@ class _TextColumn:
         kind = np.dtype(np.int64 if capacity >= 2**31 else np.int32)  # a record takes 3 bytes or more
         self.offsets = _writable(kind.itemsize * (capacity // 3 + 2)).view(kind)
         self.offsets[0] = 0
-        self.valid: list[np.ndarray] = []
+        self.valid: list[np.ndarray | int] = []  # per chunk: validity, or n (all valid) / -n (all null)
         self.rows = self.size = self.nulls = 0
 
     def add(self, column: pa.ChunkedArray) -> None:
@@ -184,7 +184,8 @@ class _TextColumn:
                 self.offsets = _grown(self.offsets, 2 * (self.rows + n + 1), self.rows + 1)
             self.data[self.size:self.size + len(values)] = values
             self.offsets[self.rows + 1:self.rows + n + 1] = bounds[1:] + self.size
-            self.valid.append(np.ones(n, bool) if not chunk.null_count else
+            # a chunk without nulls or of nulls only is kept as its length (the common cases)
+            self.valid.append(n if not chunk.null_count else -n if chunk.null_count == n else
                               pc.is_valid(chunk).to_numpy(zero_copy_only=False))
             self.rows, self.size, self.nulls = self.rows + n, self.size + len(values), self.nulls + chunk.null_count
 
@@ -193,12 +194,23 @@ class _TextColumn:
         n = self.rows
         if self.nulls == n:
             return zero_columns.nulls(n, pa.binary())
-        validity = pa.py_buffer(np.packbits(np.concatenate(self.valid), bitorder="little")) if self.nulls else None
+        validity = None
+        if self.nulls:
+            valid = [np.full(abs(v), v > 0) if isinstance(v, int) else v for v in self.valid]
+            validity = pa.py_buffer(np.packbits(np.concatenate(valid), bitorder="little"))
+            del valid
         self.valid = []
         kind = pa.binary() if self.offsets.dtype == np.int32 else pa.large_binary()
         array = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(self.offsets[:n + 1]),
                                                 pa.py_buffer(self.data[:self.size])], null_count=self.nulls)
         return array if kind == pa.binary() else array.cast(pa.binary())
+
+
+def _lean(piece: pa.Table) -> pa.Table:
+    """A decoded chunk's columns with each all-null one as unresident nulls: a column the records did not
+    name (headers, timestamps) otherwise keeps the parser's whole output alive until the join."""
+    return pa.Table.from_arrays([zero_columns.nulls(len(c), c.type) if c.null_count == len(c) else c
+                                 for c in piece.columns], schema=piece.schema)
 
 
 def _writable(nbytes: int) -> np.ndarray:
