@@ -426,7 +426,7 @@ _OK_ENTRY = (b'{"partition":', b',"offset":', b',"error_code":null,"error":null}
 _ANSWER_HEAD = b'{"offsets":['
 _ANSWER_TAIL = b'],"key_schema_id":null,"value_schema_id":null}'
 #: A produce answer of more records than this is built and sent in pieces of this many records.
-ANSWER_PIECE_RECORDS = 65536
+ANSWER_PIECE_RECORDS = 16384
 
 
 def produce_response_body(result: Any) -> bytes:
@@ -472,13 +472,15 @@ def produce_response_pieces(result: Any) -> tuple[int, Iterator[bytes]]:
 
 def _decimal_chars(values: np.ndarray) -> int:
     """Characters of the decimal texts of ``values`` (int64 from -9 up), summed."""
-    if not len(values):
-        return 0
-    total, magnitude, power = len(values) + int((values < 0).sum()), np.abs(values), 10
-    top = int(magnitude.max())
-    while power <= top:
-        total += int((magnitude >= power).sum())
-        power *= 10
+    total = 0
+    for start in range(0, len(values), ANSWER_PIECE_RECORDS):  # a piece at a time: bounded temporaries
+        piece = values[start:start + ANSWER_PIECE_RECORDS]
+        total += len(piece) + int((piece < 0).sum())
+        magnitude, power = np.abs(piece), 10
+        top = int(magnitude.max())
+        while power <= top:
+            total += int((magnitude >= power).sum())
+            power *= 10
     return total
 
 
