@@ -31,7 +31,7 @@ from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
 from lakelog.ingest_api.error_handlers import error_response
-from lakelog.ingest_api.memory_release import RELEASE_MIN_BYTES
+from lakelog.ingest_api.memory_release import DECODE_RELEASE_MIN_BYTES, RELEASE_MIN_BYTES, release_unused_memory
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
 from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
 from lakelog.protocol.errors import (
@@ -260,11 +260,14 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
                         acks, producer: ProducerBatch | None) -> Response:
     await broker.requests.describe_topic(topic, context=context)  # 40401 before body errors, as REST Proxy
     body = holder.pop()
-    if len(body) < _DECODE_IN_THREAD_MIN_BYTES:
+    size = len(body)
+    if size < _DECODE_IN_THREAD_MIN_BYTES:
         batch, parts = codecs.decode_produce(body, fmt, consume=True)
     else:  # seconds for a 100 MB body: other requests go on meanwhile
         batch, parts = await asyncio.to_thread(codecs.decode_produce, body, fmt, consume=True)
     del body
+    if fmt == "json" and size >= DECODE_RELEASE_MIN_BYTES:  # the decode's freed temporaries, before the append
+        await asyncio.to_thread(release_unused_memory)
     result = await broker.requests.produce(ProduceRequest(
         topic=topic, records=batch, record_partitions=parts, partition=partition, acks=acks, producer=producer,
         layout="batch" if fmt == "arrow" else "records"), context=context)
