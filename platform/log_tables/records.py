@@ -64,7 +64,7 @@ def normalize_produce_batch(records: pa.Table | pa.RecordBatch) -> pa.Table:
     columns = []
     for field in PRODUCE_SCHEMA:
         if field.name not in records.column_names:
-            columns.append(pa.nulls(n, field.type))
+            columns.append(nulls(n, field.type))  # not resident (zero_columns)
             continue
         col = records[field.name]
         if field.name == "timestamp" and pa.types.is_timestamp(col.type):
