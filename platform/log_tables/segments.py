@@ -167,11 +167,14 @@ class SegmentView:
                     batch = read_frame(f, frame)
                     lo = offset - frame.base_offset
                     piece = pa.Table.from_batches([batch.slice(lo, min(frame.count, upper - frame.base_offset) - lo)])
-                    if budget < piece.nbytes:
+                    cut = budget < piece.nbytes
+                    if cut:
                         piece = piece.slice(0, max(1, int(piece.num_rows * budget / max(piece.nbytes, 1))))
                     out.append(piece)
                     budget -= piece.nbytes
                     offset += piece.num_rows
+                    if cut:
+                        break  # the budget ends inside this frame (the next frame starts after its rest)
                 i += 1
         finally:
             for f in files.values():
