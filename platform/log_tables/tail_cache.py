@@ -7,6 +7,12 @@ oldest ones while the cache is over budget, but always keeps the newest.
 
 Reads take a :class:`CacheView`, an immutable picture of the cache (the cache replaces its view on every
 change, so a reader never locks and never sees a half-made change).
+
+A batch appended by a leader has dense offsets and one timestamp and leader epoch for all its records when
+they took the broker's time (20 bytes a record of columns that say three numbers): the cache holds such a
+batch as :class:`DenseBatch`, those columns as their first value, and a read builds them for the rows it
+returns only, after cutting them to its byte budget by the sizes they will have, so what a read returns
+(rows, columns, Arrow sizes) is what the whole batch would give.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.log_tables.schema import TAIL_SCHEMA, TIMESTAMP_TYPE
 
 __all__ = ["CacheView", "TailCache"]
 
@@ -33,7 +42,7 @@ class CacheView:
     """
 
     bases: tuple[int, ...] = ()
-    chunks: tuple[pa.Table, ...] = ()
+    chunks: tuple["pa.Table | DenseBatch", ...] = ()
 
     @property
     def first_offset(self) -> int | None:
@@ -68,6 +77,8 @@ class CacheView:
                 if cut:
                     rows = max(1, int(piece.num_rows * budget / max(piece.nbytes, 1)))
                     piece = piece.slice(0, rows)
+                if isinstance(piece, DenseBatch):
+                    piece = piece.table()
                 out.append(piece)
                 budget -= piece.nbytes
                 offset = piece["offset"][-1].as_py() + 1
@@ -83,7 +94,7 @@ def _rows_between(chunk: pa.Table, base: int, start: int, upper: int) -> tuple[i
     n = chunk.num_rows
     if n == 0:
         return 0, 0
-    if chunk["offset"][-1].as_py() - base == n - 1:
+    if isinstance(chunk, DenseBatch) or chunk["offset"][-1].as_py() - base == n - 1:
         return min(n, max(0, start - base)), min(n, max(0, upper - base))
     lo, hi = np.searchsorted(chunk["offset"].to_numpy(), [start, upper], side="left")
     return int(lo), int(hi)
@@ -98,7 +109,79 @@ MERGE_RUN = 32
 SMALL_CHUNK_BYTES = 64 * 1024
 
 
-def _cost(batch: pa.Table) -> int:
+#: The columns a :class:`DenseBatch` holds as one value.
+_DENSE_COLUMNS = ("offset", "timestamp", "leader_epoch")
+
+
+@dataclass(frozen=True)
+class DenseBatch:
+    """A batch (tail schema) whose offsets are ``base``, +1, +2, ... and whose timestamps and leader epochs
+    are one value each, held without those three columns (:func:`dense_batch`).
+
+    Attributes:
+        rest: the other columns.
+        base: the first row's offset.
+        timestamp: the timestamp of every row (a :data:`~lakelog.log_tables.schema.TIMESTAMP_TYPE` scalar).
+        leader_epoch: the leader epoch of every row.
+    """
+
+    rest: pa.Table
+    base: int
+    timestamp: pa.Scalar
+    leader_epoch: int
+
+    @property
+    def num_rows(self) -> int:
+        return self.rest.num_rows
+
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of :meth:`table` (the three columns have no validity buffer: 20 bytes a row)."""
+        return self.rest.nbytes + 20 * self.rest.num_rows
+
+    def slice(self, offset: int, length: int) -> "DenseBatch":
+        """Rows ``offset`` to ``offset + length`` (zero-copy), as :meth:`pyarrow.Table.slice`."""
+        rest = self.rest.slice(offset, length)
+        return DenseBatch(rest, self.base + min(offset, self.rest.num_rows), self.timestamp, self.leader_epoch)
+
+    def table(self) -> pa.Table:
+        """The rows with every column of the tail schema (the three built here)."""
+        n = self.rest.num_rows
+        built = {"offset": pa.array(np.arange(self.base, self.base + n, dtype=np.int64)),
+                 "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(
+                     np.full(n, self.timestamp.cast(pa.int64()).as_py(), np.int64))]),
+                 "leader_epoch": pa.array(np.full(n, self.leader_epoch, np.int32))}
+        return pa.Table.from_arrays([built[name] if name in built else self.rest[name] for name in TAIL_SCHEMA.names],
+                                    schema=TAIL_SCHEMA)
+
+
+def dense_batch(base: int, batch: pa.Table) -> "pa.Table | DenseBatch":
+    """``batch`` (tail schema, one chunk, first offset ``base``) as a :class:`DenseBatch` when its offsets
+    are dense from ``base`` and its timestamps and leader epochs one value each, none of the three with
+    a validity buffer (a leader's append of records that took the broker's time); else ``batch``.
+    One min/max pass over the timestamps and epochs."""
+    n = batch.num_rows
+    if n < DENSE_MIN_ROWS or not batch.schema.equals(TAIL_SCHEMA) or any(
+            batch[name].num_chunks != 1 or batch[name].chunk(0).buffers()[0] is not None for name in _DENSE_COLUMNS):
+        return batch
+    offsets = batch["offset"]
+    if offsets[0].as_py() != base or offsets[-1].as_py() != base + n - 1:
+        return batch
+    stamps, epochs = pc.min_max(batch["timestamp"]), pc.min_max(batch["leader_epoch"])
+    if stamps["min"] != stamps["max"] or epochs["min"] != epochs["max"]:
+        return batch
+    if not (np.diff(offsets.chunk(0).to_numpy()) == 1).all():  # dense (first and last alone do not say)
+        return batch
+    return DenseBatch(batch.drop_columns(list(_DENSE_COLUMNS)), base, batch["timestamp"][0], epochs["min"].as_py())
+
+
+#: Batches of fewer rows are cached as they are (their three columns cost little).
+DENSE_MIN_ROWS = 4096
+
+
+def _cost(batch: "pa.Table | DenseBatch") -> int:
+    if isinstance(batch, DenseBatch):
+        return batch.rest.get_total_buffer_size() + CHUNK_OVERHEAD_BYTES
     return batch.get_total_buffer_size() + CHUNK_OVERHEAD_BYTES * max(batch.column(0).num_chunks, 1)
 
 
@@ -142,6 +225,7 @@ class TailCache:
         """
         if self.max_bytes <= 0:
             return
+        batch = dense_batch(base, batch)
         self._bases.append(base)
         self._chunks.append(batch)
         cost = _cost(batch)
@@ -161,7 +245,7 @@ class TailCache:
 
     def _merge_tail(self, n: int) -> None:
         n = min(n, len(self._chunks) - self._start)
-        merged = pa.concat_tables(self._chunks[-n:]).combine_chunks()
+        merged = pa.concat_tables([c.table() if isinstance(c, DenseBatch) else c for c in self._chunks[-n:]]).combine_chunks()
         base = self._bases[-n]
         self._bytes -= sum(self._costs[-n:])
         del self._bases[-n:], self._chunks[-n:], self._costs[-n:]
