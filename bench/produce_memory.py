@@ -20,8 +20,12 @@ The JSON shapes (issue 38) are JSON-format requests of ``--records`` tiny record
 ``--value-size``: ``json-number`` ``{"value": 1}``, ``json-object`` ``{"value": {"id": 7, "ok": true}}``,
 ``json-array`` ``{"value": [7, 8.5]}``, ``json-null`` ``{"value": null}``, ``json-string``
 ``{"value": "s7"}`` (numbers vary by record); their target is the JSON one. ``arrow-number`` sends the
-records of ``json-number`` as an Arrow IPC stream: what the log itself costs for that many tiny records
-(the tail cache keeps the newest batch, ~50 bytes a record in the log's columns), with no JSON to decode.
+records of ``json-number`` as an Arrow IPC stream: what the log itself costs for that many tiny records,
+with no JSON to decode. The append builds the log's columns (offset, timestamp and leader epoch: 20 bytes a
+record; null producer columns, keys and headers and zero attributes take no resident memory,
+:mod:`lakelog.log_tables.zero_columns`) and writes them to the segment tail; the tail cache then keeps
+the newest batch without the offsets, timestamps and epochs when each is one run
+(:class:`lakelog.log_tables.tail_cache.DenseBatch`): its values and their offsets, 7 to 8 bytes a record here.
 
 Two figures per kind, each from its own fresh broker:
 
