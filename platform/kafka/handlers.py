@@ -26,6 +26,7 @@ from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
 from lakelog.kafka.group_handlers import GroupApis
 from lakelog.kafka.membership_handlers import MembershipApis
+from lakelog.kafka.txn_handlers import TransactionApis
 from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, build_batch, decode_batches
 from lakelog.kafka.versions import SERVED
 from lakelog.log_tables.schema import FETCH_COLUMNS, timestamps_us
@@ -82,6 +83,7 @@ class KafkaApis:
                           8: groups.offset_commit, 9: groups.offset_fetch, 10: groups.find_coordinator,
                           18: self.api_versions, 22: self.init_producer_id}
         self._handlers.update(MembershipApis(requests=requests).handlers())
+        self._handlers.update(TransactionApis(requests=requests).handlers())
         self._handlers.update(admin_handlers(requests=requests, listener=listener, cluster_id=cluster_id))
 
     async def handle(self, request: RequestFrame, context: RequestContext) -> Any:
