@@ -20,12 +20,14 @@ from kafka.protocol.admin.transactions import (
     ListTransactionsResponse,
 )
 from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kafka.record import MemoryRecords
 
 from lakelog.client import LakelogClient
 from lakelog.runtime.broker_process import BrokerProcess
 from tests.harness import new_chroot, wait_for
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
 from tests.kafka.test_protocol_edges import _connect, _read_frame
+from tests.kafka.test_read_committed import _fetch
 
 ENV = {**KAFKA_LISTENER_ENV, "LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
        "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "2"}
@@ -236,5 +238,55 @@ def test_txn_offset_commit_fences_a_zombie_member(cluster):
             http.transactions.end_transaction(txn_id, producer_id=ids["producer_id"],
                                               producer_epoch=ids["producer_epoch"], commit=True)
         assert consumer.committed(KafkaTopicPartition(source, 0)) == 0
+    finally:
+        consumer.close()
+
+
+def test_fetch_answers_transactional_and_control_batches(cluster):
+    """A fetch answers a transaction's records as a transactional batch of its producer and its commit
+    marker as a control batch (the CRC checked), so a consumer reaches the log end: position = high
+    watermark, no lag of 1 left at the marker."""
+    broker, bootstrap = cluster
+    sink = f"ctl-{uuid.uuid4().hex[:6]}"
+    _topics(broker, sink)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"ctl-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(sink, value=b"a", partition=0)
+    producer.produce(sink, value=b"b", partition=0)
+    producer.commit_transaction(60)
+
+    for isolation_level in (0, 1):
+        answer = _fetch(bootstrap, sink, isolation_level=isolation_level)
+        assert (answer.error_code, answer.high_watermark, answer.last_stable_offset) == (0, 3, 3)
+        records = MemoryRecords(bytes(answer.records))
+        batches = []
+        while (batch := records.next_batch()) is not None:
+            assert batch.validate_crc()
+            batches.append(batch)
+        data, marker = batches
+        assert (data.is_transactional, data.is_control_batch, data.base_offset, data.last_offset) == (True, False, 0, 1)
+        assert (marker.is_transactional, marker.is_control_batch, marker.base_offset) == (True, True, 2)
+        assert data.producer_id == marker.producer_id >= 0
+        (control,) = list(marker)
+        assert control.key == b"\x00\x00\x00\x01"  # version 0, COMMIT
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lag-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(sink, 0, 0)])
+        seen: list = []
+
+        def at_end() -> bool:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+            return msg is not None and msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF
+
+        wait_for(at_end, what="the end of the partition")
+        assert seen == [b"a", b"b"]
+        (position,) = consumer.position([TopicPartition(sink, 0)])
+        assert position.offset == 3
     finally:
         consumer.close()
