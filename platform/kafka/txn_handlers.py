@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lakelog.consumer_groups.offsets_admin import PartitionOffset
+from lakelog.coordinators.transaction_state import TransactionState
 from lakelog.errors import AuthorizationError, InvalidProducerEpochError
 from lakelog.kafka import errors as codes
 from lakelog.kafka.codec import response_class
@@ -48,8 +49,7 @@ _OPERATION_NOT_ATTEMPTED = 55
 _PRODUCER_FENCED = 90
 _TRANSACTIONAL_ID_NOT_FOUND = 105
 #: Kafka's ``TransactionState`` names a ListTransactions state filter may name
-_STATES = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-           "PrepareEpochFence"}
+_STATES = frozenset(s.value for s in TransactionState)
 
 
 def _txn_code(error: Exception, version: int, what: str) -> int:
