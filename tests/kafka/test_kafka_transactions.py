@@ -19,7 +19,14 @@ from kafka.protocol.admin.transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kafka.protocol.producer.transaction import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.record import MemoryRecords
 
 from lakelog.client import LakelogClient
@@ -290,3 +297,38 @@ def test_fetch_answers_transactional_and_control_batches(cluster):
         assert position.offset == 3
     finally:
         consumer.close()
+
+
+def test_add_partitions_to_txn_adds_all_or_none(cluster):
+    """AddPartitionsToTxn v3 naming an unknown topic answers it UNKNOWN_TOPIC_OR_PARTITION, the others
+    OPERATION_NOT_ATTEMPTED, and adds none; then the known partition alone is added (Ongoing), and EndTxn
+    of a stale epoch answers PRODUCER_FENCED (v2+) or INVALID_PRODUCER_EPOCH (v1)."""
+    broker, bootstrap = cluster
+    topic, txn_id = f"add-{uuid.uuid4().hex[:6]}", f"add-{uuid.uuid4().hex[:6]}"
+    _topics(broker, topic)
+    with LakelogClient(broker.url) as http:
+        ids = http.transactions.init_producer_id(transactional_id=txn_id)
+        v = 3
+
+        def add(*names: str) -> dict[str, int]:
+            request = AddPartitionsToTxnRequest(
+                version=v, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=ids["producer_id"],
+                v3_and_below_producer_epoch=ids["producer_epoch"], v3_and_below_topics=[
+                    AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(version=v, name=n, partitions=[0])
+                    for n in names])
+            answer = _send(bootstrap, request, AddPartitionsToTxnResponse, v)
+            return {t.name: t.results_by_partition[0].partition_error_code
+                    for t in answer.results_by_topic_v3_and_below}
+
+        assert add(topic, "no-such-topic") == {topic: 55, "no-such-topic": 3}
+        assert http.transactions.describe_transaction(txn_id)["state"] == "Empty"
+        assert add(topic) == {topic: 0}
+        described = http.transactions.describe_transaction(txn_id)
+        assert (described["state"], described["partitions"]) == ("Ongoing", [{"topic_name": topic, "partition_id": 0}])
+
+        newer = http.transactions.init_transactions(txn_id)  # aborts the open transaction, fences ids
+        assert newer["producer_epoch"] > ids["producer_epoch"]
+        for version, code in ((1, 47), (3, 90)):
+            end = EndTxnRequest(version=version, transactional_id=txn_id, producer_id=ids["producer_id"],
+                                producer_epoch=ids["producer_epoch"], committed=True)
+            assert _send(bootstrap, end, EndTxnResponse, version).error_code == code
