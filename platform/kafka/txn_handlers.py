@@ -112,17 +112,21 @@ class TransactionApis:
                 producer_epoch=body.producer_epoch, group=body.group_id), context=context)
         except Exception as e:
             code = self._denied_code(e, _txn_code(e, version, f"AddOffsetsToTxn of {body.transactional_id!r}"),
-                                     body, context, other=codes.GROUP_AUTHORIZATION_FAILED)
+                                     body, context)
         return cls(version=version, throttle_time_ms=0, error_code=code)
 
-    def _denied_code(self, error: Exception, code: int, body: Any, context: RequestContext, *, other: int) -> int:
-        """Kafka checks the transactional id first: an authorization failure where Write on the id is allowed
-        was the group's or a topic's (``other``)."""
-        if code == codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and isinstance(error, AuthorizationError) \
-                and self.requests.permissions(context).allows(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                              body.transactional_id):
-            return other
-        return code
+    def _denied_code(self, error: Exception, code: int, body: Any, context: RequestContext) -> int:
+        """Kafka checks the transactional id, then the group, then the topics: an authorization failure where
+        Write on the id is allowed was the group's (GROUP_AUTHORIZATION_FAILED) or else a topic's
+        (TOPIC_AUTHORIZATION_FAILED)."""
+        if code != codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED or not isinstance(error, AuthorizationError):
+            return code
+        permissions = self.requests.permissions(context)
+        if not permissions.allows(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return code
+        if not permissions.allows(Operation.READ, ResourceType.GROUP, body.group_id):
+            return codes.GROUP_AUTHORIZATION_FAILED
+        return codes.TOPIC_AUTHORIZATION_FAILED
 
     async def end_txn(self, body: Any, version: int, context: RequestContext) -> Any:
         """Kafka's EndTxn: commit or abort, answered once the decision is durable (and, within
@@ -154,7 +158,7 @@ class TransactionApis:
                 context=context)
         except Exception as e:
             code = self._denied_code(e, _txn_code(e, version, f"TxnOffsetCommit of {body.transactional_id!r}"),
-                                     body, context, other=codes.GROUP_AUTHORIZATION_FAILED)
+                                     body, context)
         topic_cls = cls.TxnOffsetCommitResponseTopic
         return cls(version=version, throttle_time_ms=0, topics=[topic_cls(version=version, name=t.name, partitions=[
             topic_cls.TxnOffsetCommitResponsePartition(version=version, partition_index=p.partition_index,
