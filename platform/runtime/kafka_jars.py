@@ -19,8 +19,8 @@ from pathlib import Path
 
 from lakelog.runtime.zookeeper_server import find_java
 
-__all__ = ["CACHE_DIR", "KAFKA_VERSION", "LOG4J2_WARN", "kafka_classpath", "kafka_connect_jars", "kafka_jars",
-           "kafka_tool_command"]
+__all__ = ["CACHE_DIR", "KAFKA_VERSION", "LOG4J2_WARN", "STREAMS_EXAMPLES_VERSION", "kafka_classpath",
+           "kafka_connect_jars", "kafka_jars", "kafka_streams_jars", "kafka_tool_command"]
 
 KAFKA_VERSION = "4.1.1"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakelog-bench"
@@ -61,6 +61,25 @@ _CONNECT_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-mirror</artifactId><version>{v}</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-mirror-client</artifactId><version>{v}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+#: the newest ``kafka-streams-examples`` on Maven Central (Kafka stopped publishing it after 4.0); its
+#: demos run on the ``kafka-streams`` of :data:`KAFKA_VERSION`
+STREAMS_EXAMPLES_VERSION = "4.0.0"
+
+#: Kafka Streams (with RocksDB, its default state store) and Kafka's Streams examples (``WordCountDemo``)
+_STREAMS_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>lakelog</groupId>
+  <artifactId>lakelog-kafka-streams</artifactId>
+  <version>0</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-streams</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-streams-examples</artifactId><version>{examples}</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
   </dependencies>
 </project>
 """
@@ -110,6 +129,20 @@ def kafka_connect_jars(version: str = KAFKA_VERSION) -> Path:
     if not (libs / f"connect-mirror-{version}.jar").exists():
         # their dependencies are the tools' own (connect-runtime, kafka-clients, log4j2, slf4j-api)
         _fetch(_CONNECT_POM.format(v=version), libs, what=f"Kafka Connect {version}", transitive=False)
+    return libs
+
+
+def kafka_streams_jars(version: str = KAFKA_VERSION) -> Path:
+    """The folder holding Kafka Streams ``version`` (with ``rocksdbjni``) and Kafka's Streams examples
+    (:data:`STREAMS_EXAMPLES_VERSION`), to run beside :func:`kafka_jars`' folder (:func:`kafka_classpath`).
+
+    Fetched once with ``mvn`` into ``~/.cache/lakelog-bench/kafka-{version}/streams-libs`` (about 60 MB,
+    most of it RocksDB's native library). Raises RuntimeError when ``mvn`` is missing or fails.
+    """
+    libs = CACHE_DIR / f"kafka-{version}" / "streams-libs"
+    if not (libs / f"kafka-streams-{version}.jar").exists():
+        _fetch(_STREAMS_POM.format(v=version, examples=STREAMS_EXAMPLES_VERSION), libs,
+               what=f"Kafka Streams {version}")
     return libs
 
 
