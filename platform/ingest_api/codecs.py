@@ -165,8 +165,10 @@ def decode_produce(body: bytes | bytearray, fmt: Format, *, consume: bool = Fals
         small = len(body) < (_COLUMNAR_BINARY_MIN_BYTES if fmt == "binary" else _COLUMNAR_JSON_MIN_BYTES)
         decoded = None if small else decode_columnar(
             body, fmt, validate=lambda document, first: _decode_validated(document, fmt, first_record=first))
-        if decoded is not None and _has_empty_record(*decoded):  # the validator tells absent from null
-            decoded = None
+        if decoded is not None and _has_empty_record(*decoded):  # the validator tells absent from null,
+            decoded = None  # a chunk at a time (its Python objects bounded by the chunk)
+            decoded = decode_columnar(body, fmt, per_record=True, validate=lambda document, first: _decode_validated(
+                document, fmt, first_record=first))
         batch, parts = decoded if decoded is not None else _decode_validated(body, fmt)
         if consume and isinstance(body, bytearray):
             body.clear()
@@ -201,7 +203,7 @@ def _decode_validated(body: bytes, fmt: Format, *, first_record: int = 0) -> tup
     except ValidationError as e:
         raise _validation_error(e, fmt, first_record=first_record) from None
     records = request["records"]
-    _check_records(records)
+    _check_records(records, first_record=first_record)
     n = len(records)
     if fmt == "binary":
         keys = [r.get("key") for r in records]
@@ -242,7 +244,7 @@ def _has_empty_record(batch: pa.Table, parts: pa.Array | None) -> bool:
     return len(header_keys) > 0 and bool(pc.any(pc.equal(header_keys, "")).as_py())
 
 
-def _check_records(records: list[dict]) -> None:
+def _check_records(records: list[dict], *, first_record: int = 0) -> None:
     """REST Proxy's shape rules beyond the types: at least one record, each with a key, value or partition,
     each header with a key."""
     if not records:
@@ -250,13 +252,13 @@ def _check_records(records: list[dict]) -> None:
                                     '{"records": [{"value": ...}]}. Nothing was written.')
     for i, record in enumerate(records):  # the small bodies' path (large ones decode in columns)
         if "value" not in record and "key" not in record and "partition" not in record:
-            raise InvalidBodyFieldError(f"records[{i}] has none of key, value, partition; give at least one. "
+            raise InvalidBodyFieldError(f"records[{first_record + i}] has none of key, value, partition; give at least one. "
                                         f"Nothing was written.")
         headers = record.get("headers")
         if headers:
             for j, header in enumerate(headers):
                 if "key" not in header and "name" not in header:
-                    raise InvalidBodyFieldError(f"records[{i}].headers[{j}] has no key; every header needs "
+                    raise InvalidBodyFieldError(f"records[{first_record + i}].headers[{j}] has no key; every header needs "
                                                 f"one. Nothing was written.")
 
 

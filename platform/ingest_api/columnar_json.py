@@ -66,7 +66,7 @@ _RECORD_GAP = re.compile(rb'\s*,\s*')
 Validate = Callable[[bytes, int], tuple[pa.Table, "pa.Array | None"]]
 
 
-def decode_columnar(body: bytes, fmt: str, *, validate: Validate | None = None
+def decode_columnar(body: bytes, fmt: str, *, validate: Validate | None = None, per_record: bool = False
                     ) -> tuple[pa.Table, pa.Array | None] | None:
     """``(batch, partitions)`` as :func:`lakelog.ingest_api.codecs.decode_produce`, or None (see module doc).
 
@@ -76,14 +76,19 @@ def decode_columnar(body: bytes, fmt: str, *, validate: Validate | None = None
     a chunk the columnar path cannot take is decoded by ``validate``, when given, else the whole body is
     left to the caller (None).
 
+    ``per_record``: every chunk is decoded by ``validate`` (the columns cannot tell a record's absent members
+    from null ones; the chunks keep the validator's memory bounded); None for a body of one chunk.
+
     Raises:
         what ``validate`` raises.
     """
+    if per_record:
+        return _decode_chunked(body, fmt, validate, per_record=True) if len(body) > CHUNK_BYTES else None
     decoded = _decode_chunked(body, fmt, validate) if len(body) > CHUNK_BYTES else None
     return decoded if decoded is not None else _decode_document(body, fmt)
 
 
-def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
+def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None, *, per_record: bool = False
                     ) -> tuple[pa.Table, pa.Array | None] | None:
     """Decode ``{"records": [r, r, ...]}`` (nothing after the array) about :data:`CHUNK_BYTES` of records
     at a time; None when the body has another shape, or a chunk does not decode and there is no
@@ -105,14 +110,14 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None
     # own arrays freed at once): the batch needs no second copy of them at the join
     texts = (_TextColumn(len(body)), _TextColumn(len(body))) if fmt == "json" else None
     plain = fmt == "json" and not _CONTROL.search(body)  # once for the body, not per chunk
-    size = CHUNK_BYTES if fmt == "binary" or (plain and _string_values(body)) else max(1, CHUNK_BYTES // 4)
+    size = CHUNK_BYTES if not per_record and (fmt == "binary" or (plain and _string_values(body))) else max(1, CHUNK_BYTES // 4)
     while pos < stop:
         end = _chunk_end(body, pos, stop, size)
         if end is None:
             return None
         into = (buffers[0][used[0]:], buffers[1][used[1]:]) if buffers else None
         document = b'{"records":[' + body[pos:end] + b"]}"
-        decoded = _decode_document(document, fmt, into=into, plain=plain)
+        decoded = None if per_record else _decode_document(document, fmt, into=into, plain=plain)
         if decoded is None:
             if validate is None:
                 return None
