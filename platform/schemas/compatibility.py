@@ -20,8 +20,9 @@ Avro: Apache Avro's own checker (``avro.compatibility.ReaderWriterCompatibilityC
 resolution rules as the Java ``SchemaCompatibility`` has them: promotions int -> long -> float -> double,
 string <-> bytes, a reader field missing from the writer needs a default, enum symbols, union branches,
 fixed sizes, named types' names). JSON Schema: Confluent's ``JsonSchemaDiff`` rules
-(:mod:`lakelog.schemas.json_compatibility`). Protobuf: not checked yet (every new schema of that type
-passes). A change of schema type is refused at every level but NONE.
+(:mod:`lakelog.schemas.json_compatibility`). Protobuf: Confluent's ``SchemaDiff`` rules over protoc's
+descriptors (:mod:`lakelog.schemas.protobuf_compatibility`). A change of schema type is refused at every
+level but NONE.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibi
 
 from lakelog.errors.schemas import InvalidCompatibilityLevelError
 from lakelog.schemas.json_compatibility import json_schema_differences
+from lakelog.schemas.protobuf_compatibility import protobuf_differences
 from lakelog.schemas.schema_types import ParsedSchema
 
 __all__ = ["COMPATIBILITY_LEVELS", "CompatibilityLevel", "DEFAULT_COMPATIBILITY", "compatibility_level",
@@ -72,7 +74,12 @@ def _json_problems(reader: ParsedSchema, writer: ParsedSchema, *, what: str) -> 
             for kind, where, ok in json_schema_differences(writer.schema, reader.schema) if not ok]
 
 
-_CHECKERS = {"AVRO": _avro_problems, "JSON": _json_problems}
+def _protobuf_problems(reader: ParsedSchema, writer: ParsedSchema, *, what: str) -> list[str]:
+    return [f"{what}: {kind} at {where}"
+            for kind, where, ok in protobuf_differences(writer.proto, reader.proto) if not ok]
+
+
+_CHECKERS = {"AVRO": _avro_problems, "JSON": _json_problems, "PROTOBUF": _protobuf_problems}
 
 
 def _pair_problems(new: ParsedSchema, old: ParsedSchema, version: int, *, backward: bool,
@@ -80,8 +87,9 @@ def _pair_problems(new: ParsedSchema, old: ParsedSchema, version: int, *, backwa
     if new.schema_type != old.schema_type:
         return [f"version {version} is a {old.schema_type} schema, the new one {new.schema_type}"]
     check = _CHECKERS.get(new.schema_type)
-    if check is None or (new.schema_type == "AVRO" and (new.avro is None or old.avro is None)):
-        return []  # Protobuf: not checked yet (the module docstring)
+    if check is None or (new.schema_type == "AVRO" and (new.avro is None or old.avro is None)) or (
+            new.schema_type == "PROTOBUF" and (new.proto is None or old.proto is None)):
+        return []
     problems = []
     if backward:
         problems += check(new, old, what=f"the new schema cannot read data written with version {version}")
