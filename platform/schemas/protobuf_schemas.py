@@ -81,7 +81,8 @@ def _protoc(text: str, imports: dict[str, str]) -> list[descriptor_pb2.FileDescr
 def _compiled(text: str, imports: tuple[tuple[str, str], ...]) -> tuple[bytes, ...]:
     found = _from_base64(text)
     if found is not None:
-        deps = [fd for name, body in imports for fd in _compile_files(body, imports, name)]
+        # each import compiled with the ones before it (dependencies first)
+        deps = [fd for k, (name, body) in enumerate(imports) for fd in _compile_files(body, imports[:k], name)]
         known = {name for name, _ in imports}
         well_known = [d for d in found.dependency if d not in known]
         if well_known:  # protoc's own files (google/protobuf/*.proto): compiled from what grpcio-tools ships

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from kazoo.client import KazooClient
@@ -86,7 +86,10 @@ def _consume(url: str, topic: str, fmt: str, count: int) -> list[dict] | httpx.R
 
 
 def test_jsonschema_produce_validates_frames_and_consumers_decode(node, topic):
-    broker, _ = node
+    """REST jsonschema produce registers the schema, validates each value (422 / 42203, nothing written) and
+    frames it; Confluent's JSONDeserializer reads it; JSONSerializer's records over the Kafka listener and
+    REST's are decoded alike by a jsonschema consumer instance; a record not in the wire format is 40801."""
+    broker, bootstrap = node
     url = f"{broker.url}/topics/{topic}"
     headers = {"Content-Type": "application/vnd.kafka.jsonschema.v2+json", "Accept": V2}
     first = httpx.post(url, headers=headers, json={"value_schema": ORDER_JSON, "records": [
@@ -108,14 +111,18 @@ def test_jsonschema_produce_validates_frames_and_consumers_decode(node, topic):
     context = SerializationContext(topic, MessageField.VALUE)
     deserialize = JSONDeserializer(None, schema_registry_client=registry)
     assert [deserialize(v, context) for v in raw] == [{"id": 1, "note": "a"}, {"id": 2}]
-    assert [r["value"] for r in _consume(broker.url, topic, "jsonschema", 2)] == [{"id": 1, "note": "a"}, {"id": 2}]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=JSONSerializer(ORDER_JSON, registry)({"id": 3}, context), partition=0)
+    assert producer.flush(60) == 0
+    assert [r["value"] for r in _consume(broker.url, topic, "jsonschema", 3)] == [
+        {"id": 1, "note": "a"}, {"id": 2}, {"id": 3}]
 
     # a record not in the wire format: Confluent's deserialization error, 408 / 40801
     with LakelogClient(broker.url) as c:
         c.produce_binary(topic, [(None, b"plain")], partition=0)
-    refused = _consume(broker.url, topic, "jsonschema", 3)
+    refused = _consume(broker.url, topic, "jsonschema", 4)
     assert isinstance(refused, httpx.Response) and refused.status_code == 408
-    assert refused.json()["error_code"] == 40801 and "offset 2" in refused.json()["message"]
+    assert refused.json()["error_code"] == 40801 and "offset 3" in refused.json()["message"]
 
 
 def test_protobuf_over_rest_and_the_kafka_listener(node, topic):
@@ -156,6 +163,35 @@ def test_protobuf_over_rest_and_the_kafka_listener(node, topic):
     assert [(m.id, m.note) for m in (deserialize(v, context) for v in read)] == [(7, "rest"), (9, "kafka")]
     assert [r["value"] for r in _consume(broker.url, topic, "protobuf", 2)] == [
         {"id": "7", "note": "rest"}, {"id": "9", "note": "kafka"}]
+
+
+def test_protobuf_serializer_registers_imports_as_references(node, topic):
+    """A message whose file imports another file and a well-known type: Confluent's ProtobufSerializer
+    registers the imported file (a base64 descriptor) under its own subject and the message's file with a
+    reference to it; the record written over REST names that schema id, and a protobuf consumer reads it."""
+    broker, _ = node
+    money = 'syntax = "proto3";\npackage common;\nmessage Money { int64 units = 1; string currency = 2; }\n'
+    order_text = ('syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+                  'import "google/protobuf/timestamp.proto";\n'
+                  'message Order { int64 id = 1; common.Money amount = 2; google.protobuf.Timestamp at = 3; }\n')
+    order = message_class(order_text, imports=[("common/money.proto", money)])
+    registry = SchemaRegistryClient({"url": broker.url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    framed = ProtobufSerializer(order, registry, {"use.deprecated.format": False})(
+        order(id=1, amount={"units": 5, "currency": "EUR"}), context)
+    latest = registry.get_latest_version(f"{topic}-value")
+    assert [r.name for r in latest.schema.references] == ["common/money.proto"]
+    assert int.from_bytes(framed[1:5], "big") == latest.schema_id
+    produced = httpx.post(f"{broker.url}/topics/{topic}", headers={
+        "Content-Type": "application/vnd.kafka.protobuf.v2+json", "Accept": V2}, json={
+        "value_schema_id": latest.schema_id,
+        "records": [{"value": {"id": "2", "amount": {"units": "7", "currency": "USD"}, "at": "2024-01-01T00:00:00Z"}}]})
+    assert produced.status_code == 200, produced.text
+    with LakelogClient(broker.url) as c:
+        c.produce_binary(topic, [(None, framed)], partition=0)
+    assert [r["value"] for r in _consume(broker.url, topic, "protobuf", 2)] == [
+        {"id": "2", "amount": {"units": "7", "currency": "USD"}, "at": "2024-01-01T00:00:00Z"},
+        {"id": "1", "amount": {"units": "5", "currency": "EUR"}}]
 
 
 def test_avro_consumer_instances_answer_avros_json(node, topic):
