@@ -1,4 +1,4 @@
-"""Protobuf schemas: a ``.proto`` text compiled by protoc (the one grpcio-tools ships, run in-process) to
+"""Protobuf schemas: a ``.proto`` text compiled by protoc (the one grpcio-tools ships, in a child process) to
 its ``FileDescriptorProto``, and the message classes protobuf builds from it.
 
 A schema is taken as Confluent's registry takes it: the ``.proto`` text, or a serialized
@@ -17,21 +17,22 @@ import base64
 import binascii
 import functools
 import os
+import subprocess
+import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 
 import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
-from grpc_tools import protoc
 
 from lakelog.errors.schemas import InvalidSchemaError
 
 __all__ = ["compile_proto", "decode_message_indexes", "encode_message_indexes", "message_class"]
 
 _WELL_KNOWN = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-_PROTOC = threading.Lock()  # protoc's main keeps global state: one compilation at a time
+#: a .proto compiles in milliseconds; a bound in case protoc hangs on a loaded machine
+_PROTOC_TIMEOUT_S = 60
 _NAME = "schema.proto"
 
 
@@ -56,20 +57,13 @@ def _protoc(text: str, imports: dict[str, str]) -> list[descriptor_pb2.FileDescr
             with open(path, "w", encoding="utf-8") as f:
                 f.write(body)
         out = os.path.join(tmp, "out.pb")
-        err_path = os.path.join(tmp, "err.txt")
-        with _PROTOC:
-            saved = os.dup(2)
-            with open(err_path, "wb") as err:
-                os.dup2(err.fileno(), 2)  # protoc writes its errors to fd 2: keep them for the message
-                try:
-                    rc = protoc.main(["protoc", f"-I{tmp}", f"-I{_WELL_KNOWN}", "--include_imports",
-                                      f"--descriptor_set_out={out}", os.path.join(tmp, _NAME)])
-                finally:
-                    os.dup2(saved, 2)
-                    os.close(saved)
+        # protoc in a child process: its global state and its errors on fd 2 stay out of the broker's
+        done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"-I{_WELL_KNOWN}",
+                               "--include_imports", f"--descriptor_set_out={out}", os.path.join(tmp, _NAME)],
+                              capture_output=True, text=True, timeout=_PROTOC_TIMEOUT_S, check=False)
+        rc = done.returncode
         if rc != 0:
-            with open(err_path, encoding="utf-8", errors="replace") as f:
-                reason = " ".join(f.read().replace(tmp + os.sep, "").split())
+            reason = " ".join(done.stderr.replace(tmp + os.sep, "").split())
             raise InvalidSchemaError(f"Invalid schema: the Protobuf schema does not compile: {reason or 'protoc failed'}")
         files = descriptor_pb2.FileDescriptorSet()
         with open(out, "rb") as f:

@@ -8,7 +8,7 @@ type          parsed by                                                    kept 
               compatibility checks (:mod:`lakelog.schemas.compatibility`)  their order
 ``JSON``      jsonschema: the validator of the schema's ``$schema`` (draft  the JSON, compact
               2020-12 when none) checks the schema against its meta-schema
-``PROTOBUF``  protoc (grpcio-tools' own, in-process) to a                  the text as sent
+``PROTOBUF``  protoc (grpcio-tools' own, a child process) to a              the text as sent
               ``FileDescriptorProto``, imports from the references and
               protoc's well-known types; or a base64
               ``FileDescriptorProto`` (:mod:`lakelog.schemas.protobuf_schemas`)
