@@ -275,9 +275,11 @@ def encode_poll(result: PollResult, fmt: EmbeddedFormat, *, decode: Callable[...
 
 @router.get("/consumers/{group}/instances/{instance}/records", response_class=Response,
             responses={200: {"description": "JSON array of {topic, key, value, partition, offset, timestamp, "
-                                            "headers}; binary keys and values are base64. Header "
+                                            "headers}; binary keys and values are base64; avro, "
+                                            "jsonschema and protobuf ones decoded to JSON. Header "
                                             "X-Lakelog-Generation: the group generation they were read in.",
-                             "content": {codecs.BINARY_V2: {}, codecs.JSON_V2: {}}}, **_CONSUMER_RESPONSES},
+                             "content": {codecs.BINARY_V2: {}, codecs.JSON_V2: {}, AVRO_V2: {}, JSONSCHEMA_V2: {},
+                                         PROTOBUF_V2: {}}}, **_CONSUMER_RESPONSES},
             summary="Read records of the instance's partitions (long-poll up to timeout ms)",
             dependencies=[READ_GROUP])
 async def records(

@@ -123,8 +123,9 @@ def _fields(name: str, o: descriptor_pb2.DescriptorProto, u: descriptor_pb2.Desc
             yield "MULTIPLE_FIELDS_MOVED_TO_ONEOF", where, False
         else:
             yield "FIELD_MOVED_TO_NEW_ONEOF", where, True
-    real = lambda m: {d.name for i, d in enumerate(m.oneof_decl)  # noqa: E731 - proto3 optional's synthetic oneofs aside
-                      if not any(f.proto3_optional and f.oneof_index == i for f in m.field)}
+    def real(m: descriptor_pb2.DescriptorProto) -> set[str]:  # proto3 optional's synthetic oneofs aside
+        return {d.name for i, d in enumerate(m.oneof_decl)
+                if not any(f.proto3_optional and f.oneof_index == i for f in m.field)}
     for oneof in sorted(real(u) - real(o)):
         yield "ONEOF_ADDED", f"{name}.{oneof}", True
     for oneof in sorted(real(o) - real(u)):

@@ -52,19 +52,26 @@ def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
 def _protoc(text: str, imports: dict[str, str]) -> list[descriptor_pb2.FileDescriptorProto]:
     with tempfile.TemporaryDirectory(prefix="lakelog-proto-") as tmp:
         for name, body in {**imports, _NAME: text}.items():
-            path = os.path.join(tmp, name)
+            path = os.path.normpath(os.path.join(tmp, name))
+            if os.path.isabs(name) or not path.startswith(tmp + os.sep):  # an import path stays in the tree
+                raise InvalidSchemaError(f"Invalid schema: reference name {name!r} is not a relative .proto import "
+                                         "path (such as common/money.proto).")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(body)
         out = os.path.join(tmp, "out.pb")
         # protoc in a child process: its global state and its errors on fd 2 stay out of the broker's
-        done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"-I{_WELL_KNOWN}",
-                               "--include_imports", f"--descriptor_set_out={out}", os.path.join(tmp, _NAME)],
-                              capture_output=True, text=True, timeout=_PROTOC_TIMEOUT_S, check=False)
-        rc = done.returncode
-        if rc != 0:
+        try:
+            done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"-I{_WELL_KNOWN}",
+                                   "--include_imports", f"--descriptor_set_out={out}", os.path.join(tmp, _NAME)],
+                                  capture_output=True, text=True, timeout=_PROTOC_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise InvalidSchemaError(f"Invalid schema: protoc did not compile the Protobuf schema within "
+                                     f"{_PROTOC_TIMEOUT_S} s.") from None
+        if done.returncode != 0:
             reason = " ".join(done.stderr.replace(tmp + os.sep, "").split())
-            raise InvalidSchemaError(f"Invalid schema: the Protobuf schema does not compile: {reason or 'protoc failed'}")
+            raise InvalidSchemaError("Invalid schema: the Protobuf schema does not compile: "
+                                     f"{reason or 'protoc failed'}")
         files = descriptor_pb2.FileDescriptorSet()
         with open(out, "rb") as f:
             files.ParseFromString(f.read())

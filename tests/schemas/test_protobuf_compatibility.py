@@ -61,3 +61,14 @@ def test_levels_and_transitive_checks():
     assert {p.split(":")[0] for p in problems} == {"the new schema cannot read data written with version 3",
                                                    "the new schema cannot read data written with version 2"}
     assert incompatibilities("NONE", v4, versions) == []
+
+
+def test_a_reference_name_outside_the_import_tree_is_refused(tmp_path):
+    """A reference's name becomes a file beside the schema for protoc: one that climbs out is refused."""
+    escaped = tmp_path / "escaped.proto"
+    with pytest.raises(InvalidSchemaError) as refused:
+        parse_schema("PROTOBUF", _proto('import "x.proto";\nmessage A { int64 a = 1; }'),
+                     referenced=[(str(escaped), 'syntax = "proto3";')])
+    assert "relative .proto import path" in refused.value.message and not escaped.exists()
+    with pytest.raises(InvalidSchemaError):
+        parse_schema("PROTOBUF", V1, referenced=[("../up.proto", 'syntax = "proto3";')])
