@@ -17,6 +17,7 @@ import base64
 import binascii
 import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,13 @@ def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     return fd if fd.message_type or fd.enum_type else None
 
 
-def _protoc(text: str, imports: dict[str, str]) -> list[descriptor_pb2.FileDescriptorProto]:
+_DEFINES = re.compile(r"\b(message|enum)\s+[A-Za-z_]")
+
+
+def _protoc(text: str, imports: dict[str, str], *, stub: bool = False) -> list[descriptor_pb2.FileDescriptorProto]:
+    if not stub and not _DEFINES.search(text):  # refused before a protoc run: nothing a record could be
+        raise InvalidSchemaError("Invalid schema: the Protobuf schema defines no message or enum; send the .proto "
+                                 "file's text (or a base64 FileDescriptorProto).")
     with tempfile.TemporaryDirectory(prefix="lakelog-proto-") as tmp:
         for name, body in {**imports, _NAME: text}.items():
             path = os.path.normpath(os.path.join(tmp, name))
@@ -88,7 +95,7 @@ def _compiled(text: str, imports: tuple[tuple[str, str], ...]) -> tuple[bytes, .
         well_known = [d for d in found.dependency if d not in known]
         if well_known:  # protoc's own files (google/protobuf/*.proto): compiled from what grpcio-tools ships
             stub = 'syntax = "proto3";\n' + "".join(f'import "{d}";\n' for d in well_known)
-            deps = _protoc(stub, {})[:-1] + deps
+            deps = _protoc(stub, {}, stub=True)[:-1] + deps
         found.name = found.name or _NAME
         return tuple(fd.SerializeToString() for fd in _unique(deps + [found]))
     return tuple(fd.SerializeToString() for fd in _protoc(text, dict(imports)))
