@@ -20,12 +20,13 @@
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
     lakelog groups delete-offsets g1 --topic orders
     lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
+    lakelog metastore sync --data-dir data      # a view per topic in a Hive metastore (spark.table("lakelog.orders"))
     lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
 
 The commands live by responsibility in the modules of :mod:`lakelog.cli`: ``processes`` (up, cluster up,
 zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``, ``transactions``, ``acls``,
-``users`` and ``records`` (produce, consume, records delete); this module is the typer app that gathers them, ``sql``,
+``users``, ``records`` (produce, consume, records delete) and ``metastore``; this module is the typer app that gathers them, ``sql``,
 ``setup``, ``demo`` and the entry point :func:`main` (``python -m lakelog.cli`` runs it too).
 """
 
@@ -38,6 +39,7 @@ from typing import Annotated, Optional
 import typer
 
 from lakelog.cli.acls import acls_app
+from lakelog.cli.metastore import metastore_app
 from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
                                 set_command_config)
 from lakelog.cli.groups import groups_app
@@ -77,6 +79,7 @@ app.add_typer(quotas_app, name="quotas")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.add_typer(records_app, name="records")
+app.add_typer(metastore_app, name="metastore")
 app.command("up")(up)
 app.command("produce")(produce)
 app.command("consume")(consume)
