@@ -353,6 +353,8 @@ def report(console, args, results: dict[str, dict]) -> None:
     cost.add_row("storage (GB kept)", f"{gb:,.1f}", f"{usd:,.2f}")
     cost.add_row("total", "", f"{total:,.2f}")
     console.print(cost)
+    console.print("prices (S3 Standard, us-east-1, USD): " + ", ".join(
+        f"{c} ${PRICE_PER_1000[c]} per 1,000" for c in CLASSES) + f", storage ${PRICE_GB_MONTH} per GB-month")
     local_gb = local["stored"] * local_per_hour * args.replication_factor * args.retention_hours * 1000 / 1e9
     console.print(f"the per-replica layout (x{args.replication_factor}) keeps {local_gb:,.1f} GB of broker disk "
                   f"for the same {args.retention_hours:.0f} h of records; the S3 lake {gb:,.1f} GB in the store")
