@@ -40,8 +40,8 @@ import typer
 
 from lakelog.cli.acls import acls_app
 from lakelog.cli.metastore import metastore_app
-from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
-                                set_command_config)
+from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, connection_settings, console,
+                                fail, gateway_client, set_command_config)
 from lakelog.cli.groups import groups_app
 from lakelog.cli.jobs import job_app
 from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
@@ -93,15 +93,22 @@ def sql(
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
     max_rows: Annotated[int, typer.Option(help="Rows to print at most.")] = 100,
 ) -> None:
-    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns."""
+    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns.
+
+    On an S3 lake (lake.uri) the topics are read with the lakelog source: directly from the store with the
+    broker's LAKELOG_LAKE_STORAGE_* variables when they are set, else through the partition leaders.
+    """
     from lakelog.spark import session
     from lakelog.spark.display import print_dataframe
+    from lakelog.spark.source.lake_storage import lake_storage_options_from_env
     from lakelog.spark.sql import register_topics_from_gateway
 
+    source_options = {**connection_settings(**{"bootstrap.servers": bootstrap_server}).as_spark_options(),
+                      **lake_storage_options_from_env()}
     spark = session()
     try:
         with gateway_client(bootstrap_server) as client:
-            register_topics_from_gateway(spark, client)
+            register_topics_from_gateway(spark, client, source_options=source_options)
         df = spark.sql(query)
         print_dataframe(df, max_rows=max_rows, console=console)
     finally:

@@ -13,6 +13,8 @@ import pytest
 
 from lakelog.client import LakelogClient
 from lakelog.spark.source import SourceOptions
+from lakelog.spark.source.lake_storage import lake_storage_options_from_env
+from lakelog.spark.sql import register_topics_from_gateway
 from tests.harness import wait_for
 
 pytestmark = pytest.mark.spark
@@ -66,13 +68,27 @@ def test_executors_read_an_s3_lake_directly_with_the_lake_storage_options(spark,
     # the leader served only the tails: one fetch per partition and read, none for the Delta part
     assert fetches(broker.url, topic_name) - before == 3 * PARTITIONS
 
-    # a stream reads the same way
+    # a stream reads the same way, and commits its offsets to a group (__consumer_offsets, in the lake too)
     stream_options = {k: v for k, v in options.items() if k != "lakelog.read.tail"}
-    query = (spark.readStream.format("lakelog").options(**stream_options, **{"lakelog.read.mode": "direct"}).load()
+    query = (spark.readStream.format("lakelog").options(**stream_options, **{"lakelog.read.mode": "direct"})
+             .option("kafka.group.id", f"{topic_name}-g").load()
              .selectExpr(*COLUMNS).writeStream.format("memory").queryName("s3_lake_stream")
              .trigger(availableNow=True).start())
     query.awaitTermination()
     assert sorted(list(r) for r in spark.sql("SELECT * FROM s3_lake_stream").collect()) == expected
+
+    # lakelog sql's views (register_topics_from_gateway): a topic in an object store is read through the
+    # source, up to its lake end offset as every view; so is __consumer_offsets once it is in the lake
+    with LakelogClient(broker.url) as client:
+        wait_for(lambda: "__consumer_offsets" in client.admin.list_topics()
+                 and sum(i["lake_end_offset"] for i in client.topic_logs("__consumer_offsets")) > 0,
+                 what="the stream's offset commit in __consumer_offsets' table")
+        names = register_topics_from_gateway(spark, client, source_options={
+            "lakelog.bootstrap.servers": broker.url, **storage_options(lake)})
+    rows = spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {names[topic_name]}").collect()
+    assert sorted(list(r) for r in rows) == [[p, i, f"v{p}-{i}"] for p in range(PARTITIONS) for i in range(2)]
+    commits = spark.sql(f"SELECT DISTINCT `group`, topic FROM {names['__consumer_offsets']}").collect()
+    assert [tuple(r) for r in commits] == [(f"{topic_name}-g", topic_name)]
 
 
 def test_the_lake_storage_options_are_checked_and_the_secret_is_never_shown():
@@ -92,3 +108,10 @@ def test_the_lake_storage_options_are_checked_and_the_secret_is_never_shown():
     with pytest.raises(Exception, match="'lakelog.lake.storage.secret.access.key' is empty") as e:
         SourceOptions.parse({**base, "lakelog.lake.storage.secret.access.key": " "}, streaming=False)
     assert "very-secret" not in str(e.value)
+
+
+def test_lake_storage_options_come_from_the_brokers_variables():
+    env = {"LAKELOG_LAKE_STORAGE_ENDPOINT": "http://127.0.0.1:9000", "LAKELOG_LAKE_STORAGE_ALLOW_HTTP": "true",
+           "LAKELOG_LAKE_URI": "s3://lake/p", "AWS_REGION": "x"}
+    assert lake_storage_options_from_env(env) == {"lakelog.lake.storage.endpoint": "http://127.0.0.1:9000",
+                                                  "lakelog.lake.storage.allow.http": "true"}

@@ -27,12 +27,13 @@ The secret never appears in a log line or a repr (:class:`LakeStorage`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from lakelog.spark.errors import SourceOptionError
 
-__all__ = ["LAKE_STORAGE_OPTIONS", "LakeStorage", "lake_storage_option"]
+__all__ = ["LAKE_STORAGE_OPTIONS", "LakeStorage", "lake_storage_option", "lake_storage_options_from_env"]
 
 #: Spark option (lower-case) -> delta-rs storage option, for the options whose value is passed on as is.
 _VALUE_OPTIONS = {
@@ -104,3 +105,17 @@ def lake_storage_option(opts: Mapping[str, str]) -> LakeStorage:
             if value == "true":
                 options[key] = when_true
     return LakeStorage(options)
+
+
+def lake_storage_options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``lakelog.lake.storage.*`` read options from the broker's environment variables of the same
+    settings (``LAKELOG_LAKE_STORAGE_ENDPOINT`` -> ``lakelog.lake.storage.endpoint``, ...), those set:
+    a command run beside a broker (``lakelog sql``) reads its lake as the broker does. ``environ``:
+    default ``os.environ``. Holds the secret when it is set: never log it."""
+    env = os.environ if environ is None else environ
+    out = {}
+    for option in LAKE_STORAGE_OPTIONS:
+        value = env.get("LAKELOG_" + option[len("lakelog."):].replace(".", "_").upper())
+        if value:
+            out[option] = value
+    return out
