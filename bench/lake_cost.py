@@ -54,8 +54,8 @@ import pyarrow as pa
 from _cluster import bench_cluster, make_console
 from rich.table import Table
 
-from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.log_tables.segments import SEGMENT_DIR
+from lakelog.protocol.arrow_ipc import arrow_ipc
 from lakelog.runtime.object_store import ObjectStoreServer
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"

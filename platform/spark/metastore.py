@@ -32,9 +32,9 @@ the tables with delta-rs (:mod:`lakelog.spark.source.lake_storage`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.sql import (_KAFKA_SELECT_NULLS, SCHEMA, _sql_string, catalog_view_name,
@@ -47,15 +47,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TOPIC_PROPERTY", "MetastoreKind", "MetastoreSync", "metastore_conf", "register_topic", "s3a_conf",
+__all__ = ["TOPIC_PROPERTY", "MetastoreSync", "metastore_conf", "register_topic", "s3a_conf",
            "spark_table_uri", "sync_metastore", "topic_table_sql", "unregister_topic"]
 
 #: The table property that marks a view :func:`sync_metastore` made; its value is the topic.
 TOPIC_PROPERTY = "lakelog.topic"
-
-#: Where the metastore is: Spark's embedded one (Derby under the data dir) or an external service.
-MetastoreKind = Literal["embedded", "external"]
-
 
 def metastore_conf(*, data_dir: Path | str | None = None, metastore_uris: str | None = None) -> dict[str, str]:
     """The Spark settings of a session whose catalog is the Hive metastore.
@@ -179,7 +175,7 @@ class MetastoreSync:
 
     registered: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = field(default=())  # topics whose view name another topic has
+    skipped: tuple[str, ...] = ()  # topics whose view name another topic has
 
 
 def sync_metastore(spark: "SparkSession", client: "LakelogClient", *, schema: str = SCHEMA) -> MetastoreSync:
