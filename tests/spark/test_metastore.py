@@ -1,7 +1,8 @@
 """Topics in a Hive metastore: ``lakelog metastore sync`` registers a view per topic in Spark's embedded
 metastore (Derby under the data dir); a second Spark process that never imports lakelog (plain PySpark
 with Delta, ``metastore_reader.py``) finds the topic with ``spark.table("lakelog.<topic>")``; partitions
-added and a topic deleted reach the metastore at the next sync.
+added and a topic deleted reach the metastore at the next sync (both syncs run in one process,
+``metastore_sync_app.py``, to start one JVM for them).
 
 Each Spark is its own process (Derby embedded admits one JVM at a time, and this test session's Spark has
 Spark's in-memory catalog); each is waited for until it exits.
@@ -25,6 +26,7 @@ from lakelog.protocol.log_info import PartitionLogInfo
 pytestmark = pytest.mark.spark
 
 READER = Path(__file__).with_name("metastore_reader.py")
+SYNC_APP = Path(__file__).with_name("metastore_sync_app.py")
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -51,17 +53,37 @@ def test_metastore_sync_registers_topics_that_a_plain_spark_session_reads(leftov
     create_topic(deleted, partitions=1)
     client.produce_arrow(kept, 0, pa.table({"value": [b"a", b"b"]}))
     data_dir = leftovers / "data"
-    sync = [str(VENV_BIN / "lakelog"), "metastore", "sync", "-b", broker.url, "--data-dir", str(data_dir)]
+    # both syncs in one process (one JVM): the second once the cluster changed
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    log_path = leftovers / "sync.log"  # Spark's log: a file, so a full pipe never stops the process
+    with open(log_path, "w") as log:
+        syncs = spawn([sys.executable, str(SYNC_APP), "-b", broker.url, "--data-dir", str(data_dir)], cwd=leftovers,
+                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        def next_sync() -> str:
+            line = syncs.stdout.readline()  # the run's JSON line; "" when the process ended without one
+            assert line, f"the sync exited with {syncs.wait()}:\n{log_path.read_text()[-4000:]}"
+            result = json.loads(line)
+            assert result["exit_code"] == 0, result["output"]
+            return " ".join(result["output"].split())
 
-    out = run(sync, leftovers)
-    assert f"registered 2 topics: {deleted}, {kept}" in " ".join(out.split()), out
+        out = next_sync()
+        assert f"registered 2 topics: {deleted}, {kept}" in out, out
 
-    client.admin.add_partitions(kept, partitions_count=2)
-    client.produce_arrow(kept, 1, pa.table({"value": [b"c"]}))
-    client.produce_arrow(kept, 0, pa.table({"value": [b"d"]}))  # after the sync: the view is not bounded
-    client.admin.delete_topic(deleted)
-    out = run(sync, leftovers)
-    assert "registered 1 topics" in out and f"dropped 1: {deleted}" in " ".join(out.split()), out
+        client.admin.add_partitions(kept, partitions_count=2)
+        client.produce_arrow(kept, 1, pa.table({"value": [b"c"]}))
+        client.produce_arrow(kept, 0, pa.table({"value": [b"d"]}))  # after the sync: the view is not bounded
+        client.admin.delete_topic(deleted)
+        syncs.stdin.write("\n")
+        syncs.stdin.flush()
+        out = next_sync()
+        assert "registered 1 topics" in out and f"dropped 1: {deleted}" in out, out
+        assert syncs.wait() == 0
+    finally:
+        if syncs.poll() is None:
+            syncs.kill()
+            syncs.wait()
 
     conf = metastore_conf(data_dir=data_dir)
     view = kept.replace("-", "_")
