@@ -39,11 +39,12 @@ from typing import Annotated, Optional
 import typer
 
 from lakelog.cli.acls import acls_app
-from lakelog.cli.metastore import metastore_app
 from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, connection_settings, console,
                                 fail, gateway_client, set_command_config)
 from lakelog.cli.groups import groups_app
 from lakelog.cli.jobs import job_app
+from lakelog.cli.metastore import metastore_app
+from lakelog.cli.mirror import mirror_app
 from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli.producers import producers_app
 from lakelog.cli.quotas import quotas_app
@@ -80,6 +81,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.add_typer(records_app, name="records")
 app.add_typer(metastore_app, name="metastore")
+app.add_typer(mirror_app, name="mirror")
 app.command("up")(up)
 app.command("produce")(produce)
 app.command("consume")(consume)
