@@ -1,8 +1,8 @@
 """Topics in a Hive metastore: ``lakelog metastore sync`` registers a view per topic in Spark's embedded
 metastore (Derby under the data dir); a second Spark process that never imports lakelog (plain PySpark
 with Delta, ``metastore_reader.py``) finds the topic with ``spark.table("lakelog.<topic>")``; partitions
-added and a topic deleted reach the metastore at the next sync (both syncs run in one process,
-``metastore_sync_app.py``, to start one JVM for them).
+added and a topic deleted reach the metastore by themselves (``lakelog metastore sync --follow`` syncs
+again after each change, each sync a JVM of its own).
 
 Each Spark is its own process (Derby embedded admits one JVM at a time, and this test session's Spark has
 Spark's in-memory catalog); each is waited for until it exits.
@@ -26,7 +26,6 @@ from lakelog.protocol.log_info import PartitionLogInfo
 pytestmark = pytest.mark.spark
 
 READER = Path(__file__).with_name("metastore_reader.py")
-SYNC_APP = Path(__file__).with_name("metastore_sync_app.py")
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -53,20 +52,17 @@ def test_metastore_sync_registers_topics_that_a_plain_spark_session_reads(leftov
     create_topic(deleted, partitions=1)
     client.produce_arrow(kept, 0, pa.table({"value": [b"a", b"b"]}))
     data_dir = leftovers / "data"
-    # both syncs in one process (one JVM): the second once the cluster changed
+    # lakelog metastore sync --follow: a sync at start, another after the cluster changes (each its own JVM)
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    log_path = leftovers / "sync.log"  # Spark's log: a file, so a full pipe never stops the process
-    with open(log_path, "w") as log:
-        syncs = spawn([sys.executable, str(SYNC_APP), "-b", broker.url, "--data-dir", str(data_dir)], cwd=leftovers,
-                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+    follow = spawn([sys.executable, "-m", "lakelog.cli", "metastore", "sync", "-b", broker.url, "--data-dir",
+                    str(data_dir), "--follow", "--interval-s", "0.5"], cwd=leftovers, env=env,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         def next_sync() -> str:
-            line = syncs.stdout.readline()  # the run's JSON line; "" when the process ended without one
-            assert line, f"the sync exited with {syncs.wait()}:\n{log_path.read_text()[-4000:]}"
-            result = json.loads(line)
-            assert result["exit_code"] == 0, result["output"]
-            return " ".join(result["output"].split())
+            line = follow.stdout.readline()  # a sync's line; "" when the process ended
+            assert line, f"metastore sync --follow exited with {follow.wait()}"
+            return " ".join(line.split())
 
         out = next_sync()
         assert f"registered 2 topics: {deleted}, {kept}" in out, out
@@ -75,15 +71,14 @@ def test_metastore_sync_registers_topics_that_a_plain_spark_session_reads(leftov
         client.produce_arrow(kept, 1, pa.table({"value": [b"c"]}))
         client.produce_arrow(kept, 0, pa.table({"value": [b"d"]}))  # after the sync: the view is not bounded
         client.admin.delete_topic(deleted)
-        syncs.stdin.write("\n")
-        syncs.stdin.flush()
         out = next_sync()
-        assert "registered 1 topics" in out and f"dropped 1: {deleted}" in out, out
-        assert syncs.wait() == 0
+        while f"dropped 1: {deleted}" not in out:  # a look between the two changes synced one of them first
+            assert "registered" in out, out
+            out = next_sync()
+        assert "registered 1 topics" in out, out
     finally:
-        if syncs.poll() is None:
-            syncs.kill()
-            syncs.wait()
+        follow.terminate()
+        follow.wait(60)
 
     conf = metastore_conf(data_dir=data_dir)
     view = kept.replace("-", "_")
