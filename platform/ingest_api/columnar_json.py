@@ -110,7 +110,7 @@ def _decode_chunked(body: bytes, fmt: str, validate: Validate | None = None, *, 
     # own arrays freed at once): the batch needs no second copy of them at the join
     texts = (_TextColumn(len(body)), _TextColumn(len(body))) if fmt == "json" else None
     plain = fmt == "json" and not _CONTROL.search(body)  # once for the body, not per chunk
-    size = CHUNK_BYTES if not per_record and (fmt == "binary" or (plain and _string_values(body))) else max(1, CHUNK_BYTES // 4)
+    size = (CHUNK_BYTES if fmt == "binary" else max(1, CHUNK_BYTES // 2)) if not per_record and (fmt == "binary" or (plain and _string_values(body))) else max(1, CHUNK_BYTES // 4)
     while pos < stop:
         end = _chunk_end(body, pos, stop, size)
         if end is None:
