@@ -38,8 +38,9 @@ lakelog:
   query's start to its result. A 10,000-record read of another topic on each broker warms Spark up first.
 
 Each figure is printed as lakelog, Kafka and lakelog / Kafka, beside issue 39's targets (produce and
-consume >= 0.5x Kafka's records/s, end-to-end p50 and p99 <= 2x Kafka's, Spark's read >= 1x), and each broker's CPU seconds
-per million records and peak RSS during the phase (from ``/proc``; the Kafka broker is one JVM process).
+consume >= 0.5x Kafka's records/s, end-to-end p50 and p99 <= 2x Kafka's, Spark's read >= 1x), and each
+broker's CPU seconds per million records and peak RSS during the phase (from ``/proc``; the Kafka broker
+is one JVM process).
 
 ``--only codec`` (also part of the default run, first) times the listener's RecordBatch v2 codec
 (:mod:`lakelog.kafka.records`) on batches of 150 (a Java producer's 16 KiB batch), ``--codec-records``

@@ -97,8 +97,9 @@ def test_batch_write_into_a_topic(spark, kafka_listener):
     broker, bootstrap = kafka_listener
     topic = _topic(broker, 2)
     rows = [(f"k{i}", f"value-{i}", i % 2) for i in range(30)]
+    header = "array(named_struct('key', 'source', 'value', CAST('spark' AS BINARY))) AS headers"
     df = spark.createDataFrame(rows, "key string, value string, partition int").selectExpr(
-        "key", "value", "partition", "array(named_struct('key', 'source', 'value', CAST('spark' AS BINARY))) AS headers")
+        "key", "value", "partition", header)
     (df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
      .option("includeHeaders", "true").save())
     got = []
