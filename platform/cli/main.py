@@ -42,6 +42,7 @@ from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOp
                                 set_command_config)
 from lakelog.cli.groups import groups_app
 from lakelog.cli.jobs import job_app
+from lakelog.cli.mirror import mirror_app
 from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli.producers import producers_app
 from lakelog.cli.quotas import quotas_app
@@ -77,6 +78,7 @@ app.add_typer(quotas_app, name="quotas")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.add_typer(records_app, name="records")
+app.add_typer(mirror_app, name="mirror")
 app.command("up")(up)
 app.command("produce")(produce)
 app.command("consume")(consume)
