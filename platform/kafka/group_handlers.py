@@ -7,7 +7,9 @@ What they serve: consumers that ``assign()`` partitions and commit and fetch the
 (:mod:`lakelog.kafka.membership_handlers`), whose commits are fenced by their member id and generation.
 Any broker forwards a simple group's offset requests to the group's coordinator, so FindCoordinator
 answers the coordinator when it has a Kafka endpoint and this broker otherwise (before the group's
-``__consumer_offsets`` partition exists or has a leader).
+``__consumer_offsets`` partition exists or has a leader). FindCoordinator's transaction key (key type 1)
+answers a transactional id's coordinator the same way (:meth:`TransactionOperations.find_coordinator
+<lakelog.requests.transactions.TransactionOperations.find_coordinator>`: any broker forwards its requests).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ __all__ = ["GroupApis"]
 
 log = logging.getLogger(__name__)
 
-_GROUP_KEY = 0
+_GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _COORDINATOR_NOT_AVAILABLE = 15
 
 
@@ -52,11 +54,17 @@ class GroupApis:
 
     async def _coordinator(self, key: str, key_type: int, context: RequestContext) -> tuple[int, int, str, int]:
         """``(error code, node id, host, port)`` of one FindCoordinator key."""
-        if key_type != _GROUP_KEY:
-            return _COORDINATOR_NOT_AVAILABLE, -1, "", -1  # transaction coordinators: not over Kafka yet
+        if key_type not in (_GROUP_KEY, _TRANSACTION_KEY):
+            return codes.INVALID_REQUEST, -1, "", -1
         try:
-            node = await self.requests.groups.find_coordinator(key, context=context)
+            if key_type == _TRANSACTION_KEY:
+                node = await self.requests.transactions.find_coordinator(key, context=context)
+            else:
+                node = await self.requests.groups.find_coordinator(key, context=context)
         except Exception as e:
+            if key_type == _TRANSACTION_KEY:
+                code = kafka_error_code(e, authorization=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                return code, -1, "", -1
             return _code(e, f"FindCoordinator of group {key!r}"), -1, "", -1
         brokers = await self.requests.metadata.brokers()
         for broker_id in (node, self.broker_id):

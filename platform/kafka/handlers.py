@@ -24,11 +24,13 @@ from lakelog.kafka import errors as codes
 from lakelog.kafka.admin_handlers import admin_handlers
 from lakelog.kafka.codec import RequestFrame, response_class
 from lakelog.kafka.errors import kafka_error_code
+from lakelog.kafka.fetch_batches import TRANSACTION_FETCH_COLUMNS, build_fetch_batches
 from lakelog.kafka.group_handlers import GroupApis
 from lakelog.kafka.membership_handlers import MembershipApis
-from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, build_batch, decode_batches
+from lakelog.kafka.txn_handlers import TransactionApis
+from lakelog.kafka.records import CorruptBatchError, InvalidBatchError, decode_batches
 from lakelog.kafka.versions import SERVED
-from lakelog.log_tables.schema import FETCH_COLUMNS, timestamps_us
+from lakelog.log_tables.schema import timestamps_us
 from lakelog.protocol.producer_headers import ProducerBatch
 from lakelog.requests import (
     FetchRequest,
@@ -82,6 +84,7 @@ class KafkaApis:
                           8: groups.offset_commit, 9: groups.offset_fetch, 10: groups.find_coordinator,
                           18: self.api_versions, 22: self.init_producer_id}
         self._handlers.update(MembershipApis(requests=requests).handlers())
+        self._handlers.update(TransactionApis(requests=requests).handlers())
         self._handlers.update(admin_handlers(requests=requests, listener=listener, cluster_id=cluster_id))
 
     async def handle(self, request: RequestFrame, context: RequestContext) -> Any:
@@ -212,7 +215,10 @@ class KafkaApis:
         so it starts over without one). Every partition is read at once; when fewer than ``min_bytes`` came
         back, the partitions long-poll until one has records or ``max_wait_ms`` passes (the request layer
         wakes on append). Per partition ``partition_max_bytes``, for the response ``max_bytes`` (a soft
-        limit as Kafka's KIP-74: the first partition with records returns at least one batch)."""
+        limit as Kafka's KIP-74: the first partition with records returns at least one batch). Transactions
+        as Kafka's log holds them (:mod:`lakelog.kafka.fetch_batches`): transactional batches and the markers'
+        control batches; read_committed answers stop at the last stable offset, and the leader leaves the
+        aborted transactions' records out, so ``aborted_transactions`` is empty (a client skips nothing more)."""
         cls = response_class(1)
         if getattr(body, "session_id", 0):
             return cls(version=version, throttle_time_ms=0, error_code=_FETCH_SESSION_ID_NOT_FOUND, session_id=0,
@@ -274,7 +280,8 @@ class KafkaApis:
         try:
             result = await self.requests.fetch(FetchRequest(
                 topic=topic, partition=partition, offset=offset, max_bytes=max(1, max_bytes),
-                max_wait_ms=max_wait_ms, isolation_level=isolation, columns=FETCH_COLUMNS), context=context)
+                max_wait_ms=max_wait_ms, isolation_level=isolation, columns=TRANSACTION_FETCH_COLUMNS,
+                control_records=True), context=context)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -283,7 +290,7 @@ class KafkaApis:
                 log.exception("Fetch of %s-%d failed", topic, partition)
             return code, -1, -1, -1, b""
         return (codes.NONE, result.high_watermark, result.last_stable_offset, result.log_start_offset,
-                build_batch(result.records))
+                build_fetch_batches(result.records))
 
     async def list_offsets(self, body: Any, version: int, context: RequestContext) -> Any:
         """Kafka's ListOffsets: -2 the log start offset, -1 the high watermark (the last stable offset with

@@ -43,7 +43,7 @@ SERVED: dict[int, ApiRange] = {
     3: ApiRange(0, 0, 12),    # Metadata
     8: ApiRange(2, 2, 8),     # OffsetCommit: Kafka 4's floor; v9+ carries KIP-848 member epochs
     9: ApiRange(1, 1, 7),     # OffsetFetch: one group per request (v8+ batches groups)
-    10: ApiRange(0, 0, 4),    # FindCoordinator: groups (v4+ batches keys); transaction coordinators not yet
+    10: ApiRange(0, 0, 4),    # FindCoordinator: groups and transactional ids (v4+ batches keys)
     17: ApiRange(0, 0, 1),    # SaslHandshake: v0 then raw SASL tokens (KIP-43), v1 then SaslAuthenticate
     18: ApiRange(0, 0, 4),    # ApiVersions (any higher version is answered in v0 with UNSUPPORTED_VERSION)
     22: ApiRange(0, 0, 5),    # InitProducerId: idempotent producers (Java's and librdkafka's default)
@@ -69,6 +69,16 @@ SERVED.update({
     16: ApiRange(0, 0, 5),    # ListGroups: v4+ filters by state
     42: ApiRange(0, 0, 2),    # DeleteGroups
     47: ApiRange(0, 0, 0),    # OffsetDelete
+})
+API_NAMES.update({24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+                  65: "DescribeTransactions", 66: "ListTransactions"})
+SERVED.update({
+    24: ApiRange(0, 0, 3),    # AddPartitionsToTxn: the client form (v4+ is KIP-890's broker-to-broker form)
+    25: ApiRange(0, 0, 4),    # AddOffsetsToTxn
+    26: ApiRange(0, 0, 4),    # EndTxn: v5 is KIP-890's transaction version 2 (an epoch bump per transaction)
+    28: ApiRange(0, 0, 4),    # TxnOffsetCommit: v3+ group generation and member id (KIP-447)
+    65: ApiRange(0, 0, 0),    # DescribeTransactions
+    66: ApiRange(0, 0, 2),    # ListTransactions: v1 duration filter, v2 transactional id pattern
 })
 
 

@@ -3,7 +3,8 @@
 :func:`read_records` reads records from an offset of a partition this broker leads (the read of
 :meth:`ReplicaManager.fetch <lakelog.replication.replica_manager.ReplicaManager.fetch>`): below the
 high watermark (``read_uncommitted``, Kafka's default), or below the last stable offset without aborted
-records (``read_committed``); transaction markers (control records) never reach a consumer. It long-polls up to
+records (``read_committed``); transaction markers (control records) reach only a Kafka-wire fetch that asks
+for them (as control batches). It long-polls up to
 ``max_wait_ms`` while there is nothing to read for that isolation level.
 
 :func:`next_offset` says where the consumer goes on: a read that dropped markers or aborted records may
@@ -43,7 +44,7 @@ def readable_end(part: Partition, isolation_level: IsolationLevel) -> int:
 
 async def read_records(part: Partition, offset: int, *, max_bytes: int, max_wait_ms: int,
                        columns: list[str] | None = None,
-                       isolation_level: IsolationLevel = "read_uncommitted") -> pa.Table:
+                       isolation_level: IsolationLevel = "read_uncommitted", control_records: bool = False) -> pa.Table:
     """Records from ``offset`` of ``part``'s log, waiting up to ``max_wait_ms`` for some: the read of
     :meth:`ReplicaManager.fetch <lakelog.replication.replica_manager.ReplicaManager.fetch>` once it found
     the leader's replica.
@@ -57,7 +58,9 @@ async def read_records(part: Partition, offset: int, *, max_bytes: int, max_wait
         columns: the log columns wanted (None: all of :data:`~lakelog.log_tables.schema.LOG_SCHEMA`).
         isolation_level: Kafka's ``isolation.level``: ``read_uncommitted`` reads below the high watermark,
             open and aborted transactions included; ``read_committed`` below the last stable offset, no
-            aborted records. Neither returns control records.
+            aborted records.
+        control_records: keep the transaction markers (Kafka's wire answers them as control batches, which
+            move a consumer past them); False (HTTP consumers): dropped, the next fetch starts past them.
 
     Returns:
         the rows read; where the next fetch starts is :func:`next_offset` of them.
@@ -67,7 +70,8 @@ async def read_records(part: Partition, offset: int, *, max_bytes: int, max_wait
     """
 
     def read() -> pa.Table:
-        return part.log.read(offset, max_bytes=max_bytes, columns=columns, isolation_level=isolation_level)
+        return part.log.read(offset, max_bytes=max_bytes, columns=columns, isolation_level=isolation_level,
+                             control_records=control_records)
 
     table = await asyncio.to_thread(read)
     if table.num_rows == 0 and next_offset(table, offset) == offset and max_wait_ms > 0:

@@ -250,14 +250,16 @@ class ReplicaManager:
     @counted_requests("fetch")
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
                     columns: list[str] | None = None,
-                    isolation_level: IsolationLevel = "read_uncommitted") -> tuple[pa.Table, Partition]:
+                    isolation_level: IsolationLevel = "read_uncommitted",
+                    control_records: bool = False) -> tuple[pa.Table, Partition]:
         """Read from ``offset`` of a partition this broker leads, long-polling up to ``max_wait_ms``
-        (:func:`~lakelog.replication.consumer_fetch.read_records`); return ``(rows, partition)``. Raises
+        (:func:`~lakelog.replication.consumer_fetch.read_records`; ``control_records``: with the transaction
+        markers, for Kafka's wire); return ``(rows, partition)``. Raises
         NotLeaderError, LeaderNotAvailableError, UnknownTopicError, UnknownPartitionError, OffsetOutOfRangeError.
         """
         part = await self.leader_partition(topic, partition)
         return await read_records(part, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms, columns=columns,
-                                  isolation_level=isolation_level), part
+                                  isolation_level=isolation_level, control_records=control_records), part
 
 
 async def _not_leader(manager: ReplicaManager, topic: str, partition: int, state: PartitionState) -> Exception:

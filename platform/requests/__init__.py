@@ -19,9 +19,14 @@ from lakelog.requests.handler import RequestHandler
 from lakelog.requests.produce import ProduceRequest, ProduceResult
 from lakelog.requests.producers import InitProducerIdRequest
 from lakelog.requests.topics import CreateTopicRequest
-from lakelog.requests.transactions import EndTxnRequest, TxnOffsetCommitRequest
+from lakelog.requests.transactions import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
 
-__all__ = ["CreateConsumerInstanceRequest", "CreateTopicRequest", "DeleteRecordsRequest", "DeleteRecordsResult",
+__all__ = ["AddOffsetsToTxnRequest", "AddPartitionsToTxnRequest", "CreateConsumerInstanceRequest", "CreateTopicRequest", "DeleteRecordsRequest", "DeleteRecordsResult",
            "EndTxnRequest", "FetchRequest", "FetchResult", "InitProducerIdRequest", "ListOffsetsRequest",
            "ListOffsetsResult", "OffsetCommitRequest", "ProduceRequest", "ProduceResult", "RequestContext",
            "RequestHandler", "RequestPermissions", "ResetOffsetsRequest", "SubscribeRequest", "TxnOffsetCommitRequest"]

@@ -43,8 +43,10 @@ class FetchRequest:
         max_bytes: soft limit on the records' Arrow bytes (at least one record is returned, KIP-74).
         max_wait_ms: long-poll this long (ms) while nothing is there; None: the broker's ``fetch.max.wait.ms``.
         isolation_level: Kafka's ``isolation.level`` (``read_uncommitted``: below the high watermark;
-            ``read_committed``: below the last stable offset, no aborted records). Neither returns markers.
+            ``read_committed``: below the last stable offset, no aborted records).
         columns: the log columns wanted (None: all of :data:`~lakelog.log_tables.schema.LOG_SCHEMA`).
+        control_records: also return the transaction markers (control records: ``attributes`` with the
+            control bit, Kafka's key and value), as Kafka's Fetch answers them; False: none (HTTP).
     """
 
     topic: str
@@ -54,6 +56,7 @@ class FetchRequest:
     max_wait_ms: int | None = None
     isolation_level: IsolationLevel = "read_uncommitted"
     columns: list[str] | None = None
+    control_records: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ async def fetch(replica_manager: ReplicaManager, settings: BrokerSettings, reque
     wait_ms = settings.fetch_max_wait_ms if request.max_wait_ms is None else request.max_wait_ms
     rows, part = await replica_manager.fetch(request.topic, request.partition, request.offset,
                                              max_bytes=request.max_bytes, max_wait_ms=wait_ms,
-                                             columns=request.columns, isolation_level=request.isolation_level)
+                                             columns=request.columns, isolation_level=request.isolation_level,
+                                             control_records=request.control_records)
     return FetchResult(rows, next_offset(rows, request.offset), part.log.high_watermark, part.log.log_start_offset,
                        part.log.last_stable_offset)
 

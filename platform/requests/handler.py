@@ -40,9 +40,11 @@ users             :attr:`RequestHandler.users`                            Descri
 client quotas     :attr:`RequestHandler.quotas`                           Describe-/AlterClientQuotas
 producer ids      :attr:`RequestHandler.producers`                        InitProducerId
                   (:class:`~lakelog.requests.producers.ProducerIds`)
-transactions      :attr:`RequestHandler.transactions`                     ListTransactions,
-                  (:class:`~lakelog.requests.transactions.                DescribeTransactions, EndTxn,
-                  TransactionOperations`)                                 AddOffsetsToTxn, TxnOffsetCommit
+transactions      :attr:`RequestHandler.transactions`                     FindCoordinator (transaction),
+                  (:class:`~lakelog.requests.transactions.                ListTransactions,
+                  TransactionOperations`)                                 DescribeTransactions,
+                                                                          AddPartitionsToTxn, EndTxn,
+                                                                          AddOffsetsToTxn, TxnOffsetCommit
 schema registry   :attr:`RequestHandler.schemas` (:class:`~lakelog.       (Confluent Schema Registry's
                   requests.schemas.SchemaRegistryOperations`)             REST API)
 ================  ======================================================  =================================
@@ -150,8 +152,9 @@ class RequestHandler:
         self.producers = ProducerIds(producer_ids=producer_ids, transactions=transaction_coordinator,
                                      cache=replica_manager.cache, authorizer=authorizer)
         #: transactional ids: list, describe, end a transaction, offsets in a transaction
-        self.transactions = TransactionOperations(transactions=transaction_coordinator, groups=coordinator,
-                                                  cluster_id=cluster_id, authorizer=authorizer)
+        self.transactions = TransactionOperations(
+            settings=settings, transactions=transaction_coordinator, groups=coordinator, classic=self.classic_groups,
+            cache=replica_manager.cache, cluster_id=cluster_id, authorizer=authorizer)
         #: the schema registry: subjects, versions, ids, compatibility, config, mode
         self.schemas = SchemaRegistryOperations(registry=schema_registry, authorizer=authorizer)
 
