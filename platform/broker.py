@@ -269,6 +269,7 @@ class Broker:
         await self.schema_registry.stop()
         await self.controlled_shutdown()
         self._stopping = True
+        await self.requests.classic_groups.close()  # waiting joins answer NOT_COORDINATOR before the listener closes
         await self.kafka.stop()
         if self._import is not None:
             self._import.cancel()

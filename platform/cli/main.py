@@ -20,12 +20,13 @@
     lakelog groups reset-offsets g1 --shift-by -100 --topic orders:0,2 [--execute]   # a dry run without --execute
     lakelog groups delete-offsets g1 --topic orders
     lakelog sql "SELECT partition, count(*) FROM orders GROUP BY partition"
+    lakelog metastore sync --data-dir data      # a view per topic in a Hive metastore (spark.table("lakelog.orders"))
     lakelog job optimize --topic orders --zookeeper-connect localhost:2181   # also: job vacuum
     lakelog demo
 
 The commands live by responsibility in the modules of :mod:`lakelog.cli`: ``processes`` (up, cluster up,
 zookeeper start, broker start), ``topics``, ``groups``, ``jobs``, ``producers``, ``transactions``, ``acls``,
-``users`` and ``records`` (produce, consume, records delete); this module is the typer app that gathers them, ``sql``,
+``users``, ``records`` (produce, consume, records delete) and ``metastore``; this module is the typer app that gathers them, ``sql``,
 ``setup``, ``demo`` and the entry point :func:`main` (``python -m lakelog.cli`` runs it too).
 """
 
@@ -38,10 +39,11 @@ from typing import Annotated, Optional
 import typer
 
 from lakelog.cli.acls import acls_app
-from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, console, fail, gateway_client,
-                                set_command_config)
+from lakelog.cli.common import (DEFAULT_BOOTSTRAP, BootstrapOpt, CommandConfigOpt, connection_settings, console,
+                                fail, gateway_client, set_command_config)
 from lakelog.cli.groups import groups_app
 from lakelog.cli.jobs import job_app
+from lakelog.cli.metastore import metastore_app
 from lakelog.cli.mirror import mirror_app
 from lakelog.cli.processes import broker_app, cluster_app, up, zookeeper_app
 from lakelog.cli.producers import producers_app
@@ -78,6 +80,7 @@ app.add_typer(quotas_app, name="quotas")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(job_app, name="job")
 app.add_typer(records_app, name="records")
+app.add_typer(metastore_app, name="metastore")
 app.add_typer(mirror_app, name="mirror")
 app.command("up")(up)
 app.command("produce")(produce)
@@ -92,15 +95,22 @@ def sql(
     bootstrap_server: BootstrapOpt = DEFAULT_BOOTSTRAP,
     max_rows: Annotated[int, typer.Option(help="Rows to print at most.")] = 100,
 ) -> None:
-    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns."""
+    """Run Spark SQL over topic history; every topic is a table with the Kafka source's columns.
+
+    On an S3 lake (lake.uri) the topics are read with the lakelog source: directly from the store with the
+    broker's LAKELOG_LAKE_STORAGE_* variables when they are set, else through the partition leaders.
+    """
     from lakelog.spark import session
     from lakelog.spark.display import print_dataframe
+    from lakelog.spark.source.lake_storage import lake_storage_options_from_env
     from lakelog.spark.sql import register_topics_from_gateway
 
+    source_options = {**connection_settings(**{"bootstrap.servers": bootstrap_server}).as_spark_options(),
+                      **lake_storage_options_from_env()}
     spark = session()
     try:
         with gateway_client(bootstrap_server) as client:
-            register_topics_from_gateway(spark, client)
+            register_topics_from_gateway(spark, client, source_options=source_options)
         df = spark.sql(query)
         print_dataframe(df, max_rows=max_rows, console=console)
     finally:

@@ -98,6 +98,7 @@ class ClassicGroupCoordinator:
         self._syncs: dict[tuple[str, str], asyncio.Future] = {}
         self._published: dict[str, object] = {}
         self._publish_locks: dict[str, asyncio.Lock] = {}
+        self._pending_writes: dict[str, int] = {}  # group -> writes queued on its lock
         self._wake = asyncio.Event()
         self._reaper: asyncio.Task | None = None
 
@@ -338,6 +339,25 @@ class ClassicGroupCoordinator:
             self._published.pop(group_id, None)
             await self._write(group_id, None)
 
+    async def close(self) -> None:
+        """At broker shutdown, as Kafka's coordinator resigns its groups: every waiting JoinGroup and
+        SyncGroup answers NotCoordinatorError (its client finds the next coordinator and rejoins), the
+        session reaper stops, and the groups are forgotten (their committed offsets stay in
+        ``__consumer_offsets``). Pending ZooKeeper publications finish first. Idempotent."""
+        for group_id in list(self._groups):
+            self._drop(group_id)
+        for waiters in (self._joins, self._syncs):  # waiters of groups held no more (a race with a move)
+            for key in list(waiters):
+                self._fail(waiters.pop(key), NotCoordinatorError(
+                    f"Broker {self.settings.broker_id} is shutting down; find the coordinator and rejoin."))
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+            self._reaper = None
+        for lock in list(self._publish_locks.values()):
+            async with lock:
+                pass
+
     def local_groups(self) -> list[ClassicGroup]:
         """The Kafka-protocol groups this broker holds (of partitions it still leads)."""
         return [g for entry, g in self._groups.values() if self.partitions.holds(entry)]
@@ -402,10 +422,19 @@ class ClassicGroupCoordinator:
         asyncio.get_running_loop().create_task(self._write(group.group_id, view))
 
     async def _write(self, group_id: str, view: dict | None) -> None:
-        async with self._publish_locks.setdefault(group_id, asyncio.Lock()):
-            if self._published.get(group_id, view) != view:
-                return  # a newer view was queued after this one
-            try:
-                await asyncio.to_thread(self.membership.publish_kafka_group, group_id, view)
-            except Exception:
-                log.exception("publishing group '%s' in ZooKeeper failed", group_id)
+        lock = self._publish_locks.setdefault(group_id, asyncio.Lock())
+        self._pending_writes[group_id] = self._pending_writes.get(group_id, 0) + 1
+        try:
+            async with lock:
+                if self._published.get(group_id, view) != view:
+                    return  # a newer view was queued after this one
+                try:
+                    await asyncio.to_thread(self.membership.publish_kafka_group, group_id, view)
+                except Exception:
+                    log.exception("publishing group '%s' in ZooKeeper failed", group_id)
+        finally:
+            self._pending_writes[group_id] -= 1
+            if not self._pending_writes[group_id]:
+                del self._pending_writes[group_id]
+                if group_id not in self._groups:
+                    self._publish_locks.pop(group_id, None)  # a group held no more keeps no lock

@@ -27,7 +27,7 @@ from typing import Literal
 from lakelog.consumer_groups.assignors import TopicPartition
 from lakelog.consumer_groups.errors import InvalidConsumerInstanceNameError, InvalidGroupIdError
 
-EmbeddedFormat = Literal["binary", "json"]
+EmbeddedFormat = Literal["binary", "json", "avro", "jsonschema", "protobuf"]
 OffsetReset = Literal["earliest", "latest"]
 #: Kafka's consumer ``isolation.level`` (:data:`lakelog.log_tables.transaction_index.IsolationLevel`).
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
@@ -89,7 +89,8 @@ class ConsumerInstance:
 
     Attributes:
         group, name: the consumer group and the instance's name (its member id in the group).
-        format: ``binary`` (base64 keys and values) or ``json`` (embedded JSON).
+        format: ``binary`` (base64 keys and values), ``json`` (embedded JSON), or ``avro`` / ``jsonschema``
+            / ``protobuf`` (records in Confluent's wire format, answered as their JSON).
         auto_offset_reset: where to start a partition without a committed offset (``earliest``,
             ``latest``). Kafka's default: ``latest``.
         auto_commit: ``auto.commit.enable``: commit positions every ``auto.commit.interval.ms`` on

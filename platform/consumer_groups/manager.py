@@ -21,6 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from typing import get_args
 
 from lakelog.consumer_groups.assignors import TopicPartition, get_assignor
 from lakelog.consumer_groups.broker_api import ConsumerBroker
@@ -33,8 +34,8 @@ from lakelog.consumer_groups.errors import (
     InconsistentGroupProtocolError,
     InvalidConsumerConfigError,
 )
-from lakelog.consumer_groups.instances import (ConsumerInstance, IsolationLevel, TopicFilter, validate_group_id,
-                                               validate_instance_name)
+from lakelog.consumer_groups.instances import (ConsumerInstance, EmbeddedFormat, IsolationLevel, TopicFilter,
+                                               validate_group_id, validate_instance_name)
 from lakelog.consumer_groups.membership import GroupMembership
 from lakelog.consumer_groups.offset_records import CommittedOffset
 from lakelog.consumer_groups.poller import DEFAULT_MAX_BYTES, PollResult, RecordPoller
@@ -119,9 +120,9 @@ class ConsumerManager:
         """
         validate_group_id(group)
         validate_instance_name(name)
-        if format not in ("binary", "json"):
+        if format not in get_args(EmbeddedFormat):
             raise InvalidConsumerConfigError(f"Invalid consumer configuration: format {format!r} is not supported; "
-                                             f"use binary or json.")
+                                             f"use one of {', '.join(get_args(EmbeddedFormat))}.")
         if auto_offset_reset not in ("earliest", "latest"):
             raise InvalidConsumerConfigError(f"Invalid consumer configuration: auto.offset.reset "
                                              f"{auto_offset_reset!r}; use earliest or latest.")

@@ -139,7 +139,9 @@ class InvalidSubscriptionError(ConsumerGroupError):
 
 class RecordDeserializationError(ConsumerGroupError):
     """A record's key or value could not be read in the consumer instance's format: a ``json`` instance met
-    bytes that are not JSON. 408 / 40801, not retriable: the instance's position stays at that record.
+    bytes that are not JSON, an ``avro`` / ``jsonschema`` / ``protobuf`` instance a record not in
+    Confluent's wire format or not of the schema its id names. 408 / 40801, not retriable: the instance's
+    position stays at that record.
 
     REST Proxy answers this with 408 / 40801: its JSON consumer raises Kafka's ``SerializationException``,
     which kafka-rest's ``KafkaRestExceptionMapper`` maps to ``REQUEST_TIMEOUT`` / 40801 (CPKAFKA-3412). Read

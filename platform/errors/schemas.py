@@ -226,10 +226,10 @@ class SchemaRegistryForwardingError(SchemaRegistryError):
     retriable = True
 
 
-# -- REST Proxy's schema'd produce (application/vnd.kafka.avro.v2+json): REST Proxy's code space ------------
+# -- REST Proxy's schema'd produce (application/vnd.kafka.{avro,jsonschema,protobuf}.v2+json): REST Proxy's codes
 
 class KeySchemaMissingError(LakelogError):
-    """A record of an Avro produce request has a key but the request names no key schema
+    """A record of an Avro, JSON Schema or Protobuf produce request has a key but the request names no key schema
     (``key_schema`` / ``key_schema_id``). REST Proxy: 422 / 42201."""
 
     http_status = 422
@@ -237,7 +237,7 @@ class KeySchemaMissingError(LakelogError):
 
 
 class ValueSchemaMissingError(LakelogError):
-    """A record of an Avro produce request has a value but the request names no value schema
+    """A record of an Avro, JSON Schema or Protobuf produce request has a value but the request names no value schema
     (``value_schema`` / ``value_schema_id``). REST Proxy: 422 / 42202."""
 
     http_status = 422
@@ -245,8 +245,8 @@ class ValueSchemaMissingError(LakelogError):
 
 
 class InvalidEmbeddedSchemaError(LakelogError):
-    """An Avro produce request's ``key_schema`` / ``value_schema`` does not parse, or its schema id names no
-    schema. REST Proxy: 422 / 42205."""
+    """An Avro, JSON Schema or Protobuf produce request's ``key_schema`` / ``value_schema`` does not parse, or
+    its schema id names no schema of the format's type. REST Proxy: 422 / 42205."""
 
     http_status = 422
     error_code = 42205

@@ -1,6 +1,7 @@
 """Confluent REST Proxy v2 consumer instances over HTTP (same paths, bodies, content types and errors).
 
-- ``POST /consumers/{group}``: create an instance (``name``, ``format`` binary|json, ``auto.offset.reset``,
+- ``POST /consumers/{group}``: create an instance (``name``, ``format`` binary|json|avro|jsonschema|protobuf
+  (the last three: keys and values in Confluent's wire format, answered as their JSON), ``auto.offset.reset``,
   ``auto.commit.enable``, ``fetch.min.bytes``, ``consumer.request.timeout.ms``, Kafka's ``isolation.level``
   read_uncommitted|read_committed; lakelog also takes ``partition.assignment.strategy``
   range|roundrobin|sticky) -> ``{"instance_id", "base_uri"}``;
@@ -30,11 +31,14 @@ allow an answer (406 / 40602); a commit answers REST Proxy's ``[]``.
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Annotated, Optional, Union
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import Response
+import pyarrow as pa
 
 from lakelog.consumer_groups.errors import ConsumerFormatMismatchError, RecordDeserializationError
 from lakelog.consumer_groups.instances import EmbeddedFormat, validate_group_id
@@ -43,6 +47,7 @@ from lakelog.ingest_api import codecs
 from lakelog.ingest_api.deps import BrokerDep, ContextDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import group_permission
+from lakelog.protocol.media_types import AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2
 from lakelog.ingest_api.v2_media import CONSUMER_ANSWERS, CONSUMER_BODIES, accepts, content_types
 from lakelog.ingest_api.models import (
     CONSUMER_NAME_PATTERN,
@@ -234,7 +239,10 @@ async def seek_to_end(inst: OwnedInstance, body: PartitionsRequest, broker: Brok
 
 # -- records ------------------------------------------------------------------------------------
 
-_MEDIA = {"binary": codecs.BINARY_V2, "json": codecs.JSON_V2}
+_MEDIA = {"binary": codecs.BINARY_V2, "json": codecs.JSON_V2, "avro": AVRO_V2, "jsonschema": JSONSCHEMA_V2,
+          "protobuf": PROTOBUF_V2}
+#: the schema'd formats: the registry's schema type their records are decoded with
+_SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 
 
 def _check_accept(accept: str | None, fmt: str) -> None:
@@ -248,21 +256,30 @@ def _check_accept(accept: str | None, fmt: str) -> None:
             f"Accept {accept!r}, but the instance's format is {fmt} ({_MEDIA[fmt]}).")
 
 
-def encode_poll(result: PollResult, fmt: EmbeddedFormat) -> bytes:
+def encode_poll(result: PollResult, fmt: EmbeddedFormat, *, decode: Callable[..., pa.Table] | None = None) -> bytes:
     """A records answer as one JSON array of REST Proxy v2 consumer records (plus ``timestamp`` and
     ``headers``; see :func:`lakelog.ingest_api.codecs.encode_records`), in the order read. A ``json``
     instance's key or value that is not JSON raises :class:`RecordDeserializationError` (408 / 40801, as
-    REST Proxy's JSON consumer)."""
-    chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition, json_only=fmt == "json")
-              for p in result.partitions]
+    REST Proxy's JSON consumer). ``decode`` (the schema'd formats: the request layer's
+    :meth:`~lakelog.requests.schemas.SchemaRegistryOperations.decode_records`) turns each partition's
+    framed keys and values into their JSON first; it raises the same error for a record it cannot read."""
+    if decode is not None:
+        chunks = [codecs.encode_records(decode(p.records, topic=p.topic, partition=p.partition), "json",
+                                        topic=p.topic, partition=p.partition, json_only=True)
+                  for p in result.partitions]
+    else:
+        chunks = [codecs.encode_records(p.records, fmt, topic=p.topic, partition=p.partition,
+                                        json_only=fmt == "json") for p in result.partitions]
     return b"[" + b",".join(c[1:-1] for c in chunks if len(c) > 2) + b"]"
 
 
 @router.get("/consumers/{group}/instances/{instance}/records", response_class=Response,
             responses={200: {"description": "JSON array of {topic, key, value, partition, offset, timestamp, "
-                                            "headers}; binary keys and values are base64. Header "
+                                            "headers}; binary keys and values are base64; avro, "
+                                            "jsonschema and protobuf ones decoded to JSON. Header "
                                             "X-Lakelog-Generation: the group generation they were read in.",
-                             "content": {codecs.BINARY_V2: {}, codecs.JSON_V2: {}}}, **_CONSUMER_RESPONSES},
+                             "content": {codecs.BINARY_V2: {}, codecs.JSON_V2: {}, AVRO_V2: {}, JSONSCHEMA_V2: {},
+                                         PROTOBUF_V2: {}}}, **_CONSUMER_RESPONSES},
             summary="Read records of the instance's partitions (long-poll up to timeout ms)",
             dependencies=[READ_GROUP])
 async def records(
@@ -278,8 +295,12 @@ async def records(
     _check_accept(accept, inst.format)
     result = await broker.requests.consumers.poll(inst.group, inst.name, timeout_ms=timeout, max_bytes=max_bytes,
                                                   context=context)
+    schema_type = _SCHEMA_TYPES.get(inst.format)
     try:
-        if result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
+        if schema_type is not None:  # schema'd records: decoded off the event loop, each partition as a batch
+            decode = functools.partial(broker.requests.schemas.decode_records, schema_type=schema_type)
+            body = await asyncio.to_thread(encode_poll, result, inst.format, decode=decode)
+        elif result.record_count > ENCODE_INLINE_MAX_ROWS:  # keep large rounds' JSON encoding off the event loop
             body = await asyncio.to_thread(encode_poll, result, inst.format)
         else:
             body = encode_poll(result, inst.format)

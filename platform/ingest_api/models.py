@@ -356,7 +356,9 @@ class CreateConsumerRequest(BaseModel):
                                 description="Instance name (not '.' or '..': 42209); default rest-consumer-<uuid>.")
     id: Optional[str] = Field(None, pattern=CONSUMER_NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                               description="Deprecated REST Proxy alias of name (not '.' or '..': 42209).")
-    format: Literal["binary", "json"] = Field("binary", description="Embedded format of keys and values.")
+    format: Literal["binary", "json", "avro", "jsonschema", "protobuf"] = Field(
+        "binary", description="Embedded format of keys and values: binary (base64), json, or avro / jsonschema / "
+                              "protobuf (Confluent's wire format, answered as JSON with the schema its id names).")
     auto_offset_reset: Literal["earliest", "latest"] = Field(
         "latest", alias="auto.offset.reset", description="Where to start without a committed offset. Default: latest.")
     auto_commit_enable: bool = Field(

@@ -26,7 +26,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from lakelog.ingest_api import avro_produce, codecs, models
+from lakelog.ingest_api import codecs, embedded_produce, models
 from lakelog.ingest_api.deps import BrokerDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
@@ -220,9 +220,11 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
 
 async def _produce(request: Request, broker, context: RequestContext, topic: str, partition: int | None, *,
                    allow_arrow: bool) -> Response:
-    if avro_produce.is_avro(request.headers.get("content-type")):  # REST Proxy's Avro embedded format
+    schema_type = embedded_produce.embedded_schema_type(request.headers.get("content-type"))
+    if schema_type is not None:  # REST Proxy's Avro, JSON Schema and Protobuf embedded formats
         body = await read_body(request, limit=broker.settings.socket_request_max_bytes)
-        return await avro_produce.produce_avro(request, broker, context, topic, partition, bytes(body))
+        return await embedded_produce.produce_embedded(request, broker, context, topic, partition, bytes(body),
+                                                       schema_type=schema_type)
     fmt = codecs.produce_format(request.headers.get("content-type"))
     if fmt == "arrow" and not allow_arrow:
         raise UnsupportedMediaTypeError(

@@ -155,48 +155,36 @@ async def list_subjects(broker: BrokerDep, context: ContextDep, deleted: Deleted
                                                  context=context)
 
 
-@router.post("/subjects/{subject}", summary="The subject's version holding this schema (lookup)")
-async def lookup(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
-                 deleted: Deleted = False, normalize: Annotated[bool, Query()] = False) -> dict:
-    return broker.requests.schemas.lookup(subject, body.command(), deleted=deleted, context=context).to_dict()
-
-
-@router.delete("/subjects/{subject}", summary="Delete a subject (soft, or permanently after a soft delete)")
-async def delete_subject(subject: Subject, broker: BrokerDep, context: ContextDep,
-                         permanent: Annotated[bool, Query()] = False) -> list[int]:
-    return await broker.requests.schemas.delete_subject(subject, permanent=permanent, context=context)
-
-
-@router.get("/subjects/{subject}/versions", summary="The subject's versions")
+@router.get("/subjects/{subject:path}/versions", summary="The subject's versions")
 async def list_versions(subject: Subject, broker: BrokerDep, context: ContextDep, deleted: Deleted = False,
                         deleted_only: Annotated[bool, Query()] = False) -> list[int]:
     return broker.requests.schemas.list_versions(subject, deleted=deleted, deleted_only=deleted_only, context=context)
 
 
-@router.post("/subjects/{subject}/versions", summary="Register a schema under a subject")
+@router.post("/subjects/{subject:path}/versions", summary="Register a schema under a subject")
 async def register(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
                    normalize: Annotated[bool, Query()] = False) -> dict:
     return await broker.requests.schemas.register(subject, body.command(), context=context)
 
 
-@router.get("/subjects/{subject}/versions/{version}", summary="A version of a subject")
+@router.get("/subjects/{subject:path}/versions/{version}", summary="A version of a subject")
 async def get_version(subject: Subject, version: Version, broker: BrokerDep, context: ContextDep,
                       deleted: Deleted = False) -> dict:
     return broker.requests.schemas.version(subject, version, deleted=deleted, context=context).to_dict()
 
 
-@router.get("/subjects/{subject}/versions/{version}/schema", summary="A version's schema, as it is")
+@router.get("/subjects/{subject:path}/versions/{version}/schema", summary="A version's schema, as it is")
 async def get_version_schema(subject: Subject, version: Version, broker: BrokerDep, context: ContextDep,
                              deleted: Deleted = False) -> Response:
     return _text(broker.requests.schemas.version(subject, version, deleted=deleted, context=context).schema)
 
 
-@router.get("/subjects/{subject}/versions/{version}/referencedby", summary="Ids of the schemas referencing it")
+@router.get("/subjects/{subject:path}/versions/{version}/referencedby", summary="Ids of the schemas referencing it")
 async def referenced_by(subject: Subject, version: Version, broker: BrokerDep, context: ContextDep) -> list[int]:
     return broker.requests.schemas.referenced_by(subject, version, context=context)
 
 
-@router.delete("/subjects/{subject}/versions/{version}",
+@router.delete("/subjects/{subject:path}/versions/{version}",
                summary="Delete a version (soft, or permanently after a soft delete)")
 async def delete_version(subject: Subject, version: Version, broker: BrokerDep, context: ContextDep,
                          permanent: Annotated[bool, Query()] = False) -> int:
@@ -205,7 +193,20 @@ async def delete_version(subject: Subject, version: Version, broker: BrokerDep, 
 
 # -- compatibility ---------------------------------------------------------------------------------------
 
-@router.post("/compatibility/subjects/{subject}/versions/{version}",
+# the bare subject routes after the ones with a suffix: a subject may hold '/' (a .proto import path)
+@router.post("/subjects/{subject:path}", summary="The subject's version holding this schema (lookup)")
+async def lookup(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
+                 deleted: Deleted = False, normalize: Annotated[bool, Query()] = False) -> dict:
+    return broker.requests.schemas.lookup(subject, body.command(), deleted=deleted, context=context).to_dict()
+
+
+@router.delete("/subjects/{subject:path}", summary="Delete a subject (soft, or permanently after a soft delete)")
+async def delete_subject(subject: Subject, broker: BrokerDep, context: ContextDep,
+                         permanent: Annotated[bool, Query()] = False) -> list[int]:
+    return await broker.requests.schemas.delete_subject(subject, permanent=permanent, context=context)
+
+
+@router.post("/compatibility/subjects/{subject:path}/versions/{version}",
              summary="Whether a schema may follow a version of the subject")
 async def compatibility_with_version(subject: Subject, version: Version, body: SchemaBody, broker: BrokerDep,
                                      context: ContextDep, verbose: Annotated[bool, Query()] = False,
@@ -214,7 +215,7 @@ async def compatibility_with_version(subject: Subject, version: Version, body: S
                                                        context=context)
 
 
-@router.post("/compatibility/subjects/{subject}/versions",
+@router.post("/compatibility/subjects/{subject:path}/versions",
              summary="Whether a schema may follow the subject's versions (as its level checks them)")
 async def compatibility_with_versions(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
                                       verbose: Annotated[bool, Query()] = False,
@@ -240,18 +241,18 @@ async def delete_config(broker: BrokerDep, context: ContextDep) -> dict:
     return await broker.requests.schemas.delete_config(None, context=context)
 
 
-@router.get("/config/{subject}", summary="A subject's compatibility level")
+@router.get("/config/{subject:path}", summary="A subject's compatibility level")
 async def get_subject_config(subject: Subject, broker: BrokerDep, context: ContextDep,
                              defaultToGlobal: Annotated[bool, Query()] = False) -> dict:
     return broker.requests.schemas.config(subject, default_to_global=defaultToGlobal, context=context)
 
 
-@router.put("/config/{subject}", summary="Set a subject's compatibility level")
+@router.put("/config/{subject:path}", summary="Set a subject's compatibility level")
 async def put_subject_config(subject: Subject, body: ConfigBody, broker: BrokerDep, context: ContextDep) -> dict:
     return await broker.requests.schemas.set_config(subject, body.model_dump(), context=context)
 
 
-@router.delete("/config/{subject}", summary="Remove a subject's compatibility level (the global one applies)")
+@router.delete("/config/{subject:path}", summary="Remove a subject's compatibility level (the global one applies)")
 async def delete_subject_config(subject: Subject, broker: BrokerDep, context: ContextDep) -> dict:
     return await broker.requests.schemas.delete_config(subject, context=context)
 
@@ -267,19 +268,19 @@ async def put_mode(body: ModeBody, broker: BrokerDep, context: ContextDep,
     return await broker.requests.schemas.set_mode(None, body.model_dump(), force=force, context=context)
 
 
-@router.get("/mode/{subject}", summary="A subject's mode")
+@router.get("/mode/{subject:path}", summary="A subject's mode")
 async def get_subject_mode(subject: Subject, broker: BrokerDep, context: ContextDep,
                            defaultToGlobal: Annotated[bool, Query()] = False) -> dict:
     return broker.requests.schemas.mode(subject, default_to_global=defaultToGlobal, context=context)
 
 
-@router.put("/mode/{subject}", summary="Set a subject's mode")
+@router.put("/mode/{subject:path}", summary="Set a subject's mode")
 async def put_subject_mode(subject: Subject, body: ModeBody, broker: BrokerDep, context: ContextDep,
                            force: Annotated[bool, Query()] = False) -> dict:
     return await broker.requests.schemas.set_mode(subject, body.model_dump(), force=force, context=context)
 
 
-@router.delete("/mode/{subject}", summary="Remove a subject's mode (the global one applies)")
+@router.delete("/mode/{subject:path}", summary="Remove a subject's mode (the global one applies)")
 async def delete_subject_mode(subject: Subject, broker: BrokerDep, context: ContextDep) -> dict:
     return await broker.requests.schemas.delete_mode(subject, context=context)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from fastapi import Depends, Request, params
 
 from lakelog.protocol.errors import NotAcceptableError, UnsupportedMediaTypeError
-from lakelog.protocol.media_types import BINARY_V2, JSON, JSON_V2, V2, media_type
+from lakelog.protocol.media_types import AVRO_V2, BINARY_V2, JSON, JSON_V2, JSONSCHEMA_V2, PROTOBUF_V2, V2, media_type
 
 #: What v2 metadata and produce routes answer: ``application/vnd.kafka.v2+json`` (Confluent's
 #: ``Versions.KAFKA_V2_JSON``), also served to a client that asks for plain JSON (Confluent's
@@ -23,7 +23,7 @@ from lakelog.protocol.media_types import BINARY_V2, JSON, JSON_V2, V2, media_typ
 V2_ANSWERS = (V2, JSON)
 #: What the consumer routes answer (Confluent's ``ConsumersResource`` ``@Produces``: the embedded formats
 #: and the v2 type).
-CONSUMER_ANSWERS = (V2, JSON, BINARY_V2, JSON_V2)
+CONSUMER_ANSWERS = (V2, JSON, BINARY_V2, JSON_V2, AVRO_V2, JSONSCHEMA_V2, PROTOBUF_V2)
 #: What the consumer routes take (Confluent's ``ConsumersResource`` ``@Consumes``; lakelog also takes
 #: ``application/json``, which its clients send).
 CONSUMER_BODIES = (V2, JSON, BINARY_V2, JSON_V2)

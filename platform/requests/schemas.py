@@ -49,12 +49,12 @@ from lakelog.schemas.compatibility import incompatibilities
 from lakelog.schemas.registry import SchemaRegistry
 from lakelog.schemas.registry_state import SchemaVersion
 from lakelog.schemas.registry_writes import check_subject, parse_candidate
-from lakelog.schemas.schema_types import SCHEMA_TYPES
-from lakelog.schemas.wire_format import avro_frames
+from lakelog.schemas.schema_types import SCHEMA_TYPES, SchemaType
+from lakelog.schemas.wire_format import avro_frames, decode_frames, json_frames, protobuf_frames
 from lakelog.security.acls import Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
 
-__all__ = ["AvroRecords", "SchemaRegistryOperations", "parse_version", "subject_topic"]
+__all__ = ["EmbeddedRecords", "SchemaRegistryOperations", "parse_version", "subject_topic"]
 
 _SUFFIXES = ("-key", "-value")
 
@@ -85,9 +85,16 @@ def parse_version(version: str) -> int:
                               "between [1, 2^31-1] and the string \"latest\"")
 
 
+#: schema type -> REST Proxy's embedded format of it, and what messages call it
+_FORMATS = {"AVRO": "avro", "JSON": "jsonschema", "PROTOBUF": "protobuf"}
+_LABELS = {"AVRO": "Avro", "JSON": "JSON Schema", "PROTOBUF": "Protobuf"}
+_ENCODERS = {"AVRO": avro_frames, "JSON": json_frames, "PROTOBUF": protobuf_frames}
+
+
 @dataclass(frozen=True)
-class AvroRecords:
-    """REST Proxy's Avro produce body encoded (:meth:`SchemaRegistryOperations.encode_avro_records`).
+class EmbeddedRecords:
+    """REST Proxy's produce body in an embedded format, encoded
+    (:meth:`SchemaRegistryOperations.encode_embedded_records`).
 
     Attributes:
         records: a produce batch (:data:`~lakelog.log_tables.records.PRODUCE_SCHEMA`), keys and values framed.
@@ -336,56 +343,64 @@ class SchemaRegistryOperations:
         self._require(context, check_subject(subject), write=True)
         return await self.registry.write({"op": "delete_mode", "subject": subject})
 
-    # -- REST Proxy's Avro produce ------------------------------------------------------------------------------
+    # -- REST Proxy's embedded formats: produce and consume ------------------------------------------------
 
-    async def embedded_schema(self, topic: str, *, field: str, schema: object, schema_id: object,
-                              context: RequestContext) -> SchemaVersion | None:
-        """The Avro schema an ``application/vnd.kafka.avro.v2+json`` produce request names for its keys or
-        values (``field``: ``key`` or ``value``): ``{field}_schema`` is registered under ``{topic}-{field}``
-        (the same schema again: its id), ``{field}_schema_id`` is looked up; None when it names neither.
+    async def embedded_schema(self, topic: str, *, schema_type: SchemaType, field: str, schema: object,
+                              schema_id: object, context: RequestContext) -> SchemaVersion | None:
+        """The schema a REST Proxy produce request in an embedded format names for its keys or values
+        (``field``: ``key`` or ``value``): ``{field}_schema`` is registered under ``{topic}-{field}`` as
+        ``schema_type`` (the same schema again: its id), ``{field}_schema_id`` is looked up; None when it
+        names neither.
 
         Raises:
-            InvalidEmbeddedSchemaError: 422 / 42205: a schema that does not parse, an id that names no Avro
-                schema; the registration's errors (IncompatibleSchemaError, AuthorizationError, ...).
+            InvalidEmbeddedSchemaError: 422 / 42205: a schema that does not parse, an id that names no schema
+                of that type; the registration's errors (IncompatibleSchemaError, AuthorizationError, ...).
         """
+        label = _LABELS[schema_type]
         if schema is not None:
             if not isinstance(schema, str):
-                raise InvalidEmbeddedSchemaError(f"{field}_schema must be the Avro schema as a JSON string.")
+                raise InvalidEmbeddedSchemaError(f"{field}_schema must be the {label} schema as a string.")
             try:
-                schema_id = (await self.register(f"{topic}-{field}", {"schema": schema}, context=context))["id"]
+                schema_id = (await self.register(f"{topic}-{field}", {"schema": schema, "schemaType": schema_type},
+                                                 context=context))["id"]
             except InvalidSchemaError as e:
                 raise InvalidEmbeddedSchemaError(f"{field}_schema: {e.message}. Nothing was written.") from None
         if schema_id is None:
             return None
         found = self.view.by_id(schema_id) if isinstance(schema_id, int) and not isinstance(schema_id, bool) else None
-        if found is None or found.schema_type != "AVRO":
-            raise InvalidEmbeddedSchemaError(f"{field}_schema_id {schema_id!r} names no Avro schema of the registry; "
-                                             f"register it first or send the schema as {field}_schema.")
+        if found is None or found.schema_type != schema_type:
+            raise InvalidEmbeddedSchemaError(f"{field}_schema_id {schema_id!r} names no {label} schema of the "
+                                             f"registry; register it first or send the schema as {field}_schema.")
         return found
 
     def _frames(self, schema: SchemaVersion | None, values: Sequence[object], *, what: str) -> pa.Array:
         if schema is None:
             return pa.nulls(len(values), pa.binary())
-        return pa.array(avro_frames(schema.schema, self.view.referenced_texts(schema.references), schema.schema_id,
-                                    values, what=what), pa.binary())
+        encode = _ENCODERS[schema.schema_type]
+        return pa.array(encode(schema.schema, self.view.referenced_schemas(schema.references), schema.schema_id,
+                               values, what=what), pa.binary())
 
-    async def encode_avro_records(self, topic: str, *, key_schema: object, key_schema_id: object,
-                                  value_schema: object, value_schema_id: object, keys: Sequence[object],
-                                  values: Sequence[object], partitions: Sequence[object],
-                                  context: RequestContext) -> AvroRecords:
-        """REST Proxy's Avro produce body as a produce batch: the schemas named (:meth:`embedded_schema`),
-        each key and value in Confluent's wire format (:func:`lakelog.schemas.wire_format.avro_frames`).
-        The request's shape is checked before any schema is registered.
+    async def encode_embedded_records(self, topic: str, *, schema_type: SchemaType, key_schema: object,
+                                      key_schema_id: object, value_schema: object, value_schema_id: object,
+                                      keys: Sequence[object], values: Sequence[object], partitions: Sequence[object],
+                                      context: RequestContext) -> EmbeddedRecords:
+        """REST Proxy's produce body in an embedded format (``AVRO``: ``avro``, ``JSON``: ``jsonschema``,
+        ``PROTOBUF``: ``protobuf``) as a produce batch: the schemas named (:meth:`embedded_schema`), each key
+        and value validated and in Confluent's wire format (:mod:`lakelog.schemas.wire_format`). The
+        request's shape is checked before any schema is registered; the records are encoded off the event
+        loop, each column as one batch.
 
         Args:
-            topic: the topic produced to. key_schema, key_schema_id, value_schema, value_schema_id: the body's.
-            keys, values: the records' keys and values (Avro's JSON encoding; None: none).
+            topic: the topic produced to. schema_type: the format's schema type.
+            key_schema, key_schema_id, value_schema, value_schema_id: the body's.
+            keys, values: the records' keys and values (REST Proxy's JSON of them; None: none).
             partitions: the partition each record names (None: none).
 
         Raises:
             InvalidBodyFieldError (42222: a partition that is no int32 >= 0), KeySchemaMissingError (42201),
-            ValueSchemaMissingError (42202), InvalidEmbeddedSchemaError (42205), InvalidEncodingError (42203),
-            the registration's errors. Nothing is produced; a schema may have been registered.
+            ValueSchemaMissingError (42202), InvalidEmbeddedSchemaError (42205), InvalidEncodingError (42203:
+            a key or value its schema refuses, naming the record), the registration's errors. Nothing is
+            produced; a schema may have been registered.
         """
         if not all(p is None or (isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 2**31) for p in partitions):
             raise InvalidBodyFieldError("A record's partition must be an integer from 0 (or left out). Nothing was "
@@ -396,12 +411,11 @@ class SchemaRegistryOperations:
         if value_schema is None and value_schema_id is None and any(v is not None for v in values):
             raise ValueSchemaMissingError("Records have values but the request names no value_schema or "
                                           "value_schema_id. Nothing was written.")
-        key = await self.embedded_schema(topic, field="key", schema=key_schema, schema_id=key_schema_id,
-                                         context=context)
-        value = await self.embedded_schema(topic, field="value", schema=value_schema, schema_id=value_schema_id,
-                                           context=context)
+        key = await self.embedded_schema(topic, schema_type=schema_type, field="key", schema=key_schema,
+                                         schema_id=key_schema_id, context=context)
+        value = await self.embedded_schema(topic, schema_type=schema_type, field="value", schema=value_schema,
+                                           schema_id=value_schema_id, context=context)
         n = len(values)
-        # fastavro encodes record by record: off the event loop, as other large bodies are decoded
         key_frames, value_frames = await asyncio.gather(
             asyncio.to_thread(self._frames, key, keys, what="key"),
             asyncio.to_thread(self._frames, value, values, what="value"))
@@ -409,6 +423,36 @@ class SchemaRegistryOperations:
                             "headers": pa.nulls(n, PRODUCE_SCHEMA.field("headers").type),
                             "timestamp": pa.nulls(n, pa.int64())}, schema=PRODUCE_SCHEMA)
         parts = None if all(p is None for p in partitions) else pa.array(partitions, pa.int32())
-        return AvroRecords(records=records, record_partitions=parts,
-                           key_schema_id=None if key is None else key.schema_id,
-                           value_schema_id=None if value is None else value.schema_id)
+        return EmbeddedRecords(records=records, record_partitions=parts,
+                               key_schema_id=None if key is None else key.schema_id,
+                               value_schema_id=None if value is None else value.schema_id)
+
+    def decode_records(self, records: pa.Table, *, schema_type: SchemaType, topic: str,
+                       partition: int) -> pa.Table:
+        """``records`` (a fetch's columns) with each key and value in Confluent's wire format replaced by REST
+        Proxy's JSON of it (:func:`lakelog.schemas.wire_format.reader`), for a consumer instance of format
+        ``avro`` / ``jsonschema`` / ``protobuf``. Schemas are looked up by id (any principal reads a schema
+        by id); each schema is parsed once per call. Blocking: call it off the event loop.
+
+        Raises:
+            RecordDeserializationError: 408 / 40801 (REST Proxy's ``SerializationException``): a key or value
+                not in the wire format, whose id names no schema of ``schema_type``, or that its schema does
+                not read, naming the offset.
+        """
+        offsets = records["offset"].to_pylist()
+
+        def schema_of(schema_id: int):
+            found = self.view.by_id(schema_id)
+            return None if found is None else (found.schema_type, found.schema,
+                                               self.view.referenced_schemas(found.references))
+
+        columns = {}
+        for what in ("key", "value"):
+            def where(i: int, what: str = what) -> str:
+                return (f"the {what} of {topic}-{partition} at offset {offsets[i]} (this {_FORMATS[schema_type]} "
+                        "consumer instance cannot return it; read it with a binary instance or seek past it)")
+            columns[what] = pa.array(decode_frames(records[what].to_pylist(), schema_type=schema_type,
+                                                   schema_of=schema_of, where=where), pa.binary())
+        for what, column in columns.items():
+            records = records.set_column(records.schema.get_field_index(what), what, column)
+        return records

@@ -19,8 +19,10 @@ Versions soft-deleted are not checked against (Confluent's ``lookupLatestVersion
 Avro: Apache Avro's own checker (``avro.compatibility.ReaderWriterCompatibilityChecker``, Avro's schema
 resolution rules as the Java ``SchemaCompatibility`` has them: promotions int -> long -> float -> double,
 string <-> bytes, a reader field missing from the writer needs a default, enum symbols, union branches,
-fixed sizes, named types' names). JSON Schema and Protobuf: not checked yet (every new schema of those
-types passes), only a change of type is refused.
+fixed sizes, named types' names). JSON Schema: Confluent's ``JsonSchemaDiff`` rules
+(:mod:`lakelog.schemas.json_compatibility`). Protobuf: Confluent's ``SchemaDiff`` rules over protoc's
+descriptors (:mod:`lakelog.schemas.protobuf_compatibility`). A change of schema type is refused at every
+level but NONE.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Literal, get_args
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from lakelog.errors.schemas import InvalidCompatibilityLevelError
+from lakelog.schemas.json_compatibility import json_schema_differences
+from lakelog.schemas.protobuf_compatibility import protobuf_differences
 from lakelog.schemas.schema_types import ParsedSchema
 
 __all__ = ["COMPATIBILITY_LEVELS", "CompatibilityLevel", "DEFAULT_COMPATIBILITY", "compatibility_level",
@@ -65,17 +69,32 @@ def _avro_problems(reader: ParsedSchema, writer: ParsedSchema, *, what: str) -> 
             for i, message in enumerate(sorted(result.messages) or ["incompatible"])]
 
 
+def _json_problems(reader: ParsedSchema, writer: ParsedSchema, *, what: str) -> list[str]:
+    return [f"{what}: {kind} at {where}"
+            for kind, where, ok in json_schema_differences(writer.schema, reader.schema) if not ok]
+
+
+def _protobuf_problems(reader: ParsedSchema, writer: ParsedSchema, *, what: str) -> list[str]:
+    return [f"{what}: {kind} at {where}"
+            for kind, where, ok in protobuf_differences(writer.proto, reader.proto) if not ok]
+
+
+_CHECKERS = {"AVRO": _avro_problems, "JSON": _json_problems, "PROTOBUF": _protobuf_problems}
+
+
 def _pair_problems(new: ParsedSchema, old: ParsedSchema, version: int, *, backward: bool,
                    forward: bool) -> list[str]:
     if new.schema_type != old.schema_type:
         return [f"version {version} is a {old.schema_type} schema, the new one {new.schema_type}"]
-    if new.schema_type != "AVRO" or new.avro is None or old.avro is None:
-        return []  # JSON Schema, Protobuf: not checked yet (the module docstring)
+    check = _CHECKERS.get(new.schema_type)
+    if check is None or (new.schema_type == "AVRO" and (new.avro is None or old.avro is None)) or (
+            new.schema_type == "PROTOBUF" and (new.proto is None or old.proto is None)):
+        return []
     problems = []
     if backward:
-        problems += _avro_problems(new, old, what=f"the new schema cannot read data written with version {version}")
+        problems += check(new, old, what=f"the new schema cannot read data written with version {version}")
     if forward:
-        problems += _avro_problems(old, new, what=f"version {version} cannot read data written with the new schema")
+        problems += check(old, new, what=f"version {version} cannot read data written with the new schema")
     return problems
 
 

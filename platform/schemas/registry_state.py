@@ -230,14 +230,20 @@ class RegistryView:
         cached = self._parsed.get(v.identity)
         if cached is None:
             cached = parse_schema(v.schema_type, v.schema, references=v.references,
-                                  referenced=self.referenced_texts(v.references))
+                                  referenced=self.referenced_schemas(v.references))
             self._parsed[v.identity] = cached
         return cached
 
     def referenced_texts(self, references: tuple[SchemaReference, ...] | list[SchemaReference]) -> list[str]:
         """The schema texts of ``references`` and of theirs, dependencies first, each once. A reference to a
         version the view does not hold is left out (the parse then fails naming the missing type)."""
-        out: list[str] = []
+        return [text for _, text in self.referenced_schemas(references)]
+
+    def referenced_schemas(self, references: tuple[SchemaReference, ...] | list[SchemaReference]
+                           ) -> list[tuple[str, str]]:
+        """``(name, schema text)`` of ``references`` and of theirs, dependencies first, each once (``name``:
+        as the referring schema names it, e.g. a ``.proto`` import path)."""
+        out: list[tuple[str, str]] = []
         seen: set[tuple[str, int]] = set()
 
         def visit(refs) -> None:
@@ -248,6 +254,6 @@ class RegistryView:
                 found = self.subjects.get(r.subject, {}).get(r.version)
                 if found is not None:
                     visit(found.references)
-                    out.append(found.schema)
+                    out.append((r.name, found.schema))
         visit(references)
         return out

@@ -97,7 +97,7 @@ def parse_candidate(view: RegistryView, *, schema: object, schema_type: object,
                                      f"version {ref.version}, which does not exist; register it first.")
         refs.append(ref)
     return parse_schema(str(schema_type or "AVRO").upper(), schema, references=refs,
-                        referenced=view.referenced_texts(refs))
+                        referenced=view.referenced_schemas(refs))
 
 
 def _writable(view: RegistryView, subject: str | None, *, importing: bool = False) -> None:

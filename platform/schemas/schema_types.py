@@ -8,8 +8,10 @@ type          parsed by                                                    kept 
               compatibility checks (:mod:`lakelog.schemas.compatibility`)  their order
 ``JSON``      jsonschema: the validator of the schema's ``$schema`` (draft  the JSON, compact
               2020-12 when none) checks the schema against its meta-schema
-``PROTOBUF``  not parsed (no ``.proto`` compiler in the broker): a schema   the text as sent
-              must be non-empty text
+``PROTOBUF``  protoc (grpcio-tools' own, a child process) to a              the text as sent
+              ``FileDescriptorProto``, imports from the references and
+              protoc's well-known types; or a base64
+              ``FileDescriptorProto`` (:mod:`lakelog.schemas.protobuf_schemas`)
 ============  ===========================================================  ============================
 
 Two registrations are of the same schema when their type, kept string and references are equal: the
@@ -31,8 +33,10 @@ import fastavro
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+from google.protobuf import descriptor_pb2
 
 from lakelog.errors.schemas import InvalidSchemaError
+from lakelog.schemas.protobuf_schemas import compile_proto
 
 __all__ = ["SCHEMA_TYPES", "ParsedSchema", "SchemaReference", "SchemaType", "parse_schema"]
 
@@ -69,12 +73,14 @@ class ParsedSchema:
         schema: the string it is kept and served as (see the module docstring).
         references: the types it uses from other subjects, in the order given.
         avro: Apache Avro's parsed schema (AVRO only; None for the other types), for compatibility checks.
+        proto: protoc's descriptor of the file (PROTOBUF only), for compatibility checks.
     """
 
     schema_type: SchemaType
     schema: str
     references: tuple[SchemaReference, ...] = ()
     avro: avro.schema.Schema | None = dataclasses.field(default=None, compare=False, repr=False)
+    proto: descriptor_pb2.FileDescriptorProto | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def identity(self) -> tuple:
@@ -120,27 +126,28 @@ def _parse_json_schema(text: str) -> ParsedSchema:
 
 
 def parse_schema(schema_type: str, schema: str, *, references: Sequence[SchemaReference] = (),
-                 referenced: Sequence[str] = ()) -> ParsedSchema:
+                 referenced: Sequence[tuple[str, str]] = ()) -> ParsedSchema:
     """Parse a schema as its type (see the module docstring).
 
     Args:
         schema_type: ``AVRO``, ``JSON`` or ``PROTOBUF`` (Confluent's ``schemaType``; AVRO when left out).
         schema: the schema's text.
         references: the references it declares.
-        referenced: the schema texts of the references, resolved, dependencies first (Avro: their named
-            types are defined before the schema is parsed).
+        referenced: ``(name, schema text)`` of the references, resolved, dependencies first (Avro: their
+            named types are defined before the schema is parsed; Protobuf: the files its imports name).
 
     Raises:
         InvalidSchemaError: 422 / 42201: an unknown type, or a schema that does not parse (the message says why).
     """
     if schema_type == "AVRO":
-        parsed = _parse_avro(schema, referenced)
+        parsed = _parse_avro(schema, [text for _, text in referenced])
     elif schema_type == "JSON":
         parsed = _parse_json_schema(schema)
     elif schema_type == "PROTOBUF":
         if not schema.strip():
             raise InvalidSchemaError("Invalid schema: the Protobuf schema is empty; send the .proto file's text.")
-        parsed = ParsedSchema("PROTOBUF", schema)
+        parsed = ParsedSchema("PROTOBUF", schema,
+                              proto=compile_proto(schema, imports=[(n, t) for n, t in referenced]))
     else:
         raise InvalidSchemaError(f"Invalid schema type {schema_type!r}: use one of {', '.join(SCHEMA_TYPES)}.")
     return dataclasses.replace(parsed, references=tuple(references))

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 #: re-exported from :mod:`lakelog.protocol.log_info`.
 __all__ = [
     "CREATE_TIME", "KAFKA_HEADERS_TYPE", "KAFKA_SOURCE_SCHEMA", "LOG_APPEND_TIME", "PartitionLogInfo", "SCHEMA",
-    "catalog_view_name", "create_topic_view", "history", "lake_bound", "partition_logs_from_gateway", "quote_identifier",
+    "catalog_view_name", "create_topic_view", "history", "in_object_store", "lake_bound", "register_lake_topic_view", "partition_logs_from_gateway", "quote_identifier",
     "consumer_offsets_sql", "register_consumer_offsets", "register_topic_view", "register_topics_from_gateway", "topic_dataframe",
     "topic_view_sql",
 ]
@@ -246,8 +246,31 @@ def partition_logs_from_gateway(client: "LakelogClient", topic: str) -> list[Par
     return [PartitionLogInfo.model_validate(p) for p in client.topic_logs(topic)]
 
 
+def in_object_store(partitions: Sequence[PartitionLogInfo]) -> bool:
+    """Whether the partitions' tables are in an object store (a shared lake, ``s3://...``) rather than on a
+    filesystem path (``/data/logs/orders-0``, ``file://...``)."""
+    return any("://" in p.table_uri and not p.table_uri.startswith("file://") for p in partitions)
+
+
+def register_lake_topic_view(spark: "SparkSession", topic: str, source_options: dict[str, str], *,
+                             view_name: str | None = None) -> str:
+    """A session temp view named ``view_name`` (default: the topic) over the ``lakelog`` source (batch: up to each partition's lake
+    end offset, as the Delta views) for a topic whose tables are in an object store; returns its SQL name.
+
+    ``source_options``: the source's connection options (``lakelog.bootstrap.servers``, ``lakelog.auth.*``,
+    ``lakelog.ssl.*``) and, to read the tables directly, the ``lakelog.lake.storage.*`` ones; the read mode
+    is ``auto``, so without them the executors read through the partition leaders. Schema
+    :data:`KAFKA_SOURCE_SCHEMA` (``includeHeaders``).
+    """
+    options = {"lakelog.read.mode": "auto", **source_options, "subscribe": topic, "includeHeaders": "true"}
+    name = quote_identifier(view_name if view_name is not None else topic)
+    spark.read.format("lakelog").options(**options).load().createOrReplaceTempView(name)
+    return name
+
+
 def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient", *,
-                                 topics: Sequence[str] | None = None, schema: str | None = SCHEMA) -> dict[str, str]:
+                                 topics: Sequence[str] | None = None, schema: str | None = SCHEMA,
+                                 source_options: dict[str, str] | None = None) -> dict[str, str]:
     """Register a view per topic with the bounds the brokers report now.
 
     Args:
@@ -255,6 +278,11 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
         schema: also create ``{schema}.{topic}`` catalog views (:func:`create_topic_view`), and
             ``{schema}.__consumer_offsets`` when ``topics`` is None. Default: ``lakelog``; None: only
             the session temp views.
+        source_options: the ``lakelog`` source's options of this cluster (connection, and an S3 lake's
+            ``lakelog.lake.storage.*``): a topic whose tables are in an object store
+            (:func:`in_object_store`) is then read through the source (:func:`register_lake_topic_view`,
+            delta-rs, no Hadoop S3 jars) and gets no catalog view (one over ``s3a://`` tables:
+            :mod:`lakelog.spark.metastore`). Default None: every topic through delta-spark's paths.
 
     Returns:
         ``{topic: temp view name as written in SQL}`` (the temp view is named after the topic).
@@ -264,6 +292,9 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
         if topics is None and topic == "__consumer_offsets":
             continue  # its own view below: the commits in its records, not the records
         partitions = partition_logs_from_gateway(client, topic)
+        if source_options is not None and in_object_store(partitions):
+            names[topic] = register_lake_topic_view(spark, topic, source_options)
+            continue
         names[topic] = register_topic_view(spark, topic, partitions)
         if schema is None:
             continue
@@ -274,7 +305,8 @@ def register_topics_from_gateway(spark: "SparkSession", client: "LakelogClient",
             continue
         create_topic_view(spark, topic, partitions, schema=schema)
     if topics is None:
-        names["__consumer_offsets"] = register_consumer_offsets(spark, client, schema=schema)
+        names["__consumer_offsets"] = register_consumer_offsets(spark, client, schema=schema,
+                                                                source_options=source_options)
     return names
 
 
@@ -307,11 +339,12 @@ CONSUMER_OFFSETS_VALUE_DDL = ("offset BIGINT, metadata STRING, generation INT, c
                               "app_id STRING, app_version BIGINT")
 
 
-def consumer_offsets_sql(partitions: Sequence[PartitionLogInfo]) -> str:
+def consumer_offsets_sql(partitions: Sequence[PartitionLogInfo], *, records: str | None = None) -> str:
     """The SQL of every offset commit in the internal topic ``__consumer_offsets`` (its partitions
     ``partitions``), oldest first per partition: ``group, topic, partition, offset, metadata, generation,
     commit_timestamp, app_id, app_version, deleted`` (a tombstone: the offset was deleted, null values),
-    and where the record is: ``offsets_partition``, ``log_offset``."""
+    and where the record is: ``offsets_partition``, ``log_offset``. ``records``: a view of the topic's
+    records in the Kafka source's columns to read instead of the partitions' Delta tables."""
     return (
         "SELECT k.`group` AS `group`, k.topic AS topic, k.partition AS partition, v.offset AS offset, "
         "v.metadata AS metadata, v.generation AS generation, "
@@ -320,12 +353,13 @@ def consumer_offsets_sql(partitions: Sequence[PartitionLogInfo]) -> str:
         "partition_ AS offsets_partition, offset_ AS log_offset FROM ("
         f"SELECT from_json(CAST(key AS STRING), {_sql_string(CONSUMER_OFFSETS_KEY_DDL)}) AS k, "
         f"from_json(CAST(value AS STRING), {_sql_string(CONSUMER_OFFSETS_VALUE_DDL)}) AS v, value, "
-        f"partition AS partition_, offset AS offset_ FROM ({topic_view_sql(partitions)})) "
+        f"partition AS partition_, offset AS offset_ FROM ({records or topic_view_sql(partitions)})) "
         "WHERE k.type = 'offset'")
 
 
 def register_consumer_offsets(spark: "SparkSession", client: "LakelogClient",
-                              view_name: str = "__consumer_offsets", *, schema: str | None = None) -> str:
+                              view_name: str = "__consumer_offsets", *, schema: str | None = None,
+                              source_options: dict[str, str] | None = None) -> str:
     """Register every offset commit of the cluster (the internal topic ``__consumer_offsets``, all its
     partitions, whichever broker coordinates them) as a view: :func:`consumer_offsets_sql`'s columns. Also
     creates ``{schema}.{view_name}`` when ``schema`` is given. Before any group committed (no topic yet)
@@ -333,12 +367,20 @@ def register_consumer_offsets(spark: "SparkSession", client: "LakelogClient",
 
     Records still in a partition's segment tail (below the high watermark, above the lake end offset)
     appear once the flusher committed them (``lake.commit.interval.ms``) and the view is registered again.
+    ``source_options``: as :func:`register_topics_from_gateway`'s; the records of a topic in an object store
+    are then read through the ``lakelog`` source (temp view ``{view_name}_records``), and no catalog view
+    is made.
     """
     try:
         partitions = partition_logs_from_gateway(client, "__consumer_offsets")
     except UnknownTopicError:
         partitions = []
-    sql = consumer_offsets_sql(partitions)
+    records = None
+    if source_options is not None and in_object_store(partitions):
+        records = register_lake_topic_view(spark, "__consumer_offsets", source_options,
+                                           view_name=f"{view_name}_records")
+        schema = None
+    sql = consumer_offsets_sql(partitions, records=records)
     name = quote_identifier(view_name)
     spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
     if schema is not None:

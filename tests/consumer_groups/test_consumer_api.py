@@ -155,7 +155,7 @@ def test_errors_as_rest_proxy(api, gw, topic_name, group):
     assert r.json()["instance_id"] == "i1" and r.json()["base_uri"] == f"{gw.url}/consumers/{group}/instances/i1"
     r = http.post(f"/consumers/{group}", json={"name": "i1"}, headers={"Content-Type": V2})
     assert r.status_code == 409 and r.json()["error_code"] == 40902
-    r = http.post(f"/consumers/{group}", json={"name": "bad", "format": "avro"})
+    r = http.post(f"/consumers/{group}", json={"name": "bad", "format": "cbor"})
     assert r.status_code == 422
     base = f"/consumers/{group}/instances/i1"
     # reading before subscribing

@@ -97,7 +97,7 @@ def test_a_subscription_shape_is_not_an_invalid_consumer_config(http):
     path = new_instance(http, group())
     resp = http.post(f"{path}/subscription", json={"topics": ["a"], "topic_pattern": "b.*"})
     error(resp, 422, 42227, "not both")  # Confluent's 42204: invalid consumer configuration
-    resp = http.post(f"/consumers/{group()}", json={"format": "avro"})
+    resp = http.post(f"/consumers/{group()}", json={"format": "cbor"})
     error(resp, 422, None)
 
 

@@ -450,3 +450,34 @@ def test_offset_delete_is_refused_while_a_member_subscribes_to_the_topic(group_b
     finally:
         member.close()
         admin.close()
+
+
+def test_a_join_waiting_for_a_rebalance_answers_not_coordinator_when_the_broker_shuts_down(group_broker):
+    """Raw JoinGroup v5: a second member's join waits for the first member to rejoin (up to the rebalance
+    timeout); the broker stopped with SIGTERM meanwhile answers it NOT_COORDINATOR (16), as Kafka's
+    coordinator does when it resigns its groups, instead of closing the connection on it."""
+    broker, bootstrap, topic = group_broker
+    group = f"g-{topic}"
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol
+    first, second = _Wire(bootstrap), _Wire(bootstrap)
+    try:
+        def join(wire: _Wire, member_id: str):
+            return wire.call(JoinGroupRequest, JoinGroupResponse, 5, group_id=group, session_timeout_ms=30_000,
+                             rebalance_timeout_ms=60_000, member_id=member_id, group_instance_id=None,
+                             protocol_type="consumer", protocols=[protocol(version=5, name="range", metadata=b"m")])
+
+        member = wait_for(lambda: (r := join(first, "")).error_code == 79 and r, what="MEMBER_ID_REQUIRED").member_id
+        assert join(first, member).error_code == 0  # generation 1, one member
+        other = join(second, "").member_id  # MEMBER_ID_REQUIRED hands the second its id
+        answers: list = []
+        waiting = threading.Thread(target=lambda: answers.append(join(second, other)), daemon=True)
+        waiting.start()  # the rebalance waits for the first member, which does not rejoin
+        waiting.join(1.0)
+        assert not answers  # still waiting
+        assert broker.stop() is not None  # a graceful stop (SIGTERM), not a kill after the timeout
+        waiting.join(30)
+        assert [a.error_code for a in answers] == [16]
+    finally:
+        first.close()
+        second.close()
+

@@ -27,16 +27,19 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
 import pytest
 
+from lakelog.client import LakelogClient
 from lakelog.processes import spawn
 from lakelog.runtime.zookeeper_server import free_port
 from lakelog.spark.session import delta_maven_coordinates
-from tests.harness import read_partition
+from tests.harness import read_partition, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 APP = Path(__file__).with_name("cluster_app.py")
+S3_LAKE_APP = Path(__file__).with_name("s3_lake_app.py")
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -76,7 +79,7 @@ class StandaloneCluster:
         finally:
             log.close()
 
-    def start(self, timeout_s: float = 60) -> "StandaloneCluster":
+    def start(self, timeout_s: float = 300) -> "StandaloneCluster":
         """Start the master, then the worker; return once the master lists the worker as alive."""
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -132,8 +135,8 @@ def spark_cluster(leftovers):
         cluster.stop()
 
 
-def submit(cluster: StandaloneCluster, args: list[str], cwd: Path, timeout_s: float = 240) -> dict:
-    """Run the app with ``spark-submit`` against the cluster, as the README says; returns its JSON line."""
+def submit(cluster: StandaloneCluster, args: list[str], cwd: Path, timeout_s: float = 240, app: Path = APP) -> dict:
+    """Run ``app`` with ``spark-submit`` against the cluster, as the README says; returns its JSON line."""
     cmd = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url,
            "--packages", delta_maven_coordinates()[0],
            "--driver-memory", "512m", "--executor-memory", "512m", "--total-executor-cores", "1",
@@ -142,7 +145,7 @@ def submit(cluster: StandaloneCluster, args: list[str], cwd: Path, timeout_s: fl
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
            "--conf", "spark.ui.enabled=false",
            "--conf", f"spark.executor.extraJavaOptions=-Djava.io.tmpdir={cluster.root / 'tmp'}",
-           str(APP), *args]
+           str(app), *args]
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
     # as in an activated venv: spark-submit finds pyspark's Spark home with the first python3 on the PATH
     env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", SPARK_LOCAL_DIRS=str(cwd / "driver-local"))
@@ -190,3 +193,30 @@ def test_source_and_sink_on_a_standalone_cluster(leftovers, spark_cluster, broke
     written = Counter((b64decode(r["key"]).decode(), b64decode(r["value"]).decode())
                       for p in range(2) for r in read_partition(broker.url, sink_topic, p))
     assert written == Counter((k, v) for _, _, k, v in expected)
+
+
+def test_executors_on_a_standalone_cluster_read_an_s3_lake_directly(leftovers, spark_cluster, broker_factory, lake,
+                                                                    topic_name):
+    """A broker on an S3 lake (the real object store); the job's executors read the topic with
+    ``lakelog.read.mode=direct`` and the ``lakelog.lake.storage.*`` options: every record, none fetched
+    through the broker."""
+    broker = broker_factory(extra_env=lake.broker_env())
+    with LakelogClient(broker.url) as client:
+        client.create_topic(topic_name, partitions=2, configs={"lake.commit.interval.ms": "0"})
+        for p in range(2):
+            client.produce_arrow(topic_name, p, pa.table({"value": [f"v{p}-{i}".encode() for i in range(3)]}))
+        wait_for(lambda: [i["lake_end_offset"] for i in client.topic_logs(topic_name)] == [3, 3],
+                 what="every record in its partition's table")
+    app_dir = leftovers / "app"
+    app_dir.mkdir()
+    options = {"lakelog." + k: v for k, v in lake.settings.items() if k.startswith("lake.storage.")}
+
+    out = submit(spark_cluster, [broker.url, topic_name, json.dumps(options)], app_dir, app=S3_LAKE_APP)
+
+    assert out["master"] == spark_cluster.master_url
+    assert out["rows"] == [[p, i, f"v{p}-{i}"] for p in range(2) for i in range(3)]
+    assert Path(out["executor"]).is_relative_to(spark_cluster.work_dir), out["executor"]
+    # the executors read the tables in the store: the broker served no fetch of the topic
+    metrics = httpx.get(f"{broker.url}/metrics").text
+    assert not re.search(rf'^lakelog_fetch_requests_total{{topic="{re.escape(topic_name)}"}} [1-9]', metrics, re.M)
+    assert lake.store.secret_access_key not in (app_dir / "spark-submit.log").read_text()  # never logged

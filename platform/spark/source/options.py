@@ -28,6 +28,7 @@ from lakelog.client import BearerToken, ClientSettings
 from lakelog.client.settings import SPARK_BOOTSTRAP_OPTIONS
 from lakelog.protocol.fetch_requests import ISOLATION_LEVELS, IsolationLevel
 from lakelog.spark.errors import SourceOptionError
+from lakelog.spark.source.lake_storage import LAKE_STORAGE_OPTIONS, LakeStorage, lake_storage_option
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ SOURCE_OPTIONS = (
     "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
     "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token",
     "lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile",
-)
+) + LAKE_STORAGE_OPTIONS
 
 #: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
 #: Kafka job moves over unchanged, and ignored with a warning (``kafka.`` + a Kafka consumer config).
@@ -298,6 +299,8 @@ class SourceOptions:
     read_mode: "ReadMode" = "auto"
     #: LakelogClient TLS keyword arguments (:meth:`ClientSettings.tls <lakelog.client.ClientSettings.tls>`)
     tls: dict[str, str] = field(default_factory=dict)
+    #: ``lakelog.lake.storage.*``: how executors open ``s3://`` tables (:mod:`~lakelog.spark.source.lake_storage`)
+    lake_storage: LakeStorage = field(default_factory=LakeStorage, repr=False)  # holds the secret
 
     def __post_init__(self) -> None:
         if self.read_tail is None:  # frozen: set through object.__setattr__, as dataclasses do
@@ -436,6 +439,7 @@ class SourceOptions:
             read_mode=read_mode_option(opts),
             auth=connection.auth(),
             tls=connection.tls(),
+            lake_storage=lake_storage_option(opts),
         )
 
 

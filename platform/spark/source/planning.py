@@ -279,17 +279,20 @@ def _check_all_partitions(specified: Mapping[TopicPartition, int], states: Mappi
 
 
 def _timestamp_offset(state: PartitionLogInfo, timestamp_ms: int, *, tail: bool,
-                      client: LakelogClient | None, fetch: TailFetch | None) -> int | None:
+                      client: LakelogClient | None, fetch: TailFetch | None,
+                      storage_options: dict[str, str] | None = None) -> int | None:
     """The first readable offset whose timestamp is >= ``timestamp_ms``; None if none.
 
     Searches the Delta table in ``[log start offset, lake end offset)``; with ``tail`` and nothing
     found there, the leader's tail ``[lake end offset, HW)`` too (:func:`tail_offset_for_timestamp`,
-    with ``client`` and ``fetch``).
+    with ``client`` and ``fetch``). ``storage_options``: delta-rs's, to open an ``s3://`` table
+    (``lakelog.lake.storage.*``).
     """
     delta_end = lake_end(state)
     found = None
     if delta_end > state.log_start_offset:
-        found = offset_for_timestamp(state.table_uri, timestamp_ms, start=state.log_start_offset, end=delta_end)
+        found = offset_for_timestamp(state.table_uri, timestamp_ms, start=state.log_start_offset, end=delta_end,
+                                     storage_options=storage_options)
     if found is None and tail and state.high_watermark > max(delta_end, state.log_start_offset):
         if client is None or fetch is None:
             raise ValueError("a timestamp look-up in the tail needs a gateway client and a TailFetch")
@@ -309,7 +312,7 @@ class _TimestampLookup:
         if client is None and self.options.read_tail and state.high_watermark > lake_end(state):
             client = self._own = self._own or self.fetch.client()
         return _timestamp_offset(state, timestamp_ms, tail=bool(self.options.read_tail), client=client,
-                                 fetch=self.fetch)
+                                 fetch=self.fetch, storage_options=self.options.lake_storage.for_uri(state.table_uri))
 
     def close(self) -> None:
         if self._own is not None:

@@ -39,6 +39,7 @@ from pyspark.sql.types import StructType
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
 from lakelog.spark.errors import SourceError
+from lakelog.spark.source.lake_storage import LakeStorage
 from lakelog.spark.source.options import ReadMode, SourceOptions
 from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePartition, _Cluster, batch_ranges,
                                            report_data_loss, resolve_ending_offsets, resolve_starting_offsets,
@@ -124,7 +125,8 @@ def _local_path(uri: str) -> str | None:
     return None if "://" in uri else uri
 
 
-def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None) -> "str | DeltaTable | None":
+def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None,
+                 storage_options: dict[str, str] | None = None) -> "str | DeltaTable | None":
     """What an executor reads the Delta part of a range from under ``lakelog.read.mode`` ``mode``.
 
     Returns:
@@ -133,7 +135,10 @@ def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None)
         ``_delta_log`` folder, so a missing one costs no delta-rs call) and it is the leader's table (its
         ``metaData.id`` is ``table_id``, when given: on another machine the same path may hold another
         replica's table, which can lag or have diverged), else None; which of them is logged once per
-        table and Python worker (info).
+        table and Python worker (info). An ``s3://`` table of a shared lake (``lake.uri``) is opened with
+        ``storage_options`` (delta-rs's, from ``lakelog.lake.storage.*``:
+        :mod:`~lakelog.spark.source.lake_storage`; never logged); without them delta-rs looks in the
+        executor's environment, and ``auto`` reads through the leader when that finds no way in.
     """
     if mode == "direct":
         return table_uri
@@ -146,7 +151,7 @@ def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None)
         why = f"{local}/_delta_log is not there"
     else:
         try:
-            table = DeltaTable(table_uri)
+            table = DeltaTable(table_uri, storage_options=storage_options)
         except Exception as e:  # noqa: BLE001 - whatever keeps it from being opened: read through the leader
             why = f"{type(e).__name__}: {e}"
         if table is not None and table_id is not None and table.metadata().id != table_id:
@@ -166,7 +171,8 @@ def direct_table(table_uri: str, mode: ReadMode, *, table_id: str | None = None)
 def read_partition(part: OffsetRangePartition | InputPartition | None, schema: StructType, *,
                    fail_on_data_loss: bool, batch_rows: int = 64 * 1024,
                    tail: TailFetch | None = None, mode: ReadMode = "direct",
-                   timestamps: TimestampBounds | None = None) -> Iterator[pa.RecordBatch]:
+                   timestamps: TimestampBounds | None = None,
+                   lake_storage: LakeStorage | None = None) -> Iterator[pa.RecordBatch]:
     """The Kafka-shaped rows of one planned offset range, as Arrow batches with exactly ``schema``.
 
     Offsets below the range's ``lake_end_offset`` are read from the Delta table
@@ -191,6 +197,8 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         timestamps: ``(low_us, high_us)`` (µs since the epoch, inclusive, None = unbounded): only
             records whose timestamp lies within, pruning Delta files and row groups by their statistics
             (pushed-down ``timestamp`` filters). Default None: every record.
+        lake_storage: how to open an ``s3://`` table of a shared lake (``lakelog.lake.storage.*``).
+            Default None: delta-rs's own lookup in the executor's environment.
 
     Yields:
         ``pyarrow.RecordBatch`` es in offset order; ``headers`` is null for a record without headers.
@@ -209,12 +217,15 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
 
     delta_start, delta_end = part.delta_range
     tail_start, tail_end = part.tail_range
-    table = direct_table(part.table_uri, mode, table_id=part.table_id) if delta_start < delta_end else None
+    storage_options = None if lake_storage is None else lake_storage.for_uri(part.table_uri)
+    table = (direct_table(part.table_uri, mode, table_id=part.table_id, storage_options=storage_options)
+             if delta_start < delta_end else None)
     if table is None:
         tail_start = delta_start  # broker mode: the leader's fetch serves the Delta part too
     else:
         for batch in read_offset_range(table, delta_start, delta_end, columns=columns, batch_rows=batch_rows,
-                                       on_data_loss=on_data_loss, end_is_committed=True, timestamps=timestamps):
+                                       storage_options=storage_options, on_data_loss=on_data_loss,
+                                       end_is_committed=True, timestamps=timestamps):
             yield _kafka_rows(batch, part, names, arrow_schema)
     if tail_start >= tail_end:
         return
@@ -281,7 +292,8 @@ class LakelogBatchReader(DataSourceReader):
         """The rows of one task (:func:`read_partition`)."""
         return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
                               tail=tail_fetch(self.options), mode=self.options.read_mode,
-                              timestamps=None if self.pushed is None else self.pushed.timestamps)
+                              timestamps=None if self.pushed is None else self.pushed.timestamps,
+                              lake_storage=self.options.lake_storage)
 
 
 class LakelogPushdownBatchReader(LakelogBatchReader):

@@ -224,7 +224,8 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
         """The rows of one task (:func:`lakelog.spark.source.read.read_partition`); runs in executors."""
         return read_partition(partition, self.schema, fail_on_data_loss=self.options.fail_on_data_loss,
-                              tail=tail_fetch(self.options), mode=self.options.read_mode)
+                              tail=tail_fetch(self.options), mode=self.options.read_mode,
+                              lake_storage=self.options.lake_storage)
 
     def commit(self, end: dict) -> None:
         """Spark processed everything up to ``end``: commit it as the stream's group's offsets, if it has one.
