@@ -7,6 +7,9 @@ Usage::
     .venv/bin/python bench/kafka_protocol.py --records 5000000 --latency-messages 10000   # a bigger run
     .venv/bin/python bench/kafka_protocol.py --only codec        # the RecordBatch codec alone, no brokers
     .venv/bin/python bench/kafka_protocol.py --only produce --py-spy /tmp/flames   # where lakelog's time goes
+    .venv/bin/python bench/kafka_protocol.py --only spark        # Spark's format("kafka"), 2,000,000 records
+    .venv/bin/python bench/kafka_protocol.py --only spark --spark-records 100000   # a quick check
+    .venv/bin/python bench/kafka_protocol.py --only transactions   # transactional ProducerPerformance
 
 What it does: starts an embedded ZooKeeper and one lakelog broker child process with a Kafka listener
 (``listeners=PLAINTEXT://127.0.0.1:{free port}``; ``_cluster.bench_cluster``) and one Apache Kafka broker
@@ -19,20 +22,31 @@ lakelog:
   sticky partitioner, ``batch.size`` 16384, ``linger.ms`` 5), ``--records`` records of ``--record-size``
   bytes at full speed, ``acks=1`` then ``acks=all`` (idempotent, the Java client's default then); a
   ``--warmup-records`` run before, not shown. Records/s as the tool prints it.
-- consume: while lakelog's listener does not serve JoinGroup/SyncGroup, an ``assign()`` consumer
-  (confluent-kafka, librdkafka) reads ``--records`` records from the start of the produce topic's
-  partitions: records/s from assign to the last record. It runs in this Python process, so Kafka's
-  figure is bounded by the client as much as by the broker. Once the listener serves the group APIs,
-  ``org.apache.kafka.tools.ConsumerPerformance`` (a group member) runs as well and its ``fetch.nMsg.sec``
-  is shown.
+- consume: ``org.apache.kafka.tools.ConsumerPerformance`` (a member of a new group: JoinGroup,
+  SyncGroup, then fetches) reads ``--records`` records of the produce topic; its ``fetch.nMsg.sec``
+  (records/s once the group is joined) is shown. Then an ``assign()`` consumer (confluent-kafka,
+  librdkafka) reads as many from the start of the partitions: records/s from assign to the last record.
+  It runs in this Python process, so Kafka's figure is bounded by the client as much as by the broker.
 - latency: ``org.apache.kafka.tools.EndToEndLatency`` (one ``--record-size`` record sent with ``acks=1``
   and ``linger.ms`` 0, then polled by an assigned consumer with ``fetch.max.wait.ms`` 0, one at a time,
   ``--latency-messages`` times): p50 / p99 as it prints them, whole milliseconds, and its average; then
   the same loop with librdkafka in this process, timed in microseconds.
+- spark (not part of the default run: a Spark session costs a JVM and its jars): both brokers get a
+  ``--partitions`` topic of ``--spark-records`` records (``ProducerPerformance``, ``acks=1``, not timed),
+  then Spark's own Kafka source (``spark.read.format("kafka")``, ``org.apache.spark:spark-sql-kafka-0-10``
+  at the installed pyspark's version; ``local[2]``) reads all of it, ``startingOffsets`` earliest to
+  ``endingOffsets`` latest, counting the records and summing the value lengths: records/s from the
+  query's start to its result. A 10,000-record read of another topic on each broker warms Spark up first.
+- transactions (not part of the default run): ``ProducerPerformance`` with ``--transactional-id`` and
+  ``--transaction-duration-ms`` (``--transaction-duration-ms``, default 100: a transaction commits every
+  100 ms, as Kafka's own transactional benchmarks run it) and ``acks=all``, ``--records`` records at full
+  speed on a fresh topic of each broker: records/s, lakelog / Kafka (issue 40 names no target: the ratio
+  is printed).
 
 Each figure is printed as lakelog, Kafka and lakelog / Kafka, beside issue 39's targets (produce and
-consume >= 0.5x Kafka's records/s, end-to-end p50 and p99 <= 2x Kafka's), and each broker's CPU seconds
-per million records and peak RSS during the phase (from ``/proc``; the Kafka broker is one JVM process).
+consume >= 0.5x Kafka's records/s, end-to-end p50 and p99 <= 2x Kafka's, Spark's read >= 1x), and each
+broker's CPU seconds per million records and peak RSS during the phase (from ``/proc``; the Kafka broker
+is one JVM process).
 
 ``--only codec`` (also part of the default run, first) times the listener's RecordBatch v2 codec
 (:mod:`lakelog.kafka.records`) on batches of 150 (a Java producer's 16 KiB batch), ``--codec-records``
@@ -68,7 +82,10 @@ console = make_console()
 PRODUCE_TARGET = 0.5  # lakelog records/s / Kafka's, at least
 CONSUME_TARGET = 0.5
 LATENCY_TARGET = 2.0  # lakelog p50 and p99 / Kafka's, at most
-PHASES = ("codec", "produce", "consume", "latency")
+SPARK_TARGET = 1.0  # lakelog records/s / Kafka's for Spark's format("kafka") read, at least
+PHASES = ("codec", "produce", "consume", "latency", "spark", "transactions")
+DEFAULT_PHASES = ("codec", "produce", "consume", "latency")
+SPARK_WARMUP_RECORDS = 10_000
 
 
 # -- measuring a broker process -----------------------------------------------------------------
@@ -151,11 +168,14 @@ def run_tool(kafka: KafkaBroker, main: str, *args: str, timeout_s: float = 900) 
 
 
 def producer_performance(kafka: KafkaBroker, target: Target, topic: str, *, records: int, record_size: int,
-                         acks: str) -> dict:
-    """``ProducerPerformance`` at full speed; its final line's figures."""
+                         acks: str, transactional_id: str | None = None, transaction_duration_ms: int = 0) -> dict:
+    """``ProducerPerformance`` at full speed; its final line's figures. With ``transactional_id``: a
+    transactional producer committing every ``transaction_duration_ms`` (the tool's own options)."""
+    transactions = ("--transactional-id", transactional_id, "--transaction-duration-ms",
+                    str(transaction_duration_ms)) if transactional_id else ()
     out = run_tool(kafka, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records",
-                   str(records), "--record-size", str(record_size), "--throughput", "-1", "--producer-props",
-                   f"bootstrap.servers={target.bootstrap}", f"acks={acks}")
+                   str(records), "--record-size", str(record_size), "--throughput", "-1", *transactions,
+                   "--producer-props", f"bootstrap.servers={target.bootstrap}", f"acks={acks}")
     found = _PRODUCER_RESULT.findall(out)
     if not found:
         raise RuntimeError(f"ProducerPerformance printed no result:\n{out[-2000:]}")
@@ -252,6 +272,35 @@ def librdkafka_latency(target: Target, topic: str, *, messages: int, record_size
     us = np.array(samples) * 1e6
     return {"p50_us": float(np.percentile(us, 50)), "p99_us": float(np.percentile(us, 99)),
             "avg_us": float(us.mean())}
+
+
+# -- Spark's Kafka source ---------------------------------------------------------------------------
+
+def spark_session():
+    """A ``local[2]`` SparkSession (:func:`lakelog.spark.session.session`) with Spark's Kafka source and sink
+    (``org.apache.spark:spark-sql-kafka-0-10_2.13`` at the installed pyspark's version, from Maven Central
+    once, then Spark's Ivy cache)."""
+    import pyspark
+
+    from lakelog.spark.session import SCALA_BINARY_VERSION, session
+
+    return session(master="local[2]", app_name="lakelog-bench-kafka-protocol", conf={
+        "spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2",
+        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}:{pyspark.__version__}"})
+
+
+def spark_kafka_read(spark, target: Target, topic: str, *, records: int) -> dict:
+    """``spark.read.format("kafka")`` of all of ``topic`` (earliest to latest), ``count(*)`` and the sum of the
+    value lengths; records/s from the query's start to its result. Raises RuntimeError when the count is
+    not ``records``."""
+    started = time.perf_counter()
+    row = (spark.read.format("kafka").option("kafka.bootstrap.servers", target.bootstrap).option("subscribe", topic)
+           .option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+           .selectExpr("count(*) AS n", "sum(length(value)) AS bytes").collect()[0])
+    elapsed = time.perf_counter() - started
+    if row["n"] != records:
+        raise RuntimeError(f"{target.name}: Spark read {row['n']:,} records of {topic}, not {records:,}")
+    return {"records": row["n"], "rate": row["n"] / elapsed, "seconds": round(elapsed, 2)}
 
 
 # -- the RecordBatch codec ----------------------------------------------------------------------
@@ -373,13 +422,14 @@ def report(lakelog: Target, kafka: Target) -> Table:
     for column in ("figure", "lakelog", "Kafka", "lakelog / Kafka", "target", "result"):
         table.add_column(column, justify="left" if column in ("figure", "target") else "right")
 
-    def throughput(key: str, label: str, target: float) -> None:
+    def throughput(key: str, label: str, target: float | None) -> None:
         ours, theirs = lakelog.results.get(key), kafka.results.get(key)
         if ours is None or theirs is None:
             return
         ratio = ours["rate"] / theirs["rate"] if theirs["rate"] else 0.0
         table.add_row(label, f"{ours['rate']:,.0f}", f"{theirs['rate']:,.0f}", f"{ratio:.2f}x",
-                      f">= {target}x", "met" if ratio >= target else "MISSED")
+                      "" if target is None else f">= {target}x",
+                      "" if target is None else "met" if ratio >= target else "MISSED")
 
     def latency(key: str, label: str, unit: str) -> None:
         ours, theirs = lakelog.results.get(key), kafka.results.get(key)
@@ -393,8 +443,10 @@ def report(lakelog: Target, kafka: Target) -> Table:
 
     throughput("produce acks=1", "ProducerPerformance acks=1, records/s", PRODUCE_TARGET)
     throughput("produce acks=all", "ProducerPerformance acks=all, records/s", PRODUCE_TARGET)
-    throughput("consume assign", "assign() consumer (librdkafka), records/s", CONSUME_TARGET)
     throughput("consume group", "ConsumerPerformance (group), fetch records/s", CONSUME_TARGET)
+    throughput("consume assign", "assign() consumer (librdkafka), records/s", CONSUME_TARGET)
+    throughput("spark read", 'Spark format("kafka") batch read, records/s', SPARK_TARGET)
+    throughput("produce transactional", "ProducerPerformance transactional (acks=all), records/s", None)
     latency("latency", "EndToEndLatency", "ms")
     if "latency" in lakelog.results and "latency" in kafka.results:
         a, b = lakelog.results["latency"]["avg_ms"], kafka.results["latency"]["avg_ms"]
@@ -440,8 +492,12 @@ def main() -> None:
     parser.add_argument("--latency-messages", type=int, default=3_000,
                         help="records sent one at a time by each latency loop. Default: 3,000.")
     parser.add_argument("--codec-records", type=int, default=1_000, help="records per codec batch. Default: 1,000.")
-    parser.add_argument("--only", default=",".join(PHASES),
-                        help=f"comma-separated phases of {', '.join(PHASES)}. Default: all.")
+    parser.add_argument("--spark-records", type=int, default=2_000_000,
+                        help="records of the topic Spark reads (phase spark). Default: 2,000,000.")
+    parser.add_argument("--transaction-duration-ms", type=int, default=100,
+                        help="with --only transactions: ms between a transactional producer's commits. Default: 100.")
+    parser.add_argument("--only", default=",".join(DEFAULT_PHASES),
+                        help=f"comma-separated phases of {', '.join(PHASES)}. Default: {', '.join(DEFAULT_PHASES)}.")
     parser.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"Apache Kafka broker. Default: {KAFKA_VERSION}.")
     parser.add_argument("--broker-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a LAKELOG_* setting of the lakelog broker (repeatable)")
@@ -477,7 +533,6 @@ def main() -> None:
 
 def run_phases(args, only: set[str], run, kafka_broker: KafkaBroker, port: int) -> None:
     from lakelog.client import LakelogClient
-    from lakelog.kafka.versions import SERVED
 
     topic, latency_topic = "bench", "bench-latency"
     with LakelogClient(run.broker.url) as client:
@@ -516,20 +571,54 @@ def run_phases(args, only: set[str], run, kafka_broker: KafkaBroker, port: int) 
             produced += args.records
     if "consume" in only:
         records = min(args.records, produced)
+        phase("consume group", lambda t: consumer_performance(kafka_broker, t, topic, records=records))
         phase("consume assign", lambda t: assign_consume(t, topic, partitions=args.partitions, records=records))
-        if all(key in SERVED for key in (11, 12, 14)):  # JoinGroup, Heartbeat, SyncGroup
-            phase("consume group", lambda t: consumer_performance(kafka_broker, t, topic, records=records))
-        else:
-            console.print("  lakelog's Kafka listener does not serve JoinGroup/SyncGroup yet: ConsumerPerformance "
-                          "(a group member) is not run; the consume figure is the assign() consumer's")
     if "latency" in only:
         phase("latency", lambda t: end_to_end_latency(kafka_broker, t, latency_topic, messages=args.latency_messages,
                                                       record_size=args.record_size), usage=False)
         phase("latency librdkafka", lambda t: librdkafka_latency(t, latency_topic, messages=args.latency_messages,
                                                                  record_size=args.record_size), usage=False)
+    if "spark" in only:
+        spark_phase(args, phase, kafka_broker, run, (kafka, lakelog))
+    if "transactions" in only:
+        transactional = "bench-transactional"
+        with LakelogClient(run.broker.url) as client:
+            client.create_topic(transactional, partitions=args.partitions, replication_factor=1)
+        kafka_broker.create_topic(transactional, args.partitions)
+        phase("produce transactional", lambda t: producer_performance(
+            kafka_broker, t, transactional, records=args.records, record_size=args.record_size, acks="all",
+            transactional_id=f"bench-{t.name}-{uuid.uuid4().hex[:6]}",
+            transaction_duration_ms=args.transaction_duration_ms))
     console.print(report(lakelog, kafka))
-    console.print(detail([lakelog, kafka]))
+    if "produce" in only:
+        console.print(detail([lakelog, kafka]))
     console.print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def spark_phase(args, phase, kafka_broker: KafkaBroker, run, targets: tuple[Target, Target]) -> None:
+    """Fill a ``--spark-records`` topic and a warm-up topic on both brokers, then time Spark's reads."""
+    from lakelog.client import LakelogClient
+
+    topic, warmup = "bench-spark", "bench-spark-warmup"
+    with LakelogClient(run.broker.url) as client:
+        client.create_topic(topic, partitions=args.partitions, replication_factor=1)
+        client.create_topic(warmup, partitions=args.partitions, replication_factor=1)
+    kafka_broker.create_topic(topic, args.partitions)
+    kafka_broker.create_topic(warmup, args.partitions)
+    for target in targets:
+        with console.status(f"spark: filling {target.name}'s topics"):
+            for name, records in ((warmup, SPARK_WARMUP_RECORDS), (topic, args.spark_records)):
+                producer_performance(kafka_broker, target, name, records=records, record_size=args.record_size,
+                                     acks="1")
+        console.print(f"  spark: {target.name}'s {topic} holds {args.spark_records:,} records")
+    with console.status("starting Spark"):
+        spark = spark_session()
+    try:
+        for target in targets:
+            spark_kafka_read(spark, target, warmup, records=SPARK_WARMUP_RECORDS)
+        phase("spark read", lambda t: spark_kafka_read(spark, t, topic, records=args.spark_records))
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

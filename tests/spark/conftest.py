@@ -10,9 +10,13 @@ def spark(tmp_path_factory):
     """A ``local[2]`` SparkSession with Delta (lakelog.spark.session), kept small, stopped at the end.
 
     The first run on a machine downloads Delta's jars from Maven Central (see
-    ``lakelog.spark.session.ensure_delta_jars``); later runs use the local cache.
+    ``lakelog.spark.session.ensure_delta_jars``) and Spark's own Kafka source and sink
+    (``spark-sql-kafka-0-10``, the installed pyspark's version, for test_spark_kafka_format.py); later
+    runs use the local cache.
     """
-    from lakelog.spark.session import session
+    from importlib.metadata import version
+
+    from lakelog.spark.session import SCALA_BINARY_VERSION, session
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     spark = session(master="local[2]", app_name="lakelog-tests", conf={
@@ -24,6 +28,7 @@ def spark(tmp_path_factory):
         "spark.databricks.delta.snapshotPartitions": "1",
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
+        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}:{version('pyspark')}",
     })
     yield spark
     spark.stop()
