@@ -12,7 +12,6 @@ ports free at start (client listener and controller), creates topics with
 from __future__ import annotations
 
 import base64
-import os
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lakelog.processes import spawn
+from lakelog.processes import spawn, stop_child
 from lakelog.runtime.kafka_jars import KAFKA_VERSION, kafka_jars
 from lakelog.runtime.kafka_jars import LOG4J2_WARN as _LOG4J2
 from lakelog.runtime.zookeeper_server import find_java, free_port
@@ -119,14 +118,8 @@ class KafkaBroker:
 
     def stop(self, timeout_s: float = 30) -> None:
         """SIGTERM the broker's pid (a controlled shutdown), SIGKILL if it is still there after ``timeout_s``."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        if self.process is not None:
+            stop_child(self.process, timeout_s=timeout_s)
 
 
 def _cluster_id() -> str:

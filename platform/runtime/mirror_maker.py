@@ -22,16 +22,14 @@ source → target flow. MirrorMaker 2 then
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Literal
 
-from lakelog.processes import spawn
-from lakelog.runtime.kafka_jars import KAFKA_VERSION, kafka_connect_jars, kafka_jars, kafka_tool_command
+from lakelog.processes import spawn, stop_child
+from lakelog.runtime.kafka_jars import LOG4J2_WARN, KAFKA_VERSION, kafka_connect_jars, kafka_jars, kafka_tool_command
 
 __all__ = ["MIRROR_MAKER_MAIN", "MirrorMaker", "mirror_maker_properties"]
 
@@ -45,16 +43,7 @@ _POLICIES = {"default": "org.apache.kafka.connect.mirror.DefaultReplicationPolic
              "identity": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}
 
 #: log4j2 configuration of the MirrorMaker JVM: INFO of MirrorMaker's own classes, WARN of the rest
-_LOG4J2 = """status = error
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.out.ref = out
-logger.mirror.name = org.apache.kafka.connect.mirror
-logger.mirror.level = INFO
-"""
+_LOG4J2 = LOG4J2_WARN + "logger.mirror.name = org.apache.kafka.connect.mirror\nlogger.mirror.level = INFO\n"
 
 
 def mirror_maker_properties(*, source_alias: str, source_bootstrap: str, target_alias: str, target_bootstrap: str,
@@ -173,12 +162,5 @@ class MirrorMaker:
 
     def stop(self, timeout_s: float = 30) -> None:
         """SIGTERM the JVM by its pid, SIGKILL if it is still there after ``timeout_s``."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        if self.process is not None:
+            stop_child(self.process, timeout_s=timeout_s)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lakelog.client import LakelogClient
+from tests.cluster.test_replication import Zk
 
 #: the listener every test broker opens (port 0: the system picks a free one, registered in ZooKeeper)
 KAFKA_LISTENER_ENV = {"LAKELOG_LISTENERS": "PLAINTEXT://127.0.0.1:0"}
@@ -34,3 +35,11 @@ def kafka_topic(kafka_broker, topic_name):
     with LakelogClient(broker.url) as c:
         c.create_topic(topic_name, partitions=1, replication_factor=1)
     return topic_name
+
+
+@pytest.fixture
+def zk(zk_connect):
+    """A :class:`~tests.cluster.test_replication.Zk` reader of this test's chroot (partition states)."""
+    z = Zk(zk_connect)
+    yield z
+    z.close()

@@ -13,20 +13,13 @@ import time
 import pytest
 
 from lakelog.runtime.kafka_jars import LOG4J2_WARN, kafka_jars, kafka_tool_command
-from tests.cluster.test_replication import FAST, Zk, wait_full_isr
+from tests.cluster.test_replication import FAST, wait_full_isr
 from tests.harness import read_partition, wait_for
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka_tools]
 
 LINES = 300
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def test_a_java_producer_loses_and_duplicates_nothing_when_the_leader_is_killed(broker_factory, zk, zk_client,

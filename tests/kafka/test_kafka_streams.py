@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from lakelog.processes import spawn
 from lakelog.runtime.kafka_jars import LOG4J2_WARN, kafka_jars, kafka_streams_jars, kafka_tool_command
-from tests.cluster.test_replication import FAST, Zk, wait_full_isr
+from tests.cluster.test_replication import FAST, wait_full_isr
 from tests.harness import wait_for
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
 
@@ -28,13 +28,6 @@ WORD_COUNT = "org.apache.kafka.streams.examples.wordcount.WordCountDemo"
 INPUT, OUTPUT = "streams-plaintext-input", "streams-wordcount-output"  # WordCountDemo's own names
 WORDS = ("kafka", "lake", "delta", "stream", "table", "offset", "leader", "replica")
 LINES_PER_PHASE = 150
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def _lines(phase: int) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 import uuid
 
 import pytest
@@ -16,7 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lakelog.runtime.kafka_jars import LOG4J2_WARN, kafka_jars, kafka_tool_command
-from tests.cluster.test_replication import FAST, Zk, wait_full_isr
+from tests.cluster.test_replication import FAST, wait_full_isr
 from tests.harness import wait_for
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
 from tests.kafka.test_kafka_transactions import _values
@@ -25,13 +24,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.kafka_tools]
 
 COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
 RECORDS = 400
-
-
-@pytest.fixture
-def zk(zk_connect):
-    z = Zk(zk_connect)
-    yield z
-    z.close()
 
 
 def test_the_copier_copies_exactly_once_while_input_and_output_leaders_are_killed(broker_factory, zk, zk_client,
