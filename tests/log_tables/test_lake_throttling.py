@@ -88,7 +88,10 @@ def test_slow_down_answers_are_retried_and_nothing_is_lost(broker_factory, objec
 
         wait_for(lambda: lake.partition_values("orders") == sent,
                  what="every record in the table once, through SlowDown answers")
-        assert proxy.refused >= 3, proxy.refused  # the store did throttle the broker's writes
+        # the store did throttle the broker's writes: a commit PUTs its data file and its log entry, and every
+        # second PUT is refused, so even one commit of all 200 records meets SlowDown (how many commits the
+        # flusher makes depends on how the appends batch)
+        assert proxy.refused >= 1, proxy.refused
     finally:
         proxy.shutdown()
         proxy.server_close()
