@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 
 import pytest
 
+from kazoo.client import KazooClient
+
 from lakelog.client import LakelogClient
+from lakelog.runtime.broker_process import BrokerProcess
+from tests.harness import new_chroot
 from tests.cluster.test_replication import Zk
 
 #: the listener every test broker opens (port 0: the system picks a free one, registered in ZooKeeper)
@@ -43,3 +49,21 @@ def zk(zk_connect):
     z = Zk(zk_connect)
     yield z
     z.close()
+
+
+@contextlib.contextmanager
+def broker_of_its_own(zookeeper_connect: str, log_dirs: Path, env: dict[str, str] | None = None):
+    """One broker with a Kafka listener on a fresh chroot of ``zookeeper_connect`` (a cluster of its own,
+    for a module-scoped fixture or a second cluster): ``(broker, "127.0.0.1:port")``; stopped by pid at
+    the end."""
+    chroot = new_chroot(zookeeper_connect)
+    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=log_dirs,
+                           extra_env={**KAFKA_LISTENER_ENV, **(env or {})}).start()
+    zk = KazooClient(hosts=chroot)
+    try:
+        zk.start(timeout=15)
+        yield broker, kafka_bootstrap(zk, 0)
+    finally:
+        zk.stop()
+        zk.close()
+        broker.stop()

@@ -12,7 +12,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kazoo.client import KazooClient
 from kafka.protocol.admin.transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -31,29 +30,20 @@ from kafka.record import MemoryRecords
 
 from lakelog.client import LakelogClient
 from lakelog.runtime.broker_process import BrokerProcess
-from tests.harness import new_chroot, wait_for
-from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+from tests.harness import wait_for
+from tests.kafka.conftest import broker_of_its_own
 from tests.kafka.test_protocol_edges import _connect, _read_frame
 from tests.kafka.test_read_committed import _fetch
 
-ENV = {**KAFKA_LISTENER_ENV, "LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
-       "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "2"}
+ENV = {"LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
+       "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "2"}  # the Kafka listener: broker_of_its_own
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     """One broker with a Kafka listener for the module: ``(broker, "127.0.0.1:port")``."""
-    chroot = new_chroot(zookeeper.connect_string)
-    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=tmp_path_factory.mktemp("txn-logs"),
-                           extra_env=dict(ENV)).start()
-    zk = KazooClient(hosts=chroot)
-    zk.start(timeout=15)
-    try:
-        yield broker, kafka_bootstrap(zk, 0)
-    finally:
-        zk.stop()
-        zk.close()
-        broker.stop()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path_factory.mktemp("txn-logs"), ENV) as cluster:
+        yield cluster
 
 
 def _topics(broker: BrokerProcess, *names: str) -> None:

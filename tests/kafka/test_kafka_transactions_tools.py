@@ -13,37 +13,25 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
-from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.runtime.kafka_jars import LOG4J2_WARN, kafka_jars, kafka_tool_command
-from tests.harness import new_chroot
-from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+from tests.kafka.conftest import broker_of_its_own
 from tests.kafka.test_kafka_transactions import _values
 
 pytestmark = pytest.mark.kafka_tools
 
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
-ENV = {**KAFKA_LISTENER_ENV, "LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
-       "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "2"}
+ENV = {"LAKELOG_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "2",
+       "LAKELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "2"}  # the Kafka listener: broker_of_its_own
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     """One broker with a Kafka listener for the module: ``(broker, "127.0.0.1:port")``."""
-    chroot = new_chroot(zookeeper.connect_string)
-    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=tmp_path_factory.mktemp("txn-tools-logs"),
-                           extra_env=dict(ENV)).start()
-    zk = KazooClient(hosts=chroot)
-    zk.start(timeout=15)
-    try:
-        yield broker, kafka_bootstrap(zk, 0)
-    finally:
-        zk.stop()
-        zk.close()
-        broker.stop()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path_factory.mktemp("txn-tools-logs"), ENV) as cluster:
+        yield cluster
 
 
 def _tool(tmp_path: Path, main: str, *args: str) -> str:

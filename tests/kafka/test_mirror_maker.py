@@ -14,15 +14,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
 from lakelog.processes import spawn
 from lakelog.runtime.apache_kafka import KafkaBroker
-from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.runtime.mirror_maker import mirror_maker_properties
 
-from tests.harness import new_chroot
-from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+from tests.kafka.conftest import broker_of_its_own
 
 pytestmark = pytest.mark.kafka_tools
 
@@ -167,22 +164,9 @@ def test_mirror_maker_copies_an_apache_kafka_topic_and_its_group_offsets_to_lake
 def test_mirror_maker_copies_between_two_lakelog_clusters(kafka_broker, zookeeper, topic_name, tmp_path, leftovers):
     _, target_bootstrap = kafka_broker
     # a second lakelog cluster: its own ZooKeeper chroot, its own broker
-    source_chroot = new_chroot(zookeeper.connect_string)
-    source = BrokerProcess(zookeeper_connect=source_chroot, log_dirs=tmp_path / "source-logs", broker_id=0,
-                           extra_env=dict(KAFKA_LISTENER_ENV)).start()
-    try:
-        zk = KazooClient(hosts=source_chroot)
-        zk.start(timeout=15)
-        try:
-            source_bootstrap = kafka_bootstrap(zk, 0)
-        finally:
-            zk.stop()
-            zk.close()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path / "source-logs") as (_, source_bootstrap):
         _check_mirrored(tmp_path, source=source_bootstrap, target=target_bootstrap, source_alias="east",
                         topic=topic_name, group=f"g-{topic_name}")
-    finally:
-        source.stop()
-
 
 def test_mirror_maker_properties_refuse_what_mirror_maker_would_misread():
     text = mirror_maker_properties(source_alias="east", source_bootstrap="a:9092", target_alias="west",

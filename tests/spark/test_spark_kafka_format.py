@@ -12,8 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.client import LakelogClient
-from tests.harness import BrokerProcess, new_chroot, read_partition
-from tests.kafka.conftest import KAFKA_LISTENER_ENV
+from tests.harness import BrokerProcess, read_partition
 
 pytestmark = pytest.mark.spark
 
@@ -23,21 +22,10 @@ T0 = 1_700_000_000_000  # CreateTime of record i is T0 + 1000 * i
 @pytest.fixture(scope="module")
 def kafka_listener(zookeeper, tmp_path_factory):
     """One broker process with a Kafka listener for the module: ``(broker, "127.0.0.1:port")``."""
-    from kazoo.client import KazooClient
+    from tests.kafka.conftest import broker_of_its_own
 
-    from tests.kafka.conftest import kafka_bootstrap
-
-    connect = new_chroot(zookeeper.connect_string)
-    broker = BrokerProcess(zookeeper_connect=connect, log_dirs=tmp_path_factory.mktemp("spark-kafka") / "logs-0",
-                           extra_env=dict(KAFKA_LISTENER_ENV)).start()
-    zk = KazooClient(hosts=connect)
-    zk.start(timeout=15)
-    try:
-        yield broker, kafka_bootstrap(zk, 0)
-    finally:
-        zk.stop()
-        zk.close()
-        broker.stop()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path_factory.mktemp("spark-kafka") / "logs-0") as listener:
+        yield listener
 
 
 def _topic(broker: BrokerProcess, partitions: int) -> str:
