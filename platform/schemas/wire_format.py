@@ -63,11 +63,8 @@ def avro_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
         InvalidEncodingError: 422 / 42203 (REST Proxy's JSON conversion failure) naming the record.
     """
     parsed = _avro(schema, referenced)
-    out: list[bytes | None] = []
-    for i, value in enumerate(values):
-        if value is None:
-            out.append(None)
-            continue
+
+    def encode(i: int, value: object) -> bytes:
         try:
             record = next(iter(fastavro.json_reader(io.StringIO(json.dumps(value)), parsed)))
             buf = io.BytesIO()
@@ -75,9 +72,14 @@ def avro_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
         except Exception as e:  # noqa: BLE001 - fastavro's many ways of saying the datum is not of the schema
             raise InvalidEncodingError(f"Record {i}'s {what} does not match its Avro schema (id {schema_id}): "
                                        f"{type(e).__name__}: {e}. Nothing was written.") from None
-        out.append(frame(schema_id, buf.getvalue()))
-    return out
+        return buf.getvalue()
+    return _frames(schema_id, values, encode)
 
+
+def _frames(schema_id: int, values: Sequence[object], encode: Callable[[int, object], bytes]) -> list[bytes | None]:
+    """``encode(i, value)`` of each of ``values`` framed with ``schema_id``; None stays None (the one loop of
+    the three formats; ``encode`` raises InvalidEncodingError naming record ``i``)."""
+    return [None if value is None else frame(schema_id, encode(i, value)) for i, value in enumerate(values)]
 
 def _avro(schema: str, referenced: Sequence[tuple[str, str]]):
     named: dict = {}
@@ -105,11 +107,8 @@ def json_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
         InvalidEncodingError: 422 / 42203 naming the record and the first violation (its path and why).
     """
     validator = _json_validator(schema, referenced)
-    out: list[bytes | None] = []
-    for i, value in enumerate(values):
-        if value is None:
-            out.append(None)
-            continue
+
+    def encode(i: int, value: object) -> bytes:
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         except referencing.exceptions.Unresolvable as e:
@@ -119,9 +118,8 @@ def json_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
             where = "/".join(str(p) for p in error.absolute_path) or "(the document)"
             raise InvalidEncodingError(f"Record {i}'s {what} does not validate against its JSON Schema (id "
                                        f"{schema_id}) at {where}: {error.message}. Nothing was written.")
-        out.append(frame(schema_id, orjson.dumps(value)))
-    return out
-
+        return orjson.dumps(value)
+    return _frames(schema_id, values, encode)
 
 def protobuf_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: int, values: Sequence[object],
                     *, what: str) -> list[bytes | None]:
@@ -134,19 +132,14 @@ def protobuf_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_i
     """
     cls = message_class(schema, imports=referenced)
     head = encode_message_indexes([0])
-    out: list[bytes | None] = []
-    for i, value in enumerate(values):
-        if value is None:
-            out.append(None)
-            continue
+
+    def encode(i: int, value: object) -> bytes:
         try:
-            payload = json_format.ParseDict(value, cls()).SerializeToString()
+            return head + json_format.ParseDict(value, cls()).SerializeToString()
         except (json_format.ParseError, TypeError, ValueError) as e:
             raise InvalidEncodingError(f"Record {i}'s {what} is not a {cls.DESCRIPTOR.full_name} of its Protobuf "
                                        f"schema (id {schema_id}): {e}. Nothing was written.") from None
-        out.append(frame(schema_id, head + payload))
-    return out
-
+    return _frames(schema_id, values, encode)
 
 class _NotFramed(ValueError):
     """A record that is not in Confluent's wire format, or does not decode with the schema its id names."""
