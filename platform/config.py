@@ -131,6 +131,11 @@ TOPIC_CONFIG_BROKER_SYNONYMS: dict[str, str] = {
     "lake.vacuum.retention.ms": "lake.vacuum.retention.ms",
 }
 
+#: Topic configs with no broker default (a subject or a dead-letter topic names one topic's own things).
+TOPIC_ONLY_CONFIGS: frozenset[str] = frozenset({
+    "confluent.key.schema.validation", "confluent.value.schema.validation", "key.schema.subject",
+    "value.schema.subject", "errors.tolerance", "errors.deadletterqueue.topic.name"})
+
 CleanupPolicy = Literal["delete", "compact", "compact,delete"]
 CompressionType = Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
 TimestampType = Literal["CreateTime", "LogAppendTime"]
@@ -496,6 +501,36 @@ class TopicConfig(BaseModel):
                     "delta.deletedFileRetentionDuration and delta.logRetentionDuration. Default: 60000 "
                     "(Kafka's file.delete.delay.ms).")
 
+    confluent_key_schema_validation: bool = Field(
+        False, alias="confluent.key.schema.validation",
+        description="Confluent's name: record keys must be in Confluent's wire format with a schema of the "
+                    "key subject (key.schema.subject, else <topic>-key); a key that does not decode is refused "
+                    "(or sent to errors.deadletterqueue.topic.name). Default: false.")
+    confluent_value_schema_validation: bool = Field(
+        False, alias="confluent.value.schema.validation",
+        description="Confluent's name: record values must be in Confluent's wire format with a schema of the "
+                    "value subject (value.schema.subject, else <topic>-value, the topic-name strategy); a value "
+                    "that does not decode is refused (or sent to errors.deadletterqueue.topic.name), and the "
+                    "partition tables get a typed value_parsed column. Default: false.")
+    key_schema_subject: str = Field(
+        "", alias="key.schema.subject",
+        description="lakelog's own: the schema registry subject of the topic's keys; set, it turns key "
+                    "validation on as confluent.key.schema.validation does. Default: none.")
+    value_schema_subject: str = Field(
+        "", alias="value.schema.subject",
+        description="lakelog's own: the schema registry subject of the topic's values; set, it turns value "
+                    "validation and the typed value_parsed column on as confluent.value.schema.validation "
+                    "does. Default: none.")
+    errors_tolerance: Literal["none", "all"] = Field(
+        "none", alias="errors.tolerance",
+        description="Kafka Connect's name, for schema validation: none refuses a produce holding a record that "
+                    "does not decode against its subject (nothing written); all writes such records to "
+                    "errors.deadletterqueue.topic.name instead and the rest to the topic. Default: none.")
+    errors_deadletterqueue_topic_name: str = Field(
+        "", alias="errors.deadletterqueue.topic.name",
+        description="Kafka Connect's name: with errors.tolerance=all, the topic that receives the records "
+                    "that do not decode, with the reason in their headers. Default: none.")
+
     @field_validator("cleanup_policy", mode="before")
     @classmethod
     def _strip(cls, v: Any) -> Any:
@@ -527,6 +562,20 @@ class TopicConfig(BaseModel):
             v = getattr(self, name)
             out[field.alias] = str(v).lower() if isinstance(v, bool) else str(v)
         return out
+
+    def value_subject(self, topic: str) -> str | None:
+        """The registry subject a record value of ``topic`` must decode against, or None when values are not
+        validated: ``value.schema.subject``, else ``<topic>-value`` (Confluent's TopicNameStrategy) when
+        ``confluent.value.schema.validation`` is true."""
+        if self.value_schema_subject:
+            return self.value_schema_subject
+        return f"{topic}-value" if self.confluent_value_schema_validation else None
+
+    def key_subject(self, topic: str) -> str | None:
+        """As :meth:`value_subject` for record keys (``key.schema.subject``, else ``<topic>-key``)."""
+        if self.key_schema_subject:
+            return self.key_schema_subject
+        return f"{topic}-key" if self.confluent_key_schema_validation else None
 
     @property
     def timestamp_type_id(self) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.config import TOPIC_CONFIG_BROKER_SYNONYMS, BrokerSettings, TopicConfig, read_properties, settings_from_properties
+from lakelog.config import TOPIC_CONFIG_BROKER_SYNONYMS, TOPIC_ONLY_CONFIGS, BrokerSettings, TopicConfig, read_properties, settings_from_properties
 from lakelog.errors import ConfigError, LakelogError
 from lakelog.replication.topic_configs import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, config_entries
 
@@ -46,9 +46,25 @@ def test_topic_config_defaults_are_kafkas():
         "lake.commit.bytes": "67108864",
         "lake.tail.max.bytes": "1073741824",
         "lake.vacuum.retention.ms": "60000",
+        "confluent.key.schema.validation": "false",
+        "confluent.value.schema.validation": "false",
+        "key.schema.subject": "",
+        "value.schema.subject": "",
+        "errors.tolerance": "none",
+        "errors.deadletterqueue.topic.name": "",
     }
     assert config.timestamp_type_id == 0
+    assert config.value_subject("orders") is None and config.key_subject("orders") is None
     assert config.deletes and not config.compacts
+
+
+def test_schema_subjects_follow_the_topic_name_strategy_unless_named():
+    assert TopicConfig.parse({"confluent.value.schema.validation": "true"}).value_subject("orders") == "orders-value"
+    assert TopicConfig.parse({"confluent.key.schema.validation": "true"}).key_subject("orders") == "orders-key"
+    named = TopicConfig.parse({"value.schema.subject": "order-v", "confluent.value.schema.validation": "true"})
+    assert named.value_subject("orders") == "order-v" and named.key_subject("orders") is None
+    with pytest.raises(ConfigError, match="errors.tolerance"):
+        TopicConfig.parse({"errors.tolerance": "some"})
 
 
 @pytest.mark.parametrize("value", ["compact,delete", "delete,compact", " delete , compact", ["compact", "delete"]])
@@ -230,7 +246,7 @@ def test_unrelated_lakelog_env_vars_are_ignored(monkeypatch):
 def test_every_topic_config_has_a_broker_setting_with_the_same_default():
     """Kafka's ``ServerTopicConfigSynonyms``: each topic config has a broker default key; lakelog's own
     ``lake.*`` configs keep their name. With the defaults, no broker setting overrides a topic's default."""
-    assert sorted(TOPIC_CONFIG_BROKER_SYNONYMS) == sorted(TopicConfig().to_kafka())
+    assert sorted([*TOPIC_CONFIG_BROKER_SYNONYMS, *TOPIC_ONLY_CONFIGS]) == sorted(TopicConfig().to_kafka())
     assert TOPIC_CONFIG_BROKER_SYNONYMS["segment.ms"] == "log.roll.ms"
     assert all(TOPIC_CONFIG_BROKER_SYNONYMS[k] == k for k in TOPIC_CONFIG_BROKER_SYNONYMS if k.startswith("lake."))
     for broker_key in TOPIC_CONFIG_BROKER_SYNONYMS.values():
