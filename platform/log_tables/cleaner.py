@@ -69,6 +69,7 @@ from lakelog.log_tables.file_merges import MERGED_ROW_GROUP_ROWS, MERGE_TARGET_B
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.errors import RecordWithoutKeyError
 from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
+from lakelog.log_tables.typed_columns import log_columns
 from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, OPERATION_KEY, commit_rewrite, newest_commits
 
 log = logging.getLogger(__name__)
@@ -312,7 +313,7 @@ def _kept_file_rows(snapshot: FileSnapshot, f: DataFile, mask: np.ndarray) -> pa
     groups = [i for i in range(len(sizes)) if mask[starts[i]:starts[i + 1]].any()]
     if not groups:
         return LOG_SCHEMA.empty_table()
-    rows = pf.read_row_groups(groups).cast(LOG_SCHEMA)
+    rows = log_columns(pf.read_row_groups(groups))  # typed columns kept
     kept = rows.filter(pa.array(np.concatenate([mask[starts[i]:starts[i + 1]] for i in groups])))
     offsets = kept["offset"].to_numpy()
     if len(offsets) > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
@@ -390,7 +391,7 @@ def clean(table: DeltaTable, snapshot: FileSnapshot, *, config: TopicConfig, cle
     else:
         i, j = int(changed[0]), int(changed[-1])
         kept = [_kept_file_rows(snapshot, cleanable[k], mask[bounds[k]:bounds[k + 1]]) for k in range(i, j + 1)]
-        rows = pa.concat_tables(kept).combine_chunks()  # delta-rs keeps row order only for one chunk
+        rows = pa.concat_tables(kept, promote_options="permissive").combine_chunks()  # delta-rs keeps row order only for one chunk
         del kept
         lo, hi, replaced = cleanable[i].min_offset, cleanable[j].max_offset, j - i + 1
     del mask

@@ -33,8 +33,8 @@ from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
-from lakelog.log_tables.schema import LOG_SCHEMA
 from lakelog.log_tables.table_writes import commit_rewrite
+from lakelog.log_tables.typed_columns import log_columns
 
 if TYPE_CHECKING:
     from lakelog.log_tables.partition_log import PartitionLog
@@ -131,9 +131,11 @@ def choose_run(files: Sequence[DataFile], *, keep_newest: int, max_file_bytes: i
 
 
 def merged_rows(snapshot: FileSnapshot, run: Sequence[DataFile]) -> pa.Table:
-    """Every row of the files of ``run``, in offset order, as one contiguous table (log schema)."""
+    """Every row of the files of ``run``, in offset order, as one contiguous table (log schema; typed
+    columns kept, null in the rows of files written before they existed)."""
     table = pa.concat_tables(
-        pq.read_table(snapshot.path(f), filesystem=snapshot.fs).cast(LOG_SCHEMA) for f in run)
+        (log_columns(pq.read_table(snapshot.path(f), filesystem=snapshot.fs)) for f in run),
+        promote_options="permissive")
     return table.take(pc.sort_indices(table["offset"])).combine_chunks()
 
 

@@ -61,8 +61,8 @@ from lakelog.log_tables.file_merges import MERGE_TARGET_BYTES, merge_target_byte
 from lakelog.log_tables.data_files import DataFile, FileSnapshot
 from lakelog.log_tables.leader_epochs import LeaderEpochCache
 from lakelog.log_tables.recovery import RecoveredLog
-from lakelog.log_tables.schema import LOG_SCHEMA
-from lakelog.log_tables.table_writes import LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY
+from lakelog.log_tables.table_writes import (LAKE_END_OFFSET_KEY, LOG_START_OFFSET_KEY, OPERATION_KEY,
+                                             table_arrow_schema)
 
 if TYPE_CHECKING:
     from lakelog.log_tables.log_scheduler import LogScheduler
@@ -402,7 +402,7 @@ class LogLifecycle:
 
     def _remove_all(self, offset: int) -> int:
         table = self._writer.table
-        write_deltalake(table, LOG_SCHEMA.empty_table(), mode="overwrite", commit_properties=CommitProperties(
+        write_deltalake(table, table_arrow_schema(table).empty_table(), mode="overwrite", commit_properties=CommitProperties(
             custom_metadata={LAKE_END_OFFSET_KEY: str(offset), LOG_START_OFFSET_KEY: str(offset),
                              OPERATION_KEY: "reset"}))
         return table.version()

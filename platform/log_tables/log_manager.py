@@ -34,6 +34,7 @@ from lakelog.log_tables.file_merges import merge_if_needed
 from lakelog.log_tables.log_scheduler import LogScheduler
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.schema import table_dir_name
+from lakelog.log_tables.typed_columns import RecordDecoder
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ class LogManager:
         #: log opened here makes no commit of its own but appends meanwhile (a ZooKeeper watch fills it)
         self.leased_tables = LeasedTables()
         self._deletions: set[asyncio.Task] = set()
+        #: decodes schema'd topics' records into typed table columns at flush (the broker sets it to the
+        #: schema registry's decoder before it opens a log; :mod:`~lakelog.log_tables.typed_columns`).
+        #: None = no typed columns.
+        self.record_decoder: RecordDecoder | None = None
 
     def ensure_dirs(self) -> None:
         """Create ``log.dirs`` if missing; remove the directories of deleted logs a previous run left."""
@@ -121,6 +126,7 @@ class LogManager:
             id_file.write_text(topic_id)
         plog.honour_leases(self.leased_tables)
         plog.lifecycle.scheduler = self.scheduler
+        plog.record_decoder = self.record_decoder
         return plog
 
     async def drop_log(self, plog: PartitionLog, *, delete_data: bool) -> None:

@@ -61,6 +61,7 @@ from lakelog.log_tables.records import check_replicated, dense_tail_start, fetch
 from lakelog.log_tables.schema import ATTRIBUTES, TAIL_SCHEMA, TRANSACTIONAL_BIT, with_attributes
 from lakelog.log_tables.segments import SegmentLog
 from lakelog.log_tables.table_writes import commit_append, commit_truncation, newer_leader_epoch
+from lakelog.log_tables.typed_columns import RecordDecoder, with_typed_columns
 
 if TYPE_CHECKING:
     from lakelog.protocol.producer_headers import ProducerBatch
@@ -135,6 +136,9 @@ class LogWriter:
         self.closed = False
         # a Spark job's (no flush, merge, maintenance under it), and the leader's of a table in a shared lake
         self.lease = PartitionLease(topic, partition, shared=shared_lake)
+        #: decodes a schema'd topic's records into its typed columns at each Delta append (given by the log
+        #: manager; :mod:`~lakelog.log_tables.typed_columns`). None = no typed columns.
+        self.record_decoder: RecordDecoder | None = None
 
     @property
     def name(self) -> str:
@@ -274,7 +278,7 @@ class LogWriter:
                     # leader's, DeleteRecords): gone for readers, so never in the table either
                     rows = rows.filter(pc.greater_equal(rows["offset"], view.log_start_offset))
                 try:
-                    commit_append(self.table, rows.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
+                    commit_append(self.table, self.lake_rows(rows), compression_type=self.config.compression_type,
                                   lake_end_offset=read_end, log_start_offset=view.log_start_offset,
                                   leader_epoch=epoch)
                     end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,
@@ -476,7 +480,7 @@ class LogWriter:
         if self.segments is None:
             self._before_delta_append()
             version = self.commit(f"{what} to {self.name}", lambda: commit_append(
-                self.table, batch.drop_columns([ATTRIBUTES]), compression_type=self.config.compression_type,
+                self.table, self.lake_rows(batch), compression_type=self.config.compression_type,
                 lake_end_offset=base + batch.num_rows, log_start_offset=self.state.log_start_offset))
             self.state.appended(base, batch, starts, segments=None)
             return version
@@ -489,6 +493,12 @@ class LogWriter:
             self.segments.published(frame)
         self.state.appended(base, batch, starts, segments=self.segments.view)
         return None
+
+    def lake_rows(self, rows: pa.Table) -> pa.Table:
+        """Tail rows as a Delta append takes them: without :data:`ATTRIBUTES`, with the typed columns of a
+        schema'd topic (:func:`~lakelog.log_tables.typed_columns.with_typed_columns`)."""
+        return with_typed_columns(rows.drop_columns([ATTRIBUTES]), topic=self.topic, config=self.config,
+                                  decoder=self.record_decoder)
 
     def commit(self, what: str, write: Callable[[], T]) -> T:
         """Run one Delta commit, ``write()``, and return what it returns (the caller holds ``lake_lock``); on
@@ -565,7 +575,7 @@ def _append_with_gaps(writer: LogWriter, batch: pa.Table, offsets, fetched: tupl
         split = n if writer.segments is None else dense_tail_start(offsets, end)
         head, head_end = batch.slice(0, split), end if split == n else int(offsets[split])
         version = writer.commit(f"Writing {split} replicated records (offsets {base}..{head_end - 1}) to {writer.name}",
-                                lambda: commit_append(writer.table, head.drop_columns([ATTRIBUTES]),
+                                lambda: commit_append(writer.table, writer.lake_rows(head),
                                                       compression_type=writer.config.compression_type,
                                                       lake_end_offset=head_end,
                                                       log_start_offset=writer.state.log_start_offset))

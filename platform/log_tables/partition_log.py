@@ -62,6 +62,7 @@ from lakelog.log_tables.table_writes import (LAKE_END_OFFSET_KEY, LOG_END_OFFSET
                                           storage_errors)
 from lakelog.log_tables.log_transactions import LogTransactions
 from lakelog.log_tables.transaction_index import IsolationLevel
+from lakelog.log_tables.typed_columns import RecordDecoder
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,16 @@ class PartitionLog:
             return cls(topic=topic, partition=partition, table_uri=uri, config=config, table=table,
                        tail_cache_max_bytes=tail_cache_max_bytes, initial_high_watermark=initial_high_watermark,
                        clock=clock, local_dir=local_dir, storage_options=storage_options)
+
+    @property
+    def record_decoder(self) -> RecordDecoder | None:
+        """What decodes this log's records into typed columns at flush (:mod:`~lakelog.log_tables.typed_columns`;
+        used when the topic names a subject). None = none."""
+        return self._writer.record_decoder
+
+    @record_decoder.setter
+    def record_decoder(self, decoder: RecordDecoder | None) -> None:
+        self._writer.record_decoder = decoder
 
     # -- offsets --------------------------------------------------------------------------------
 

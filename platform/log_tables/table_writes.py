@@ -23,10 +23,12 @@ from deltalake.exceptions import DeltaError
 
 from lakelog.log_tables.errors import LogStorageError
 from lakelog.log_tables.schema import LOG_SCHEMA
+from lakelog.log_tables.typed_columns import conform_to_table
 
 __all__ = ["LAKE_END_OFFSET_KEY", "LEADER_EPOCH_KEY", "LOG_END_OFFSET_KEY", "LOG_START_OFFSET_KEY", "OPERATION_KEY",
            "PARQUET_CODECS", "commit_append", "newer_leader_epoch", "commit_rewrite", "commit_truncation", "newest_commits",
-           "open_log_table", "recorded_lake_end_offset", "recorded_log_start_offset", "storage_errors"]
+           "open_log_table", "recorded_lake_end_offset", "recorded_log_start_offset", "storage_errors",
+           "table_arrow_schema"]
 
 #: commitInfo key holding the table's end offset (lake end offset) after the commit.
 LAKE_END_OFFSET_KEY = "lakelog.lake_end_offset"
@@ -104,6 +106,19 @@ def _create_log_table(uri: str, *, topic: str, partition: int, storage_options: 
     )
 
 
+def table_arrow_schema(table: DeltaTable) -> pa.Schema:
+    """The table's current schema as a pyarrow schema (the log columns plus any typed columns)."""
+    return pa.schema(table.schema().to_arrow())
+
+
+def _shaped(table: DeltaTable, rows: pa.Table) -> tuple[pa.Table, dict]:
+    """``rows`` conformed to the table's columns (:func:`~lakelog.log_tables.typed_columns.conform_to_table`)
+    and the ``write_deltalake`` arguments that go with them (``schema_mode="merge"`` when the rows add
+    typed columns or nested fields: a metadata-only schema change, no file is rewritten)."""
+    rows, merge = conform_to_table(rows, table_arrow_schema(table))
+    return rows, ({"schema_mode": "merge"} if merge else {})
+
+
 def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, lake_end_offset: int,
                   log_start_offset: int | None = None, leader_epoch: int | None = None) -> int:
     """Append ``batch`` (log schema, offsets assigned) as one Delta commit; return the new table version.
@@ -116,7 +131,8 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
 
     Args:
         table: the partition table (updated in place to the new version).
-        batch: the rows, one data file.
+        batch: the rows, one data file (log columns, and the typed columns of a schema'd topic: the table's
+            schema is merged when they add columns).
         compression_type: the topic's ``compression.type`` (a key of :data:`PARQUET_CODECS`).
         lake_end_offset: the table's end offset after the batch (recorded in commitInfo).
         log_start_offset: the log start offset, recorded too (:data:`LOG_START_OFFSET_KEY`), so a log
@@ -132,8 +148,9 @@ def commit_append(table: DeltaTable, batch: pa.Table, *, compression_type: str, 
         metadata[LOG_START_OFFSET_KEY] = str(log_start_offset)
     if leader_epoch is not None:
         metadata[LEADER_EPOCH_KEY] = str(leader_epoch)
+    batch, schema_mode = _shaped(table, batch)
     write_deltalake(
-        table, batch, mode="append",
+        table, batch, mode="append", **schema_mode,
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type]),
         commit_properties=CommitProperties(custom_metadata=metadata,
                                            max_commit_retries=None if leader_epoch is None else 0),
@@ -168,7 +185,7 @@ def commit_truncation(table: DeltaTable, offset: int) -> int:
         Exception: whatever delta-rs raises (ambiguous outcome).
     """
     write_deltalake(
-        table, LOG_SCHEMA.empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
+        table, table_arrow_schema(table).empty_table(), mode="overwrite", predicate=f"offset >= {offset}",
         commit_properties=CommitProperties(custom_metadata={
             LAKE_END_OFFSET_KEY: str(offset), OPERATION_KEY: "truncate"}),
     )
@@ -184,7 +201,8 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
     older version keep their files; a later VACUUM removes them.
 
     Args:
-        rows: every record of those files, in offset order (log schema).
+        rows: every record of those files, in offset order (log schema, typed columns kept: rows of files
+            written before a typed column existed read null there).
         first, last: the offsets replaced (inclusive).
         target_file_size: bytes per output file (delta-rs splits larger outputs).
         row_group_rows: rows per Parquet row group, so readers can skip row groups by offset statistics.
@@ -197,8 +215,9 @@ def commit_rewrite(table: DeltaTable, rows: pa.Table, *, first: int, last: int, 
     Raises:
         Exception: whatever delta-rs raises (ambiguous outcome).
     """
+    rows, schema_mode = _shaped(table, rows)
     write_deltalake(
-        table, rows, mode="overwrite", predicate=f"offset >= {first} AND offset <= {last}",
+        table, rows, mode="overwrite", predicate=f"offset >= {first} AND offset <= {last}", **schema_mode,
         target_file_size=target_file_size,
         writer_properties=WriterProperties(compression=PARQUET_CODECS[compression_type],
                                            max_row_group_size=row_group_rows),
