@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from lakelog.log_tables.data_files import DataFile, FileSnapshot, _us
 from lakelog.log_tables.errors import LogTableError
 from lakelog.log_tables.schema import LOG_SCHEMA, timestamps_us
+from lakelog.log_tables.typed_columns import TYPED_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +87,25 @@ class DataLoss:
         return f"{span} ({self.count} records) are missing at the end of the log (it was truncated; {where})"
 
 
-def target_schema(columns: Sequence[str]) -> pa.Schema:
-    """The :data:`LOG_SCHEMA` fields of ``columns``, in that order.
+def target_schema(columns: Sequence[str], file_schema: pa.Schema | None = None) -> pa.Schema:
+    """The :data:`LOG_SCHEMA` fields of ``columns``, in that order; a schema'd topic's typed columns
+    (:data:`~lakelog.log_tables.typed_columns.TYPED_COLUMNS`) as ``file_schema`` has them (left out
+    without one).
 
     Raises:
         ValueError: a column the log schema does not have.
     """
-    try:
-        return pa.schema([LOG_SCHEMA.field(c) for c in columns])
-    except KeyError as e:
-        raise ValueError(f"unknown column {e}; a partition log table has {LOG_SCHEMA.names}") from None
+    fields = []
+    for c in columns:
+        if c in TYPED_COLUMNS:
+            if file_schema is not None:
+                fields.append(file_schema.field(c))
+        elif c in LOG_SCHEMA.names:
+            fields.append(LOG_SCHEMA.field(c))
+        else:
+            raise ValueError(f"unknown column '{c}'; a partition log table has {LOG_SCHEMA.names} "
+                             f"and a schema'd topic's {list(TYPED_COLUMNS)}")
+    return pa.schema(fields)
 
 
 def _row_groups(meta: pq.FileMetaData, offset_index: int, start: int, end: int) -> list[int]:
@@ -213,7 +223,7 @@ def read_file_range(snapshot: FileSnapshot, f: DataFile, start: int, end: int,
         ordered = all(b is not None for b in bounds) and all(
             bounds[k][1] < bounds[k + 1][0] for k in range(len(bounds) - 1))
         cols = [c for c in read_columns if c in names]
-        schema = target_schema(cols)
+        schema = target_schema(cols, pf.schema_arrow)
         for chunk in ([i] for i in groups) if ordered else [groups]:
             table = pf.read_row_groups(chunk, columns=cols)
             # Normalise types (files of other writers may use binary_view, ns timestamps, ...)
@@ -251,7 +261,7 @@ def _read_group(snapshot: FileSnapshot, group: list[DataFile], start: int, end: 
         return
     parts = [t for f in group for t in read_file_range(snapshot, f, start, end, read_columns, timestamps)]
     if parts:
-        yield _in_range(pa.concat_tables(parts), start, end)
+        yield _in_range(pa.concat_tables(parts, promote_options="permissive"), start, end)
 
 
 def scan_offsets(snapshot: FileSnapshot, start: int, end: int, columns: Sequence[str] | None = None, *,

@@ -175,8 +175,8 @@ def read_offset_range(table_uri: "str | DeltaTable", start: int, end: int, *, co
     for table in scan_offsets(snapshot, start, end, out_columns, on_data_loss=report,
                               end_is_committed=end_is_committed, recorded_end=lambda: recorded_lake_end_offset(dt),
                               timestamps=timestamps):
-        if table.column_names != out_columns:
-            table = table.select(out_columns)
+        if table.column_names != out_columns:  # a typed column its file lacks is left out
+            table = table.select([c for c in out_columns if c in table.column_names])
         for batch in table.to_batches(max_chunksize=batch_rows):
             if batch.num_rows:
                 yield batch

@@ -31,12 +31,14 @@ from lakelog.log_tables.schema import LOG_SCHEMA
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEY_PARSED", "VALUE_PARSED", "RecordDecoder", "conform_to_table", "log_columns", "with_typed_columns"]
+__all__ = ["KEY_PARSED", "TYPED_COLUMNS", "VALUE_PARSED", "RecordDecoder", "conform_to_table", "log_columns", "with_typed_columns"]
 
 #: The typed value column (a struct, null where the record's value does not decode).
 VALUE_PARSED = "value_parsed"
 #: The typed key column.
 KEY_PARSED = "key_parsed"
+#: Both, as a table has them (after the log columns).
+TYPED_COLUMNS = (KEY_PARSED, VALUE_PARSED)
 
 
 class RecordDecoder(Protocol):

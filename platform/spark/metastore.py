@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Sequence
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.spark.sql import (_KAFKA_SELECT_NULLS, SCHEMA, _sql_string, catalog_view_name,
                                partition_logs_from_gateway, quote_identifier)
+from lakelog.spark.typed_views import partition_typed_columns, typed_select_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,21 +110,27 @@ def spark_table_uri(table_uri: str) -> str:
     return "s3a://" + table_uri[len("s3://"):] if table_uri.startswith("s3://") else table_uri
 
 
-def topic_table_sql(partitions: Sequence[PartitionLogInfo]) -> str:
+def topic_table_sql(partitions: Sequence[PartitionLogInfo], *, storage_options: dict[str, str] | None = None) -> str:
     """The SQL of a topic's view in the metastore: every record of its partitions' Delta tables.
+
+    A schema'd topic's typed columns (``key_parsed``, ``value_parsed``) follow ``headers``
+    (:mod:`lakelog.spark.typed_views`; an object-store table's are read with delta-rs ``storage_options``,
+    none without them).
 
     Columns and order of :data:`lakelog.spark.sql.KAFKA_SOURCE_SCHEMA` (an empty topic too). No offset
     bound: a table holds only committed records (below its lake end offset), so the view is right at any
     time; offsets below the log start offset show until retention removed their files.
     """
-    selects = [f"SELECT {_KAFKA_SELECT_NULLS} WHERE false"]
-    for info in sorted(partitions, key=lambda i: i.partition):
+    partitions = sorted(partitions, key=lambda i: i.partition)
+    typed_nulls, typed_selects = typed_select_sql(partition_typed_columns(partitions, storage_options=storage_options))
+    selects = [f"SELECT {_KAFKA_SELECT_NULLS}{typed_nulls} WHERE false"]
+    for info, typed_select in zip(partitions, typed_selects):
         table = "delta.`" + spark_table_uri(info.table_uri).replace("`", "``") + "`"
         selects.append(
             f"SELECT key, value, {_sql_string(info.topic)} AS topic, CAST({info.partition} AS INT) AS partition, "
             f"CAST(offset AS BIGINT) AS offset, CAST(timestamp AS TIMESTAMP) AS timestamp, "
             f"CAST({info.timestamp_type} AS INT) AS timestampType, "
-            f"CASE WHEN size(headers) > 0 THEN headers END AS headers FROM {table}")
+            f"CASE WHEN size(headers) > 0 THEN headers END AS headers{typed_select} FROM {table}")
     return "\nUNION ALL\n".join(selects)
 
 

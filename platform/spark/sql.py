@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Sequence
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
 from lakelog.protocol.log_info import CREATE_TIME, LOG_APPEND_TIME, PartitionLogInfo
 from lakelog.replication.errors import UnknownTopicError
+from lakelog.spark.typed_views import partition_typed_columns, typed_select_sql
 
 log = logging.getLogger(__name__)
 
@@ -167,24 +169,30 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def topic_view_sql(partitions: Sequence[PartitionLogInfo], *, as_of_timestamp: str | None = None) -> str:
+def topic_view_sql(partitions: Sequence[PartitionLogInfo], *, as_of_timestamp: str | None = None,
+                   typed: Sequence[Mapping[str, DataType]] | None = None) -> str:
     """The SQL of a topic's committed records in Spark's Kafka-source shape (see :func:`topic_dataframe`).
 
     A ``SELECT`` over ``delta.`{table_uri}``` of each partition with
     ``log_start_offset <= offset < lake_bound(info)`` (the lake end offset, at most the HW), joined by
     ``UNION ALL`` behind a typed empty row set. ``as_of_timestamp`` adds Delta's ``TIMESTAMP AS OF`` to
     every table. The bounds are literals: the SQL shows what was in the tables when it was made.
+
+    A schema'd topic's typed columns (``key_parsed``, ``value_parsed``: :mod:`lakelog.spark.typed_views`)
+    follow ``headers`` when any partition table has them. ``typed``: each partition's typed columns and
+    their types; default: read from the tables' Delta schemas.
     """
     as_of = "" if as_of_timestamp is None else f" TIMESTAMP AS OF {_sql_string(as_of_timestamp)}"
-    selects = [f"SELECT {_KAFKA_SELECT_NULLS} WHERE false"]
-    for info in partitions:
+    typed_nulls, typed_selects = typed_select_sql(partition_typed_columns(partitions) if typed is None else typed)
+    selects = [f"SELECT {_KAFKA_SELECT_NULLS}{typed_nulls} WHERE false"]
+    for info, typed_select in zip(partitions, typed_selects):
         table = "delta.`" + info.table_uri.replace("`", "``") + "`" + as_of
         # Kafka's source gives null, not an empty array, for a record without headers.
         selects.append(
             f"SELECT key, value, {_sql_string(info.topic)} AS topic, CAST({info.partition} AS INT) AS partition, "
             f"CAST(offset AS BIGINT) AS offset, CAST(timestamp AS TIMESTAMP) AS timestamp, "
             f"CAST({info.timestamp_type} AS INT) AS timestampType, "
-            f"CASE WHEN size(headers) > 0 THEN headers END AS headers "
+            f"CASE WHEN size(headers) > 0 THEN headers END AS headers{typed_select} "
             f"FROM {table} WHERE offset >= {info.log_start_offset} AND offset < {lake_bound(info)}")
     return "\nUNION ALL\n".join(selects)
 

@@ -60,6 +60,12 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
   records show up about ``lake.commit.interval.ms`` after they were produced), which suits batch
   queries over history. Any other value than ``true``/``false`` is refused (see
   :func:`~lakelog.spark.source.options.read_tail_option`);
+- ``valueFormat`` (lakelog's; ``bytes`` | ``schema``, default ``bytes``): ``schema`` makes ``value`` the
+  record's value decoded with its schema registry schema (the typed ``value_parsed`` struct the broker
+  writes beside the bytes of a topic bound to a subject, ``value.schema.subject``), so a job needs no
+  ``from_avro``/``from_json``; null for a record that does not decode. Read from the Delta tables only:
+  up to the lake end offset (``lakelog.read.tail=true`` and ``lakelog.read.mode=broker`` are refused) (see
+  :func:`~lakelog.spark.source.options.value_format_option`);
 - ``lakelog.read.mode`` (lakelog's; ``direct`` | ``broker`` | ``auto``, default ``auto``): where
   executors read the offsets below the lake end offset, batch and streaming: ``direct`` from the
   partition's Delta table path, ``broker`` through the partition leader's Arrow fetch (the leader
@@ -151,8 +157,9 @@ from lakelog.spark.source.planning import (INTERNAL_TOPICS, OffsetRangePartition
                                            micro_batch_ranges, rate_limit, readable_end, resolve_ending_offsets,
                                            resolve_starting_offsets, split_ranges)
 from lakelog.spark.source.pushdown import PushedFilters, push_filters
+from lakelog.spark.source.planning import _Cluster
 from lakelog.spark.source.read import (LakelogBatchReader, LakelogPushdownBatchReader, kafka_schema, read_partition,
-                                       tail_fetch)
+                                       tail_fetch, typed_value_schema)
 from lakelog.spark.source.tail import TailFetch
 from lakelog.spark.source.sink import LakelogCommitMessage, LakelogStreamWriter, LakelogWriter, check_sink_schema
 from lakelog.spark.source.stream import LakelogStreamReader
@@ -195,12 +202,26 @@ class LakelogDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        """:func:`kafka_schema`, with ``headers`` when ``includeHeaders=true``."""
-        return kafka_schema(_bool({str(k).lower(): v for k, v in dict(self.options).items()}, "includeHeaders", False))
+        """:func:`kafka_schema`, with ``headers`` when ``includeHeaders=true``; with ``valueFormat=schema``
+        ``value`` is the topics' typed value (:func:`~lakelog.spark.source.read.typed_value_schema`, asked of
+        the gateway and the partition tables once per DataSource)."""
+        opts = {str(k).lower(): v for k, v in dict(self.options).items()}
+        if str(opts.get("valueformat", "bytes")).strip().lower() != "schema":
+            return kafka_schema(_bool(opts, "includeHeaders", False))
+        cached = getattr(self, "_typed_schema", None)
+        if cached is None:
+            options = SourceOptions.parse(self.options, streaming=False)
+            cluster = _Cluster(options)
+            try:
+                partitions = list(cluster.partitions().values())
+            finally:
+                cluster.close()
+            cached = self._typed_schema = typed_value_schema(options, partitions)
+        return cached
 
     def _check_schema(self, schema: StructType, options: SourceOptions) -> None:
         """Refuse a user-given schema other than the Kafka source's (the schema is fixed)."""
-        expected = kafka_schema(options.include_headers)
+        expected = kafka_schema(options.include_headers) if options.value_format == "bytes" else self.schema()
         if schema is not None and schema != expected:
             raise SourceOptionError(
                 "The lakelog source has a fixed schema and cannot be set with a custom one "

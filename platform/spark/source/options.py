@@ -22,7 +22,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from lakelog.client import BearerToken, ClientSettings
 from lakelog.client.settings import SPARK_BOOTSTRAP_OPTIONS
@@ -168,7 +168,7 @@ SOURCE_OPTIONS = (
     "includeHeaders", "groupIdPrefix", "kafka.group.id", "group.id", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "isolation.level", "kafka.isolation.level", "lakelog.read.tail",
     "lakelog.read.mode", "lakelog.auth.username", "lakelog.auth.password", "lakelog.auth.token",
-    "lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile",
+    "lakelog.ssl.cafile", "lakelog.ssl.certfile", "lakelog.ssl.keyfile", "valueFormat",
 ) + LAKE_STORAGE_OPTIONS
 
 #: Options of Spark's Kafka source that tune its Kafka consumer, which lakelog has none of: accepted, so a
@@ -261,7 +261,8 @@ class SourceOptions:
     None it takes the mode's default: True when ``streaming``, else False.
 
     ``isolation_level`` is ``isolation.level`` / ``kafka.isolation.level`` (see
-    :func:`isolation_level_option`); ``read_mode`` is ``lakelog.read.mode`` (see :func:`read_mode_option`).
+    :func:`isolation_level_option`); ``read_mode`` is ``lakelog.read.mode`` (see :func:`read_mode_option`);
+    ``value_format`` is ``valueFormat`` (see :func:`value_format_option`).
 
     ``group_id`` is ``kafka.group.id`` (or lakelog's earlier name ``group.id``): the consumer group whose
     offsets a stream commits after each micro-batch; ``group_id_prefix`` is ``groupIdPrefix``: without a
@@ -297,6 +298,7 @@ class SourceOptions:
     isolation_level: IsolationLevel = "read_uncommitted"
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
     read_mode: "ReadMode" = "auto"
+    value_format: ValueFormat = "bytes"
     #: LakelogClient TLS keyword arguments (:meth:`ClientSettings.tls <lakelog.client.ClientSettings.tls>`)
     tls: dict[str, str] = field(default_factory=dict)
     #: ``lakelog.lake.storage.*``: how executors open ``s3://`` tables (:mod:`~lakelog.spark.source.lake_storage`)
@@ -406,6 +408,7 @@ class SourceOptions:
                 f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
         group_id = _one_of(opts, GROUP_ID_OPTIONS, "the consumer group")
         connection = client_settings_option(opts)
+        value_format = value_format_option(opts)
         prefix = opts.get("groupidprefix")
         if prefix is not None and not prefix.strip():
             raise SourceOptionError("Option 'groupIdPrefix' is empty: name a prefix, or leave it out.")
@@ -434,7 +437,8 @@ class SourceOptions:
             fetch_offset_retries=_int(opts, "fetchOffset.numRetries", minimum=0) if "fetchoffset.numretries" in opts else 3,
             fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
                                             if "fetchoffset.retryintervalms" in opts else 1000),
-            read_tail=read_tail_option(opts, streaming=streaming),
+            read_tail=read_tail_option(opts, streaming=streaming) and value_format == "bytes",
+            value_format=value_format,
             isolation_level=isolation_level_option(opts),
             read_mode=read_mode_option(opts),
             auth=connection.auth(),
@@ -447,6 +451,35 @@ class SourceOptions:
 
 #: The option that says whether a read also fetches the offsets not in the Delta tables yet.
 READ_TAIL = "lakelog.read.tail"
+
+#: ``valueFormat``: ``bytes`` (Spark's Kafka source: ``value binary``) or ``schema`` (the typed value).
+ValueFormat = Literal["bytes", "schema"]
+VALUE_FORMATS: tuple[str, ...] = get_args(ValueFormat)
+
+
+def value_format_option(opts: Mapping[str, str]) -> ValueFormat:
+    """``valueFormat`` of lower-cased ``opts``: ``bytes`` (default: the ``value`` column is the record's bytes,
+    as Spark's Kafka source gives it) or ``schema``: ``value`` is the record's value decoded with its registry
+    schema, the ``value_parsed`` struct the broker's flusher wrote beside the bytes of a schema'd topic
+    (``value.schema.subject``; :mod:`lakelog.log_tables.typed_columns`), so a job needs no
+    ``from_avro``/``from_json``; null for a record that does not decode. The typed value exists in the
+    Delta tables only: with ``schema`` a read goes up to the lake end offset (``lakelog.read.tail`` is
+    false, and refused set true) and ``lakelog.read.mode=broker`` is refused.
+
+    Raises:
+        SourceOptionError: another value; ``schema`` with ``lakelog.read.tail=true`` or
+            ``lakelog.read.mode=broker``.
+    """
+    raw = opts.get("valueformat", "bytes").strip().lower()
+    if raw not in VALUE_FORMATS:
+        raise SourceOptionError(f"Option 'valueFormat' must be one of {', '.join(VALUE_FORMATS)}, got {raw!r}")
+    if raw == "schema" and _bool(opts, READ_TAIL, False):
+        raise SourceOptionError("Option 'valueFormat=schema' reads the typed values of the Delta tables, up to the "
+                                f"lake end offset: remove '{READ_TAIL}=true' (or read valueFormat=bytes).")
+    if raw == "schema" and opts.get("lakelog.read.mode", "").strip().lower() == "broker":
+        raise SourceOptionError("Option 'valueFormat=schema' reads the typed values of the Delta tables: use "
+                                "'lakelog.read.mode' auto or direct, not broker.")
+    return raw  # type: ignore[return-value]
 
 
 def read_tail_option(opts: Mapping[str, str], *, streaming: bool) -> bool:

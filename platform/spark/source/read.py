@@ -34,11 +34,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
-from lakelog.spark.errors import SourceError
+from lakelog.protocol.log_info import PartitionLogInfo
+from lakelog.spark.errors import SourceError, SourceOptionError
 from lakelog.spark.source.lake_storage import LakeStorage
 from lakelog.spark.source.options import ReadMode, SourceOptions
 from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePartition, _Cluster, batch_ranges,
@@ -47,6 +48,7 @@ from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePa
 from lakelog.spark.source.pushdown import PushedFilters, push_filters
 from lakelog.spark.source.tail import TailFetch, fetch_offset_range, tail_fetch
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
+from lakelog.spark.typed_views import partition_typed_columns, typed_column_type
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,26 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     """
     fields = KAFKA_SOURCE_SCHEMA.fields if include_headers else KAFKA_SOURCE_SCHEMA.fields[:-1]
     return StructType(list(fields))
+
+
+def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLogInfo]) -> StructType:
+    """The schema of a read with ``valueFormat=schema``: :func:`kafka_schema` with ``value`` the typed value
+    of the partitions' tables (their ``value_parsed`` columns' union: :mod:`lakelog.spark.typed_views`).
+
+    Raises:
+        SourceOptionError: no partition table has a typed value (the topic names no subject, or nothing
+            was flushed since it does).
+    """
+    storage = None if not partitions else options.lake_storage.for_uri(partitions[0].table_uri)
+    value_type = typed_column_type(partition_typed_columns(partitions, storage_options=storage), "value_parsed")
+    if value_type is None:
+        topics = sorted({p.topic for p in partitions})
+        raise SourceOptionError(
+            f"Option 'valueFormat=schema': no table of {', '.join(topics) or 'the topics read'} has a typed value "
+            "column yet. Bind the topic to a schema registry subject (topic config value.schema.subject) and "
+            "read it once records were flushed, or read valueFormat=bytes.")
+    base = kafka_schema(options.include_headers)
+    return StructType([StructField("value", value_type, True) if f.name == "value" else f for f in base.fields])
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
@@ -99,9 +121,12 @@ def _kafka_rows(batch: pa.RecordBatch, part: OffsetRangePartition, names: list[s
                 arrow_schema: pa.Schema) -> pa.RecordBatch:
     """Log records (``offset``, ``timestamp``, ``key``, ``value`` [, ``headers``]) as Kafka source rows."""
     n = batch.num_rows
+    value = batch.column("value") if "value" in batch.schema.names else (
+        batch.column("value_parsed") if "value_parsed" in batch.schema.names  # valueFormat=schema
+        else pa.nulls(n, arrow_schema.field("value").type))  # a file flushed before the topic had a subject
     arrays = {
         "key": batch.column("key"),
-        "value": batch.column("value"),
+        "value": value,
         "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
                                                 pa.array([part.topic])).cast(pa.string()),
         "partition": pa.array(np.full(n, part.partition, np.int32)),
@@ -184,7 +209,9 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         part: the range. None, an empty range, or any other ``InputPartition`` gives no batches: a batch
             read planning no range runs one task with ``InputPartition(None)`` (PySpark 4.2,
             ``plan_data_source_read.py``; 4.0 passed None).
-        schema: :func:`kafka_schema` (with or without ``headers``); the batches carry exactly its columns.
+        schema: :func:`kafka_schema` (with or without ``headers``; with ``valueFormat=schema``
+            :func:`typed_value_schema`, whose ``value`` is read from the tables' ``value_parsed``); the
+            batches carry exactly its columns.
         fail_on_data_loss: offsets of the range that are no longer in the log (retention, truncation)
             raise :class:`~lakelog.log_tables.reader.DataLossError` naming them (True), or are skipped
             with a warning (False).
@@ -207,7 +234,9 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
         return
     names = schema.fieldNames()
     arrow_schema = _arrow_schema(schema)
-    columns = ["offset", "timestamp", "key", "value"] + (["headers"] if "headers" in names else [])
+    typed = not isinstance(schema["value"].dataType, BinaryType)  # valueFormat=schema
+    columns = ["offset", "timestamp", "key", "value_parsed" if typed else "value"] + (
+        ["headers"] if "headers" in names else [])
 
     def on_data_loss(loss: DataLoss) -> None:
         message = f"{part.topic}-{part.partition}: {loss.describe()}."
