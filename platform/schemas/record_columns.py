@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import fastavro
@@ -35,7 +35,7 @@ from lakelog.schemas.wire_format import MAGIC_BYTE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RegistryColumns"]
+__all__ = ["RegistryColumns", "column_type"]
 
 #: A payload (after magic byte and schema id) -> the decoded record; raises when it does not decode.
 Reader = Callable[[memoryview], Any]
@@ -94,19 +94,30 @@ class RegistryColumns:
         return found
 
 
-def _type_of(view: RegistryView, version: SchemaVersion) -> tuple[pa.DataType, Convert]:
-    referenced = view.referenced_schemas(version.references)
-    if version.schema_type == "AVRO":
+def column_type(schema_type: str, schema: str, *,
+                referenced: Sequence[tuple[str, str]] = ()) -> tuple[pa.DataType, Convert]:
+    """The typed column's Arrow type for a registered schema (``AVRO``, ``JSON`` or ``PROTOBUF``: its first
+    message) and its ``convert`` (:mod:`~lakelog.schemas.arrow_types`). ``referenced``: ``(name, schema
+    text)`` of its references, dependencies first.
+
+    Raises:
+        ValueError, InvalidSchemaError: a schema that does not parse.
+    """
+    if schema_type == "AVRO":
         named: dict[str, Any] = {}
         for _, text in referenced:
             obj = orjson.loads(text)
             if isinstance(obj, dict) and "name" in obj:
                 ns, name = obj.get("namespace"), obj["name"]
                 named[name if "." in name or not ns else f"{ns}.{name}"] = obj
-        return avro_type(orjson.loads(version.schema), named=named)
-    if version.schema_type == "JSON":
-        return json_schema_type(orjson.loads(version.schema))
-    return protobuf_type(message_class(version.schema, [0], imports=referenced).DESCRIPTOR), None
+        return avro_type(orjson.loads(schema), named=named)
+    if schema_type == "JSON":
+        return json_schema_type(orjson.loads(schema))
+    return protobuf_type(message_class(schema, [0], imports=referenced).DESCRIPTOR), None
+
+
+def _type_of(view: RegistryView, version: SchemaVersion) -> tuple[pa.DataType, Convert]:
+    return column_type(version.schema_type, version.schema, referenced=view.referenced_schemas(version.references))
 
 
 def _reader_of(view: RegistryView, version: SchemaVersion, arrow_type: pa.DataType) -> Reader:

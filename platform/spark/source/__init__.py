@@ -214,9 +214,9 @@ class LakelogDataSource(DataSource):
             cluster = _Cluster(options)
             try:
                 partitions = list(cluster.partitions().values())
+                cached = self._typed_schema = typed_value_schema(options, partitions, client=cluster.client)
             finally:
                 cluster.close()
-            cached = self._typed_schema = typed_value_schema(options, partitions)
         return cached
 
     def _check_schema(self, schema: StructType, options: SourceOptions) -> None:

@@ -27,18 +27,20 @@ from __future__ import annotations
 import logging
 import os
 from typing import Iterator, Sequence
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
+from lakelog.client import GatewayError, LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
+from lakelog.schemas.record_columns import column_type
 from lakelog.spark.errors import SourceError, SourceOptionError
 from lakelog.spark.source.lake_storage import LakeStorage
 from lakelog.spark.source.options import ReadMode, SourceOptions
@@ -70,9 +72,40 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     return StructType(list(fields))
 
 
-def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLogInfo]) -> StructType:
+def registry_value_type(client: LakelogClient, topic: str) -> DataType | None:
+    """The Spark type of ``topic``'s typed value as its subject's latest schema gives it (the column the
+    flusher will write: :func:`~lakelog.schemas.record_columns.column_type`), None when the topic names no
+    subject (``value.schema.subject``, or ``confluent.value.schema.validation=true``: ``<topic>-value``) or the
+    subject has no version."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    try:
+        configs = client.admin.topic_configs(topic)
+    except GatewayError as e:
+        if getattr(e, "http_status", None) != 403:
+            raise
+        configs = {}  # no DescribeConfigs on the topic: Confluent's TopicNameStrategy subject
+    subject = (configs.get("value.schema.subject") or {}).get("value") or (
+        f"{topic}-value" if not configs or (configs.get("confluent.value.schema.validation") or {}).get("value") == "true"
+        else None)
+    if not subject:
+        return None
+    try:
+        latest = client.request("GET", f"/subjects/{quote(subject, safe='')}/versions/latest").json()
+    except GatewayError as e:
+        if getattr(e, "http_status", None) == 404:  # Confluent's 40401 / 40402: no such subject or version
+            return None
+        raise
+    arrow_type, _ = column_type(latest.get("schemaType", "AVRO"), latest["schema"])
+    return from_arrow_type(arrow_type)
+
+
+def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLogInfo], *,
+                       client: LakelogClient | None = None) -> StructType:
     """The schema of a read with ``valueFormat=schema``: :func:`kafka_schema` with ``value`` the typed value
-    of the partitions' tables (their ``value_parsed`` columns' union: :mod:`lakelog.spark.typed_views`).
+    of the partitions' tables (their ``value_parsed`` columns' union: :mod:`lakelog.spark.typed_views`), or,
+    before any was flushed, of the topics' subjects' latest schemas (:func:`registry_value_type`, through
+    ``client``).
 
     Raises:
         SourceOptionError: no partition table has a typed value (the topic names no subject, or nothing
@@ -80,6 +113,10 @@ def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLog
     """
     storage = None if not partitions else options.lake_storage.for_uri(partitions[0].table_uri)
     value_type = typed_column_type(partition_typed_columns(partitions, storage_options=storage), "value_parsed")
+    if value_type is None and client is not None:  # nothing flushed yet: the subject's latest schema
+        types = [t for t in (registry_value_type(client, topic) for topic in sorted({p.topic for p in partitions}))
+                 if t is not None]
+        value_type = typed_column_type([{"value_parsed": t} for t in types], "value_parsed")
     if value_type is None:
         topics = sorted({p.topic for p in partitions})
         raise SourceOptionError(
