@@ -48,8 +48,9 @@ def _ok_name(name: str) -> bool:
 
 
 def _as_json(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
+    """A value of a union or an untyped part as its JSON text (a string quoted: ``"c"``, ``5``)."""
+    if value is None:
+        return None
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
