@@ -195,8 +195,8 @@ def run_demo(*, data_dir: Path = Path("data/demo"), port: int = 0, bootstrap_ser
             super_user.admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=replication_factor,
                                           configs={"value.schema.subject": VALUE_SUBJECT})
         console.print(f"2. registered the flights' Avro schema as {VALUE_SUBJECT} (id {schema_ids[1]}); created "
-                      f"topic '{TOPIC}' with {PARTITIONS} partitions, replication factor {replication_factor}, "
-                      f"value.schema.subject={VALUE_SUBJECT}" + (" (as the super user)" if tls else ""))
+                      f"topic '{TOPIC}' with {PARTITIONS} partitions, replication factor {replication_factor}"
+                      + (" (as the super user)" if tls else "") + f", value.schema.subject={VALUE_SUBJECT}")
         if tls:
             _secure_banner(tls, url)
         with LakelogClient(url, **access) as client:

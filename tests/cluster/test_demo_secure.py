@@ -39,6 +39,8 @@ def test_demo_secure_runs_every_client_step_as_the_demo_user_over_tls(tmp_path, 
     assert f"produced {RECORDS:,} flights" in out and f"fetched {RECORDS:,} records back" in out
     assert f"its table counts {RECORDS:,} flights (exactly the produced count)" in out
     assert f"SELECT count(*) FROM flights -> {RECORDS:,}" in out
+    # a schema'd topic: Avro in the wire format, its SQL on the typed column
+    assert "value.schema.subject=flights-value" in out and "typed column value_parsed" in out
     assert "8. stopped the pipeline and Spark, the broker and ZooKeeper" in out
 
     tls = data_dir / "tls"
