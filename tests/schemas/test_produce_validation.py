@@ -1,0 +1,161 @@
+"""Schema validation at produce against a real broker process: a topic with a value subject refuses a
+record not in Confluent's wire format or not of the subject's schema (REST: 422 / 42230 naming the record;
+the Kafka listener: INVALID_RECORD), nothing written; a tombstone passes; with ``errors.tolerance=all`` the
+refused records go to the dead-letter topic with Kafka Connect's error headers, over REST and Kafka. One
+broker for the module; topics of their own per test."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import uuid
+
+import fastavro
+import httpx
+import pytest
+from confluent_kafka import KafkaError, Producer
+from kazoo.client import KazooClient
+
+from lakelog.client import LakelogClient
+from lakelog.runtime.broker_process import BrokerProcess
+from lakelog.schemas.wire_format import frame
+from tests.harness import new_chroot, read_partition
+from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+
+ORDER_AVRO = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "note", "type": "string"}]})
+ORDER_JSON = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
+
+
+@pytest.fixture(scope="module")
+def node(zookeeper, tmp_path_factory):
+    """One broker process with a Kafka listener: ``(broker, "host:port")``; stopped by pid at the end."""
+    chroot = new_chroot(zookeeper.connect_string)
+    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=tmp_path_factory.mktemp("validation") / "logs-0",
+                           extra_env=dict(KAFKA_LISTENER_ENV))
+    broker.start()
+    zk = KazooClient(hosts=chroot)
+    zk.start(timeout=15)
+    try:
+        bootstrap = kafka_bootstrap(zk, 0)
+    finally:
+        zk.stop()
+        zk.close()
+    yield broker, bootstrap
+    broker.stop()
+
+
+def _register(url: str, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+    answer = httpx.post(f"{url}/subjects/{subject}/versions", json={"schema": schema, "schemaType": schema_type},
+                        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id"]
+
+
+def _topic(url: str, **configs: str) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    with LakelogClient(url) as c:
+        c.create_topic(name, partitions=1, replication_factor=1, configs=configs)
+    return name
+
+
+def _avro(order: dict) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(ORDER_AVRO)), order)
+    return buf.getvalue()
+
+
+def _produce(url: str, topic: str, values: list[bytes | None]) -> httpx.Response:
+    records = [{"value": None if v is None else base64.b64encode(v).decode()} for v in values]
+    return httpx.post(f"{url}/topics/{topic}", json={"records": records}, headers={"Content-Type": V2_BINARY},
+                      timeout=60)
+
+
+def test_rest_produce_refuses_a_record_not_of_the_subject_and_writes_nothing(node):
+    url = node[0].url
+    topic = _topic(url, **{"confluent.value.schema.validation": "true"})
+    schema_id = _register(url, f"{topic}-value", ORDER_AVRO)
+    good = frame(schema_id, _avro({"id": 1, "note": "a"}))
+    for bad, why in [(b"plain bytes", "magic byte"), (frame(schema_id + 1000, _avro({"id": 2, "note": "b"})),
+                                                      "not a version of subject"),
+                     (frame(schema_id, b"\x02"), "does not decode as Avro")]:
+        answer = _produce(url, topic, [good, None, bad])
+        assert answer.status_code == 422, answer.text
+        body = answer.json()
+        assert body["error_code"] == 42230 and "Record 2" in body["message"] and why in body["message"], body
+    assert read_partition(url, topic, 0) == []
+    ok = _produce(url, topic, [good, None])  # a tombstone passes
+    assert ok.status_code == 200, ok.text
+    assert [r["offset"] for r in read_partition(url, topic, 0)] == [0, 1]
+
+
+def test_json_schema_subject_named_by_value_schema_subject(node):
+    url = node[0].url
+    subject = f"orders-{uuid.uuid4().hex[:6]}"
+    topic = _topic(url, **{"value.schema.subject": subject})
+    schema_id = _register(url, subject, ORDER_JSON, "JSON")
+    refused = _produce(url, topic, [frame(schema_id, b'{"id": 1}'), frame(schema_id, b'{"id": "one"}')])
+    assert refused.status_code == 422 and "Record 1" in refused.json()["message"], refused.text
+    assert read_partition(url, topic, 0) == []
+    assert _produce(url, topic, [frame(schema_id, b'{"id": 1}')]).status_code == 200
+
+
+def _kafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> list:
+    """Each value produced to partition 0 by confluent-kafka (no retries): each delivery report's error."""
+    reports: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "retries": 0})
+    for v in values:
+        producer.produce(topic, value=v, partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(60) == 0
+    return reports
+
+
+def test_kafka_listener_refuses_with_invalid_record(node):
+    broker, bootstrap = node
+    topic = _topic(broker.url, **{"confluent.value.schema.validation": "true"})
+    schema_id = _register(broker.url, f"{topic}-value", ORDER_AVRO)
+    reports = _kafka_produce(bootstrap, topic, [frame(schema_id, _avro({"id": 1, "note": "a"})), b"garbage"])
+    assert reports and all(err is not None and err.code() == KafkaError.INVALID_RECORD for err in reports), reports
+    assert read_partition(broker.url, topic, 0) == []
+
+
+def _dead_letter_topics(url: str) -> tuple[str, str, int]:
+    dlq = _topic(url)
+    topic = _topic(url, **{"confluent.value.schema.validation": "true", "errors.tolerance": "all",
+                           "errors.deadletterqueue.topic.name": dlq})
+    return topic, dlq, _register(url, f"{topic}-value", ORDER_AVRO)
+
+
+def _headers(record: dict) -> dict[str, str]:
+    return {h["key"]: base64.b64decode(h["value"]).decode() for h in record.get("headers") or []}
+
+
+def test_dead_letter_topic_over_rest(node):
+    url = node[0].url
+    topic, dlq, schema_id = _dead_letter_topics(url)
+    good = frame(schema_id, _avro({"id": 1, "note": "a"}))
+    answer = _produce(url, topic, [good, b"garbage", good])
+    assert answer.status_code == 200, answer.text
+    entries = answer.json()["offsets"]
+    assert [(e["partition"], e["offset"]) for e in entries] == [(0, 0), (None, None), (0, 1)]
+    assert entries[1]["error_code"] == 42230 and f"dead-letter topic '{dlq}' (partition 0, offset 0)" in entries[1]["error"]
+    assert [base64.b64decode(r["value"]) for r in read_partition(url, topic, 0)] == [good, good]
+    dead, = read_partition(url, dlq, 0)
+    assert base64.b64decode(dead["value"]) == b"garbage"
+    headers = _headers(dead)
+    assert headers["__connect.errors.topic"] == topic and headers["__connect.errors.stage"] == "VALUE_CONVERTER"
+    assert "magic byte" in headers["__connect.errors.exception.message"]
+
+
+def test_dead_letter_topic_over_kafka(node):
+    broker, bootstrap = node
+    topic, dlq, schema_id = _dead_letter_topics(broker.url)
+    good = frame(schema_id, _avro({"id": 2, "note": "b"}))
+    reports = _kafka_produce(bootstrap, topic, [good, b"garbage"])
+    assert reports == [None, None], [str(e) for e in reports]
+    assert [base64.b64decode(r["value"]) for r in read_partition(broker.url, topic, 0)] == [good]
+    dead, = read_partition(broker.url, dlq, 0)
+    assert base64.b64decode(dead["value"]) == b"garbage"
+    assert _headers(dead)["__connect.errors.stage"] == "VALUE_CONVERTER"
