@@ -513,9 +513,12 @@ def v3_data_bytes(data: Any, what: str) -> bytes | None:
         InvalidEncodingError: BINARY data that is not base64.
         MalformedBodyError: another ``type``.
     """
+    framed = getattr(data, "_framed", None)
+    if framed is not None:  # serialized with its schema (the request layer's encode_v3_data)
+        return framed
     if data is None or data.data is None:
         return None
-    kind = data.type.upper()
+    kind = (data.type or "BINARY").upper()
     if kind == "BINARY":
         try:
             return base64.b64decode(data.data, validate=True)

@@ -159,3 +159,35 @@ def test_dead_letter_topic_over_kafka(node):
     dead, = read_partition(broker.url, dlq, 0)
     assert base64.b64decode(dead["value"]) == b"garbage"
     assert _headers(dead)["__connect.errors.stage"] == "VALUE_CONVERTER"
+
+
+def test_v3_produce_serializes_with_a_schema_id_or_a_subject_version(node):
+    url = node[0].url
+    topic = _topic(url, **{"confluent.value.schema.validation": "true"})
+    first = _register(url, f"{topic}-value", ORDER_AVRO)
+    with_default = json.dumps({"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "note", "type": "string"},
+        {"name": "qty", "type": "int", "default": 1}]})
+    second = _register(url, f"{topic}-value", with_default)
+    cluster = httpx.get(f"{url}/v3/clusters", timeout=30).json()["data"][0]["cluster_id"]
+    records = f"{url}/v3/clusters/{cluster}/topics/{topic}/records"
+    by_id = httpx.post(records, json={"value": {"schema_id": first, "data": {"id": 1, "note": "a"}}}, timeout=30)
+    assert by_id.status_code == 200 and by_id.json()["offset"] == 0, by_id.text
+    by_version = httpx.post(records, json={"value": {"subject": f"{topic}-value", "schema_version": 2,
+                                                     "data": {"id": 2, "note": "b", "qty": 5}}}, timeout=30)
+    assert by_version.status_code == 200, by_version.text
+    latest = httpx.post(records, json={"value": {"subject_name_strategy": "TOPIC_NAME", "data": {"id": 3, "note": "c"}}},
+                        timeout=30)
+    assert latest.status_code == 200, latest.text
+    tombstone = httpx.post(records, json={"key": {"type": "STRING", "data": "k"}, "value": None}, timeout=30)
+    assert tombstone.status_code == 200, tombstone.text
+    refused = httpx.post(records, json={"value": {"schema_id": first, "data": {"id": "x"}}}, timeout=30)
+    assert refused.status_code == 422 and refused.json()["error_code"] == 42203, refused.text
+    unknown = httpx.post(records, json={"value": {"subject": f"{topic}-value", "schema_version": 9, "data": {}}},
+                         timeout=30)
+    assert unknown.status_code == 422 and unknown.json()["error_code"] == 42205, unknown.text
+    values = [r["value"] for r in read_partition(url, topic, 0)]
+    assert values[:3] == [base64.b64encode(frame(first, _avro({"id": 1, "note": "a"}))).decode(),
+                          base64.b64encode(frame(second, _avro({"id": 2, "note": "b"}) + b"\x0a")).decode(),
+                          base64.b64encode(frame(second, _avro({"id": 3, "note": "c"}) + b"\x02")).decode()]
+    assert values[3] is None and len(values) == 4
