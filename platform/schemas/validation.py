@@ -46,8 +46,10 @@ __all__ = ["RecordField", "SubjectValidator", "wire_format_failures"]
 #: which part of a record a subject validates
 RecordField = Literal["key", "value"]
 
-#: a compiled check of one schema's payloads: raises ValueError (or any exception) naming what is wrong
-PayloadCheck = Callable[[bytes], None]
+#: a compiled check of one schema's payloads: ``check(data, stream, start, end)`` checks ``data[start:end]``
+#: (``stream``: an ``io.BytesIO`` over ``data``, for Avro's reader); raises ValueError (or any exception)
+#: naming what is wrong
+PayloadCheck = Callable[[bytes, io.BytesIO, int, int], None]
 
 
 def wire_format_failures(values: pa.Array | pa.ChunkedArray) -> tuple[dict[int, str], np.ndarray, np.ndarray]:
@@ -89,26 +91,26 @@ def _payload_check(version: SchemaVersion, referenced: Sequence[tuple[str, str]]
     if version.schema_type == "AVRO":
         parsed = _avro(version.schema, referenced)
 
-        def check_avro(payload: bytes) -> None:
-            buf = io.BytesIO(payload)
-            fastavro.schemaless_reader(buf, parsed, None)
-            if buf.tell() != len(payload):
-                raise ValueError(f"{len(payload) - buf.tell()} bytes left over after the Avro datum")
+        def check_avro(data: bytes, stream: io.BytesIO, start: int, end: int) -> None:
+            stream.seek(start)
+            fastavro.schemaless_reader(stream, parsed, None)
+            if stream.tell() != end:
+                raise ValueError(f"the Avro datum is {stream.tell() - start} bytes, the payload {end - start}")
         return check_avro
     if version.schema_type == "JSON":
         if referenced:  # $refs to other subjects' schemas by their reference names: jsonschema's registry
             slow = _json_validator(version.schema, referenced)
 
-            def check_json_referencing(payload: bytes) -> None:
-                error = jsonschema.exceptions.best_match(slow.iter_errors(orjson.loads(payload)))
+            def check_json_referencing(data: bytes, stream: io.BytesIO, start: int, end: int) -> None:
+                error = jsonschema.exceptions.best_match(slow.iter_errors(orjson.loads(memoryview(data)[start:end])))
                 if error is not None:
                     where = "/".join(str(p) for p in error.absolute_path) or "(the document)"
                     raise ValueError(f"not valid at {where}: {error.message}")
             return check_json_referencing
         validator = jsonschema_rs.validator_for(orjson.loads(version.schema))
 
-        def check_json(payload: bytes) -> None:
-            document = orjson.loads(payload)
+        def check_json(data: bytes, stream: io.BytesIO, start: int, end: int) -> None:
+            document = orjson.loads(memoryview(data)[start:end])
             if not validator.is_valid(document):
                 error = next(iter(validator.iter_errors(document)))
                 where = "/".join(str(p) for p in error.instance_path) or "(the document)"
@@ -116,7 +118,8 @@ def _payload_check(version: SchemaVersion, referenced: Sequence[tuple[str, str]]
         return check_json
     classes: dict[tuple[int, ...], type] = {}
 
-    def check_protobuf(payload: bytes) -> None:
+    def check_protobuf(data: bytes, stream: io.BytesIO, start: int, end: int) -> None:
+        payload = data[start:end]
         indexes, pos = decode_message_indexes(payload[:64], 0)
         key = tuple(indexes)
         cls = classes.get(key)
@@ -157,6 +160,7 @@ class SubjectValidator:
         _, offsets_buf, data_buf = arr.buffers()
         offsets = np.frombuffer(offsets_buf, np.int32)[arr.offset: arr.offset + len(arr) + 1]
         data = data_buf.to_pybytes()
+        stream = io.BytesIO(data)
         unique = np.unique(ids)
         for schema_id in unique.tolist():
             sel = rows if len(unique) == 1 else rows[ids == schema_id]
@@ -173,7 +177,7 @@ class SubjectValidator:
             label = _LABELS[version.schema_type]
             for i, start, end in zip(sel.tolist(), (offsets[sel] + 5).tolist(), offsets[sel + 1].tolist()):
                 try:
-                    check(data[start:end])
+                    check(data, stream, start, end)
                 except Exception as e:  # noqa: BLE001 - each library's many ways of refusing the bytes
                     failures[i] = (f"it does not decode as {label} of schema id {schema_id} (subject "
                                    f"'{self.subject}' version {version.version}): {type(e).__name__}: {e}")

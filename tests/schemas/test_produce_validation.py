@@ -1,8 +1,9 @@
 """Schema validation at produce against a real broker process: a topic with a value subject refuses a
 record not in Confluent's wire format or not of the subject's schema (REST: 422 / 42230 naming the record;
 the Kafka listener: INVALID_RECORD), nothing written; a tombstone passes; with ``errors.tolerance=all`` the
-refused records go to the dead-letter topic with Kafka Connect's error headers, over REST and Kafka. One
-broker for the module; topics of their own per test."""
+refused records go to the dead-letter topic with Kafka Connect's error headers, over REST and Kafka; v3
+produce serializes a value with a schema id or a subject's version. One broker for the module; topics of
+their own per test (the Protobuf check needs no broker: protoc and protobuf only)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ import uuid
 
 import fastavro
 import httpx
+import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, Producer
 from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
 from lakelog.runtime.broker_process import BrokerProcess
+from lakelog.schemas.protobuf_schemas import encode_message_indexes, message_class
+from lakelog.schemas.registry_state import RegistryView, SchemaVersion
+from lakelog.schemas.validation import SubjectValidator
 from lakelog.schemas.wire_format import frame
 from tests.harness import new_chroot, read_partition
 from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
@@ -191,3 +196,14 @@ def test_v3_produce_serializes_with_a_schema_id_or_a_subject_version(node):
                           base64.b64encode(frame(second, _avro({"id": 2, "note": "b"}) + b"\x0a")).decode(),
                           base64.b64encode(frame(second, _avro({"id": 3, "note": "c"}) + b"\x02")).decode()]
     assert values[3] is None and len(values) == 4
+
+
+def test_protobuf_values_decode_with_their_message_indexes():
+    proto = 'syntax = "proto3";\npackage shop;\nmessage Order {\n  int64 id = 1;\n}\n'
+    version = SchemaVersion(subject="shop-value", version=1, schema_id=7, schema_type="PROTOBUF", schema=proto)
+    validator = SubjectValidator("shop-value", field="value", versions=[version], view=RegistryView())
+    good = frame(7, encode_message_indexes([0]) + message_class(proto)(id=5).SerializeToString())
+    column = pa.array([good, None, frame(7, encode_message_indexes([3]) + b"\x08\x05"),
+                       frame(7, encode_message_indexes([0]) + b"\xff\xff")], pa.binary())
+    failures = validator.failures(column)
+    assert sorted(failures) == [2, 3] and all("Protobuf of schema id 7" in m for m in failures.values()), failures
