@@ -110,12 +110,12 @@ class RecordValidation:
         return dict(sorted((await asyncio.to_thread(check)).items()))
 
 
-def refusal(topic: str, failures: dict[int, str], *, offset: int = 0) -> RecordValidationError:
-    """The error refusing a whole request for ``failures`` (indexes shifted by ``offset`` in the message)."""
+def refusal(topic: str, failures: dict[int, str]) -> RecordValidationError:
+    """The error refusing a whole request for ``failures`` (record index -> reason, in index order)."""
     first, reason = next(iter(failures.items()))
     more = f" ({len(failures) - 1} more record(s) fail too)" if len(failures) > 1 else ""
     return RecordValidationError(
-        f"Record {first + offset} is refused by topic '{topic}''s schema validation: {reason}{more}. Nothing was "
+        f"Record {first} is refused by the schema validation of topic '{topic}': {reason}{more}. Nothing was "
         "written; serialize it with a schema of the subject (Confluent's wire format).", failures=failures)
 
 

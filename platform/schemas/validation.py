@@ -56,9 +56,9 @@ def wire_format_failures(values: pa.Array | pa.ChunkedArray) -> tuple[dict[int, 
     """The records of a binary column not in Confluent's wire format, and the schema id of the others.
 
     Returns:
-        ``(failures, rows, ids)``: record index -> reason for each non-null value shorter than 5 bytes or
-        whose first byte is not 0; ``rows`` (int64) the indexes of the framed values and ``ids`` (int64)
-        their schema ids, in order. Nulls are in neither.
+        ``(failures, rows, ids)``: record index -> reason (to follow "its value ...") for each non-null value
+        shorter than 5 bytes or whose first byte is not 0; ``rows`` (int64) the indexes of the framed values
+        and ``ids`` (int64) their schema ids, in order. Nulls are in neither.
     """
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if arr.type != pa.binary():
@@ -75,11 +75,11 @@ def wire_format_failures(values: pa.Array | pa.ChunkedArray) -> tuple[dict[int, 
     rows = np.flatnonzero(long_enough)
     at = starts[rows]
     magic = data[at] if len(at) else np.zeros(0, np.uint8)
-    failures = {int(i): f"{int(lengths[i])} bytes, too short for Confluent's wire format (magic byte 0 and a "
+    failures = {int(i): f"is {int(lengths[i])} bytes, too short for Confluent's wire format (magic byte 0 and a "
                         "4-byte schema id)" for i in np.flatnonzero(valid & (lengths < 5))}
     bad_magic = magic != MAGIC_BYTE
     for i, m in zip(rows[bad_magic].tolist(), magic[bad_magic].tolist()):
-        failures[i] = f"its first byte is {m}, not Confluent's wire format's magic byte 0"
+        failures[i] = f"starts with byte {m}, not Confluent's wire format's magic byte 0"
     rows, at = rows[~bad_magic], at[~bad_magic]
     ids = ((data[at + 1].astype(np.int64) << 24) | (data[at + 2].astype(np.int64) << 16)
            | (data[at + 3].astype(np.int64) << 8) | data[at + 4].astype(np.int64))
@@ -151,8 +151,8 @@ class SubjectValidator:
         self._checks: dict[int, PayloadCheck] = {}
 
     def failures(self, values: pa.Array | pa.ChunkedArray) -> dict[int, str]:
-        """Record index -> why its ``field`` is refused, for each record of the column that fails (empty: every
-        record passes; nulls pass). Blocking (decodes every framed record)."""
+        """Record index -> why its ``field`` is refused (to follow "its value ..."), for each record of the
+        column that fails (empty: every record passes; nulls pass). Blocking (decodes every framed record)."""
         failures, rows, ids = wire_format_failures(values)
         if not len(rows):
             return failures
@@ -166,8 +166,8 @@ class SubjectValidator:
             sel = rows if len(unique) == 1 else rows[ids == schema_id]
             version = self.versions.get(schema_id)
             if version is None:
-                reason = (f"its schema id {schema_id} is not a version of subject '{self.subject}' (registered "
-                          f"ids: {sorted(self.versions) or 'none'})")
+                reason = (f"has schema id {schema_id}, which is not a version of subject '{self.subject}' "
+                          f"(its ids: {sorted(self.versions) or 'none'})")
                 failures.update((i, reason) for i in sel.tolist())
                 continue
             check = self._checks.get(schema_id)
