@@ -107,6 +107,21 @@ def test_json_schema_subject_named_by_value_schema_subject(node):
     assert _produce(url, topic, [frame(schema_id, b'{"id": 1}')]).status_code == 200
 
 
+def test_keys_are_validated_against_the_key_subject(node):
+    url = node[0].url
+    subject = f"order-keys-{uuid.uuid4().hex[:6]}"
+    topic = _topic(url, **{"key.schema.subject": subject})
+    schema_id = _register(url, subject, ORDER_JSON, "JSON")
+    framed = base64.b64encode(frame(schema_id, b'{"id": 7}')).decode()
+    body = {"records": [{"key": framed, "value": "AA=="}, {"key": "a2V5", "value": "AA=="}]}
+    refused = httpx.post(f"{url}/topics/{topic}", json=body, headers={"Content-Type": V2_BINARY}, timeout=60)
+    assert refused.status_code == 422 and "Record 1" in refused.json()["message"], refused.text
+    assert "its key" in refused.json()["message"]
+    body["records"].pop()
+    assert httpx.post(f"{url}/topics/{topic}", json=body, headers={"Content-Type": V2_BINARY},
+                      timeout=60).status_code == 200
+
+
 def _kafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> list:
     """Each value produced to partition 0 by confluent-kafka (no retries): each delivery report's error."""
     reports: list = []
