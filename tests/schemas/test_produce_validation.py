@@ -222,3 +222,24 @@ def test_protobuf_values_decode_with_their_message_indexes():
                        frame(7, encode_message_indexes([0]) + b"\xff\xff")], pa.binary())
     failures = validator.failures(column)
     assert sorted(failures) == [2, 3] and all("Protobuf of schema id 7" in m for m in failures.values()), failures
+
+
+def test_kafka_answer_names_each_refused_record_in_record_errors(node):
+    """ProduceResponse v9's ``record_errors`` (KIP-467): the batch index and why of each refused record."""
+    from kafka.protocol.producer.produce import ProduceResponse
+
+    from tests.kafka.test_protocol_edges import _batch, _connect, _produce_frame, _read_frame
+
+    broker, bootstrap = node
+    topic = _topic(broker.url, **{"confluent.value.schema.validation": "true"})
+    schema_id = _register(broker.url, f"{topic}-value", ORDER_AVRO)
+    good = frame(schema_id, _avro({"id": 1, "note": "a"}))
+    with _connect(bootstrap) as sock:
+        sock.sendall(_produce_frame(topic, bytes(_batch([good, b"x", good, frame(schema_id, b"\x02")]))))
+        answer = ProduceResponse.decode(_read_frame(sock), version=9, header=True)
+    (partition,) = answer.responses[0].partition_responses
+    assert partition.error_code == 87 and partition.base_offset == -1  # INVALID_RECORD
+    assert [e.batch_index for e in partition.record_errors] == [1, 3]
+    assert "magic byte" in partition.record_errors[0].batch_index_error_message
+    assert "Record 1" in partition.error_message
+    assert read_partition(broker.url, topic, 0) == []
