@@ -230,11 +230,15 @@ class SchemaRegistryOperations:
         v = self.version(subject, version, context=context)
         return self.view.referenced_by(v.subject, v.version)
 
-    def lookup(self, subject: str, body: dict, *, deleted: bool = False, context: RequestContext) -> SchemaVersion:
-        """``POST /subjects/{s}``: the subject's version holding this schema.
+    async def lookup(self, subject: str, body: dict, *, deleted: bool = False, context: RequestContext) -> SchemaVersion:
+        """``POST /subjects/{s}``: the subject's version holding this schema. The schema is parsed in a worker
+        thread (a Protobuf text the broker has not seen runs protoc: about 0.2 s).
 
         Raises: SubjectNotFoundError, SchemaNotFoundError, InvalidSchemaError.
         """
+        return await asyncio.to_thread(self._lookup, subject, body, deleted=deleted, context=context)
+
+    def _lookup(self, subject: str, body: dict, *, deleted: bool, context: RequestContext) -> SchemaVersion:
         self._require(context, subject, write=False)
         versions = self._versions(subject, deleted=deleted)
         wanted = parse_candidate(self.view, schema=body.get("schema"), schema_type=body.get("schemaType"),
@@ -255,13 +259,19 @@ class SchemaRegistryOperations:
             "op": "register", "subject": subject, "schema": body.get("schema"), "schemaType": body.get("schemaType"),
             "references": body.get("references") or [], "id": body.get("id"), "version": body.get("version")})
 
-    def check_compatibility(self, subject: str, version: str | None, body: dict, *, verbose: bool = False,
-                            context: RequestContext) -> dict:
+    async def check_compatibility(self, subject: str, version: str | None, body: dict, *, verbose: bool = False,
+                                  context: RequestContext) -> dict:
         """``POST /compatibility/subjects/{s}/versions/{v}`` (``version`` None: against the versions the
-        subject's level checks): ``{"is_compatible": bool, "messages": [...]?}``.
+        subject's level checks): ``{"is_compatible": bool, "messages": [...]?}``. Parsing and the check run
+        in a worker thread (protoc for a Protobuf text the broker has not seen: about 0.2 s).
 
         Raises: VersionNotFoundError (a version given that does not exist), InvalidVersionError, InvalidSchemaError.
         """
+        return await asyncio.to_thread(self._check_compatibility, subject, version, body, verbose=verbose,
+                                       context=context)
+
+    def _check_compatibility(self, subject: str, version: str | None, body: dict, *, verbose: bool,
+                             context: RequestContext) -> dict:
         self._require(context, check_subject(subject), write=False)
         new = parse_candidate(self.view, schema=body.get("schema"), schema_type=body.get("schemaType"),
                               references=body.get("references"))
