@@ -47,8 +47,11 @@ demo: install
 	$(BIN)/lakelog demo
 
 # Everything: unit, gateway, Spark and cluster tests (what CI runs).
+# Two workers (pytest-xdist): each takes whole test files (--dist loadfile), so a module-scoped cluster
+# serves its module on one worker; TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Fast tests only: no SparkSession, no broker kills, no wheel install.
 test-fast: install

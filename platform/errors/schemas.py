@@ -16,7 +16,7 @@ from lakelog.errors.base import LakelogError
 
 __all__ = [
     "SCHEMA_REGISTRY_ERROR_HEADER", "IncompatibleSchemaError", "InvalidCompatibilityLevelError", "InvalidModeError", "InvalidSchemaError",
-    "InvalidSubjectError", "InvalidVersionError", "OperationNotPermittedError", "ReferenceExistsError",
+    "InvalidSubjectError", "InvalidVersionError", "OperationNotPermittedError", "RecordValidationError", "ReferenceExistsError",
     "SCHEMA_REGISTRY_ERRORS", "SchemaNotFoundError", "SchemaRegistryError", "SchemaRegistryForwardingError",
     "SchemaRegistryStoreError", "SchemaRegistryTimeoutError", "SchemaVersionNotSoftDeletedError",
     "SchemaVersionSoftDeletedError", "SubjectCompatibilityNotConfiguredError", "SubjectModeNotConfiguredError",
@@ -250,3 +250,25 @@ class InvalidEmbeddedSchemaError(LakelogError):
 
     http_status = 422
     error_code = 42205
+
+
+class RecordValidationError(LakelogError):
+    """A record produced to a topic with schema validation (``confluent.value.schema.validation``,
+    ``value.schema.subject`` and their key forms) has a key or value that is not in Confluent's wire format,
+    whose schema id is not a version of the topic's subject, or that does not decode against that schema
+    (:mod:`lakelog.schemas.validation`). The message names the first such record's index in the request and
+    the reason; nothing of the request was written. 422 / 42230 (lakelog's code). Kafka: INVALID_RECORD (87),
+    with each refused record in ProduceResponse's ``record_errors`` (KIP-467). Not retriable: serialize the
+    record with a schema of the subject (or set ``errors.tolerance=all`` and
+    ``errors.deadletterqueue.topic.name`` on the topic to route such records aside).
+
+    Attributes:
+        failures: record index -> the reason, for every refused record of the request (in index order).
+    """
+
+    http_status = 422
+    error_code = 42230
+
+    def __init__(self, message: str, *, failures: dict[int, str] | None = None) -> None:
+        super().__init__(message)
+        self.failures = dict(sorted((failures or {}).items()))

@@ -34,7 +34,7 @@ from typing_extensions import NotRequired, TypedDict
 from lakelog.protocol.arrow_ipc import arrow_ipc, read_arrow_ipc
 from lakelog.ingest_api.columnar_json import decode_columnar
 from lakelog.log_tables.errors import InvalidTimestampError
-from lakelog.errors import RecordDeserializationError
+from lakelog.errors import RecordDeserializationError, RecordValidationError
 from lakelog.protocol.errors import (
     FieldOutOfRangeError,
     InvalidBodyFieldError,
@@ -437,11 +437,13 @@ def produce_response_body(result: Any) -> bytes:
     "value_schema_id": null}``, one entry per record in request order.
 
     A record whose partition's share failed has ``offset`` null and ``error_code`` 2 (retriable) or 1 (not),
-    as REST Proxy reports Kafka errors per record. When every share succeeded and the request had at
+    as REST Proxy reports Kafka errors per record. A record that schema validation sent to the topic's
+    dead-letter topic (``errors.tolerance=all``) has ``partition`` and ``offset`` null, ``error_code`` 42230
+    and an ``error`` naming the dead-letter topic, partition and offset and why. When every share succeeded and the request had at
     least :data:`_ARROW_ANSWER_MIN_RECORDS` records, the entries are built as Arrow strings
     (:func:`produce_response_pieces`, no Python object per record); both ways give the same bytes.
     """
-    if result.errors or len(result.offsets) < _ARROW_ANSWER_MIN_RECORDS:
+    if result.errors or result.dead_letters or len(result.offsets) < _ARROW_ANSWER_MIN_RECORDS:
         return orjson.dumps(_produce_response_entries(result))
     return b"".join(produce_response_pieces(result)[1])
 
@@ -489,9 +491,14 @@ def _decimal_chars(values: np.ndarray) -> int:
 def _produce_response_entries(result: Any) -> dict:
     """The produce answer as Python objects (the path with failed shares)."""
     entries = []
-    for p, o in zip(result.partitions.tolist(), result.offsets.tolist()):
+    letters = result.dead_letters
+    for i, (p, o) in enumerate(zip(result.partitions.tolist(), result.offsets.tolist())):
         err = result.errors.get(p)
-        if err is None:
+        letter = letters.get(i) if letters else None
+        if letter is not None:
+            entries.append({"partition": None, "offset": None, "error_code": RecordValidationError.error_code,
+                            "error": letter.message(i)})
+        elif err is None:
             entries.append({"partition": p, "offset": o, "error_code": None, "error": None})
         else:
             entries.append({"partition": p, "offset": None,
@@ -506,9 +513,12 @@ def v3_data_bytes(data: Any, what: str) -> bytes | None:
         InvalidEncodingError: BINARY data that is not base64.
         MalformedBodyError: another ``type``.
     """
+    framed = getattr(data, "_framed", None)
+    if framed is not None:  # serialized with its schema (the request layer's encode_v3_data)
+        return framed
     if data is None or data.data is None:
         return None
-    kind = data.type.upper()
+    kind = (data.type or "BINARY").upper()
     if kind == "BINARY":
         try:
             return base64.b64decode(data.data, validate=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, WithJsonSchema
 
 from lakelog.consumer_groups.instances import INSTANCE_NAME_PATTERN, MAX_GROUP_ID_LENGTH, MAX_INSTANCE_NAME_LENGTH
 from lakelog.protocol.log_info import PartitionLogInfo  # noqa: F401  (the logs route answers it)
@@ -311,8 +311,29 @@ class UpdatePartitionCountRequest(BaseModel):
 
 
 class V3ProduceData(BaseModel):
-    type: str = Field("BINARY", description="BINARY (base64 `data`), JSON or STRING")
+    """A v3 record's key or value: bytes as ``type`` says, or (Confluent Server's schema'd produce) ``data``
+    serialized with a registered schema into Confluent's wire format, the schema named by ``schema_id``, or
+    ``subject`` (default: ``subject_name_strategy`` TOPIC_NAME's ``{topic}-key`` / ``{topic}-value``) and
+    ``schema_version`` (default: the latest)."""
+
+    type: Optional[str] = Field(None, description="BINARY (base64 `data`; the default), JSON or STRING; or AVRO, "
+                                                  "JSONSCHEMA, PROTOBUF with a schema named below")
     data: Any = None
+    schema_id: Optional[Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]] = Field(
+        None, description="Serialize `data` with the registered schema of this id (Confluent's wire format).")
+    subject: Optional[str] = Field(None, description="Serialize `data` with a version of this subject.")
+    subject_name_strategy: Optional[Literal["TOPIC_NAME"]] = Field(
+        None, description="The subject as Confluent's TopicNameStrategy names it: <topic>-key or <topic>-value.")
+    schema_version: Optional[Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)]] = Field(
+        None, description="The subject's version (default, or -1: the latest).")
+    #: ``data`` in Confluent's wire format once the request layer serialized it (the produced bytes)
+    _framed: Optional[bytes] = PrivateAttr(None)
+
+    @property
+    def schema_named(self) -> bool:
+        """Whether ``data`` is to be serialized with a registered schema."""
+        return (self.schema_id is not None or self.subject is not None or self.subject_name_strategy is not None
+                or self.schema_version is not None or (self.type or "").upper() in ("AVRO", "JSONSCHEMA", "PROTOBUF"))
 
 
 class V3ProduceRequest(BaseModel):

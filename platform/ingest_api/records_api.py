@@ -278,7 +278,7 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
         return kafka_json({"partition": partition, "base_offset": base,
                            "last_offset": -1 if acks == "0" else base + batch.num_rows - 1,
                            "record_count": batch.num_rows})
-    if len(result.offsets) > codecs.ANSWER_PIECE_RECORDS and not result.errors:
+    if len(result.offsets) > codecs.ANSWER_PIECE_RECORDS and not result.errors and not result.dead_letters:
         length, pieces = codecs.produce_response_pieces(result)  # ~60 bytes a record: sent in pieces
         return StreamingResponse(pieces, media_type=V2, headers={"Content-Length": str(length)})
     return Response(codecs.produce_response_body(result), media_type=V2)

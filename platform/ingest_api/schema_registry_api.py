@@ -197,7 +197,7 @@ async def delete_version(subject: Subject, version: Version, broker: BrokerDep, 
 @router.post("/subjects/{subject:path}", summary="The subject's version holding this schema (lookup)")
 async def lookup(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
                  deleted: Deleted = False, normalize: Annotated[bool, Query()] = False) -> dict:
-    return broker.requests.schemas.lookup(subject, body.command(), deleted=deleted, context=context).to_dict()
+    return (await broker.requests.schemas.lookup(subject, body.command(), deleted=deleted, context=context)).to_dict()
 
 
 @router.delete("/subjects/{subject:path}", summary="Delete a subject (soft, or permanently after a soft delete)")
@@ -211,8 +211,8 @@ async def delete_subject(subject: Subject, broker: BrokerDep, context: ContextDe
 async def compatibility_with_version(subject: Subject, version: Version, body: SchemaBody, broker: BrokerDep,
                                      context: ContextDep, verbose: Annotated[bool, Query()] = False,
                                      normalize: Annotated[bool, Query()] = False) -> dict:
-    return broker.requests.schemas.check_compatibility(subject, version, body.command(), verbose=verbose,
-                                                       context=context)
+    return await broker.requests.schemas.check_compatibility(subject, version, body.command(), verbose=verbose,
+                                                             context=context)
 
 
 @router.post("/compatibility/subjects/{subject:path}/versions",
@@ -220,8 +220,8 @@ async def compatibility_with_version(subject: Subject, version: Version, body: S
 async def compatibility_with_versions(subject: Subject, body: SchemaBody, broker: BrokerDep, context: ContextDep,
                                       verbose: Annotated[bool, Query()] = False,
                                       normalize: Annotated[bool, Query()] = False) -> dict:
-    return broker.requests.schemas.check_compatibility(subject, None, body.command(), verbose=verbose,
-                                                       context=context)
+    return await broker.requests.schemas.check_compatibility(subject, None, body.command(), verbose=verbose,
+                                                             context=context)
 
 
 # -- config and mode ----------------------------------------------------------------------------------------

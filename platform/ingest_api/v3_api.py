@@ -18,6 +18,7 @@ from lakelog.ingest_api.openapi_docs import error_responses
 from lakelog.ingest_api.permissions import ProduceContextDep, topic_permission
 from lakelog.ingest_api.records_api import PRODUCER_HEADER_PARAMETERS, in_flight, read_body
 from lakelog.ingest_api.topics_api import ERRORS, TopicName
+from lakelog.errors import LakelogError, RecordValidationError
 from lakelog.protocol.errors import MalformedBodyError, ProduceQueueFullError
 from lakelog.protocol.producer_headers import producer_batch_from_headers
 from lakelog.replication.metadata import TopicMetadata
@@ -181,9 +182,12 @@ async def produce(cluster_id: str, topic: TopicName, request: Request,
             response.headers["Retry-After"] = str(e.retry_after_s)
             return response
         size = len(raw)
-        items = v3_records.parse_records(raw)
+        items = await v3_records.serialize_schemas(v3_records.parse_records(raw), topic=meta.name,
+                                                   schemas=broker.requests.schemas, context=context)
         del raw
         if len(items) == 1:
+            if isinstance(items[0], LakelogError):
+                raise items[0]
             return await _produce_one(cluster_id, meta.name, items[0], broker, context, producer)
         batch, named, rows, errors = v3_records.records_batch(items)
         outcomes: list = [errors.get(i) for i in range(len(items))]
@@ -207,6 +211,8 @@ async def _produce_one(cluster_id: str, topic: str, body: models.V3ProduceReques
                                                           producer=producer), context=context)
     if result.errors:
         raise next(iter(result.errors.values()))
+    if result.dead_letters:  # schema validation sent it to the topic's dead-letter topic (errors.tolerance=all)
+        raise RecordValidationError(result.dead_letters[0].message(0))
     answer = models.V3ProduceResponse(cluster_id=cluster_id, topic_name=topic, partition_id=int(result.partitions[0]),
                                       offset=int(result.offsets[0]), timestamp=datetime.now(timezone.utc).isoformat())
     return Response(answer.model_dump_json(), media_type="application/json")

@@ -76,6 +76,31 @@ def parse_records(body: bytes | bytearray) -> list[models.V3ProduceRequest | Lak
     return items
 
 
+async def serialize_schemas(items: list[models.V3ProduceRequest | LakelogError], *, topic: str, schemas: Any,
+                            context: Any) -> list[models.V3ProduceRequest | LakelogError]:
+    """``items`` with each key or value that names a schema (``schema_id``, ``subject``, ``schema_version``,
+    ``subject_name_strategy``, or a ``type`` AVRO / JSONSCHEMA / PROTOBUF) serialized in Confluent's wire
+    format by the request layer (:meth:`SchemaRegistryOperations.encode_v3_data
+    <lakelog.requests.schemas.SchemaRegistryOperations.encode_v3_data>`); an item whose serialization fails
+    becomes its error (InvalidEmbeddedSchemaError 42205, InvalidEncodingError 42203)."""
+    out: list[models.V3ProduceRequest | LakelogError] = []
+    for item in items:
+        if isinstance(item, LakelogError):
+            out.append(item)
+            continue
+        try:
+            for field in ("key", "value"):
+                data = item.key if field == "key" else item.value
+                if data is not None and data.schema_named:
+                    data._framed = await schemas.encode_v3_data(
+                        topic, field=field, data=data.data, schema_id=data.schema_id, subject=data.subject,
+                        schema_version=data.schema_version, type_name=data.type, context=context)
+        except LakelogError as e:
+            item = e
+        out.append(item)
+    return out
+
+
 def _skip(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in _WHITESPACE:
         pos += 1

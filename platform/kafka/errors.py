@@ -58,6 +58,7 @@ from lakelog.errors import (
     ProduceQueueFullError,
     RebalanceInProgressError,
     RecordTooLargeError,
+    RecordValidationError,
     RecordWithoutKeyError,
     RequestTimedOutError,
     UnknownGroupError,
@@ -134,6 +135,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     FencedLeaderEpochError: 74,             # FENCED_LEADER_EPOCH
     UnknownLeaderEpochError: 75,            # UNKNOWN_LEADER_EPOCH
     RecordWithoutKeyError: INVALID_RECORD,
+    RecordValidationError: INVALID_RECORD,  # schema validation (KIP-467's record_errors name each record)
     ClientQuotaExceededError: 89,           # THROTTLING_QUOTA_EXCEEDED
     ZooKeeperUnavailableError: 15,          # COORDINATOR_NOT_AVAILABLE (retriable)
     IllegalGenerationError: 22,             # ILLEGAL_GENERATION

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from lakelog.errors import UnknownTopicError
+from lakelog.errors import RecordValidationError, UnknownTopicError
 
 from lakelog.kafka import errors as codes
 from lakelog.kafka.admin_handlers import admin_handlers
@@ -156,38 +156,48 @@ class KafkaApis:
     async def produce(self, body: Any, version: int, context: RequestContext) -> Any:
         """Kafka's Produce: each partition's batches checked and decoded (:mod:`lakelog.kafka.records`),
         then appended through the request layer's produce, one request per batch, partitions concurrently.
-        A partition's error is its own (the others are written, as Kafka does)."""
+        A partition's error is its own (the others are written, as Kafka does). A batch refused by the topic's
+        schema validation answers INVALID_RECORD with each refused record in ``record_errors`` (v8+, KIP-467:
+        ``batch_index`` its index in the batch). Records schema validation sent to the topic's dead-letter
+        topic (``errors.tolerance=all``) are not named in the answer (librdkafka fails a batch whose answer
+        lists any record error, whatever its error code): the partition answers NONE and the base offset of
+        the records written to the topic, whose offsets follow without the dead-lettered ones."""
         acks = _ACKS.get(body.acks)
         jobs = [(t.name, p.index, self._produce_partition(t.name, p.index, p.records, acks,
                                                           body.transactional_id, context))
                 for t in body.topic_data for p in t.partition_data]
         results = await asyncio.gather(*(job for _, _, job in jobs))
         if body.acks == 0:
-            return CLOSE if any(code for code, _, _ in results) else NO_RESPONSE
+            return CLOSE if any(code for code, _, _, _ in results) else NO_RESPONSE
         cls = response_class(0)
+        part_cls = cls.TopicProduceResponse.PartitionProduceResponse
         topics: dict[str, list] = {}
-        for (topic, partition, _), (code, base_offset, message) in zip(jobs, results):
-            topics.setdefault(topic, []).append(cls.TopicProduceResponse.PartitionProduceResponse(
+        for (topic, partition, _), (code, base_offset, message, record_errors) in zip(jobs, results):
+            topics.setdefault(topic, []).append(part_cls(
                 version=version, index=partition, error_code=code, base_offset=base_offset, log_append_time_ms=-1,
-                log_start_offset=-1, record_errors=[], error_message=message))
+                log_start_offset=-1, error_message=message, record_errors=[
+                    part_cls.BatchIndexAndErrorMessage(version=version, batch_index=i, batch_index_error_message=m)
+                    for i, m in record_errors]))
         return cls(version=version, throttle_time_ms=0, responses=[
             cls.TopicProduceResponse(version=version, name=name, partition_responses=parts)
             for name, parts in topics.items()])
 
     async def _produce_partition(self, topic: str, partition: int, records: bytes | None, acks: str | None,
-                                 transactional_id: str | None, context: RequestContext) -> tuple[int, int, str | None]:
-        """``(error code, base offset, error message)`` of one partition's share of a Produce."""
+                                 transactional_id: str | None, context: RequestContext
+                                 ) -> tuple[int, int, str | None, list[tuple[int, str]]]:
+        """``(error code, base offset, error message, record errors)`` of one partition's share of a Produce
+        (record errors: ``(batch index, message)`` of the records schema validation refused)."""
         if acks is None:
-            return _INVALID_REQUIRED_ACKS, -1, "acks must be -1 (all), 0 or 1"
+            return _INVALID_REQUIRED_ACKS, -1, "acks must be -1 (all), 0 or 1", []
         try:
             batches = decode_batches(records or b"",
                                      max_uncompressed_bytes=self.requests.settings.socket_request_max_bytes)
         except CorruptBatchError as e:
-            return codes.CORRUPT_MESSAGE, -1, f"{e}; nothing was written"
+            return codes.CORRUPT_MESSAGE, -1, f"{e}; nothing was written", []
         except InvalidBatchError as e:
-            return codes.INVALID_RECORD, -1, f"{e}; nothing was written"
+            return codes.INVALID_RECORD, -1, f"{e}; nothing was written", []
         if not batches:
-            return codes.CORRUPT_MESSAGE, -1, "the partition's records hold no batch"
+            return codes.CORRUPT_MESSAGE, -1, "the partition's records hold no batch", []
         base_offset = -1
         for batch in batches:
             producer = None if batch.producer_id < 0 else ProducerBatch(
@@ -197,16 +207,19 @@ class KafkaApis:
                 result = await self.requests.produce(ProduceRequest(
                     topic=topic, records=batch.records, partition=partition, acks=acks, producer=producer),
                     context=context)
+            except RecordValidationError as e:
+                return codes.INVALID_RECORD, -1, str(e), [(i, f"Record {i}: {m}") for i, m in e.failures.items()]
             except Exception as e:
                 code = kafka_error_code(e, authorization=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                                         if producer is not None and producer.transactional_id
                                         else codes.TOPIC_AUTHORIZATION_FAILED)
                 if code == codes.UNKNOWN_SERVER_ERROR:
                     log.exception("Produce to %s-%d failed", topic, partition)
-                return code, -1, str(e)
+                return code, -1, str(e), []
             if base_offset < 0:
-                base_offset = result.base_offset
-        return codes.NONE, base_offset, None
+                kept = result.offsets[result.offsets >= 0]
+                base_offset = int(kept[0]) if len(kept) else -1
+        return codes.NONE, base_offset, None, []
 
     # -- Fetch, ListOffsets --------------------------------------------------------------------------
 

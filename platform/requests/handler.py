@@ -121,7 +121,7 @@ class RequestHandler:
         #: the brokers' own requests (a super user: internal topics created on first need)
         self.broker_context = RequestContext(principal=f"User:{settings.inter_broker_username}", listener="internal")
         self._produce = ProduceOperation(replica_manager=replica_manager, leader_client=leader_client,
-                                         authorizer=authorizer)
+                                         authorizer=authorizer, schema_registry=schema_registry)
         self._delete_records = RecordDeletion(replica_manager=replica_manager)
         self.topics = TopicAdmin(settings=settings, metadata=metadata, replica_manager=replica_manager,
                                  coordinator=coordinator, authorizer=authorizer)

@@ -10,6 +10,10 @@ the code):
    topic, acks with the producer, partitions named by records exist, every record fits
    ``max.message.bytes``, timestamps are -1 or within what the log holds, keys on a compacted topic):
    nothing partial is ever written for a bad request;
+1b. schema validation, for a topic with a key or value subject (:mod:`lakelog.requests.record_validation`):
+   every key and value in Confluent's wire format with a schema of its subject, decoding against it; the
+   records that fail refuse the request (nothing written), or, with ``errors.tolerance=all``, go to the
+   topic's ``errors.deadletterqueue.topic.name`` first and the rest to the topic;
 2. choose partitions as Kafka's producer does: the record's partition, else murmur2 of the key (the
    Java client's ``BuiltInPartitioner``), else one sticky partition for the request's keyless records
    (for an idempotent request one its producer id and sequence choose, so a retry, on any broker, sends
@@ -34,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -42,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.errors import LakelogError
+from lakelog.errors.schemas import RecordValidationError
 from lakelog.log_tables import zero_columns
 from lakelog.log_tables.cleaner import check_keys_for_compaction
 from lakelog.log_tables.records import check_record_sizes, check_timestamps
@@ -56,6 +61,8 @@ from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
+from lakelog.requests.record_validation import DeadLetter, RecordValidation, dead_letter_batch, refusal
+from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.authorizer import Authorizer
 
 __all__ = ["ProduceLayout", "ProduceOperation", "ProduceRequest", "ProduceResult", "RecordOutcome",
@@ -100,11 +107,14 @@ class ProduceResult:
         partitions: int64 array, one partition per record in request order.
         offsets: int64 array, one offset per record (-1 with ``acks=0`` or where its share failed).
         errors: partition -> the exception its share failed with (empty when all succeeded).
+        dead_letters: record index -> where a record refused by schema validation went instead (its
+            partition and offset here are -1), with ``errors.tolerance=all``; empty otherwise.
     """
 
     partitions: np.ndarray
     offsets: np.ndarray
     errors: dict[int, BaseException]
+    dead_letters: dict[int, DeadLetter] = field(default_factory=dict)
 
     @property
     def base_offset(self) -> int:
@@ -159,26 +169,35 @@ class ProduceOperation:
         replica_manager: appends to the partitions this broker leads (and knows the topics).
         leader_client: forwards shares for partitions led by other brokers.
         authorizer: the broker's ACLs (``authorizer.enabled``).
+        schema_registry: the broker's schema registry (step 1b's subjects).
     """
 
     def __init__(self, *, replica_manager: ReplicaManager, leader_client: LeaderClient,
-                 authorizer: Authorizer) -> None:
+                 authorizer: Authorizer, schema_registry: SchemaRegistry) -> None:
         self.replica_manager = replica_manager
         self.leader_client = leader_client
         self.authorizer = authorizer
+        self.validation = RecordValidation(registry=schema_registry)
         self._sticky = itertools.count()
 
-    async def produce(self, request: ProduceRequest, *, context: RequestContext) -> ProduceResult:
+    async def produce(self, request: ProduceRequest, *, context: RequestContext,
+                      schema_checked: bool = False) -> ProduceResult:
         """Authorize ``context``'s principal, validate, partition and append ``request`` (steps in the
         module docstring).
 
+        Args:
+            schema_checked: step 1b already passed every record (:meth:`produce_each`'s own check).
+
         Returns:
-            one partition and offset per record (:class:`ProduceResult`); a failed share's errors.
+            one partition and offset per record (:class:`ProduceResult`); a failed share's errors; where
+            records refused by schema validation went (``dead_letters``).
 
         Raises:
             AuthorizationError (403 / 40301, checked first); UnknownTopicError (40401); the errors of
-            :func:`validate_produce` (nothing written); the share's error when every share failed (those of
-            :meth:`ReplicaManager.produce`: NotLeaderError, NotEnoughReplicasError, InvalidProducerEpochError, ...).
+            :func:`validate_produce` (nothing written); RecordValidationError (422 / 42230: schema validation
+            refused a record; nothing written); the dead-letter write's errors (nothing written to the topic);
+            the share's error when every share failed (those of :meth:`ReplicaManager.produce`:
+            NotLeaderError, NotEnoughReplicasError, InvalidProducerEpochError, ...).
         """
         # 0. authorize
         if self.authorizer.enabled:
@@ -192,6 +211,13 @@ class ProduceOperation:
         validate_produce(meta, request)
         if n == 0:
             return ProduceResult(np.zeros(0, np.int64), np.zeros(0, np.int64), {})
+        # 1b. schema validation: refuse, or send the failing records to the dead-letter topic first
+        failures = {} if schema_checked else await self.validation.failures(meta, batch)
+        if failures:
+            dlq = meta.config.errors_deadletterqueue_topic_name
+            if meta.config.errors_tolerance != "all" or not dlq or producer is not None:
+                raise refusal(meta.name, failures)
+            return await self._produce_with_dead_letters(request, failures, dlq, context=context)
         # 2. choose partitions: explicit, else murmur2(key), else sticky
         if partition is None:
             hashed = partitions_for_keys(batch["key"], meta.partitions_count)
@@ -229,6 +255,8 @@ class ProduceOperation:
 
         The whole request is validated first (step 1); when a rule fails, each record is validated on its
         own (a Python loop over records, on this path only) and the records breaking a rule get that error.
+        Schema validation (step 1b) runs once over the whole request: a record it refuses gets its own
+        RecordValidationError (with ``errors.tolerance=all``: one saying where in the dead-letter topic it went).
         The others are produced as one request (:meth:`produce`: one append per partition, so an idempotent
         request's sequence still covers it once). A partition whose share failed gives its error to each
         of its records.
@@ -253,6 +281,13 @@ class ProduceOperation:
                     validate_produce(meta, one)
                 except LakelogError as e:
                     refused[i] = e
+        failures = await self.validation.failures(meta, request.records)
+        config = meta.config
+        dead_lettered = bool(failures) and (config.errors_tolerance == "all" and bool(
+            config.errors_deadletterqueue_topic_name) and request.producer is None)
+        if not dead_lettered:
+            for i, reason in failures.items():
+                refused.setdefault(i, refusal(meta.name, {i: reason}))
         kept = np.array([i for i in range(n) if i not in refused], np.int64) if refused else np.arange(n)
         outcomes: list[RecordOutcome] = [refused[i] if i in refused else (-1, -1) for i in range(n)]
         if not len(kept):
@@ -261,14 +296,40 @@ class ProduceOperation:
         accepted = request if not refused else dataclasses.replace(
             request, records=request.records.take(take), record_partitions=None if named is None else named.take(take))
         try:
-            result = await self.produce(accepted, context=context)
+            result = await self.produce(accepted, context=context, schema_checked=not dead_lettered)
         except LakelogError as e:
             for i in kept.tolist():
                 outcomes[i] = e
             return outcomes
-        for i, p, o in zip(kept.tolist(), result.partitions.tolist(), result.offsets.tolist()):
-            outcomes[i] = result.errors.get(p) or (p, o)
+        for j, (i, p, o) in enumerate(zip(kept.tolist(), result.partitions.tolist(), result.offsets.tolist())):
+            letter = result.dead_letters.get(j)
+            outcomes[i] = (RecordValidationError(letter.message(i)) if letter is not None
+                           else result.errors.get(p) or (p, o))
         return outcomes
+
+    async def _produce_with_dead_letters(self, request: ProduceRequest, failures: dict[int, str], dlq: str, *,
+                                         context: RequestContext) -> ProduceResult:
+        """Step 1b with ``errors.tolerance=all``: the failing records to the dead-letter topic ``dlq`` (the
+        caller needs Write there), then, once they are there, the others to the topic; a failed dead-letter
+        write fails the request with nothing in the topic."""
+        n = request.records.num_rows
+        dead = await self.produce(ProduceRequest(topic=dlq, records=dead_letter_batch(
+            request.topic, request.records, failures), acks=request.acks), context=context)
+        if dead.errors:
+            raise next(iter(dead.errors.values()))
+        letters = {i: DeadLetter(topic=dlq, partition=int(p), offset=int(o), reason=reason)
+                   for (i, reason), p, o in zip(failures.items(), dead.partitions.tolist(), dead.offsets.tolist())}
+        partitions, offsets = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        kept = np.array([i for i in range(n) if i not in failures], np.int64)
+        if not len(kept):
+            return ProduceResult(partitions, offsets, {}, letters)
+        take = pa.array(kept)
+        named = request.record_partitions
+        good = await self.produce(dataclasses.replace(
+            request, records=request.records.take(take), record_partitions=None if named is None else named.take(take)),
+            context=context, schema_checked=True)
+        partitions[kept], offsets[kept] = good.partitions, good.offsets
+        return ProduceResult(partitions, offsets, good.errors, letters)
 
     async def _append_or_forward(self, topic: str, partition: int, records: pa.Table, *, acks: Acks,
                                  producer: ProducerBatch | None) -> int:

@@ -11,6 +11,7 @@ Kafka's ``kafka-run-class.sh`` builds it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -87,7 +88,17 @@ _STREAMS_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 
 def _fetch(pom_text: str, libs: Path, *, what: str, transitive: bool = True) -> None:
     """``mvn dependency:copy-dependencies`` of ``pom_text`` into ``libs`` (written whole or not at all);
-    ``transitive=False``: the named artifacts alone."""
+    ``transitive=False``: the named artifacts alone. One fetch at a time per machine (an exclusive lock on
+    ``CACHE_DIR/.fetch.lock``): processes that ask for the same jars at once fetch them once, and no two
+    ``mvn`` write ``~/.m2`` together."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not libs.exists():  # another process may have fetched them while this one waited
+            _fetch_locked(pom_text, libs, what=what, transitive=transitive)
+
+
+def _fetch_locked(pom_text: str, libs: Path, *, what: str, transitive: bool) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError(f"{what} is not cached and 'mvn' is not on PATH to fetch it")

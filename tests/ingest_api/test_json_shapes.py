@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
 
-from lakelog.ingest_api import codecs, columnar_json
+from lakelog.ingest_api import codecs, columnar_json, json_members
 from lakelog.ingest_api.columnar_json import decode_columnar
 from lakelog.protocol.errors import MalformedBodyError
 from tests.ingest_api.test_errors import JSON, new_topic
@@ -91,6 +92,26 @@ def test_a_bad_record_in_a_later_chunk_is_named_by_its_place_in_the_body(monkeyp
     body = orjson.dumps({"records": records})
     with pytest.raises(MalformedBodyError, match=r"records\[4321\]\.partition"):
         codecs.decode_produce(body, "json")
+
+
+@pytest.mark.parametrize("text", [
+    b'{"key":"a},{b","value":[1,{"x":"]"}]},{"value":2}', b'{"value":"open string},{', b'}],"x":[{',
+    b'{"value":"esc \\" quote}"},{"value":"\\\\"}', b'{"headers":[{"name":"h"},{"name":"g"}', b'', b'"]"',
+    b'{"value":"tab\tin"}   ,   {"value":{}}'])
+def test_depth_summary_says_what_the_full_structure_says_of_a_chunks_end(text):
+    """_chunk_end's cut test: brackets in strings, escaped quotes, a cut inside a string or a record, a
+    chunk that closes the records array, with and without backslashes."""
+    array = np.frombuffer(text, np.uint8)
+    shape = json_members.structure(array)
+    expected = (min(0, int(shape.depth.min())), int(shape.depth[-1]), bool(shape.outside[-1])) if len(text) else (0, 0, True)
+    assert json_members.depth_summary(array) == expected
+
+
+def test_a_body_with_raw_control_bytes_or_escapes_is_not_plain():
+    assert columnar_json._plain(b'{"records":[{"value":"a"}]}')
+    assert columnar_json._plain(b'{"records":[\n{"value":"a"}\r\n]}')  # whitespace outside strings
+    assert not columnar_json._plain(b'{"records":[{"value":"a\\"b"}]}')
+    assert not columnar_json._plain(b'{"records":[{"value":"a\x01b"}]}')
 
 
 def _status_kb(pid: int, field: str) -> int:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import tempfile
+from pathlib import Path
+
 import pytest
 
 
@@ -14,12 +18,22 @@ def spark(tmp_path_factory):
     (``spark-sql-kafka-0-10``, the installed pyspark's version, for test_spark_kafka_format.py); later
     runs use the local cache.
     """
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    # Under pytest-xdist each worker starts its own session: one at a time, so two JVMs never resolve
+    # spark.jars.packages into the same Ivy cache at once.
+    with open(Path(tempfile.gettempdir()) / "lakelog-tests-spark-session.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        spark = _session(warehouse)
+    yield spark
+    spark.stop()
+
+
+def _session(warehouse):
     from importlib.metadata import version
 
     from lakelog.spark.session import SCALA_BINARY_VERSION, session
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    spark = session(master="local[2]", app_name="lakelog-tests", conf={
+    return session(master="local[2]", app_name="lakelog-tests", conf={
         "spark.driver.memory": "1g",
         "spark.sql.shuffle.partitions": "4",
         # Delta's VACUUM lists the table with this many tasks (default 10,000: a minute on 2 cores)
@@ -30,8 +44,6 @@ def spark(tmp_path_factory):
         "spark.sql.warehouse.dir": str(warehouse),
         "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}:{version('pyspark')}",
     })
-    yield spark
-    spark.stop()
 
 
 @pytest.fixture
