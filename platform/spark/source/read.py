@@ -108,8 +108,8 @@ def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLog
     ``client``).
 
     Raises:
-        SourceOptionError: no partition table has a typed value (the topic names no subject, or nothing
-            was flushed since it does).
+        SourceOptionError: no partition table has a typed value and no subject with a schema is bound to
+            the topics.
     """
     storage = None if not partitions else options.lake_storage.for_uri(partitions[0].table_uri)
     value_type = typed_column_type(partition_typed_columns(partitions, storage_options=storage), "value_parsed")
@@ -120,9 +120,9 @@ def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLog
     if value_type is None:
         topics = sorted({p.topic for p in partitions})
         raise SourceOptionError(
-            f"Option 'valueFormat=schema': no table of {', '.join(topics) or 'the topics read'} has a typed value "
-            "column yet. Bind the topic to a schema registry subject (topic config value.schema.subject) and "
-            "read it once records were flushed, or read valueFormat=bytes.")
+            f"Option 'valueFormat=schema': {', '.join(topics) or 'the topics read'} has no typed value: no table has "
+            "the value_parsed column and no subject with a schema is bound to it. Bind the topic to a schema "
+            "registry subject (topic config value.schema.subject) that holds a schema, or read valueFormat=bytes.")
     base = kafka_schema(options.include_headers)
     return StructType([StructField("value", value_type, True) if f.name == "value" else f for f in base.fields])
 
