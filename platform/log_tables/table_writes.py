@@ -115,6 +115,8 @@ def _shaped(table: DeltaTable, rows: pa.Table) -> tuple[pa.Table, dict]:
     """``rows`` conformed to the table's columns (:func:`~lakelog.log_tables.typed_columns.conform_to_table`)
     and the ``write_deltalake`` arguments that go with them (``schema_mode="merge"`` when the rows add
     typed columns or nested fields: a metadata-only schema change, no file is rewritten)."""
+    if rows.num_columns == len(LOG_SCHEMA) and len(table.schema().fields) == len(LOG_SCHEMA):
+        return rows, {}  # neither is typed (a topic without a subject): nothing to convert
     rows, merge = conform_to_table(rows, table_arrow_schema(table))
     return rows, ({"schema_mode": "merge"} if merge else {})
 
