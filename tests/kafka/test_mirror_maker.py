@@ -28,7 +28,7 @@ RECORDS = 400  # per partition
 COMMITTED = 150  # the group's committed offset on the source, per partition
 
 
-def _wait_until(condition, *, what: str, log: Path | None = None, timeout_s: float = 240.0):
+def _wait_until(condition, *, what: str, log: Path | None = None, timeout_s: float = 480.0):
     """Poll ``condition`` until it answers a true value (returned); fail naming ``what`` (and the tail of
     ``log``) after ``timeout_s`` (a bound for a hung JVM; each step takes seconds)."""
     deadline = time.monotonic() + timeout_s
