@@ -109,6 +109,10 @@ def main() -> int:
     parser.add_argument("--broker-env", action="append", default=[], metavar="NAME=VALUE",
                         help="A broker setting as LAKELOG_NAME=VALUE (repeatable). Default: none.")
     parser.add_argument("--keep", action="store_true", help="Keep the temp dir (tables, logs). Default: off.")
+    parser.add_argument("--topic-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="A topic config of both topics of a pair (repeatable), e.g. lake.commit.interval.ms="
+                             "600000 and lake.commit.bytes=1073741824 keep the flush (and the typed value_parsed "
+                             "column it decodes) out of the phases: the produce path alone. Default: none.")
     args = parser.parse_args()
     rows: dict[str, dict[bool, list[Result]]] = {kind: {False: [], True: []} for kind, _ in ROWS}
     t_start = time.monotonic()
@@ -129,6 +133,7 @@ def main() -> int:
                     for enabled in ((False, True) if rep % 2 == 0 else (True, False)):
                         topic = f"validation-{kind.lower()}-{uuid.uuid4().hex[:8]}"
                         configs = [{"name": "value.schema.subject", "value": f"{subject}-{kind.lower()}"}] if enabled else []
+                        configs += [{"name": k, "value": v} for k, _, v in (c.partition("=") for c in args.topic_config)]
                         created = admin.post(f"/v3/clusters/{cluster_id}/topics", json={
                             "topic_name": topic, "partitions_count": PARTITIONS, "replication_factor": 1,
                             "configs": configs})
