@@ -16,13 +16,11 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
-from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.schemas.protobuf_schemas import message_class
-from tests.harness import new_chroot, read_partition, wait_for
-from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+from tests.harness import read_partition, wait_for
+from tests.kafka.conftest import broker_of_its_own
 
 ORDER_JSON = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string"}},
                          "required": ["id"], "additionalProperties": False})
@@ -33,19 +31,8 @@ V2 = "application/vnd.kafka.v2+json"
 @pytest.fixture(scope="module")
 def node(zookeeper, tmp_path_factory):
     """One broker process with a Kafka listener: ``(broker, "host:port")``; stopped by pid at the end."""
-    chroot = new_chroot(zookeeper.connect_string)
-    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=tmp_path_factory.mktemp("formats") / "logs-0",
-                           extra_env=dict(KAFKA_LISTENER_ENV))
-    broker.start()
-    zk = KazooClient(hosts=chroot)
-    zk.start(timeout=15)
-    try:
-        bootstrap = kafka_bootstrap(zk, 0)
-    finally:
-        zk.stop()
-        zk.close()
-    yield broker, bootstrap
-    broker.stop()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path_factory.mktemp("formats") / "logs-0") as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -17,16 +17,14 @@ import httpx
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, Producer
-from kazoo.client import KazooClient
 
 from lakelog.client import LakelogClient
-from lakelog.runtime.broker_process import BrokerProcess
 from lakelog.schemas.protobuf_schemas import encode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
 from lakelog.schemas.validation import SubjectValidator
 from lakelog.schemas.wire_format import frame
-from tests.harness import new_chroot, read_partition
-from tests.kafka.conftest import KAFKA_LISTENER_ENV, kafka_bootstrap
+from tests.harness import read_partition
+from tests.kafka.conftest import broker_of_its_own
 
 ORDER_AVRO = json.dumps({"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"}, {"name": "note", "type": "string"}]})
@@ -37,19 +35,8 @@ V2_BINARY = "application/vnd.kafka.binary.v2+json"
 @pytest.fixture(scope="module")
 def node(zookeeper, tmp_path_factory):
     """One broker process with a Kafka listener: ``(broker, "host:port")``; stopped by pid at the end."""
-    chroot = new_chroot(zookeeper.connect_string)
-    broker = BrokerProcess(zookeeper_connect=chroot, log_dirs=tmp_path_factory.mktemp("validation") / "logs-0",
-                           extra_env=dict(KAFKA_LISTENER_ENV))
-    broker.start()
-    zk = KazooClient(hosts=chroot)
-    zk.start(timeout=15)
-    try:
-        bootstrap = kafka_bootstrap(zk, 0)
-    finally:
-        zk.stop()
-        zk.close()
-    yield broker, bootstrap
-    broker.stop()
+    with broker_of_its_own(zookeeper.connect_string, tmp_path_factory.mktemp("validation") / "logs-0") as cluster:
+        yield cluster
 
 
 def _register(url: str, subject: str, schema: str, schema_type: str = "AVRO") -> int:
