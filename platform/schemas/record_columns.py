@@ -10,7 +10,7 @@ Steps of :meth:`RegistryColumns.__call__`:
    version's (:mod:`~lakelog.schemas.arrow_types`), so compatible evolution adds nested fields;
 2. each record: Confluent's wire format (magic byte 0, 4-byte schema id; Protobuf's message indexes
    after it) and a schema id that is a version of the subject (soft-deleted ones too), decoded with *that*
-   version's schema (the writer's: fastavro's schemaless reader, ``orjson``, the Protobuf message class);
+   version's schema (the writer's: :class:`~lakelog.schemas.avro_datums.AvroDatumReader`, ``orjson``, the Protobuf message class);
    anything else is null (the raw bytes stay the truth);
 3. Arrow builds the column in one go; when a value does not fit the type (a JSON document the schema
    allowed but the column cannot hold), the records are built one by one and those are null.
@@ -18,17 +18,16 @@ Steps of :meth:`RegistryColumns.__call__`:
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import fastavro
 import orjson
 import pyarrow as pa
 
 from lakelog.schemas.arrow_types import (Convert, avro_type, json_schema_type, protobuf_message_value,
                                          protobuf_type)
+from lakelog.schemas.avro_datums import AvroDatumReader
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
 from lakelog.schemas.wire_format import MAGIC_BYTE
@@ -123,11 +122,7 @@ def _type_of(view: RegistryView, version: SchemaVersion) -> tuple[pa.DataType, C
 def _reader_of(view: RegistryView, version: SchemaVersion, arrow_type: pa.DataType) -> Reader:
     referenced = view.referenced_schemas(version.references)
     if version.schema_type == "AVRO":
-        named: dict = {}
-        for _, text in referenced:  # dependencies first
-            fastavro.parse_schema(orjson.loads(text), named_schemas=named)
-        parsed = fastavro.parse_schema(orjson.loads(version.schema), named_schemas=named)
-        return lambda payload: fastavro.schemaless_reader(io.BytesIO(payload), parsed, None)
+        return AvroDatumReader(version.schema, referenced).read_payload
     if version.schema_type == "JSON":
         return orjson.loads
 

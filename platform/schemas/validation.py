@@ -9,7 +9,8 @@ subject (not soft-deleted), and its payload decodes against that schema:
 ============  ===============================================================================================
 type          the payload must be
 ============  ===============================================================================================
-``AVRO``      Avro's binary encoding of the schema (fastavro's ``schemaless_reader``, the schema parsed once)
+``AVRO``      Avro's binary encoding of the schema (fastavro's compiled reader, the schema parsed once:
+              :class:`~lakelog.schemas.avro_datums.AvroDatumReader`)
 ``JSON``      a JSON document valid against the JSON Schema (orjson, then jsonschema-rs' compiled validator;
               jsonschema's for a schema with references)
 ``PROTOBUF``  message indexes naming a message of the schema, then that message's binary encoding (protobuf)
@@ -30,16 +31,16 @@ import io
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import fastavro
 import jsonschema
 import jsonschema_rs
 import numpy as np
 import orjson
 import pyarrow as pa
 
+from lakelog.schemas.avro_datums import AvroDatumReader
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
-from lakelog.schemas.wire_format import MAGIC_BYTE, _avro, _json_validator
+from lakelog.schemas.wire_format import MAGIC_BYTE, _json_validator
 
 __all__ = ["RecordField", "SubjectValidator", "wire_format_failures"]
 
@@ -89,11 +90,11 @@ def wire_format_failures(values: pa.Array | pa.ChunkedArray) -> tuple[dict[int, 
 def _payload_check(version: SchemaVersion, referenced: Sequence[tuple[str, str]]) -> PayloadCheck:
     """A compiled check of payloads (after the 5 bytes of magic and id) written with ``version``'s schema."""
     if version.schema_type == "AVRO":
-        parsed = _avro(version.schema, referenced)
+        read = AvroDatumReader(version.schema, referenced).read
 
         def check_avro(data: bytes, stream: io.BytesIO, start: int, end: int) -> None:
             stream.seek(start)
-            fastavro.schemaless_reader(stream, parsed, None)
+            read(stream)
             if stream.tell() != end:
                 raise ValueError(f"the Avro datum is {stream.tell() - start} bytes, the payload {end - start}")
         return check_avro
