@@ -18,10 +18,12 @@ Steps of :meth:`RegistryColumns.__call__`:
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -30,14 +32,16 @@ from lakelog.schemas.arrow_types import (Convert, avro_type, json_schema_type, p
 from lakelog.schemas.avro_datums import AvroDatumReader
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
-from lakelog.schemas.wire_format import MAGIC_BYTE
+from lakelog.schemas.validation import wire_format_failures
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RegistryColumns", "column_type"]
 
-#: A payload (after magic byte and schema id) -> the decoded record; raises when it does not decode.
-Reader = Callable[[memoryview], Any]
+#: ``read(data, stream, start, end)``: the record whose payload (after magic byte and schema id) is
+#: ``data[start:end]`` (``stream``: an ``io.BytesIO`` over ``data``); raises when it does not decode, or
+#: does not end at ``end``.
+Reader = Callable[[bytes, io.BytesIO, int, int], Any]
 
 
 class RegistryColumns:
@@ -63,19 +67,32 @@ class RegistryColumns:
         latest = current[-1]
         versions = {v.schema_id: v for v in view.versions(subject, deleted=True)}
         arrow_type, convert = self._column_type(view, latest)
-        # 2. each record decoded with its own version's schema
+        # 2. each record decoded with its own version's schema: magic byte and id read with numpy over the
+        #    column's buffers, then each id's records by one reader from one stream over the data buffer
+        _, rows, ids = wire_format_failures(data)
         values: list[Any] = [None] * len(data)
-        for i, raw in enumerate(data.to_pylist()):
-            if raw is None or len(raw) < 5 or raw[0] != MAGIC_BYTE:
-                continue
-            version = versions.get(int.from_bytes(raw[1:5], "big"))
+        if not len(rows):
+            return _build(values, arrow_type)
+        arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
+        if arr.type != pa.binary():
+            arr = arr.cast(pa.binary())
+        _, offsets_buf, data_buf = arr.buffers()
+        offsets = np.frombuffer(offsets_buf, np.int32)[arr.offset: arr.offset + len(arr) + 1]
+        raw = data_buf.to_pybytes()
+        stream = io.BytesIO(raw)
+        unique = np.unique(ids)
+        for schema_id in unique.tolist():
+            version = versions.get(schema_id)
             if version is None:
                 continue
-            try:
-                value = self._reader(view, version, latest.schema_id, arrow_type)(memoryview(raw)[5:])
+            sel = rows if len(unique) == 1 else rows[ids == schema_id]
+            read = self._reader(view, version, latest.schema_id, arrow_type)
+            for i, start, end in zip(sel.tolist(), (offsets[sel] + 5).tolist(), offsets[sel + 1].tolist()):
+                try:
+                    value = read(raw, stream, start, end)
+                except Exception:  # noqa: BLE001 - not of its schema (each library has its own errors): null
+                    continue
                 values[i] = value if convert is None or value is None else convert(value)
-            except Exception:  # noqa: BLE001 - not of its schema (each library has its own errors): null
-                continue
         # 3. one Arrow build; one by one when a value does not fit
         return _build(values, arrow_type)
 
@@ -122,19 +139,27 @@ def _type_of(view: RegistryView, version: SchemaVersion) -> tuple[pa.DataType, C
 def _reader_of(view: RegistryView, version: SchemaVersion, arrow_type: pa.DataType) -> Reader:
     referenced = view.referenced_schemas(version.references)
     if version.schema_type == "AVRO":
-        return AvroDatumReader(version.schema, referenced).read_payload
+        avro = AvroDatumReader(version.schema, referenced).read
+
+        def read_avro(data: bytes, stream: io.BytesIO, start: int, end: int) -> Any:
+            stream.seek(start)
+            value = avro(stream)
+            if stream.tell() != end:
+                raise ValueError("the Avro datum does not end where the payload does")
+            return value
+        return read_avro
     if version.schema_type == "JSON":
-        return orjson.loads
+        return lambda data, stream, start, end: orjson.loads(memoryview(data)[start:end])
 
     classes: dict[tuple[int, ...], Any] = {}
 
-    def read_protobuf(payload: memoryview) -> Any:
-        indexes, pos = decode_message_indexes(bytes(payload[:64]), 0)
+    def read_protobuf(data: bytes, stream: io.BytesIO, start: int, end: int) -> Any:
+        indexes, pos = decode_message_indexes(data[start:min(end, start + 64)], 0)
         cls = classes.get(tuple(indexes))
         if cls is None:
             cls = classes[tuple(indexes)] = message_class(version.schema, indexes, imports=referenced)
         message = cls()
-        message.ParseFromString(bytes(payload[pos:]))
+        message.ParseFromString(data[start + pos:end])
         return protobuf_message_value(message, arrow_type)
     return read_protobuf
 
