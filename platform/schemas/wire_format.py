@@ -36,7 +36,7 @@ from lakelog.errors import InvalidEncodingError
 from lakelog.errors.groups import RecordDeserializationError
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, encode_message_indexes, message_class
 
-__all__ = ["MAGIC_BYTE", "avro_frames", "decode_frames", "frame", "json_frames", "protobuf_frames"]
+__all__ = ["MAGIC_BYTE", "avro_frames", "decode_frames", "frame", "json_frames", "protobuf_frames", "python_frames"]
 
 #: The first byte of every framed record.
 MAGIC_BYTE = 0
@@ -73,6 +73,36 @@ def avro_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
             record = next(records)
             buf = io.BytesIO()
             fastavro.schemaless_writer(buf, parsed, record)
+        except Exception as e:  # noqa: BLE001 - fastavro's many ways of saying the datum is not of the schema
+            raise InvalidEncodingError(f"Record {i}'s {what} does not match its Avro schema (id {schema_id}): "
+                                       f"{type(e).__name__}: {e}. Nothing was written.") from None
+        return buf.getvalue()
+    return _frames(schema_id, values, encode)
+
+
+def python_frames(schema_type: str, schema: str, referenced: Sequence[tuple[str, str]], schema_id: int,
+                  values: Sequence[object], *, what: str) -> list[bytes | None]:
+    """Each of ``values`` (plain Python values, as ``pyarrow``'s ``to_pylist`` gives a struct column: dicts,
+    lists, str, bytes, numbers, ``datetime``, ``Decimal``) serialized with ``schema`` and framed; None stays
+    None. What Confluent's serializers do with a record object, for the Spark sink's ``valueFormat=schema``.
+
+    ``AVRO``: fastavro's ``schemaless_writer`` (a union takes the branch the value fits, a ``datetime`` fits a
+    timestamp). ``JSON`` and ``PROTOBUF``: as :func:`json_frames` and :func:`protobuf_frames` (the value is the
+    JSON document, or protobuf's JSON mapping of the first message).
+
+    Raises:
+        InvalidEncodingError: 422 / 42203 naming the record that does not fit the schema.
+    """
+    if schema_type == "JSON":
+        return json_frames(schema, referenced, schema_id, values, what=what)
+    if schema_type == "PROTOBUF":
+        return protobuf_frames(schema, referenced, schema_id, values, what=what)
+    parsed = _avro(schema, referenced)
+
+    def encode(i: int, value: object) -> bytes:
+        buf = io.BytesIO()
+        try:
+            fastavro.schemaless_writer(buf, parsed, value)
         except Exception as e:  # noqa: BLE001 - fastavro's many ways of saying the datum is not of the schema
             raise InvalidEncodingError(f"Record {i}'s {what} does not match its Avro schema (id {schema_id}): "
                                        f"{type(e).__name__}: {e}. Nothing was written.") from None

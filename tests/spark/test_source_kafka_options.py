@@ -68,6 +68,19 @@ def test_unknown_options_are_refused_naming_the_known_ones():
         SinkOptions.parse({"lakelog.bootstrap.servers": "h:1", "kafka.key.serializer": "x"})
 
 
+def test_sink_value_format_schema_and_its_subject_option():
+    sink = {"lakelog.bootstrap.servers": "h:1", "topic": "t"}
+    assert SinkOptions.parse(sink).value_format == "bytes"
+    typed = SinkOptions.parse({**sink, "valueFormat": "SCHEMA", "value.schema.subject": " orders-value "})
+    assert (typed.value_format, typed.value_subject) == ("schema", "orders-value")
+    with pytest.raises(source.SourceOptionError, match="'valueFormat' must be one of bytes, schema, got 'avro'"):
+        SinkOptions.parse({**sink, "valueFormat": "avro"})
+    with pytest.raises(source.SourceOptionError, match="set valueFormat=schema and a non-empty subject"):
+        SinkOptions.parse({**sink, "value.schema.subject": "orders-value"})
+    with pytest.raises(source.SourceOptionError, match="set valueFormat=schema and a non-empty subject"):
+        SinkOptions.parse({**sink, "valueFormat": "schema", "value.schema.subject": " "})
+
+
 def test_kafka_consumer_tuning_options_are_ignored_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="lakelog.spark.source"):
         opts = SourceOptions.parse({**BASE, "kafka.max.poll.records": "500", "kafkaConsumer.pollTimeoutMs": "512"},

@@ -39,3 +39,66 @@ def test_sql_views_and_value_format_schema_read_typed_values(spark, broker, clie
     assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,amount:bigint,currency:string>"
     typed = df.select("partition", "value.id", "value.currency").orderBy("partition").collect()
     assert [tuple(r) for r in typed] == [(0, 1, None), (1, 2, "EUR")]
+
+
+def test_sink_value_format_schema_serializes_rows_with_the_topics_subject(spark, broker, client, create_topic,
+                                                                           topic_name):
+    """``df.write.format("lakelog")`` with ``valueFormat=schema``: a struct ``value`` column is written in
+    Confluent's wire format with the subject's latest schema, so the broker's validation takes it and
+    Confluent's deserializer reads it; a row that does not fit the schema fails the write, which writes
+    nothing."""
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from pyspark.sql import functions as F
+
+    create_topic(topic_name, partitions=1, configs={"confluent.value.schema.validation": "true"})
+    registry = SchemaRegistryClient({"url": broker.url})
+    registry.register_schema(f"{topic_name}-value", Schema(ORDER_V2, "AVRO"))
+    rows = spark.createDataFrame([(1, 5, "EUR"), (2, 7, None)], "id long, amount int, currency string")
+    writer = (rows.select(F.struct("id", "amount", "currency").alias("value")).write.format("lakelog")
+              .option("lakelog.bootstrap.servers", client.urls[0]).option("topic", topic_name)
+              .option("valueFormat", "schema").mode("append"))
+    writer.save()
+
+    values = client.fetch_arrow(topic_name, 0, 0)["value"].to_pylist()
+    deserialize = AvroDeserializer(registry)
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    # two Spark tasks write the two rows: their order in the partition is either
+    assert sorted((deserialize(v, context) for v in values), key=lambda r: r["id"]) == [
+        {"id": 1, "amount": 5, "currency": "EUR"}, {"id": 2, "amount": 7, "currency": None}]
+    assert all(v[0] == 0 and int.from_bytes(v[1:5], "big") == registry.get_latest_version(
+        f"{topic_name}-value").schema_id for v in values)
+
+    # an amount that is no int: the task fails naming the subject, and the partition gains nothing
+    bad = spark.createDataFrame([(3, "lots", None)], "id long, amount string, currency string")
+    with pytest.raises(Exception, match="does not fit subject"):
+        (bad.select(F.struct("id", "amount", "currency").alias("value")).write.format("lakelog")
+         .option("lakelog.bootstrap.servers", client.urls[0]).option("topic", topic_name)
+         .option("valueFormat", "schema").mode("append").save())
+    assert client.fetch_arrow(topic_name, 0, 2).num_rows == 0
+
+
+def test_sink_value_format_schema_with_a_named_json_schema_subject(spark, broker, client, create_topic, topic_name):
+    """The sink's ``value.schema.subject`` option names the subject (JSON Schema here) for a topic that binds
+    none; a topic without a subject and without the option is refused with what to set."""
+    import json
+
+    from confluent_kafka.schema_registry import Schema
+    from pyspark.sql import functions as F
+
+    create_topic(topic_name, partitions=1)
+    registry = SchemaRegistryClient({"url": broker.url})
+    subject = f"{topic_name}-orders"
+    schema_id = registry.register_schema(subject, Schema(json.dumps(
+        {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array"}},
+         "required": ["id"]}), "JSON"))
+    df = spark.createDataFrame([(1, ["a", "b"])], "id long, tags array<string>").select(
+        F.struct("id", "tags").alias("value"))
+    options = {"lakelog.bootstrap.servers": client.urls[0], "topic": topic_name, "valueFormat": "schema"}
+    with pytest.raises(Exception, match="binds no schema registry subject"):
+        df.write.format("lakelog").options(**options).mode("append").save()
+    df.write.format("lakelog").options(**options).option("value.schema.subject", subject).mode("append").save()
+
+    (value,) = client.fetch_arrow(topic_name, 0, 0)["value"].to_pylist()
+    assert value[:5] == b"\x00" + schema_id.to_bytes(4, "big")
+    assert json.loads(value[5:]) == {"id": 1, "tags": ["a", "b"]}

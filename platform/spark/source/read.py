@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import Iterator, Sequence
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +38,7 @@ from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
-from lakelog.client import GatewayError, LakelogClient
+from lakelog.client import LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.schemas.record_columns import column_type
 from lakelog.spark.errors import SourceError, SourceOptionError
@@ -48,6 +48,7 @@ from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePa
                                            report_data_loss, resolve_ending_offsets, resolve_starting_offsets,
                                            split_ranges)
 from lakelog.spark.source.pushdown import PushedFilters, push_filters
+from lakelog.spark.source.subjects import latest_schema, value_subject
 from lakelog.spark.source.tail import TailFetch, fetch_offset_range, tail_fetch
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
 from lakelog.spark.typed_views import partition_typed_columns, typed_column_type
@@ -79,24 +80,11 @@ def registry_value_type(client: LakelogClient, topic: str) -> DataType | None:
     subject has no version."""
     from pyspark.sql.pandas.types import from_arrow_type
 
-    try:
-        configs = client.admin.topic_configs(topic)
-    except GatewayError as e:
-        if getattr(e, "http_status", None) != 403:
-            raise
-        configs = {}  # no DescribeConfigs on the topic: Confluent's TopicNameStrategy subject
-    subject = (configs.get("value.schema.subject") or {}).get("value") or (
-        f"{topic}-value" if not configs or (configs.get("confluent.value.schema.validation") or {}).get("value") == "true"
-        else None)
-    if not subject:
+    subject = value_subject(client, topic)
+    latest = None if subject is None else latest_schema(client, subject)
+    if latest is None:
         return None
-    try:
-        latest = client.request("GET", f"/subjects/{quote(subject, safe='')}/versions/latest").json()
-    except GatewayError as e:
-        if getattr(e, "http_status", None) == 404:  # Confluent's 40401 / 40402: no such subject or version
-            return None
-        raise
-    arrow_type, _ = column_type(latest.get("schemaType", "AVRO"), latest["schema"])
+    arrow_type, _ = column_type(latest.schema_type, latest.schema, referenced=latest.referenced)
     return from_arrow_type(arrow_type)
 
 

@@ -48,8 +48,15 @@ inputs with ``isolation.level=read_committed``. The number of Spark partitions m
 batches (the ids are per partition index). A prefix belongs to one query: a new checkpoint of the same
 query gets a new query id, hence new transactional ids and a new pseudo group.
 
+**Schema'd values** (``valueFormat=schema``, the source's option): ``value`` may be a struct (or any type);
+each row's value is serialized with the latest version of the topic's value subject (its
+``value.schema.subject`` config, ``<topic>-value`` with ``confluent.value.schema.validation=true``, or the
+sink's ``value.schema.subject`` option) in Confluent's wire format, as Confluent's Avro, JSON Schema and
+Protobuf serializers write it (:func:`~lakelog.schemas.wire_format.python_frames`), so a job needs no
+``to_avro``; a row that does not fit fails the task before its batch is produced. Keys stay bytes.
+
 Options: ``lakelog.bootstrap.servers`` (required), ``topic``, ``lakelog.max.request.bytes``,
-``lakelog.transactional.id.prefix``, ``transaction.timeout.ms``
+``lakelog.transactional.id.prefix``, ``transaction.timeout.ms``, ``valueFormat``, ``value.schema.subject``
 (:class:`~lakelog.spark.source.options.SinkOptions`).
 
 Writes need ``mode("append")``: Spark refuses the default ``ErrorIfExists`` mode for Python data
@@ -70,12 +77,15 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from lakelog.client import LakelogClient
+from lakelog.errors import InvalidEncodingError
 from lakelog.log_tables.schema import HEADERS_TYPE
 from lakelog.protocol.partitioner import partitions_for_keys
 from lakelog.replication.errors import UnknownTopicError
+from lakelog.schemas.wire_format import python_frames
 from lakelog.spark.errors import SourceError, SourceOptionError
 from lakelog.spark.source.options import TopicPartition
 from lakelog.spark.source.sink_options import SinkOptions
+from lakelog.spark.source.subjects import SubjectSchema, latest_schema, value_subject
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +113,13 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
     """Spark's ``KafkaWriter.validateQuery`` checks, with the Kafka sink's messages.
 
     Raises:
-        SourceOptionError: no ``value`` column, a column of the wrong type, or neither a ``topic``
-            column nor the ``topic`` option.
+        SourceOptionError: no ``value`` column, a column of the wrong type (with ``valueFormat=schema``
+            ``value`` may be of any type), or neither a ``topic`` column nor the ``topic`` option.
     """
     fields = {f.name: f.dataType for f in schema.fields}
     if "value" not in fields:
         raise SourceOptionError("Required attribute 'value' not found")
-    if not isinstance(fields["value"], (StringType, BinaryType)):
+    if options.value_format == "bytes" and not isinstance(fields["value"], (StringType, BinaryType)):
         raise SourceOptionError("value attribute type must be a string or binary")
     if "key" in fields and not isinstance(fields["key"], (StringType, BinaryType)):
         raise SourceOptionError("key attribute type must be a string or binary")
@@ -170,6 +180,7 @@ class _Producer:
         self.client = client or LakelogClient(options.bootstrap_servers, enable_idempotence=True, auth=options.auth, **options.tls)
         self._partition_counts: dict[str, int] = {}
         self._sticky = random.randrange(1 << 30)
+        self._schemas: dict[str, SubjectSchema] = {}
         self.records: dict[TopicPartition, int] = {}
 
     def close(self) -> None:
@@ -202,9 +213,10 @@ class _Producer:
         if n == 0:
             return
         names = batch.schema.names
+        typed = self.options.value_format == "schema"
         table = pa.table({
             "key": batch.column("key").cast(pa.binary()) if "key" in names else pa.nulls(n, pa.binary()),
-            "value": batch.column("value").cast(pa.binary()),
+            "value": batch.column("value") if typed else batch.column("value").cast(pa.binary()),
             "headers": batch.column("headers").cast(HEADERS_TYPE) if "headers" in names else pa.nulls(n, HEADERS_TYPE),
         })
         if self.options.topic is not None:
@@ -219,7 +231,46 @@ class _Producer:
         for topic, mask in groups:
             rows = table if mask is None else table.filter(mask)
             parts = None if explicit is None else (explicit if mask is None else explicit.filter(mask))
+            if typed:
+                rows = rows.set_column(1, "value", self.serialize(topic, rows["value"]))
             self._send_topic(topic, rows, parts)
+
+    def subject_schema(self, topic: str) -> SubjectSchema:
+        """The schema a ``valueFormat=schema`` write serializes ``topic``'s values with: the latest version
+        of ``value.schema.subject`` (the option) or of the topic's own value subject, asked once per topic.
+
+        Raises:
+            SourceError: the topic binds no subject and the option names none, or the subject has no version.
+        """
+        if topic not in self._schemas:
+            subject = self.options.value_subject or value_subject(self.client, topic)
+            if subject is None:
+                raise SourceError(f"valueFormat=schema: topic '{topic}' binds no schema registry subject. Set its "
+                                  "config value.schema.subject (or confluent.value.schema.validation=true), name "
+                                  "one with the sink's option 'value.schema.subject', or write valueFormat=bytes.")
+            found = latest_schema(self.client, subject)
+            if found is None:
+                raise SourceError(f"valueFormat=schema: subject '{subject}' (of topic '{topic}') has no schema "
+                                  "version: register one first.")
+            self._schemas[topic] = found
+        return self._schemas[topic]
+
+    def serialize(self, topic: str, values: pa.ChunkedArray | pa.Array) -> pa.Array:
+        """``values`` (any Arrow type; maps become dicts) serialized with :meth:`subject_schema` in
+        Confluent's wire format (:func:`~lakelog.schemas.wire_format.python_frames`), as a binary column;
+        nulls stay null (tombstones).
+
+        Raises:
+            SourceError: a value that does not fit the schema (naming its row within the batch and why).
+        """
+        schema = self.subject_schema(topic)
+        try:
+            framed = python_frames(schema.schema_type, schema.schema, schema.referenced, schema.schema_id,
+                                   values.to_pylist(maps_as_pydicts="strict"), what="value")
+        except InvalidEncodingError as e:
+            raise SourceError(f"valueFormat=schema: a row of the batch for topic '{topic}' does not fit subject "
+                              f"'{schema.subject}' version {schema.version}: {e}") from None
+        return pa.array(framed, pa.binary())
 
     def _send_topic(self, topic: str, rows: pa.Table, explicit: pa.Array | None) -> None:
         count = self.partition_count(topic)

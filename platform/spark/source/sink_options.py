@@ -14,7 +14,8 @@ from typing import Mapping
 
 from lakelog.client import BearerToken
 from lakelog.spark.errors import SourceOptionError
-from lakelog.spark.source.options import AUTH_OPTIONS, SSL_OPTIONS, _int, check_known_options, client_settings_option
+from lakelog.spark.source.options import (AUTH_OPTIONS, SSL_OPTIONS, ValueFormat, _int, check_known_options,
+                                          client_settings_option, value_format_option)
 
 __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "SINK_OPTIONS", "SinkOptions", "TRANSACTIONAL_ID_PREFIX",
            "TRANSACTION_TIMEOUT_OPTIONS"]
@@ -24,6 +25,7 @@ __all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "SINK_OPTIONS", "SinkOptions", "TRA
 #: ``DataStreamWriter`` keeps among a sink's options (``checkpointLocation``, ``path``, ``queryName``).
 SINK_OPTIONS = ("lakelog.bootstrap.servers", "kafka.bootstrap.servers", "topic", "lakelog.max.request.bytes",
                 "lakelog.transactional.id.prefix", "transaction.timeout.ms", "kafka.transaction.timeout.ms",
+                "valueFormat", "value.schema.subject",
                 "checkpointLocation", "path", "queryName") + AUTH_OPTIONS + SSL_OPTIONS
 
 #: Kafka producer options Spark's Kafka sink passes to its producer, which lakelog has none of: ignored
@@ -73,6 +75,13 @@ class SinkOptions:
         tls: ``lakelog.ssl.cafile`` / ``lakelog.ssl.certfile`` / ``lakelog.ssl.keyfile`` as LakelogClient keyword
             arguments (:func:`~lakelog.spark.source.options.client_settings_option`). Default: none (plain HTTP or the
             system's CAs).
+        value_format: ``valueFormat`` (as the source's): ``bytes`` (default; ``value`` is a string or binary
+            column, written as it is) or ``schema``: ``value`` is a column of any type (a struct, typically),
+            each row serialized with the latest version of the topic's value subject in Confluent's wire format
+            (what Confluent's serializers write; :mod:`lakelog.spark.source.sink`).
+        value_subject: ``value.schema.subject`` (with ``valueFormat=schema`` only): the subject to serialize
+            with. None (the default): each topic's own (its ``value.schema.subject`` config, or
+            ``<topic>-value`` with ``confluent.value.schema.validation=true``).
     """
 
     bootstrap_servers: str
@@ -82,6 +91,8 @@ class SinkOptions:
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     auth: tuple[str, str] | BearerToken | None = field(default=None, repr=False)  # never in a log line
     tls: dict[str, str] = field(default_factory=dict)
+    value_format: ValueFormat = "bytes"
+    value_subject: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -89,8 +100,9 @@ class SinkOptions:
 
         Raises:
             SourceOptionError: an unknown option, no ``lakelog.bootstrap.servers``, an invalid ``lakelog.max.request.bytes`` or
-                ``transaction.timeout.ms``, the two timeout options with different values, or an empty
-                ``lakelog.transactional.id.prefix``.
+                ``transaction.timeout.ms``, the two timeout options with different values, an empty
+                ``lakelog.transactional.id.prefix``, a ``valueFormat`` other than ``bytes`` / ``schema``, or
+                ``value.schema.subject`` without ``valueFormat=schema`` (or empty).
         """
         opts = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None}
         check_known_options(opts, known=SINK_OPTIONS, ignored=IGNORED_SINK_OPTIONS, refused=REFUSED_SINK_OPTIONS,
@@ -105,7 +117,13 @@ class SinkOptions:
         if prefix is not None and not prefix.strip():
             raise SourceOptionError(f"Option '{TRANSACTIONAL_ID_PREFIX}' is empty: name a prefix, or leave it out "
                                     "for spark-{query id}.")
+        value_format = value_format_option(opts)
+        subject = opts.get("value.schema.subject")
+        if subject is not None and (value_format != "schema" or not subject.strip()):
+            raise SourceOptionError("Option 'value.schema.subject' names the subject a valueFormat=schema write "
+                                    "serializes with: set valueFormat=schema and a non-empty subject, or leave it out.")
         connection = client_settings_option(opts)
         return cls(connection.bootstrap_servers, topic, max_bytes or 8 * 1024 * 1024,
                    None if prefix is None else prefix.strip(),
-                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), connection.auth(), connection.tls())
+                   next(iter(timeouts.values()), DEFAULT_TRANSACTION_TIMEOUT_MS), connection.auth(), connection.tls(),
+                   value_format, None if subject is None else subject.strip())
