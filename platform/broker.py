@@ -186,7 +186,8 @@ class Broker:
                                               replica_manager=self.replica_manager, leader_client=self.leader_client,
                                               create_topic=self.create_topic)
         # schema'd topics' tables get typed columns at flush, decoded with the registry's schemas
-        self.log_manager.record_decoder = RegistryColumns(lambda: self.schema_registry.view)
+        self.log_manager.record_decoder = RegistryColumns(lambda: self.schema_registry.view,
+                                                         ready=lambda: self.schema_registry.caught_up)
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
                                                   default_assignor=settings.partition_assignment_strategy)

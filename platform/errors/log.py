@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 __all__ = ["CommitFailedError", "DataLossError", "FencedLeaderEpochError", "InvalidTimestampError",
            "LakeUnavailableError", "LogClosedError", "LogStorageError", "LogTableError", "NonContiguousOffsetsError", "ObjectStoreStartError",
            "OffsetOutOfRangeError", "RecordTooLargeError", "RecordWithoutKeyError",
-           "TransactionsNeedTailError", "UnreadableBatchError"]
+           "TransactionsNeedTailError", "TypedColumnsNotReadyError", "UnreadableBatchError"]
 
 
 class LogTableError(LakelogError):
@@ -62,6 +62,13 @@ class CommitFailedError(LogTableError):
     http_status = 503
     error_code = 50322  # lakelog's code (REST Proxy's 50301: no consumer available in its pool)
     retriable = True
+
+
+class TypedColumnsNotReadyError(CommitFailedError):
+    """A Delta commit of a schema'd topic cannot decode its typed columns yet: the broker's schema registry
+    view has not caught up with ``_schemas`` since the broker started. Nothing is committed and the next
+    flush round tries again (retriable, as :class:`CommitFailedError`), so no record gets a null typed value
+    for good only because its schema was not read yet."""
 
 
 class LogClosedError(LogTableError):

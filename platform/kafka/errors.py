@@ -59,6 +59,7 @@ from lakelog.errors import (
     RebalanceInProgressError,
     RecordTooLargeError,
     RecordValidationError,
+    SchemaRegistryTimeoutError,
     RecordWithoutKeyError,
     RequestTimedOutError,
     UnknownGroupError,
@@ -136,6 +137,7 @@ ERROR_CODES: dict[type[BaseException], int] = {
     UnknownLeaderEpochError: 75,            # UNKNOWN_LEADER_EPOCH
     RecordWithoutKeyError: INVALID_RECORD,
     RecordValidationError: INVALID_RECORD,  # schema validation (KIP-467's record_errors name each record)
+    SchemaRegistryTimeoutError: 7,          # REQUEST_TIMED_OUT (retriable: the registry view is behind)
     ClientQuotaExceededError: 89,           # THROTTLING_QUOTA_EXCEEDED
     ZooKeeperUnavailableError: 15,          # COORDINATOR_NOT_AVAILABLE (retriable)
     IllegalGenerationError: 22,             # ILLEGAL_GENERATION

@@ -277,8 +277,9 @@ class LogWriter:
                 if view.log_start_offset > start:  # below the log start offset (a follower took its
                     # leader's, DeleteRecords): gone for readers, so never in the table either
                     rows = rows.filter(pc.greater_equal(rows["offset"], view.log_start_offset))
+                lake = self.lake_rows(rows)  # TypedColumnsNotReadyError: nothing committed or moved yet
                 try:
-                    commit_append(self.table, self.lake_rows(rows), compression_type=self.config.compression_type,
+                    commit_append(self.table, lake, compression_type=self.config.compression_type,
                                   lake_end_offset=read_end, log_start_offset=view.log_start_offset,
                                   leader_epoch=epoch)
                     end, files = read_end, file_snapshot(self.table, self.uri, self._fs, self._root,

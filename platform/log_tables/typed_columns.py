@@ -27,11 +27,13 @@ from typing import Protocol
 import pyarrow as pa
 
 from lakelog.config import TopicConfig
+from lakelog.errors import TypedColumnsNotReadyError
 from lakelog.log_tables.schema import LOG_SCHEMA
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEY_PARSED", "TYPED_COLUMNS", "VALUE_PARSED", "RecordDecoder", "conform_to_table", "log_columns", "with_typed_columns"]
+__all__ = ["KEY_PARSED", "TYPED_COLUMNS", "VALUE_PARSED", "RecordDecoder", "conform_to_table",
+           "log_columns", "with_typed_columns"]
 
 #: The typed value column (a struct, null where the record's value does not decode).
 VALUE_PARSED = "value_parsed"
@@ -51,14 +53,19 @@ class RecordDecoder(Protocol):
         """The typed column of ``data`` (binary, Confluent's wire format: magic byte, 4-byte schema id):
         one struct (or value) per record, null where the record is null, not framed, framed with a schema id
         that is not a version of ``subject``, or does not decode. None when ``subject`` has no schema (no
-        column is added then). Never raises for a record's bytes."""
+        column is added then). Never raises for a record's bytes; raises :class:`~lakelog.errors.TypedColumnsNotReadyError` when it
+        cannot tell yet."""
         ...
 
 
 def with_typed_columns(rows: pa.Table, *, topic: str, config: TopicConfig,
                        decoder: RecordDecoder | None) -> pa.Table:
     """``rows`` (log columns) with :data:`VALUE_PARSED` / :data:`KEY_PARSED` appended for the subjects
-    ``config`` names for ``topic``; ``rows`` itself when there is no decoder or no subject (no work)."""
+    ``config`` names for ``topic``; ``rows`` itself when there is no decoder or no subject (no work).
+
+    Raises:
+        TypedColumnsNotReadyError: the decoder cannot decode yet (commit nothing now; try again later).
+    """
     if decoder is None:
         return rows
     value_subject, key_subject = config.value_subject(topic), config.key_subject(topic)
@@ -69,6 +76,8 @@ def with_typed_columns(rows: pa.Table, *, topic: str, config: TopicConfig,
             continue
         try:
             column = decoder(subject=subject, data=rows[source])
+        except TypedColumnsNotReadyError:
+            raise
         except Exception:  # noqa: BLE001 - a decoder's failure must not stop the log's flush: raw bytes stay
             log.exception("decoding the %s of %s against %s failed; the column is left out of this commit",
                           source, topic, subject)

@@ -61,7 +61,8 @@ from lakelog.replication.metadata_cache import MetadataCache
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.requests.authorization import RequestPermissions
 from lakelog.requests.context import RequestContext
-from lakelog.requests.record_validation import DeadLetter, RecordValidation, dead_letter_batch, refusal
+from lakelog.requests.record_validation import (DeadLetter, RecordFailure, RecordValidation, dead_letter_batch,
+                                                refusal)
 from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.authorizer import Authorizer
 
@@ -307,7 +308,7 @@ class ProduceOperation:
                            else result.errors.get(p) or (p, o))
         return outcomes
 
-    async def _produce_with_dead_letters(self, request: ProduceRequest, failures: dict[int, str], dlq: str, *,
+    async def _produce_with_dead_letters(self, request: ProduceRequest, failures: dict[int, RecordFailure], dlq: str, *,
                                          context: RequestContext) -> ProduceResult:
         """Step 1b with ``errors.tolerance=all``: the failing records to the dead-letter topic ``dlq`` (the
         caller needs Write there), then, once they are there, the others to the topic; a failed dead-letter
@@ -317,7 +318,7 @@ class ProduceOperation:
             request.topic, request.records, failures), acks=request.acks), context=context)
         if dead.errors:
             raise next(iter(dead.errors.values()))
-        letters = {i: DeadLetter(topic=dlq, partition=int(p), offset=int(o), reason=reason)
+        letters = {i: DeadLetter(topic=dlq, partition=int(p), offset=int(o), reason=str(reason))
                    for (i, reason), p, o in zip(failures.items(), dead.partitions.tolist(), dead.offsets.tolist())}
         partitions, offsets = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
         kept = np.array([i for i in range(n) if i not in failures], np.int64)

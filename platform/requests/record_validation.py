@@ -33,15 +33,31 @@ from lakelog.replication.metadata import TopicMetadata
 from lakelog.schemas.registry import SchemaRegistry
 from lakelog.schemas.validation import RecordField, SubjectValidator
 
-__all__ = ["DeadLetter", "RecordValidation", "dead_letter_batch", "refusal"]
+__all__ = ["DeadLetter", "RecordFailure", "RecordValidation", "dead_letter_batch", "refusal"]
 
 #: Kafka Connect's ``DeadLetterQueueReporter`` header names, as lakelog fills them
 ERROR_HEADER_TOPIC = "__connect.errors.topic"
 ERROR_HEADER_STAGE = "__connect.errors.stage"
 ERROR_HEADER_EXCEPTION = "__connect.errors.exception.class.name"
 ERROR_HEADER_EXCEPTION_MESSAGE = "__connect.errors.exception.message"
+#: How long a record whose schema id is not (yet) a version of its subject waits for this broker's registry
+#: view to read it (a schema registered through another broker is read within milliseconds) before it is
+#: refused.
+UNKNOWN_SCHEMA_ID_WAIT_MS = 1_000
 #: Kafka Connect's ``Stage`` of a key or value that did not convert
 _STAGES = {"key": "KEY_CONVERTER", "value": "VALUE_CONVERTER"}
+
+
+@dataclass(frozen=True)
+class RecordFailure:
+    """Why schema validation refused one record: which part failed (``key`` or ``value``) and why (to follow
+    "its value ..."). ``str()`` is the sentence a refusal or a dead letter's header says."""
+
+    field: RecordField
+    reason: str
+
+    def __str__(self) -> str:
+        return f"its {self.field} {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -93,33 +109,55 @@ class RecordValidation:
             out.append(found)
         return out
 
-    async def failures(self, meta: TopicMetadata, records: pa.Table) -> dict[int, str]:
+    async def failures(self, meta: TopicMetadata, records: pa.Table) -> dict[int, RecordFailure]:
         """Record index -> why it is refused, for each record of ``records`` (a produce batch) whose key or
-        value fails its subject (empty: all pass, or the topic is not validated). Decoded off the event
-        loop, each column in one pass."""
-        validators = self.validators(meta)
-        if not validators or records.num_rows == 0:
+        value fails its subject, in index order (the key's failure when both fail; empty: all pass, or the
+        topic is not validated). Decoded off the event loop, each column in one pass.
+
+        The registry view must know the schemas first: after the broker starts this waits for the view to
+        catch up with ``_schemas``, and a record whose schema id is not (yet) a version of its subject
+        (registered through another broker a moment ago) is checked again once the view holds it, waiting
+        at most :data:`UNKNOWN_SCHEMA_ID_WAIT_MS`.
+
+        Raises:
+            SchemaRegistryTimeoutError: 500 / 50002 (retriable; Kafka: REQUEST_TIMED_OUT): the view has not
+                caught up with ``_schemas`` since the broker started, within ``request.timeout.ms``.
+        """
+        if not self.validators(meta) or records.num_rows == 0:
             return {}
+        if not self.registry.caught_up:
+            await self.registry.wait_caught_up()
+        validators = self.validators(meta)
+        failures = await asyncio.to_thread(_check, validators, records)
+        if failures:
+            unknown = {v.subject: ids for v in validators if (ids := v.unknown_ids(records[v.field]))}
+            waits = [self.registry.wait_for_schema_ids(subject, ids, timeout_ms=UNKNOWN_SCHEMA_ID_WAIT_MS)
+                     for subject, ids in unknown.items()]
+            if waits and any(await asyncio.gather(*waits)):
+                failures = await asyncio.to_thread(_check, self.validators(meta), records)
+        return failures
 
-        def check() -> dict[int, str]:
-            out: dict[int, str] = {}
-            for v in validators:
-                for i, reason in v.failures(records[v.field]).items():
-                    out.setdefault(i, f"its {v.field} {reason}")
-            return out
-        return dict(sorted((await asyncio.to_thread(check)).items()))
+
+def _check(validators: list[SubjectValidator], records: pa.Table) -> dict[int, RecordFailure]:
+    """:meth:`RecordValidation.failures`' decode (blocking), in index order."""
+    out: dict[int, RecordFailure] = {}
+    for v in validators:
+        for i, reason in v.failures(records[v.field]).items():
+            out.setdefault(i, RecordFailure(v.field, reason))
+    return dict(sorted(out.items()))
 
 
-def refusal(topic: str, failures: dict[int, str]) -> RecordValidationError:
-    """The error refusing a whole request for ``failures`` (record index -> reason, in index order)."""
+def refusal(topic: str, failures: dict[int, RecordFailure]) -> RecordValidationError:
+    """The error refusing a whole request for ``failures`` (record index -> why, in index order)."""
     first, reason = next(iter(failures.items()))
     more = f" ({len(failures) - 1} more record(s) fail too)" if len(failures) > 1 else ""
     return RecordValidationError(
         f"Record {first} is refused by the schema validation of topic '{topic}': {reason}{more}. Nothing was "
-        "written; serialize it with a schema of the subject (Confluent's wire format).", failures=failures)
+        "written; serialize it with a schema of the subject (Confluent's wire format).",
+        failures={i: str(f) for i, f in failures.items()})
 
 
-def dead_letter_batch(topic: str, records: pa.Table, failures: dict[int, str]) -> pa.Table:
+def dead_letter_batch(topic: str, records: pa.Table, failures: dict[int, RecordFailure]) -> pa.Table:
     """The failing records of ``records`` as a produce batch for the dead-letter topic: key, value and
     timestamp as sent, their headers followed by Kafka Connect's error headers (``__connect.errors.topic``,
     ``.stage`` ``KEY_CONVERTER``/``VALUE_CONVERTER``, ``.exception.class.name``, ``.exception.message``)."""
@@ -127,12 +165,11 @@ def dead_letter_batch(topic: str, records: pa.Table, failures: dict[int, str]) -
     dead = records.take(take)
     old = dead["headers"].to_pylist()
     headers = []
-    for own, reason in zip(old, failures.values()):
-        stage = _STAGES["key" if reason.startswith("its key") else "value"]
+    for own, failure in zip(old, failures.values()):
         headers.append(list(own or []) + [
             {"key": ERROR_HEADER_TOPIC, "value": topic.encode()},
-            {"key": ERROR_HEADER_STAGE, "value": stage.encode()},
+            {"key": ERROR_HEADER_STAGE, "value": _STAGES[failure.field].encode()},
             {"key": ERROR_HEADER_EXCEPTION, "value": b"lakelog.errors.RecordValidationError"},
-            {"key": ERROR_HEADER_EXCEPTION_MESSAGE, "value": reason.encode()}])
+            {"key": ERROR_HEADER_EXCEPTION_MESSAGE, "value": str(failure).encode()}])
     return dead.set_column(dead.schema.get_field_index("headers"), "headers",
                            pa.array(headers, PRODUCE_SCHEMA.field("headers").type))

@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from lakelog.errors import TypedColumnsNotReadyError
 from lakelog.schemas.arrow_types import (Convert, avro_type, json_schema_type, protobuf_message_value,
                                          protobuf_type)
 from lakelog.schemas.avro_datums import AvroDatumReader
@@ -49,16 +50,27 @@ class RegistryColumns:
 
     Args:
         view_of: the registry view to read (``lambda: registry.view``); read from flushers' worker threads.
+        ready: whether the view can be trusted yet (``lambda: registry.caught_up``: it has caught up with
+            ``_schemas`` since the broker started). Default: always.
     """
 
-    def __init__(self, view_of: Callable[[], RegistryView]) -> None:
+    def __init__(self, view_of: Callable[[], RegistryView], *, ready: Callable[[], bool] = lambda: True) -> None:
         self._view_of = view_of
+        self._ready = ready
         self._types: dict[int, tuple[pa.DataType, Convert]] = {}  # latest schema id -> its column type
         self._readers: dict[tuple[int, int], Reader] = {}         # (schema id, latest id) -> reader
 
     def __call__(self, *, subject: str, data: pa.Array | pa.ChunkedArray) -> pa.Array | None:
         """The typed column of ``data`` (framed keys or values) against ``subject``; None when the subject has
-        no schema. Never raises for a record's bytes."""
+        no schema. Never raises for a record's bytes.
+
+        Raises:
+            TypedColumnsNotReadyError: the registry view has not caught up since the broker started (a schema not read
+                yet would make its records null for good).
+        """
+        if not self._ready():
+            raise TypedColumnsNotReadyError(f"The typed columns of subject '{subject}' wait for this broker's schema "
+                                            "registry view, not read since the broker started; retry.")
         view = self._view_of()
         # 1. the subject's versions; the column's type is the latest's
         current = view.versions(subject)

@@ -104,6 +104,9 @@ class SchemaRegistry:
         self._leader_url: str | None = None  # the leader of _schemas-0 when it is another broker
         self._topic_seen = False  # whether _schemas' znode exists (its DataWatch)
         self._stopped = False
+        #: whether the view has caught up with ``_schemas`` once since the broker started (a read that found
+        #: nothing new, or no such topic): before, an unknown schema id may just not be read yet
+        self.caught_up = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -128,6 +131,8 @@ class SchemaRegistry:
             log.warning("%s was deleted: this broker's view of the schema registry is emptied", SCHEMAS_TOPIC)
             self.view = RegistryView()
         self._topic_seen = exists
+        if not exists:
+            self.caught_up = True  # no schema was ever registered: nothing to read
         self._signal()
 
     async def stop(self) -> None:
@@ -155,6 +160,9 @@ class SchemaRegistry:
                 rows, end = await self._read(self.view.next_offset)
                 if rows.num_rows or end > self.view.next_offset:
                     self.view.fold(rows, next_offset=end)
+                    self._signal()
+                elif not self.caught_up:  # a (long-polling) read found nothing more: the view is current
+                    self.caught_up = True
                     self._signal()
             except asyncio.CancelledError:
                 raise
@@ -206,6 +214,33 @@ class SchemaRegistry:
             await asyncio.wait_for(self._moved.wait(), timeout_s)
         except asyncio.TimeoutError:
             pass
+
+    async def wait_caught_up(self, *, timeout_ms: int | None = None) -> None:
+        """Return once the view has caught up with ``_schemas`` since the broker started (:attr:`caught_up`):
+        schema validation waits for it, so a record is never refused for a schema id not read yet.
+
+        Raises:
+            SchemaRegistryTimeoutError: 500 / 50002 (retriable) after ``timeout_ms`` (``request.timeout.ms``).
+        """
+        deadline = time.monotonic() + (timeout_ms or self.settings.request_timeout_ms) / 1000.0
+        while not self.caught_up:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SchemaRegistryTimeoutError(
+                    f"Broker {self.settings.broker_id} has not read {SCHEMAS_TOPIC} since it started (at offset "
+                    f"{self.view.next_offset} so far), so it cannot validate schema'd records yet; retry.")
+            await self._wait_moved(min(left, 0.5))
+
+    async def wait_for_schema_ids(self, subject: str, schema_ids: set[int], *, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms`` for the view to hold every id of ``schema_ids`` as a live version of
+        ``subject`` (registered through another broker a moment ago, say); whether it does."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while not schema_ids <= {v.schema_id for v in self.view.versions(subject)}:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await self._wait_moved(min(left, 0.5))
+        return True
 
     async def wait_for_offset(self, offset: int, *, timeout_ms: int | None = None) -> None:
         """Return once the view holds every record below ``offset`` (read-your-writes).

@@ -151,6 +151,12 @@ class SubjectValidator:
         self._view = view
         self._checks: dict[int, PayloadCheck] = {}
 
+    def unknown_ids(self, values: pa.Array | pa.ChunkedArray) -> set[int]:
+        """The schema ids of the column's framed records that are not versions of the subject (as this
+        validator knows it). Cheap: the ids are read with numpy, nothing is decoded."""
+        _, _, ids = wire_format_failures(values)
+        return {i for i in np.unique(ids).tolist() if i not in self.versions}
+
     def failures(self, values: pa.Array | pa.ChunkedArray) -> dict[int, str]:
         """Record index -> why its ``field`` is refused (to follow "its value ..."), for each record of the
         column that fails (empty: every record passes; nulls pass). Blocking (decodes every framed record)."""

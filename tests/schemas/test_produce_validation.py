@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 import uuid
 
 import fastavro
@@ -17,6 +18,8 @@ import httpx
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, Producer
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from lakelog.client import LakelogClient
 from lakelog.schemas.protobuf_schemas import encode_message_indexes, message_class
@@ -230,3 +233,41 @@ def test_kafka_answer_names_each_refused_record_in_record_errors(node):
     assert "magic byte" in partition.record_errors[0].batch_index_error_message
     assert "Record 1" in partition.error_message
     assert read_partition(broker.url, topic, 0) == []
+
+
+@pytest.mark.cluster
+def test_a_broker_that_cannot_read_the_registry_since_its_restart_neither_refuses_nor_nulls(broker_factory):
+    """Broker 0 leads the validated topic; ``_schemas`` lives on broker 1 only. With broker 1 down, a restarted
+    broker 0 has an empty registry view: a produce is answered retriably (500 / 50002) rather than refused
+    for an unknown schema id, and the record its kill left in the segment tail is not flushed with a null
+    typed value. Once broker 1 is back, the produce is taken and both records reach Delta typed."""
+    env = {"LAKELOG_REQUEST_TIMEOUT_MS": "3000", "LAKELOG_ZOOKEEPER_SESSION_TIMEOUT_MS": "3000"}
+    b0 = broker_factory(broker_id=0, extra_env=env)
+    topic = _topic(b0.url, **{"confluent.value.schema.validation": "true", "lake.commit.interval.ms": "1500"})
+    b0.stop()
+    b1 = broker_factory(broker_id=1, extra_env=env)  # alone: _schemas is created with one replica, on it
+    schema_id = _register(b1.url, f"{topic}-value", ORDER_AVRO)
+    b0.start()
+    assert _produce(b0.url, topic, [frame(schema_id, _avro({"id": 1, "note": "a"}))]).status_code == 200
+    b1.kill()
+    b0.kill()  # offset 0 is still in the segment tail (flushed every 1.5 s)
+    b0.start()
+    answer = _produce(b0.url, topic, [frame(schema_id, _avro({"id": 2, "note": "b"}))])
+    assert answer.status_code == 500 and answer.json()["error_code"] == 50002, answer.text
+    time.sleep(3)  # two flush rounds: none may commit offset 0 without its typed value
+    b1.start()
+    deadline = time.monotonic() + 60
+    while (answer := _produce(b0.url, topic, [frame(schema_id, _avro({"id": 2, "note": "b"}))])).status_code != 200:
+        assert answer.json()["error_code"] == 50002 and time.monotonic() < deadline, answer.text
+    table = None
+    while time.monotonic() < deadline:
+        try:  # the table exists from the topic's creation; value_parsed from its first flush
+            table = DeltaTable(str(b0.log_dirs / f"{topic}-0")).to_pyarrow_table()
+        except (TableNotFoundError, OSError):
+            table = None
+        if table is not None and table.num_rows == 2:
+            break
+        time.sleep(0.2)
+    assert table is not None and sorted(
+        (r["offset"], r["value_parsed"]["id"]) for r in table.select(["offset", "value_parsed"]).to_pylist()) \
+        == [(0, 1), (1, 2)]

@@ -9,9 +9,11 @@ import json
 
 import fastavro
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
 
 from lakelog.config import TopicConfig
+from lakelog.errors import CommitFailedError  # TypedColumnsNotReadyError is one
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.schemas.protobuf_schemas import encode_message_indexes, message_class
 from lakelog.schemas.record_columns import RegistryColumns
@@ -85,5 +87,32 @@ def test_a_partition_table_keeps_value_parsed_through_merges_and_truncation(tmp_
         assert [r["value_parsed"]["id"] for r in rows.to_pylist()] == [0, 1]
         first = rows.to_pylist()[0]["value_parsed"]
         assert (first["choice"], first["tags"], first["when"].year) == ('"c"', [("t", 0)], 2025)
+    finally:
+        plog.close()
+
+
+def test_a_flush_waits_for_the_registry_view_instead_of_writing_null_typed_values(tmp_path):
+    """Before the broker's registry view has caught up (just after a restart) the decoder cannot tell a
+    schema not read yet from a bad record: the flush commits nothing and fails retriably; once the view is
+    current the same records are committed with their typed values."""
+    view = _view(("o-value", 1, 1, "AVRO", ORDER_AVRO))
+    parsed = fastavro.parse_schema(ORDER_AVRO)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed, {"id": 7, "when": 1_764_000_000_000, "choice": 3, "tags": {}})
+    caught_up = False
+    plog = PartitionLog.open(topic="o", partition=0, table_uri=tmp_path / "o-0",
+                             config=TopicConfig.model_validate({"value.schema.subject": "o-value",
+                                                                "lake.commit.interval.ms": 60_000}))
+    plog.record_decoder = RegistryColumns(lambda: view, ready=lambda: caught_up)
+    try:
+        plog.append(pa.table({"value": pa.array([frame(1, buf.getvalue())], pa.binary())}))
+        plog.advance_high_watermark(plog.log_end_offset)
+        with pytest.raises(CommitFailedError, match="wait for this broker's schema registry view"):
+            plog.flush_to_lake()
+        assert plog.lake_end_offset == 0
+        caught_up = True
+        assert plog.flush_to_lake() == 1
+        rows = DeltaTable(str(tmp_path / "o-0")).to_pyarrow_table(columns=["value_parsed"]).to_pylist()
+        assert rows[0]["value_parsed"]["id"] == 7
     finally:
         plog.close()
