@@ -23,7 +23,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -33,7 +32,7 @@ from lakelog.schemas.arrow_types import (Convert, avro_type, json_schema_type, p
 from lakelog.schemas.avro_datums import AvroDatumReader
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
-from lakelog.schemas.validation import wire_format_failures
+from lakelog.schemas.validation import framed_column
 
 log = logging.getLogger(__name__)
 
@@ -81,25 +80,15 @@ class RegistryColumns:
         arrow_type, convert = self._column_type(view, latest)
         # 2. each record decoded with its own version's schema: magic byte and id read with numpy over the
         #    column's buffers, then each id's records by one reader from one stream over the data buffer
-        _, rows, ids = wire_format_failures(data)
+        column = framed_column(data)
         values: list[Any] = [None] * len(data)
-        if not len(rows):
-            return _build(values, arrow_type)
-        arr = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
-        if arr.type != pa.binary():
-            arr = arr.cast(pa.binary())
-        _, offsets_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(offsets_buf, np.int32)[arr.offset: arr.offset + len(arr) + 1]
-        raw = data_buf.to_pybytes()
-        stream = io.BytesIO(raw)
-        unique = np.unique(ids)
-        for schema_id in unique.tolist():
+        for schema_id, indexes, starts, ends in column.groups:
             version = versions.get(schema_id)
             if version is None:
                 continue
-            sel = rows if len(unique) == 1 else rows[ids == schema_id]
             read = self._reader(view, version, latest.schema_id, arrow_type)
-            for i, start, end in zip(sel.tolist(), (offsets[sel] + 5).tolist(), offsets[sel + 1].tolist()):
+            raw, stream = column.data, column.stream
+            for i, start, end in zip(indexes, starts, ends):
                 try:
                     value = read(raw, stream, start, end)
                 except Exception:  # noqa: BLE001 - not of its schema (each library has its own errors): null

@@ -222,25 +222,16 @@ class SchemaRegistry:
         Raises:
             SchemaRegistryTimeoutError: 500 / 50002 (retriable) after ``timeout_ms`` (``request.timeout.ms``).
         """
-        deadline = time.monotonic() + (timeout_ms or self.settings.request_timeout_ms) / 1000.0
-        while not self.caught_up:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SchemaRegistryTimeoutError(
-                    f"Broker {self.settings.broker_id} has not read {SCHEMAS_TOPIC} since it started (at offset "
-                    f"{self.view.next_offset} so far), so it cannot validate schema'd records yet; retry.")
-            await self._wait_moved(min(left, 0.5))
+        if not await self._wait_until(lambda: self.caught_up, timeout_ms or self.settings.request_timeout_ms):
+            raise SchemaRegistryTimeoutError(
+                f"Broker {self.settings.broker_id} has not read {SCHEMAS_TOPIC} since it started (at offset "
+                f"{self.view.next_offset} so far), so it cannot validate schema'd records yet; retry.")
 
     async def wait_for_schema_ids(self, subject: str, schema_ids: set[int], *, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms`` for the view to hold every id of ``schema_ids`` as a live version of
         ``subject`` (registered through another broker a moment ago, say); whether it does."""
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        while not schema_ids <= {v.schema_id for v in self.view.versions(subject)}:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await self._wait_moved(min(left, 0.5))
-        return True
+        return await self._wait_until(lambda: schema_ids <= {v.schema_id for v in self.view.versions(subject)},
+                                      timeout_ms)
 
     async def wait_for_offset(self, offset: int, *, timeout_ms: int | None = None) -> None:
         """Return once the view holds every record below ``offset`` (read-your-writes).
@@ -248,14 +239,22 @@ class SchemaRegistry:
         Raises:
             SchemaRegistryTimeoutError: 500 / 50002 (retriable) after ``timeout_ms`` (``request.timeout.ms``).
         """
-        deadline = time.monotonic() + (timeout_ms or self.settings.request_timeout_ms) / 1000.0
-        while self.view.next_offset < offset:
+        if not await self._wait_until(lambda: self.view.next_offset >= offset,
+                                      timeout_ms or self.settings.request_timeout_ms):
+            raise SchemaRegistryTimeoutError(
+                f"Broker {self.settings.broker_id}'s view of {SCHEMAS_TOPIC} is at offset {self.view.next_offset}, "
+                f"short of {offset}; retry.")
+
+    async def _wait_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait until ``done()`` (checked whenever the view moves, and every 0.5 s), at most ``timeout_ms``;
+        whether it came true."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while not done():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SchemaRegistryTimeoutError(
-                    f"Broker {self.settings.broker_id}'s view of {SCHEMAS_TOPIC} is at offset {self.view.next_offset}, "
-                    f"short of {offset}; retry.")
+                return False
             await self._wait_moved(min(left, 0.5))
+        return True
 
     # -- writes -----------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import jsonschema
@@ -42,7 +43,7 @@ from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_cla
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
 from lakelog.schemas.wire_format import MAGIC_BYTE, _json_validator
 
-__all__ = ["RecordField", "SubjectValidator", "wire_format_failures"]
+__all__ = ["FramedColumn", "RecordField", "SubjectValidator", "framed_column", "wire_format_failures"]
 
 #: which part of a record a subject validates
 RecordField = Literal["key", "value"]
@@ -85,6 +86,44 @@ def wire_format_failures(values: pa.Array | pa.ChunkedArray) -> tuple[dict[int, 
     ids = ((data[at + 1].astype(np.int64) << 24) | (data[at + 2].astype(np.int64) << 16)
            | (data[at + 3].astype(np.int64) << 8) | data[at + 4].astype(np.int64))
     return failures, rows, ids
+
+
+@dataclass(frozen=True)
+class FramedColumn:
+    """A binary column of records in Confluent's wire format, grouped by schema id for decoding
+    (:func:`framed_column`).
+
+    Attributes:
+        failures: record index -> why it is not in the wire format (as :func:`wire_format_failures`).
+        data: the column's data buffer; stream: an ``io.BytesIO`` over ``data`` (for Avro's reader).
+        groups: per schema id, in id order: ``(schema id, record indexes, payload starts, payload ends)``,
+            a record's payload (after the magic byte and id) being ``data[start:end]``.
+    """
+
+    failures: dict[int, str]
+    data: bytes
+    stream: io.BytesIO
+    groups: list[tuple[int, list[int], list[int], list[int]]]
+
+
+def framed_column(values: pa.Array | pa.ChunkedArray) -> FramedColumn:
+    """``values`` (binary) as a :class:`FramedColumn`: magic byte and id read with numpy over the Arrow
+    buffers, one copy of the data buffer, no bytes object per record."""
+    failures, rows, ids = wire_format_failures(values)
+    if not len(rows):
+        return FramedColumn(failures, b"", io.BytesIO(), [])
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if arr.type != pa.binary():
+        arr = arr.cast(pa.binary())
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32)[arr.offset: arr.offset + len(arr) + 1]
+    data = data_buf.to_pybytes()
+    unique = np.unique(ids)
+    groups = []
+    for schema_id in unique.tolist():
+        sel = rows if len(unique) == 1 else rows[ids == schema_id]
+        groups.append((schema_id, sel.tolist(), (offsets[sel] + 5).tolist(), offsets[sel + 1].tolist()))
+    return FramedColumn(failures, data, io.BytesIO(data), groups)
 
 
 def _payload_check(version: SchemaVersion, referenced: Sequence[tuple[str, str]]) -> PayloadCheck:
@@ -160,29 +199,22 @@ class SubjectValidator:
     def failures(self, values: pa.Array | pa.ChunkedArray) -> dict[int, str]:
         """Record index -> why its ``field`` is refused (to follow "its value ..."), for each record of the
         column that fails (empty: every record passes; nulls pass). Blocking (decodes every framed record)."""
-        failures, rows, ids = wire_format_failures(values)
-        if not len(rows):
-            return failures
-        arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        _, offsets_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(offsets_buf, np.int32)[arr.offset: arr.offset + len(arr) + 1]
-        data = data_buf.to_pybytes()
-        stream = io.BytesIO(data)
-        unique = np.unique(ids)
-        for schema_id in unique.tolist():
-            sel = rows if len(unique) == 1 else rows[ids == schema_id]
+        column = framed_column(values)
+        failures = column.failures
+        for schema_id, indexes, starts, ends in column.groups:
             version = self.versions.get(schema_id)
             if version is None:
                 reason = (f"has schema id {schema_id}, which is not a version of subject '{self.subject}' "
                           f"(its ids: {sorted(self.versions) or 'none'})")
-                failures.update((i, reason) for i in sel.tolist())
+                failures.update((i, reason) for i in indexes)
                 continue
             check = self._checks.get(schema_id)
             if check is None:
                 check = self._checks[schema_id] = _payload_check(
                     version, self._view.referenced_schemas(version.references))
             label = _LABELS[version.schema_type]
-            for i, start, end in zip(sel.tolist(), (offsets[sel] + 5).tolist(), offsets[sel + 1].tolist()):
+            data, stream = column.data, column.stream
+            for i, start, end in zip(indexes, starts, ends):
                 try:
                     check(data, stream, start, end)
                 except Exception as e:  # noqa: BLE001 - each library's many ways of refusing the bytes

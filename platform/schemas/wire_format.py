@@ -68,16 +68,22 @@ def avro_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
     present = "\n".join(json.dumps(v) for v in values if v is not None)
     records = iter(fastavro.json_reader(io.StringIO(present), parsed)) if present else iter(())
 
+    return _frames(schema_id, values, _avro_encoder(parsed, schema_id, what, lambda value: next(records)))
+
+
+def _avro_encoder(parsed: object, schema_id: int, what: str,
+                  datum_of: Callable[[object], object]) -> Callable[[int, object], bytes]:
+    """``encode(i, value)`` for :func:`_frames`: ``datum_of(value)`` in Avro's binary encoding of ``parsed``;
+    InvalidEncodingError naming record ``i`` when it does not fit."""
     def encode(i: int, value: object) -> bytes:
+        buf = io.BytesIO()
         try:
-            record = next(records)
-            buf = io.BytesIO()
-            fastavro.schemaless_writer(buf, parsed, record)
+            fastavro.schemaless_writer(buf, parsed, datum_of(value))
         except Exception as e:  # noqa: BLE001 - fastavro's many ways of saying the datum is not of the schema
             raise InvalidEncodingError(f"Record {i}'s {what} does not match its Avro schema (id {schema_id}): "
                                        f"{type(e).__name__}: {e}. Nothing was written.") from None
         return buf.getvalue()
-    return _frames(schema_id, values, encode)
+    return encode
 
 
 def python_frames(schema_type: str, schema: str, referenced: Sequence[tuple[str, str]], schema_id: int,
@@ -97,17 +103,7 @@ def python_frames(schema_type: str, schema: str, referenced: Sequence[tuple[str,
         return json_frames(schema, referenced, schema_id, values, what=what)
     if schema_type == "PROTOBUF":
         return protobuf_frames(schema, referenced, schema_id, values, what=what)
-    parsed = _avro(schema, referenced)
-
-    def encode(i: int, value: object) -> bytes:
-        buf = io.BytesIO()
-        try:
-            fastavro.schemaless_writer(buf, parsed, value)
-        except Exception as e:  # noqa: BLE001 - fastavro's many ways of saying the datum is not of the schema
-            raise InvalidEncodingError(f"Record {i}'s {what} does not match its Avro schema (id {schema_id}): "
-                                       f"{type(e).__name__}: {e}. Nothing was written.") from None
-        return buf.getvalue()
-    return _frames(schema_id, values, encode)
+    return _frames(schema_id, values, _avro_encoder(_avro(schema, referenced), schema_id, what, lambda value: value))
 
 
 def _frames(schema_id: int, values: Sequence[object], encode: Callable[[int, object], bytes]) -> list[bytes | None]:
