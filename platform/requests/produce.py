@@ -187,7 +187,8 @@ class ProduceOperation:
         module docstring).
 
         Args:
-            schema_checked: step 1b already passed every record (:meth:`produce_each`'s own check).
+            schema_checked: step 1b already passed every record (:meth:`produce_each`'s own check), or does not
+                apply (the dead letters of another topic).
 
         Returns:
             one partition and offset per record (:class:`ProduceResult`); a failed share's errors; where
@@ -314,8 +315,9 @@ class ProduceOperation:
         caller needs Write there), then, once they are there, the others to the topic; a failed dead-letter
         write fails the request with nothing in the topic."""
         n = request.records.num_rows
+        # the dead letters failed a schema by definition: a dead-letter topic's own validation does not apply
         dead = await self.produce(ProduceRequest(topic=dlq, records=dead_letter_batch(
-            request.topic, request.records, failures), acks=request.acks), context=context)
+            request.topic, request.records, failures), acks=request.acks), context=context, schema_checked=True)
         if dead.errors:
             raise next(iter(dead.errors.values()))
         letters = {i: DeadLetter(topic=dlq, partition=int(p), offset=int(o), reason=str(reason))

@@ -131,8 +131,8 @@ def test_kafka_listener_refuses_with_invalid_record(node):
     assert read_partition(broker.url, topic, 0) == []
 
 
-def _dead_letter_topics(url: str) -> tuple[str, str, int]:
-    dlq = _topic(url)
+def _dead_letter_topics(url: str, **dlq_configs: str) -> tuple[str, str, int]:
+    dlq = _topic(url, **dlq_configs)
     topic = _topic(url, **{"confluent.value.schema.validation": "true", "errors.tolerance": "all",
                            "errors.deadletterqueue.topic.name": dlq})
     return topic, dlq, _register(url, f"{topic}-value", ORDER_AVRO)
@@ -157,6 +157,17 @@ def test_dead_letter_topic_over_rest(node):
     headers = _headers(dead)
     assert headers["__connect.errors.topic"] == topic and headers["__connect.errors.stage"] == "VALUE_CONVERTER"
     assert "magic byte" in headers["__connect.errors.exception.message"]
+
+
+def test_a_dead_letter_topic_that_validates_still_takes_the_dead_letters(node):
+    url = node[0].url
+    topic, dlq, schema_id = _dead_letter_topics(url, **{"confluent.value.schema.validation": "true"})
+    answer = _produce(url, topic, [b"garbage", frame(schema_id, _avro({"id": 1, "note": "a"}))])
+    assert answer.status_code == 200, answer.text
+    assert [(e["partition"], e["offset"]) for e in answer.json()["offsets"]] == [(None, None), (0, 0)]
+    dead, = read_partition(url, dlq, 0)
+    assert base64.b64decode(dead["value"]) == b"garbage"
+    assert _produce(url, dlq, [b"garbage"]).status_code == 422  # a produce of its own is still validated
 
 
 def test_dead_letter_topic_over_kafka(node):
