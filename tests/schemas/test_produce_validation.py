@@ -115,7 +115,8 @@ def test_keys_are_validated_against_the_key_subject(node):
 def _kafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> list:
     """Each value produced to partition 0 by confluent-kafka (no retries): each delivery report's error."""
     reports: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "retries": 0})
+    # linger.ms: the values wait for flush() and go in one batch, however slowly this thread runs
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10_000, "retries": 0})
     for v in values:
         producer.produce(topic, value=v, partition=0, on_delivery=lambda err, msg: reports.append(err))
     assert producer.flush(60) == 0
