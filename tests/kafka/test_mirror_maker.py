@@ -26,18 +26,46 @@ pytestmark = pytest.mark.kafka_tools
 PARTITIONS = 2
 RECORDS = 400  # per partition
 COMMITTED = 150  # the group's committed offset on the source, per partition
+#: when the group's offsets are not translated within NUDGE_S, the source gets NUDGE_RECORDS more per partition
+NUDGE_S = 45.0
+NUDGE_RECORDS = 20
 
 
-def _wait_until(condition, *, what: str, log: Path | None = None, timeout_s: float = 480.0):
+def _wait_until(condition, *, what: str, log: Path | None = None, timeout_s: float = 480.0, fail: bool = True):
     """Poll ``condition`` until it answers a true value (returned); fail naming ``what`` (and the tail of
-    ``log``) after ``timeout_s`` (a bound for a hung JVM; each step takes seconds)."""
+    ``log``) after ``timeout_s`` (a bound for a hung JVM; each step takes seconds), or return None then
+    with ``fail=False``."""
     deadline = time.monotonic() + timeout_s
     while not (value := condition()):
         if time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
-            pytest.fail(f"timed out waiting for {what}\n{tail}")
+            if not fail:
+                return None
+            pytest.fail(f"timed out waiting for {what}\n{_log_tail(log)}")
         time.sleep(0.5)
     return value
+
+
+def _log_tail(log: Path | None) -> str:
+    return log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+
+
+def _nudge(bootstrap: str, topic: str, group: str, records: list[list[tuple[bytes, bytes]]]) -> int:
+    """Write NUDGE_RECORDS more records to each partition of the source (kept in ``records``) and commit
+    the group NUDGE_RECORDS // 2 before the new end; the committed offset."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for p, rows in enumerate(records):
+        start = len(rows)
+        for i in range(start, start + NUDGE_RECORDS):
+            rows.append((f"k{p}-{i}".encode(), f"v{p}-{i}".encode()))
+            producer.produce(topic, key=rows[-1][0], value=rows[-1][1], partition=p)
+    assert producer.flush(60) == 0
+    committed = len(records[0]) - NUDGE_RECORDS // 2
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, committed) for p in range(PARTITIONS)], asynchronous=False)
+    finally:
+        consumer.close()
+    return committed
 
 
 def _fill_source(bootstrap: str, topic: str, group: str) -> list[list[tuple[bytes, bytes]]]:
@@ -121,7 +149,13 @@ def _check_mirrored(tmp: Path, *, source: str, target: str, source_alias: str, t
         for p in range(PARTITIONS):
             assert _read(target, mirrored, p, 0, RECORDS) == [(i, k, v) for i, (k, v) in enumerate(records[p])]
 
-        # 2. the group's offsets, translated and committed on the target by MirrorMaker's checkpoints
+        # 2. the group's offsets, translated and committed on the target by MirrorMaker's checkpoints.
+        #    MirrorMaker translates only with offset syncs its checkpoint task saw after reading the
+        #    offset-syncs topic to its end (KAFKA-14666): when replication finished before that task
+        #    started (a loaded machine), the group's offset cannot be translated until the source moves
+        #    on, so every NUDGE_S the test writes NUDGE_RECORDS more per partition and commits the group there
+        committed = COMMITTED
+
         def translated() -> list[int] | None:
             answer = target_admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)])[group].result(30)
@@ -129,8 +163,15 @@ def _check_mirrored(tmp: Path, *, source: str, target: str, source_alias: str, t
             return [offsets[p] for p in range(PARTITIONS)] if len(offsets) == PARTITIONS and all(
                 o > 0 for o in offsets.values()) else None
 
-        positions = _wait_until(translated, what=f"group {group}'s translated offsets on the target", log=log)
-        assert all(0 < o <= COMMITTED for o in positions), positions  # conservative: never past the source's
+        deadline, positions = time.monotonic() + 480, None
+        while positions is None:
+            positions = _wait_until(translated, what="-", timeout_s=NUDGE_S, fail=False)
+            if positions is None:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"timed out waiting for group {group}'s translated offsets on the target\n"
+                                f"{_log_tail(log)}")
+                committed = _nudge(source, topic, group, records)
+        assert all(0 < o <= committed for o in positions), positions  # conservative: never past the source's
     finally:
         _stop(mirror)
 
