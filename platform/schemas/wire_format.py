@@ -34,6 +34,7 @@ from google.protobuf import json_format
 
 from lakelog.errors import InvalidEncodingError
 from lakelog.errors.groups import RecordDeserializationError
+from lakelog.schemas.avro_datums import parse_avro
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, encode_message_indexes, message_class
 
 __all__ = ["MAGIC_BYTE", "avro_frames", "decode_frames", "frame", "json_frames", "protobuf_frames", "python_frames"]
@@ -62,7 +63,7 @@ def avro_frames(schema: str, referenced: Sequence[tuple[str, str]], schema_id: i
     Raises:
         InvalidEncodingError: 422 / 42203 (REST Proxy's JSON conversion failure) naming the record.
     """
-    parsed = _avro(schema, referenced)
+    parsed = parse_avro(schema, referenced)
     # one reader over every present value, a JSON text a line (a reader per record parses the schema again:
     # about 0.4 ms a record); _frames asks for them in order
     present = "\n".join(json.dumps(v) for v in values if v is not None)
@@ -103,20 +104,13 @@ def python_frames(schema_type: str, schema: str, referenced: Sequence[tuple[str,
         return json_frames(schema, referenced, schema_id, values, what=what)
     if schema_type == "PROTOBUF":
         return protobuf_frames(schema, referenced, schema_id, values, what=what)
-    return _frames(schema_id, values, _avro_encoder(_avro(schema, referenced), schema_id, what, lambda value: value))
+    return _frames(schema_id, values, _avro_encoder(parse_avro(schema, referenced), schema_id, what, lambda value: value))
 
 
 def _frames(schema_id: int, values: Sequence[object], encode: Callable[[int, object], bytes]) -> list[bytes | None]:
     """``encode(i, value)`` of each of ``values`` framed with ``schema_id``; None stays None (the one loop of
     the three formats; ``encode`` raises InvalidEncodingError naming record ``i``)."""
     return [None if value is None else frame(schema_id, encode(i, value)) for i, value in enumerate(values)]
-
-def _avro(schema: str, referenced: Sequence[tuple[str, str]]):
-    named: dict = {}
-    for _, text in referenced:
-        fastavro.parse_schema(json.loads(text), named_schemas=named)
-    return fastavro.parse_schema(json.loads(schema), named_schemas=named)
-
 
 def _json_validator(schema: str, referenced: Sequence[tuple[str, str]]):
     obj = json.loads(schema)
@@ -184,7 +178,7 @@ def _unframe(data: bytes) -> tuple[int, memoryview]:
 def _reader(schema_type: str, schema: str, referenced: Sequence[tuple[str, str]]) -> Callable[[memoryview], bytes]:
     """A decoder of payloads written with ``schema``, answering REST Proxy's JSON of each as JSON text."""
     if schema_type == "AVRO":
-        parsed = _avro(schema, referenced)
+        parsed = parse_avro(schema, referenced)
 
         def read_avro(payload: memoryview) -> bytes:
             try:
