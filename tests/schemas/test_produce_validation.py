@@ -113,12 +113,14 @@ def test_keys_are_validated_against_the_key_subject(node):
 
 
 def _kafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> list:
-    """Each value produced to partition 0 by confluent-kafka (no retries): each delivery report's error."""
+    """The values produced to partition 0 by confluent-kafka (no retries) in one call, so in one batch
+    however slowly this thread runs (two produce() calls went out in two batches under CI's load, even
+    with linger.ms 10000): each delivery report's error."""
     reports: list = []
-    # linger.ms: the values wait for flush() and go in one batch, however slowly this thread runs
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10_000, "retries": 0})
-    for v in values:
-        producer.produce(topic, value=v, partition=0, on_delivery=lambda err, msg: reports.append(err))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "retries": 0})
+    queued = producer.produce_batch(topic, [{"value": v} for v in values], partition=0,
+                                    on_delivery=lambda err, msg: reports.append(err))
+    assert queued == len(values)
     assert producer.flush(60) == 0
     return reports
 
