@@ -38,7 +38,7 @@ from lakelog.schemas.schema_types import ParsedSchema, SchemaReference, SchemaTy
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODE", "RegistryView", "SchemaVersion", "config_record", "mode_record", "schema_record",
-           "schema_tombstone"]
+           "schema_tombstone", "version_from_dict"]
 
 #: Confluent's default mode: writes allowed.
 DEFAULT_MODE = "READWRITE"
@@ -117,7 +117,14 @@ def mode_record(subject: str | None, mode: str | None) -> Record:
     return key, None if mode is None else _dump({"mode": mode})
 
 
-def _version_of(value: dict) -> SchemaVersion:
+def version_from_dict(value: dict) -> SchemaVersion:
+    """A version from its ``_schemas`` record value, or from the REST answer of
+    ``GET /subjects/{subject}/versions/{version}`` (``{"subject", "version", "id", "schema", "schemaType"?,
+    "references"?, "deleted"?}``; a missing ``schemaType`` is AVRO, a missing ``deleted`` false).
+
+    Raises:
+        KeyError, ValueError, TypeError: a dict of another shape.
+    """
     refs = tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
                  for r in value.get("references") or ())
     return SchemaVersion(subject=str(value["subject"]), version=int(value["version"]), schema_id=int(value["id"]),
@@ -168,7 +175,7 @@ class RegistryView:
                 if not versions:
                     self.subjects.pop(subject, None)
                 return
-            v = _version_of(json.loads(value))
+            v = version_from_dict(json.loads(value))
             self.subjects.setdefault(subject, {})[version] = v
             self.max_id = max(self.max_id, v.schema_id)
         elif keytype == "CONFIG":

@@ -63,9 +63,10 @@ Options (same names and meaning as Spark's Kafka source; option names are case-i
 - ``valueFormat`` (lakelog's; ``bytes`` | ``schema``, default ``bytes``): ``schema`` makes ``value`` the
   record's value decoded with its schema registry schema (the typed ``value_parsed`` struct the broker
   writes beside the bytes of a topic bound to a subject, ``value.schema.subject``), so a job needs no
-  ``from_avro``/``from_json``; null for a record that does not decode. Read from the Delta tables only:
-  up to the lake end offset (``lakelog.read.tail=true`` and ``lakelog.read.mode=broker`` are refused) (see
-  :func:`~lakelog.spark.source.options.value_format_option`);
+  ``from_avro``/``from_json``; null for a record that does not decode. What a task reads through the
+  leader (past the lake end offset, or in ``lakelog.read.mode=broker``) the executor decodes the same
+  way (see :func:`~lakelog.spark.source.options.value_format_option`,
+  :mod:`~lakelog.spark.source.typed_tail`);
 - ``lakelog.read.mode`` (lakelog's; ``direct`` | ``broker`` | ``auto``, default ``auto``): where
   executors read the offsets below the lake end offset, batch and streaming: ``direct`` from the
   partition's Delta table path, ``broker`` through the partition leader's Arrow fetch (the leader

@@ -437,7 +437,7 @@ class SourceOptions:
             fetch_offset_retries=_int(opts, "fetchOffset.numRetries", minimum=0) if "fetchoffset.numretries" in opts else 3,
             fetch_offset_retry_interval_ms=(_int(opts, "fetchOffset.retryIntervalMs", minimum=0)
                                             if "fetchoffset.retryintervalms" in opts else 1000),
-            read_tail=read_tail_option(opts, streaming=streaming) and value_format == "bytes",
+            read_tail=read_tail_option(opts, streaming=streaming),
             value_format=value_format,
             isolation_level=isolation_level_option(opts),
             read_mode=read_mode_option(opts),
@@ -462,23 +462,16 @@ def value_format_option(opts: Mapping[str, str]) -> ValueFormat:
     as Spark's Kafka source gives it) or ``schema``: ``value`` is the record's value decoded with its registry
     schema, the ``value_parsed`` struct the broker's flusher wrote beside the bytes of a schema'd topic
     (``value.schema.subject``; :mod:`lakelog.log_tables.typed_columns`), so a job needs no
-    ``from_avro``/``from_json``; null for a record that does not decode. The typed value exists in the
-    Delta tables only: with ``schema`` a read goes up to the lake end offset (``lakelog.read.tail`` is
-    false, and refused set true) and ``lakelog.read.mode=broker`` is refused.
+    ``from_avro``/``from_json``; null for a record that does not decode. Records read through the leader
+    (past the lake end offset with ``lakelog.read.tail``, or in ``lakelog.read.mode=broker``) are decoded
+    by the executor the same way (:mod:`~lakelog.spark.source.typed_tail`).
 
     Raises:
-        SourceOptionError: another value; ``schema`` with ``lakelog.read.tail=true`` or
-            ``lakelog.read.mode=broker``.
+        SourceOptionError: another value.
     """
     raw = opts.get("valueformat", "bytes").strip().lower()
     if raw not in VALUE_FORMATS:
         raise SourceOptionError(f"Option 'valueFormat' must be one of {', '.join(VALUE_FORMATS)}, got {raw!r}")
-    if raw == "schema" and _bool(opts, READ_TAIL, False):
-        raise SourceOptionError("Option 'valueFormat=schema' reads the typed values of the Delta tables, up to the "
-                                f"lake end offset: remove '{READ_TAIL}=true' (or read valueFormat=bytes).")
-    if raw == "schema" and opts.get("lakelog.read.mode", "").strip().lower() == "broker":
-        raise SourceOptionError("Option 'valueFormat=schema' reads the typed values of the Delta tables: use "
-                                "'lakelog.read.mode' auto or direct, not broker.")
     return raw  # type: ignore[return-value]
 
 

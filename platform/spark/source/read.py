@@ -38,7 +38,7 @@ from pyspark.sql.types import BinaryType, DataType, StructField, StructType
 
 from lakelog.log_tables.offset_scan import TimestampBounds, filter_timestamps
 from lakelog.log_tables.reader import DataLoss, DataLossError, read_offset_range
-from lakelog.client import LakelogClient
+from lakelog.client import GatewayError, LakelogClient
 from lakelog.protocol.log_info import PartitionLogInfo
 from lakelog.schemas.record_columns import column_type
 from lakelog.spark.errors import SourceError, SourceOptionError
@@ -50,6 +50,7 @@ from lakelog.spark.source.planning import (FAIL_ON_DATA_LOSS_HINT, OffsetRangePa
 from lakelog.spark.source.pushdown import PushedFilters, push_filters
 from lakelog.spark.source.subjects import latest_schema, value_subject
 from lakelog.spark.source.tail import TailFetch, fetch_offset_range, tail_fetch
+from lakelog.spark.source.typed_tail import typed_tail_values
 from lakelog.spark.sql import KAFKA_SOURCE_SCHEMA
 from lakelog.spark.typed_views import partition_typed_columns, typed_column_type
 
@@ -91,20 +92,29 @@ def registry_value_type(client: LakelogClient, topic: str) -> DataType | None:
 def typed_value_schema(options: SourceOptions, partitions: Sequence[PartitionLogInfo], *,
                        client: LakelogClient | None = None) -> StructType:
     """The schema of a read with ``valueFormat=schema``: :func:`kafka_schema` with ``value`` the typed value
-    of the partitions' tables (their ``value_parsed`` columns' union: :mod:`lakelog.spark.typed_views`), or,
-    before any was flushed, of the topics' subjects' latest schemas (:func:`registry_value_type`, through
-    ``client``).
+    of the partitions' tables (their ``value_parsed`` columns' union: :mod:`lakelog.spark.typed_views`) and
+    of the topics' subjects' latest schemas (:func:`registry_value_type`, through ``client``), so records
+    of a version not flushed yet keep their new fields when read from the leader.
 
     Raises:
         SourceOptionError: no partition table has a typed value and no subject with a schema is bound to
             the topics.
+        GatewayError: a topic's configs or subject could not be read (a 403 on the subject is passed over
+            when a table has the typed value).
     """
     storage = None if not partitions else options.lake_storage.for_uri(partitions[0].table_uri)
-    value_type = typed_column_type(partition_typed_columns(partitions, storage_options=storage), "value_parsed")
-    if value_type is None and client is not None:  # nothing flushed yet: the subject's latest schema
-        types = [t for t in (registry_value_type(client, topic) for topic in sorted({p.topic for p in partitions}))
-                 if t is not None]
-        value_type = typed_column_type([{"value_parsed": t} for t in types], "value_parsed")
+    per_table = partition_typed_columns(partitions, storage_options=storage)
+    latest = []
+    for topic in sorted({p.topic for p in partitions}) if client is not None else ():
+        try:
+            found = registry_value_type(client, topic)
+        except GatewayError as e:
+            if getattr(e, "http_status", None) != 403 or not any("value_parsed" in c for c in per_table):
+                raise
+            found = None  # no READ on the topic's subject: the tables' type
+        if found is not None:
+            latest.append({"value_parsed": found})
+    value_type = typed_column_type(per_table + latest, "value_parsed")
     if value_type is None:
         topics = sorted({p.topic for p in partitions})
         raise SourceOptionError(
@@ -235,8 +245,9 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
             read planning no range runs one task with ``InputPartition(None)`` (PySpark 4.2,
             ``plan_data_source_read.py``; 4.0 passed None).
         schema: :func:`kafka_schema` (with or without ``headers``; with ``valueFormat=schema``
-            :func:`typed_value_schema`, whose ``value`` is read from the tables' ``value_parsed``); the
-            batches carry exactly its columns.
+            :func:`typed_value_schema`, whose ``value`` is read from the tables' ``value_parsed`` and
+            decoded here from the bytes the leader's fetch gives: :mod:`~lakelog.spark.source.typed_tail`);
+            the batches carry exactly its columns.
         fail_on_data_loss: offsets of the range that are no longer in the log (retention, truncation)
             raise :class:`~lakelog.log_tables.reader.DataLossError` naming them (True), or are skipped
             with a warning (False).
@@ -288,13 +299,21 @@ def read_partition(part: OffsetRangePartition | InputPartition | None, schema: S
             f"are to be read through the partition leader (lakelog.read.mode={mode})"
         raise SourceError(f"{part.topic}-{part.partition}: offsets {tail_start} to {tail_end - 1} {where} and no "
                           "gateway was given to fetch them from the leader")
+    # the leader's fetch has the records' bytes: a typed read decodes their values here (typed_tail)
+    fetched = ["value" if c == "value_parsed" else c for c in columns]
     with tail.client() as client:
+        decode = typed_tail_values(client, bootstrap_servers=tail.bootstrap_servers, topic=part.topic) \
+            if typed else None
         for table in fetch_offset_range(client, tail, topic=part.topic, partition=part.partition,
                                         table_uri=part.table_uri, start=tail_start, end=tail_end,
                                         on_data_loss=on_data_loss):
-            for batch in filter_timestamps(table.select(columns), timestamps).to_batches(max_chunksize=batch_rows):
-                if batch.num_rows:
-                    yield _kafka_rows(batch, part, names, arrow_schema)
+            for batch in filter_timestamps(table.select(fetched), timestamps).to_batches(max_chunksize=batch_rows):
+                if not batch.num_rows:
+                    continue
+                if decode is not None:
+                    i = batch.schema.get_field_index("value")
+                    batch = batch.set_column(i, "value_parsed", decode(batch.column(i)))
+                yield _kafka_rows(batch, part, names, arrow_schema)
 
 
 # -- batch ------------------------------------------------------------------------------------------
