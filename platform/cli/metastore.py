@@ -41,20 +41,28 @@ def sync(
     interval_s: Annotated[float, typer.Option(
         "--interval-s", min=0.1, help="With --follow: seconds between two looks at the cluster's topics.")] = 5.0,
 ) -> None:
-    """Make the metastore's lakelog schema match the cluster's topics: a view per topic, none of a deleted one."""
+    """Make the metastore's lakelog schema match the cluster's topics: a view per topic, none of a deleted one.
+
+    On an S3 lake (lake.uri) set the broker's LAKELOG_LAKE_STORAGE_* variables: the sync then reads the
+    tables through Hadoop's S3A filesystem (the hadoop-aws jar, fetched from Maven Central once) and their
+    typed columns through delta-rs."""
     from lakelog.spark import session
-    from lakelog.spark.metastore import metastore_conf, sync_metastore
+    from lakelog.spark.metastore import lake_storage_s3a_conf, metastore_conf, sync_metastore
+    from lakelog.spark.source.lake_storage import lake_storage_option, lake_storage_options_from_env
 
     if data_dir is None and not metastore_uris:
         fail("give --data-dir (Spark's embedded metastore under it) or --metastore-uris (an external one)")
     if follow:
         _follow(bootstrap_server, data_dir=data_dir, metastore_uris=metastore_uris, interval_s=interval_s)
         return
-    spark = session(app_name="lakelog-metastore-sync",
-                    conf=metastore_conf(data_dir=data_dir, metastore_uris=metastore_uris))
+    storage = lake_storage_option({k.lower(): v for k, v in lake_storage_options_from_env().items()}).options
+    conf = metastore_conf(data_dir=data_dir, metastore_uris=metastore_uris)
+    if storage:
+        conf.update(lake_storage_s3a_conf(storage))
+    spark = session(app_name="lakelog-metastore-sync", conf=conf)
     try:
         with gateway_client(bootstrap_server) as client:
-            done = sync_metastore(spark, client)
+            done = sync_metastore(spark, client, storage_options=storage or None)
     finally:
         spark.stop()
     console.print(f"registered {len(done.registered)} topics: {', '.join(done.registered) or '-'}; "

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TOPIC_PROPERTY", "MetastoreSync", "metastore_conf", "register_topic", "s3a_conf",
+__all__ = ["TOPIC_PROPERTY", "MetastoreSync", "lake_storage_s3a_conf", "metastore_conf", "register_topic", "s3a_conf",
            "spark_table_uri", "sync_metastore", "topic_table_sql", "unregister_topic"]
 
 #: The table property that marks a view :func:`sync_metastore` made; its value is the topic.
@@ -89,7 +89,7 @@ def metastore_conf(*, data_dir: Path | str | None = None, metastore_uris: str | 
 
 def s3a_conf(*, endpoint: str | None = None, access_key_id: str | None = None,
              secret_access_key: str | None = None, path_style_access: bool = False,
-             hadoop_aws_version: str = "3.5.0") -> dict[str, str]:
+             region: str | None = None, hadoop_aws_version: str = "3.5.0") -> dict[str, str]:
     """The Spark settings of delta-spark's ``s3a`` route to an S3 lake (the broker's ``lake.storage.*``
     values as Hadoop S3A settings), for sessions that read the metastore's views of an S3 lake.
 
@@ -98,10 +98,23 @@ def s3a_conf(*, endpoint: str | None = None, access_key_id: str | None = None,
     """
     conf = {"spark.jars.packages": f"org.apache.hadoop:hadoop-aws:{hadoop_aws_version}",
             "spark.hadoop.fs.s3a.path.style.access": "true" if path_style_access else "false"}
-    for key, value in (("endpoint", endpoint), ("access.key", access_key_id), ("secret.key", secret_access_key)):
+    for key, value in (("endpoint", endpoint), ("access.key", access_key_id), ("secret.key", secret_access_key),
+                       ("endpoint.region", region)):
         if value:
             conf[f"spark.hadoop.fs.s3a.{key}"] = value
     return conf
+
+
+def lake_storage_s3a_conf(storage_options: dict[str, str]) -> dict[str, str]:
+    """:func:`s3a_conf` for the store delta-rs ``storage_options`` reach (those a
+    :class:`~lakelog.spark.source.lake_storage.LakeStorage` holds: ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST=false`` for
+    path-style access), so one set of the broker's ``lake.storage.*`` settings configures both routes. The
+    secret is in the answer: never log it."""
+    return s3a_conf(endpoint=storage_options.get("AWS_ENDPOINT_URL"), region=storage_options.get("AWS_REGION"),
+                    access_key_id=storage_options.get("AWS_ACCESS_KEY_ID"),
+                    secret_access_key=storage_options.get("AWS_SECRET_ACCESS_KEY"),
+                    path_style_access=storage_options.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST") == "false")
 
 
 def spark_table_uri(table_uri: str) -> str:
@@ -139,9 +152,10 @@ def _view_name(schema: str, topic: str) -> str:
 
 
 def register_topic(spark: "SparkSession", topic: str, partitions: Sequence[PartitionLogInfo], *,
-                   schema: str = SCHEMA) -> str:
+                   schema: str = SCHEMA, storage_options: dict[str, str] | None = None) -> str:
     """Create or replace the view ``{schema}.{catalog_view_name(topic)}`` over ``partitions`` (all of the
-    topic's), marked with :data:`TOPIC_PROPERTY`; returns its name as written in SQL.
+    topic's), marked with :data:`TOPIC_PROPERTY`; returns its name as written in SQL. ``storage_options``:
+    delta-rs's, to read an S3 lake's tables' typed columns (:func:`topic_table_sql`).
 
     Raises:
         ValueError: partitions of another topic given.
@@ -152,7 +166,7 @@ def register_topic(spark: "SparkSession", topic: str, partitions: Sequence[Parti
     name = _view_name(schema, topic)
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(schema)}")
     spark.sql(f"CREATE OR REPLACE VIEW {name} TBLPROPERTIES ({_sql_string(TOPIC_PROPERTY)} = {_sql_string(topic)}) "
-              f"AS {topic_table_sql(partitions)}")
+              f"AS {topic_table_sql(partitions, storage_options=storage_options)}")
     return name
 
 
@@ -185,11 +199,13 @@ class MetastoreSync:
     skipped: tuple[str, ...] = ()  # topics whose view name another topic has
 
 
-def sync_metastore(spark: "SparkSession", client: "LakelogClient", *, schema: str = SCHEMA) -> MetastoreSync:
+def sync_metastore(spark: "SparkSession", client: "LakelogClient", *, schema: str = SCHEMA,
+                   storage_options: dict[str, str] | None = None) -> MetastoreSync:
     """Make the metastore's ``schema`` match the cluster: a view per topic over its current partitions, and
     no view of a deleted topic.
 
-    ``spark`` is a session whose catalog is the metastore (:func:`metastore_conf`). Internal topics
+    ``spark`` is a session whose catalog is the metastore (:func:`metastore_conf`; for an S3 lake with
+    :func:`lake_storage_s3a_conf` too, and ``storage_options`` for the typed columns). Internal topics
     (``__consumer_offsets``, ...) are left out. Two topics whose view names collide (``my-topic``,
     ``my_topic``) keep the first one in sorted order; the other is named in :attr:`MetastoreSync.skipped`.
 
@@ -206,7 +222,8 @@ def sync_metastore(spark: "SparkSession", client: "LakelogClient", *, schema: st
                         name, names[name])
             continue
         names[name] = topic
-        register_topic(spark, topic, partition_logs_from_gateway(client, topic), schema=schema)
+        register_topic(spark, topic, partition_logs_from_gateway(client, topic), schema=schema,
+                       storage_options=storage_options)
         registered.append(topic)
     dropped = []
     for view, topic in _registered(spark, schema).items():

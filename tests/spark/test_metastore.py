@@ -99,3 +99,41 @@ def test_topic_table_sql_names_s3_tables_by_the_s3a_filesystem_and_has_no_offset
     assert "delta.`s3a://lake/p/orders-id/0`" in sql and "delta.`s3a://lake/p/orders-id/1`" in sql
     assert sql.index("orders-id/0") < sql.index("orders-id/1")
     assert "offset <" not in sql and "s3://" not in sql
+
+
+def test_an_s3_lakes_views_get_the_typed_columns_and_the_sync_its_s3a_settings(broker_factory, lake, topic_name,
+                                                                               monkeypatch):
+    """A schema'd topic on an S3 lake (the real object store): with delta-rs storage options the view's SQL
+    reads ``value_parsed`` from the tables (without them it cannot see it), and the sync's session gets
+    the S3A settings of the same store from the broker's ``LAKELOG_LAKE_STORAGE_*`` variables."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from lakelog.client import LakelogClient
+    from lakelog.spark.metastore import lake_storage_s3a_conf
+    from lakelog.spark.source.lake_storage import lake_storage_option, lake_storage_options_from_env
+    from lakelog.spark.sql import partition_logs_from_gateway
+    from tests.harness import wait_for
+
+    broker = broker_factory(extra_env=lake.broker_env())
+    schema = '{"type": "record", "name": "Order", "fields": [{"name": "amount", "type": "long"}]}'
+    with LakelogClient(broker.url) as client:
+        client.create_topic(topic_name, partitions=1, configs={"value.schema.subject": f"{topic_name}-value",
+                                                               "lake.commit.interval.ms": "0"})
+        serialize = AvroSerializer(SchemaRegistryClient({"url": broker.url}), schema)
+        client.produce_binary(topic_name, [(None, serialize({"amount": 5}, SerializationContext(
+            topic_name, MessageField.VALUE)))], partition=0)
+        wait_for(lambda: client.topic_logs(topic_name)[0]["lake_end_offset"] == 1, what="the record in its table")
+        partitions = partition_logs_from_gateway(client, topic_name)
+
+    monkeypatch.setattr(os, "environ", {**os.environ, **lake.broker_env()})
+    storage = lake_storage_option({k.lower(): v for k, v in lake_storage_options_from_env().items()}).options
+    assert "value_parsed" in topic_table_sql(partitions, storage_options=storage)
+    assert "value_parsed" not in topic_table_sql(partitions, storage_options={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    conf = lake_storage_s3a_conf(storage)
+    assert conf["spark.jars.packages"].startswith("org.apache.hadoop:hadoop-aws:")
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == lake.store.endpoint_url
+    assert conf["spark.hadoop.fs.s3a.access.key"] == lake.store.access_key_id
+    assert conf["spark.hadoop.fs.s3a.secret.key"] == lake.store.secret_access_key
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
