@@ -63,7 +63,7 @@ from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
-from lakelog.schemas.record_columns import RegistryColumns
+from lakelog.schemas.record_columns import TYPED_COLUMN_UNKNOWN_ID_WAIT_S, RegistryColumns
 from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.acl_store import AclStore
 from lakelog.security.authentication import Authenticator
@@ -187,7 +187,8 @@ class Broker:
                                               create_topic=self.create_topic)
         # schema'd topics' tables get typed columns at flush, decoded with the registry's schemas
         self.log_manager.record_decoder = RegistryColumns(lambda: self.schema_registry.view,
-                                                         ready=lambda: self.schema_registry.caught_up)
+                                                         ready=lambda: self.schema_registry.caught_up,
+                                                         unknown_id_wait_s=TYPED_COLUMN_UNKNOWN_ID_WAIT_S)
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
                                                   default_assignor=settings.partition_assignment_strategy)

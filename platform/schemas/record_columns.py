@@ -11,7 +11,10 @@ Steps of :meth:`RegistryColumns.__call__`:
 2. each record: Confluent's wire format (magic byte 0, 4-byte schema id; Protobuf's message indexes
    after it) and a schema id that is a version of the subject (soft-deleted ones too), decoded with *that*
    version's schema (the writer's: :class:`~lakelog.schemas.avro_datums.AvroDatumReader`, ``orjson``, the Protobuf message class);
-   anything else is null (the raw bytes stay the truth);
+   anything else is null (the raw bytes stay the truth). An id above every id the view holds was most
+   likely registered through another broker a moment ago: with ``unknown_id_wait_s`` the column is not
+   built (:class:`~lakelog.errors.TypedColumnsNotReadyError`, the flush commits nothing and tries again)
+   until the view holds it or that many seconds passed since the id was first seen;
 3. Arrow builds the column in one go; when a value does not fit the type (a JSON document the schema
    allowed but the column cannot hold), the records are built one by one and those are null.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +40,12 @@ from lakelog.schemas.validation import framed_column
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RegistryColumns", "column_type"]
+__all__ = ["TYPED_COLUMN_UNKNOWN_ID_WAIT_S", "RegistryColumns", "column_type"]
+
+#: Seconds a broker's flush waits for a schema id above every id its registry view holds (registered
+#: through another broker a moment ago) before its records' typed value is null: five flush rounds at the
+#: default ``lake.commit.interval.ms``; a view normally holds a new id within milliseconds.
+TYPED_COLUMN_UNKNOWN_ID_WAIT_S = 5.0
 
 #: ``read(data, stream, start, end)``: the record whose payload (after magic byte and schema id) is
 #: ``data[start:end]`` (``stream``: an ``io.BytesIO`` over ``data``); raises when it does not decode, or
@@ -51,11 +60,18 @@ class RegistryColumns:
         view_of: the registry view to read (``lambda: registry.view``); read from flushers' worker threads.
         ready: whether the view can be trusted yet (``lambda: registry.caught_up``: it has caught up with
             ``_schemas`` since the broker started). Default: always.
+        unknown_id_wait_s: how long a schema id above the view's largest is waited for (step 2). Default
+            0: such a record is null at once.
+        monotonic: the clock of that wait (seconds). Default: ``time.monotonic``.
     """
 
-    def __init__(self, view_of: Callable[[], RegistryView], *, ready: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, view_of: Callable[[], RegistryView], *, ready: Callable[[], bool] = lambda: True,
+                 unknown_id_wait_s: float = 0.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._view_of = view_of
         self._ready = ready
+        self._unknown_id_wait_s = unknown_id_wait_s
+        self._monotonic = monotonic
+        self._first_seen: dict[int, float] = {}  # schema id above the view's largest -> when first seen
         self._types: dict[int, tuple[pa.DataType, Convert]] = {}  # latest schema id -> its column type
         self._readers: dict[tuple[int, int], Reader] = {}         # (schema id, latest id) -> reader
 
@@ -64,8 +80,9 @@ class RegistryColumns:
         no schema. Never raises for a record's bytes.
 
         Raises:
-            TypedColumnsNotReadyError: the registry view has not caught up since the broker started (a schema not read
-                yet would make its records null for good).
+            TypedColumnsNotReadyError: the registry view has not caught up since the broker started, or a record
+                names a schema id above the view's largest, first seen less than ``unknown_id_wait_s`` ago (a
+                schema not read yet would make its records null for good).
         """
         if not self._ready():
             raise TypedColumnsNotReadyError(f"The typed columns of subject '{subject}' wait for this broker's schema "
@@ -81,6 +98,7 @@ class RegistryColumns:
         # 2. each record decoded with its own version's schema: magic byte and id read with numpy over the
         #    column's buffers, then each id's records by one reader from one stream over the data buffer
         column = framed_column(data)
+        self._wait_for_newer_ids(view, subject, [g[0] for g in column.groups if g[0] not in versions])
         values: list[Any] = [None] * len(data)
         for schema_id, indexes, starts, ends in column.groups:
             version = versions.get(schema_id)
@@ -96,6 +114,21 @@ class RegistryColumns:
                 values[i] = value if convert is None or value is None else convert(value)
         # 3. one Arrow build; one by one when a value does not fit
         return _build(values, arrow_type)
+
+    def _wait_for_newer_ids(self, view: RegistryView, subject: str, missing: list[int]) -> None:
+        """Raise TypedColumnsNotReadyError while one of ``missing`` (ids not a version of ``subject``) is above
+        the view's largest id and was first seen less than ``unknown_id_wait_s`` ago (step 2)."""
+        newer = [i for i in missing if i > view.max_id]
+        if not newer or self._unknown_id_wait_s <= 0:
+            return
+        now = self._monotonic()
+        if len(self._first_seen) > 10_000:  # ids of bytes that only look framed: forget the old ones
+            self._first_seen = {i: t for i, t in self._first_seen.items() if now - t < self._unknown_id_wait_s}
+        waiting = [i for i in newer if now - self._first_seen.setdefault(i, now) < self._unknown_id_wait_s]
+        if waiting:
+            raise TypedColumnsNotReadyError(
+                f"The typed columns of subject '{subject}' wait for schema id(s) {waiting[:5]}, above every id this "
+                f"broker's schema registry view holds ({view.max_id}); retry.")
 
     def _column_type(self, view: RegistryView, latest: SchemaVersion) -> tuple[pa.DataType, Convert]:
         found = self._types.get(latest.schema_id)

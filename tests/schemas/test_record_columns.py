@@ -116,3 +116,47 @@ def test_a_flush_waits_for_the_registry_view_instead_of_writing_null_typed_value
         assert rows[0]["value_parsed"]["id"] == 7
     finally:
         plog.close()
+
+
+def test_a_flush_waits_a_while_for_a_schema_id_newer_than_the_view_then_writes_null(tmp_path):
+    """A record whose schema id is above every id the view holds (registered through another broker a moment
+    ago) holds the flush back, retriably, until the view holds it, so it gets its typed value; an id the
+    view should know already (not above its largest) is null at once; past the wait the record is null."""
+    view = _view(("o-value", 1, 1, "AVRO", ORDER_AVRO), ("other-value", 1, 2, "JSON", ORDER_JSON))
+    parsed = fastavro.parse_schema(ORDER_AVRO)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed, {"id": 7, "when": 1_764_000_000_000, "choice": 3, "tags": {}})
+    now = [100.0]
+    plog = PartitionLog.open(topic="o", partition=0, table_uri=tmp_path / "o-0",
+                             config=TopicConfig.model_validate({"value.schema.subject": "o-value",
+                                                                "lake.commit.interval.ms": 60_000}))
+    plog.record_decoder = RegistryColumns(lambda: view, unknown_id_wait_s=5.0, monotonic=lambda: now[0])
+    try:
+        # id 2 is another subject's (not above the view's largest): null at once, nothing waits
+        plog.append(pa.table({"value": pa.array([frame(2, b"{}")], pa.binary())}))
+        plog.advance_high_watermark(plog.log_end_offset)
+        assert plog.flush_to_lake() == 1
+        # id 3: not in the view yet; the flush commits nothing until the view folds its version
+        plog.append(pa.table({"value": pa.array([frame(3, buf.getvalue())], pa.binary())}))
+        plog.advance_high_watermark(plog.log_end_offset)
+        with pytest.raises(CommitFailedError, match=r"wait for schema id\(s\) \[3\]"):
+            plog.flush_to_lake()
+        now[0] += 4.0
+        with pytest.raises(CommitFailedError):
+            plog.flush_to_lake()
+        assert plog.lake_end_offset == 1
+        view.apply(json.dumps({"keytype": "SCHEMA", "subject": "o-value", "version": 2, "magic": 1}).encode(),
+                   json.dumps({"subject": "o-value", "version": 2, "id": 3, "schema": json.dumps(ORDER_AVRO)}).encode())
+        assert plog.flush_to_lake() == 1
+        # id 9 never comes: after the wait its record is committed, null
+        plog.append(pa.table({"value": pa.array([frame(9, buf.getvalue())], pa.binary())}))
+        plog.advance_high_watermark(plog.log_end_offset)
+        with pytest.raises(CommitFailedError):
+            plog.flush_to_lake()
+        now[0] += 5.0
+        assert plog.flush_to_lake() == 1
+        rows = DeltaTable(str(tmp_path / "o-0")).to_pyarrow_table(columns=["offset", "value_parsed"]).to_pylist()
+        assert [(r["offset"], None if r["value_parsed"] is None else r["value_parsed"]["id"])
+                for r in sorted(rows, key=lambda r: r["offset"])] == [(0, None), (1, 7), (2, None)]
+    finally:
+        plog.close()
