@@ -44,8 +44,9 @@ class Broker(BrokerProcess):
         super().__init__(zookeeper_connect="", log_dirs=log_dirs, log_file=log_file, extra_env=env, new_session=True)
 
     def cpu_seconds(self) -> float:
-        """user + system CPU seconds of the broker process (all its threads) so far."""
-        return process_cpu(self.pid)
+        """user + system CPU seconds of the broker process (all its threads) and of its child processes (the
+        typed columns' decode worker: :mod:`lakelog.schemas.decode_worker`) so far."""
+        return process_tree_cpu(self.pid)
 
     def cpu_split(self) -> tuple[float, float]:
         """CPU seconds of (the main thread = the asyncio event loop, the other Python threads = asyncio.to_thread
@@ -121,6 +122,25 @@ def process_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def process_tree_cpu(pid: int) -> float:
+    """user + system CPU seconds so far of process ``pid``, of its live children and of the children it
+    waited for (``cutime``/``cstime``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / CLK_TCK
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == pid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                child = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(child[1]) == pid:
+            total += (int(child[11]) + int(child[12])) / CLK_TCK
+    return total
 
 
 def process_cpu_split(pid: int) -> tuple[float, float]:

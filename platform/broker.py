@@ -63,6 +63,7 @@ from lakelog.replication.partition_writer import ReplicaPartitionWriter
 from lakelog.replication.replica_manager import ReplicaManager
 from lakelog.replication.zookeeper_session import ZooKeeperSession, connection_retry, ensure_chroot
 from lakelog.requests import CreateTopicRequest, RequestHandler
+from lakelog.schemas.decode_worker import ProcessRegistryColumns
 from lakelog.schemas.record_columns import TYPED_COLUMN_UNKNOWN_ID_WAIT_S, RegistryColumns
 from lakelog.schemas.registry import SchemaRegistry
 from lakelog.security.acl_store import AclStore
@@ -186,9 +187,12 @@ class Broker:
                                               replica_manager=self.replica_manager, leader_client=self.leader_client,
                                               create_topic=self.create_topic)
         # schema'd topics' tables get typed columns at flush, decoded with the registry's schemas
-        self.log_manager.record_decoder = RegistryColumns(lambda: self.schema_registry.view,
-                                                         ready=lambda: self.schema_registry.caught_up,
-                                                         unknown_id_wait_s=TYPED_COLUMN_UNKNOWN_ID_WAIT_S)
+        #  (in a child process: schemas/decode_worker.py)
+        registry_view = lambda: self.schema_registry.view  # noqa: E731
+        self.record_decoder = ProcessRegistryColumns(
+            RegistryColumns(registry_view, ready=lambda: self.schema_registry.caught_up,
+                            unknown_id_wait_s=TYPED_COLUMN_UNKNOWN_ID_WAIT_S), registry_view)
+        self.log_manager.record_decoder = self.record_decoder
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,
                                                   default_assignor=settings.partition_assignment_strategy)
@@ -287,6 +291,7 @@ class Broker:
         self.transaction_state_manager.stop()
         await self.replica_manager.stop()
         await self.log_manager.scheduler.close()
+        await asyncio.to_thread(self.record_decoder.close)
         try:
             await asyncio.to_thread(self.controller.stop)
             await asyncio.to_thread(self.zk.stop)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -36,7 +37,7 @@ from lakelog.schemas.arrow_types import (Convert, avro_type, json_schema_type, p
 from lakelog.schemas.avro_datums import AvroDatumReader
 from lakelog.schemas.protobuf_schemas import decode_message_indexes, message_class
 from lakelog.schemas.registry_state import RegistryView, SchemaVersion
-from lakelog.schemas.validation import framed_column
+from lakelog.schemas.validation import framed_column, wire_format_failures
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +76,9 @@ class RegistryColumns:
         self._types: dict[int, tuple[pa.DataType, Convert]] = {}  # latest schema id -> its column type
         self._readers: dict[tuple[int, int], Reader] = {}         # (schema id, latest id) -> reader
 
-    def __call__(self, *, subject: str, data: pa.Array | pa.ChunkedArray) -> pa.Array | None:
-        """The typed column of ``data`` (framed keys or values) against ``subject``; None when the subject has
-        no schema. Never raises for a record's bytes.
+    def check(self, *, subject: str, data: pa.Array | pa.ChunkedArray) -> RegistryView | None:
+        """What :meth:`__call__` checks before decoding (step 1 and the waits, from the records' schema ids
+        alone): the registry view to decode ``data`` with, or None when ``subject`` has no schema.
 
         Raises:
             TypedColumnsNotReadyError: the registry view has not caught up since the broker started, or a record
@@ -88,9 +89,27 @@ class RegistryColumns:
             raise TypedColumnsNotReadyError(f"The typed columns of subject '{subject}' wait for this broker's schema "
                                             "registry view, not read since the broker started; retry.")
         view = self._view_of()
+        if not view.versions(subject):
+            return None
+        if self._unknown_id_wait_s > 0:
+            _, _, ids = wire_format_failures(data)
+            known = {v.schema_id for v in view.versions(subject, deleted=True)}
+            self._wait_for_newer_ids(view, subject, [i for i in np.unique(ids).tolist() if i not in known])
+        return view
+
+    def __call__(self, *, subject: str, data: pa.Array | pa.ChunkedArray) -> pa.Array | None:
+        """The typed column of ``data`` (framed keys or values) against ``subject``; None when the subject has
+        no schema. Never raises for a record's bytes.
+
+        Raises:
+            TypedColumnsNotReadyError: as :meth:`check`.
+        """
+        view = self.check(subject=subject, data=data)
+        if view is None:
+            return None
         # 1. the subject's versions; the column's type is the latest's
         current = view.versions(subject)
-        if not current:
+        if not current:  # every version deleted since the check
             return None
         latest = current[-1]
         versions = {v.schema_id: v for v in view.versions(subject, deleted=True)}
@@ -98,7 +117,6 @@ class RegistryColumns:
         # 2. each record decoded with its own version's schema: magic byte and id read with numpy over the
         #    column's buffers, then each id's records by one reader from one stream over the data buffer
         column = framed_column(data)
-        self._wait_for_newer_ids(view, subject, [g[0] for g in column.groups if g[0] not in versions])
         values: list[Any] = [None] * len(data)
         for schema_id, indexes, starts, ends in column.groups:
             version = versions.get(schema_id)

@@ -55,8 +55,13 @@ def _consume(url: str, topic: str, fmt: str, count: int) -> list[dict] | httpx.R
     got: list[dict] = []
     accept = {"Accept": f"application/vnd.kafka.{fmt}.v2+json"}
 
+    retried: list[httpx.Response] = []
+
     def more() -> bool | httpx.Response:
         answer = httpx.get(f"{base}/records", headers=accept, params={"timeout": 500})
+        if answer.status_code >= 500:  # a server error is retriable: poll again, as a REST client would
+            retried.append(answer)
+            return False
         if answer.status_code != 200:
             got.append({"refused": answer})
             return True
@@ -64,7 +69,10 @@ def _consume(url: str, topic: str, fmt: str, count: int) -> list[dict] | httpx.R
         return len(got) >= count
 
     try:
-        wait_for(more, what=f"{count} {fmt} records")
+        try:
+            wait_for(more, what=f"{count} {fmt} records")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the last server errors: {[(r.status_code, r.text[:300]) for r in retried[-3:]]}")
     finally:
         httpx.delete(base)
     if got and "refused" in got[-1]:
@@ -148,8 +156,9 @@ def test_protobuf_over_rest_and_the_kafka_listener(node, topic):
     finally:
         consumer.close()
     assert [(m.id, m.note) for m in (deserialize(v, context) for v in read)] == [(7, "rest"), (9, "kafka")]
-    assert [r["value"] for r in _consume(broker.url, topic, "protobuf", 2)] == [
-        {"id": "7", "note": "rest"}, {"id": "9", "note": "kafka"}]
+    consumed = _consume(broker.url, topic, "protobuf", 2)
+    assert isinstance(consumed, list), (consumed.status_code, consumed.text)
+    assert [r["value"] for r in consumed] == [{"id": "7", "note": "rest"}, {"id": "9", "note": "kafka"}]
 
 
 def test_protobuf_serializer_registers_imports_as_references(node, topic):
