@@ -55,7 +55,7 @@ _ANSWER = struct.Struct(">BQ")    # status, payload bytes
 _COLUMN, _NO_SCHEMA, _FAILED = 0, 1, 2
 
 
-class DecodeWorkerError(Exception):
+class _DecodeWorkerError(Exception):
     """The child failed to answer (it died, hung up, or answered something else)."""
 
 
@@ -134,7 +134,7 @@ class ProcessRegistryColumns:
         records = subject_records(view, subject)
         try:
             return self._decode(subject, records, data)  # 2., 3.
-        except DecodeWorkerError as e:  # 4.
+        except _DecodeWorkerError as e:  # 4.
             log.warning("typed columns of subject '%s': the decode worker failed (%s); decoding in the broker",
                         subject, e)
             return self._local(subject=subject, data=data)
@@ -144,7 +144,7 @@ class ProcessRegistryColumns:
         body = _ipc(data, "data")
         with self._lock:
             if self._closed:
-                raise DecodeWorkerError("closed")
+                raise _DecodeWorkerError("closed")
             try:
                 child = self._started()
                 child.stdin.write(_REQUEST.pack(len(header), body.size))
@@ -155,11 +155,11 @@ class ProcessRegistryColumns:
                 payload = _read_exact(child.stdout, size)
             except (OSError, EOFError, ValueError, struct.error) as e:
                 self._kill()
-                raise DecodeWorkerError(f"{type(e).__name__}: {e}") from None
+                raise _DecodeWorkerError(f"{type(e).__name__}: {e}") from None
         if status == _NO_SCHEMA:
             return None
         if status != _COLUMN:
-            raise DecodeWorkerError(payload.decode(errors="replace"))
+            raise _DecodeWorkerError(payload.decode(errors="replace"))
         return pa.ipc.open_stream(payload).read_all().column(0).combine_chunks()
 
     def _started(self) -> subprocess.Popen:
