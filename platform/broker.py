@@ -188,10 +188,9 @@ class Broker:
                                               create_topic=self.create_topic)
         # schema'd topics' tables get typed columns at flush, decoded with the registry's schemas
         #  (in a child process: schemas/decode_worker.py)
-        registry_view = lambda: self.schema_registry.view  # noqa: E731
         self.record_decoder = ProcessRegistryColumns(
-            RegistryColumns(registry_view, ready=lambda: self.schema_registry.caught_up,
-                            unknown_id_wait_s=TYPED_COLUMN_UNKNOWN_ID_WAIT_S), registry_view)
+            RegistryColumns(lambda: self.schema_registry.view, ready=lambda: self.schema_registry.caught_up,
+                            unknown_id_wait_s=TYPED_COLUMN_UNKNOWN_ID_WAIT_S))
         self.log_manager.record_decoder = self.record_decoder
         #: the consumer instances living on this broker (REST Proxy v2's consumers)
         self.consumer_instances = ConsumerManager(self, instance_timeout_ms=settings.consumer_instance_timeout_ms,

@@ -102,15 +102,13 @@ class ProcessRegistryColumns:
     docstring).
 
     Args:
-        local: the broker's :class:`~lakelog.schemas.record_columns.RegistryColumns`: its checks run first,
-            and it decodes in the broker when the child fails.
-        view_of: the registry view the checks read (the same as ``local``'s).
+        local: the broker's :class:`~lakelog.schemas.record_columns.RegistryColumns`: its checks run first
+            (and give the registry view to send), and it decodes in the broker when the child fails.
         command: the child's command line. Default: this interpreter running this module.
     """
 
-    def __init__(self, local: RegistryColumns, view_of, *, command: list[str] | None = None) -> None:
+    def __init__(self, local: RegistryColumns, *, command: list[str] | None = None) -> None:
         self._local = local
-        self._view_of = view_of
         self._command = command or [sys.executable, "-m", "lakelog.schemas.decode_worker"]
         self._child: subprocess.Popen | None = None
         self._lock = threading.Lock()

@@ -79,7 +79,7 @@ def test_subject_records_hold_every_version_and_what_they_reference(view):
 
 def test_the_child_answers_what_the_broker_would(view):
     local = RegistryColumns(lambda: view)
-    worker = ProcessRegistryColumns(RegistryColumns(lambda: view), lambda: view)
+    worker = ProcessRegistryColumns(RegistryColumns(lambda: view))
     try:
         for subject, data in _columns(view).items():
             expected = local(subject=subject, data=data)
@@ -95,7 +95,7 @@ def test_the_child_answers_what_the_broker_would(view):
 
 
 def test_a_killed_child_is_replaced_and_close_stops_it_by_pid(view, caplog):
-    worker = ProcessRegistryColumns(RegistryColumns(lambda: view), lambda: view)
+    worker = ProcessRegistryColumns(RegistryColumns(lambda: view))
     data = _columns(view)["priced-value"]
     expected = RegistryColumns(lambda: view)(subject="priced-value", data=data).to_pylist()
     try:
@@ -115,7 +115,7 @@ def test_a_killed_child_is_replaced_and_close_stops_it_by_pid(view, caplog):
 
 
 def test_the_checks_stay_in_the_parent(view):
-    worker = ProcessRegistryColumns(RegistryColumns(lambda: view, ready=lambda: False), lambda: view)
+    worker = ProcessRegistryColumns(RegistryColumns(lambda: view, ready=lambda: False))
     try:
         with pytest.raises(TypedColumnsNotReadyError):
             worker(subject="priced-value", data=_columns(view)["priced-value"])
