@@ -73,15 +73,18 @@ class CacheView:
             lo, hi = _rows_between(chunk, base, max(offset, base), upper)
             if hi > lo:
                 piece = chunk.slice(lo, hi - lo)
-                cut = budget < piece.nbytes
+                size = piece.nbytes  # a sliced table's nbytes walks its buffers: once a piece
+                cut = budget < size
                 if cut:
-                    rows = max(1, int(piece.num_rows * budget / max(piece.nbytes, 1)))
-                    piece = piece.slice(0, rows)
+                    piece = piece.slice(0, max(1, int(piece.num_rows * budget / max(size, 1))))
+                    size = piece.nbytes
                 if isinstance(piece, DenseBatch):
+                    offset = piece.base + piece.num_rows
                     piece = piece.table()
+                else:
+                    offset = piece["offset"][-1].as_py() + 1
                 out.append(piece)
-                budget -= piece.nbytes
-                offset = piece["offset"][-1].as_py() + 1
+                budget -= size
                 if cut:
                     break  # the budget ends inside this batch
             i += 1
@@ -149,7 +152,7 @@ class DenseBatch:
         n = self.rest.num_rows
         built = {"offset": pa.array(np.arange(self.base, self.base + n, dtype=np.int64)),
                  "timestamp": pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(
-                     np.full(n, self.timestamp.cast(pa.int64()).as_py(), np.int64))]),
+                     np.full(n, self.timestamp.value, np.int64))]),
                  "leader_epoch": pa.array(np.full(n, self.leader_epoch, np.int32))}
         return pa.Table.from_arrays([built[name] if name in built else self.rest[name] for name in TAIL_SCHEMA.names],
                                     schema=TAIL_SCHEMA)
