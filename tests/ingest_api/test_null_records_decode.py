@@ -40,3 +40,24 @@ def test_a_bad_record_deep_in_a_large_body_is_named_by_its_place_in_the_body(bad
     records[250001] = bad
     with pytest.raises(InvalidBodyFieldError, match=message.replace("[", r"\[").replace("]", r"\]")):
         codecs.decode_produce(bytearray(orjson.dumps({"records": records})), "json")
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json"])
+@pytest.mark.parametrize("records, message", [
+    ([{"value": "YQ=="}, {}], "records[1] has none of key, value, partition"),
+    ([{"key": "YQ=="}, {"value": None}, {"timestamp": 5}], "records[2] has none of key, value, partition"),
+    ([{"value": "YQ==", "headers": [{"value": "YQ=="}]}], "records[0].headers[0] has no key"),
+    ([], "records: the list is empty"),
+])
+def test_a_small_body_refuses_an_empty_record_wherever_the_others_are_non_null(fmt, records, message):
+    """A small body decodes per record; its shape rules are walked only where one can fail (a record with
+    key, value and partition all None, or headers): a refusal is never skipped by that shortcut."""
+    with pytest.raises(InvalidBodyFieldError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        codecs.decode_produce(orjson.dumps({"records": records}), fmt)
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json"])
+def test_a_small_body_of_present_null_members_is_accepted(fmt):
+    records = [{"key": None}, {"value": None}, {"partition": 0}, {"value": "YQ==", "headers": [{"key": "h", "value": None}]}]
+    batch, partitions = codecs.decode_produce(orjson.dumps({"records": records}), fmt)
+    assert batch.num_rows == 4 and partitions.to_pylist() == [None, None, 0, None]
