@@ -13,7 +13,7 @@ from lakelog.config import TopicConfig
 from lakelog.log_tables.partition_log import PartitionLog
 from lakelog.log_tables.tail_cache import CHUNK_OVERHEAD_BYTES, DenseBatch
 
-N = 20_000
+N = 70_000  # above DENSE_MIN_ROWS (65,536): the large batches are dense
 NOW_MS = 1_700_000_000_000
 HELD_OFF = {"lake.commit.interval.ms": "3600000", "lake.commit.bytes": str(1 << 40)}
 
