@@ -117,6 +117,38 @@ def bench_cluster(console: Console, *, prefix: str, env: dict[str, str], keep: b
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def package_broker(package: Path | None, tmp: Path, *, extra_path: Sequence[str] = (),
+                   extra_env: dict[str, str] | None = None) -> Iterator[BrokerProcess]:
+    """ZooKeeper and one broker child process run from ``package`` (the ``platform/`` folder of another
+    checkout, linked as ``lakelog`` first on the broker's ``PYTHONPATH``; None: the installed lakelog), with
+    their files under ``tmp``; the broker is yielded once both answer, and both are stopped by pid after.
+
+    ``extra_path``: folders put on the broker's ``PYTHONPATH`` before the package (e.g. a ``sitecustomize``).
+    ``extra_env``: more environment for the broker.
+    """
+    path = list(extra_path)
+    if package is not None:
+        link_dir = tmp / "package"
+        link_dir.mkdir()
+        (link_dir / "lakelog").symlink_to(package.resolve())
+        path.append(str(link_dir))
+    env = dict(extra_env or {})
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(path)
+    zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
+    broker = BrokerProcess(zookeeper_connect="", log_dirs=tmp / "logs", log_file=tmp / "broker.log", new_session=True,
+                           extra_env=env)
+    try:
+        zk.start()
+        broker.zookeeper_connect = zk.connect_string
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        zk.stop()
+
+
 def process_cpu(pid: int) -> float:
     """user + system CPU seconds of process ``pid`` (all its threads) so far."""
     with open(f"/proc/{pid}/stat") as f:

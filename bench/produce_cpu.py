@@ -44,9 +44,7 @@ import orjson
 import pyarrow as pa
 from rich.table import Table
 
-from _cluster import make_console, process_tree_cpu
-from lakelog.runtime.broker_process import BrokerProcess
-from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
+from _cluster import make_console, package_broker, process_tree_cpu
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -106,51 +104,35 @@ def route(scenario: Scenario, topic: str, partition: int) -> str:
 def run_broker(package: Path | None, tmp: Path, scenarios: list[Scenario], bodies: dict) -> dict[str, tuple[float, float]]:
     """``{scenario name: (broker CPU seconds per request, requests per second)}`` for one broker run from
     ``package`` (None: the installed lakelog)."""
-    env = {}
-    if package is not None:
-        link_dir = tmp / "package"
-        link_dir.mkdir()
-        (link_dir / "lakelog").symlink_to(package.resolve())
-        env["PYTHONPATH"] = str(link_dir)
-    zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    broker = BrokerProcess(zookeeper_connect="", log_dirs=tmp / "logs", log_file=tmp / "broker.log", new_session=True,
-                           extra_env=env)
     result = {}
-    try:
-        zk.start()
-        broker.zookeeper_connect = zk.connect_string
-        broker.start()
-        with httpx.Client(base_url=broker.url, timeout=60) as admin:
-            cluster = admin.get("/v3/clusters").json()["data"][0]["cluster_id"]
-            for n, scenario in enumerate(scenarios):
-                topic = f"cpu-{n}"
-                admin.post(f"/v3/clusters/{cluster}/topics", json={
-                    "topic_name": topic, "partitions_count": PARTITIONS, "replication_factor": 1}).raise_for_status()
-                content_type, body = bodies[scenario.name]
+    with package_broker(package, tmp) as broker, httpx.Client(base_url=broker.url, timeout=60) as admin:
+        cluster = admin.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        for n, scenario in enumerate(scenarios):
+            topic = f"cpu-{n}"
+            admin.post(f"/v3/clusters/{cluster}/topics", json={
+                "topic_name": topic, "partitions_count": PARTITIONS, "replication_factor": 1}).raise_for_status()
+            content_type, body = bodies[scenario.name]
 
-                def send(first: int, count: int) -> None:
-                    with httpx.Client(base_url=broker.url, timeout=60) as client:
-                        for i in range(count):
-                            client.post(route(scenario, topic, (first + i) % PARTITIONS), content=body,
-                                        headers={"content-type": content_type}).raise_for_status()
+            def send(first: int, count: int) -> None:
+                with httpx.Client(base_url=broker.url, timeout=60) as client:
+                    for i in range(count):
+                        client.post(route(scenario, topic, (first + i) % PARTITIONS), content=body,
+                                    headers={"content-type": content_type}).raise_for_status()
 
-                send(0, PARTITIONS)  # warm up: the topic's logs, the first appends
-                time.sleep(2.0)  # their flush
-                cpu0, t0 = process_tree_cpu(broker.pid), time.perf_counter()
-                per_thread = scenario.requests // THREADS
-                threads = [threading.Thread(target=send, args=(k, per_thread)) for k in range(THREADS)]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
-                wall_s = time.perf_counter() - t0
-                time.sleep(2.5)  # the flush of what was written (lake.commit.interval.ms 1 s)
-                requests = per_thread * THREADS
-                result[scenario.name] = ((process_tree_cpu(broker.pid) - cpu0) / requests, requests / wall_s)
-        return result
-    finally:
-        broker.stop()
-        zk.stop()
+            send(0, PARTITIONS)  # warm up: the topic's logs, the first appends
+            time.sleep(2.0)  # their flush
+            cpu0, t0 = process_tree_cpu(broker.pid), time.perf_counter()
+            per_thread = scenario.requests // THREADS
+            threads = [threading.Thread(target=send, args=(k, per_thread)) for k in range(THREADS)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            wall_s = time.perf_counter() - t0
+            time.sleep(2.5)  # the flush of what was written (lake.commit.interval.ms 1 s)
+            requests = per_thread * THREADS
+            result[scenario.name] = ((process_tree_cpu(broker.pid) - cpu0) / requests, requests / wall_s)
+    return result
 
 
 def main() -> None:

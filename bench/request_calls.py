@@ -38,8 +38,7 @@ import pstats
 
 import httpx
 
-from lakelog.runtime.broker_process import BrokerProcess
-from lakelog.runtime.zookeeper_server import ZooKeeperServer, free_port
+from _cluster import package_broker
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = ("produce", "fetch")
@@ -62,47 +61,33 @@ def _wait_for(path: Path, timeout_s: float = 60.0) -> None:
 def run(package: Path | None, tmp: Path, requests: int) -> dict[str, Counter]:
     """Calls per function of each scenario's window (a Counter keyed by ``file:function``, summed over
     ``requests`` requests), for the broker run from ``package`` (None: the installed lakelog)."""
-    path = [str(HERE / "_profiled")]
-    if package is not None:
-        link_dir = tmp / "package"
-        link_dir.mkdir()
-        (link_dir / "lakelog").symlink_to(package.resolve())
-        path.append(str(link_dir))
     out = tmp / "profile"
-    zk = ZooKeeperServer(data_dir=tmp / "zookeeper", client_port=free_port())
-    broker = BrokerProcess(zookeeper_connect="", log_dirs=tmp / "logs", log_file=tmp / "broker.log", new_session=True,
-                           extra_env={"PYTHONPATH": os.pathsep.join(path), "LAKELOG_BENCH_PROFILE_OUT": str(out)})
-    try:
-        zk.start()
-        broker.zookeeper_connect = zk.connect_string
-        broker.start()
-        with httpx.Client(base_url=broker.url, timeout=30) as http:
-            cluster = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
-            http.post(f"/v3/clusters/{cluster}/topics",
-                      json={"topic_name": "t", "partitions_count": 1, "replication_factor": 1}).raise_for_status()
-            body = json.dumps({"records": [{"value": "x" * 100}]})
-            headers = {"content-type": "application/vnd.kafka.json.v2+json", "x-lakelog-acks": "1"}
+    with package_broker(package, tmp, extra_path=[str(HERE / "_profiled")],
+                        extra_env={"LAKELOG_BENCH_PROFILE_OUT": str(out)}) as broker, \
+            httpx.Client(base_url=broker.url, timeout=30) as http:
+        cluster = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        http.post(f"/v3/clusters/{cluster}/topics",
+                  json={"topic_name": "t", "partitions_count": 1, "replication_factor": 1}).raise_for_status()
+        body = json.dumps({"records": [{"value": "x" * 100}]})
+        headers = {"content-type": "application/vnd.kafka.json.v2+json", "x-lakelog-acks": "1"}
 
-            def produce() -> None:
-                for _ in range(requests):
-                    http.post("/topics/t/partitions/0", content=body, headers=headers).raise_for_status()
+        def produce() -> None:
+            for _ in range(requests):
+                http.post("/topics/t/partitions/0", content=body, headers=headers).raise_for_status()
 
-            def fetch() -> None:
-                for i in range(requests):
-                    http.get("/topics/t/partitions/0/records", params={"offset": i, "max_bytes": 1},
-                             headers={"accept": "application/vnd.kafka.json.v2+json"}).raise_for_status()
+        def fetch() -> None:
+            for i in range(requests):
+                http.get("/topics/t/partitions/0/records", params={"offset": i, "max_bytes": 1},
+                         headers={"accept": "application/vnd.kafka.json.v2+json"}).raise_for_status()
 
-            produce()  # warm up: imports, caches, the first flush
-            fetch()
-            result = {}
-            for n, (name, send) in enumerate(zip(SCENARIOS, (produce, fetch))):
-                _window(broker.pid, send)
-                _wait_for(Path(f"{out}.{n}"))
-                result[name] = _calls(Path(f"{out}.{n}"))
-            return result
-    finally:
-        broker.stop()
-        zk.stop()
+        produce()  # warm up: imports, caches, the first flush
+        fetch()
+        result = {}
+        for n, (name, send) in enumerate(zip(SCENARIOS, (produce, fetch))):
+            _window(broker.pid, send)
+            _wait_for(Path(f"{out}.{n}"))
+            result[name] = _calls(Path(f"{out}.{n}"))
+        return result
 
 
 def _calls(path: Path) -> Counter:
