@@ -10,8 +10,8 @@ Usage::
 
 ``bench/produce_fetch.py`` prints records/s, and on a 2-core machine shared by the client and the broker
 single runs of one checkout spread by 10-30%: two checkouts within 5% of each other cannot be told apart
-that way. This bench sends the same request bodies as ``produce_fetch.py`` (JSON and binary: 1,000
-records a request, Arrow: 10,000; keys ~10 bytes, values random letters) from 4 client threads, each with
+that way. This bench sends ``produce_fetch.py``'s request bodies, built by its own functions (JSON and
+binary: 1,000 records a request, Arrow: 10,000; keys ~10 bytes, values random letters and digits) from 4 client threads, each with
 its own keep-alive ``httpx.Client``, to a fresh 6-partition topic per scenario, and reads the broker
 process's CPU time and its children's (``/proc``, every thread: event loop, workers, delta-rs) over the requests and the
 flush that follows them. It prints, per scenario, the broker's CPU per request (ms) and per record (µs)
@@ -27,7 +27,6 @@ of the means (this / baseline: below 1 is cheaper). ZooKeeper and the brokers ar
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import shutil
 import statistics
@@ -40,15 +39,11 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import orjson
-import pyarrow as pa
 from rich.table import Table
 
 from _cluster import make_console, package_broker, process_tree_cpu
+from produce_fetch import ARROW_STREAM, BINARY_V2, JSON_V2, arrow_body, binary_body, json_body
 
-JSON_V2 = "application/vnd.kafka.json.v2+json"
-BINARY_V2 = "application/vnd.kafka.binary.v2+json"
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 PARTITIONS = 6
 THREADS = 4
 
@@ -77,22 +72,11 @@ SCENARIOS = (Scenario("json produce, 100 B", "json", 100, 400),
 
 
 def request_body(scenario: Scenario) -> tuple[str, bytes]:
-    """``(content type, body)``, built as ``produce_fetch.py`` builds its bodies."""
-    n = scenario.records_per_request
-    rng = np.random.default_rng(1)
-    keys = [f"key-{i}".encode() for i in range(n)]
-    values = [bytes(row) for row in rng.integers(97, 123, size=(n, scenario.value_bytes), dtype=np.uint8)]
-    if scenario.kind == "binary":
-        b64 = base64.b64encode
-        return BINARY_V2, orjson.dumps({"records": [{"key": b64(k).decode(), "value": b64(v).decode()}
-                                                    for k, v in zip(keys, values)]})
-    if scenario.kind == "json":
-        return JSON_V2, orjson.dumps({"records": [{"key": k.decode(), "value": v.decode()} for k, v in zip(keys, values)]})
-    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return ARROW_STREAM, sink.getvalue().to_pybytes()
+    """``(content type, body)``: ``produce_fetch.py``'s own body of the scenario's kind and size."""
+    build, content_type = {"json": (json_body, JSON_V2), "binary": (binary_body, BINARY_V2),
+                           "arrow": (arrow_body, ARROW_STREAM)}[scenario.kind]
+    body = build(np.random.default_rng(1), scenario.records_per_request, scenario.value_bytes, 0)
+    return content_type, body.content
 
 
 def route(scenario: Scenario, topic: str, partition: int) -> str:
