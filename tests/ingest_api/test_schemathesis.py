@@ -31,11 +31,13 @@ pytestmark = pytest.mark.cluster
 SEED = 20240509
 #: Examples per operation and phase (Hypothesis' ``max_examples``).
 MAX_EXAMPLES = 50
-#: Hard budget of the whole run (one pass: 70-130 s on a 2-core machine, ~3,500 requests); past it the
-#: engine is stopped and the test fails.
-BUDGET_S = 240
-#: Longest long poll a generated request asks for (ms).
-LONG_POLL_MAX_MS = 1000
+#: Hard budget of the whole run; past it the engine is stopped and the test fails. One pass on a 2-core
+#: machine: ~9,000 requests in 164 s alone (2026-11-29, long polls capped at 1 s), 260 s while CI's other
+#: worker runs the multi-broker tests; the budget leaves room for that load, it stops a hang.
+BUDGET_S = 480
+#: Longest long poll a generated request asks for (ms): enough to exercise a wait, short enough that the
+#: waits of an empty partition do not make up the run.
+LONG_POLL_MAX_MS = 250
 #: Steps of one stateful scenario (a chain of linked calls).
 MAX_STATEFUL_STEPS = 6
 
