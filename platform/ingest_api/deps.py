@@ -127,7 +127,8 @@ async def authenticate(request: Request) -> str:
 
 def client_host(request: Request) -> str:
     """The client's IP address (``-`` when the server does not know it): what ACL hosts match and logs name."""
-    return request.client.host if request.client else "-"
+    client = request.scope.get("client")  # (host, port); not request.client, which builds an Address
+    return client[0] if client else "-"
 
 
 #: The request's principal (:func:`authenticate`).

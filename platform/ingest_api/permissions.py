@@ -37,7 +37,7 @@ from lakelog.requests.context import RequestContext
 from lakelog.security.acls import CLUSTER_NAME, Operation, ResourceType
 from lakelog.security.authorizer import Authorizer
 
-__all__ = ["PermissionsDep", "ProduceContextDep", "TopicReadContextDep", "RequestPermissions", "cluster_permission", "group_permission",
+__all__ = ["PermissionsDep", "ProduceContextDep", "TopicReadContextDep", "RequestPermissions", "cluster_permission", "group_permission", "produce_context",
            "require_cluster_action", "require_cluster_alter", "require_cluster_alter_configs", "require_cluster_describe",
            "require_cluster_describe_configs", "topic_permission", "transactional_id_permission"]
 
@@ -123,13 +123,25 @@ def transactional_id_permission(operation: Operation) -> DependsParam:
     return _path_permission(operation, ResourceType.TRANSACTIONAL_ID, "transactional_id")
 
 
-async def _produce_context(request: Request, principal: PrincipalDep) -> RequestContext:
+def produce_context(request: Request, principal: str) -> RequestContext:
+    """A produce request's :class:`~lakelog.requests.context.RequestContext` (:func:`context_of`), after
+    Write on the path's ``topic`` and, for a transactional request (``X-Lakelog-Transactional-Id``), Write
+    on its transactional id (Kafka's ``handleProduceRequest``): what :data:`ProduceContextDep` solves, for
+    a route that folds it into a dependency of its own.
+
+    Raises:
+        lakelog.security.errors.AuthorizationError: 403 / 40301.
+    """
     context = context_of(request, principal)
     authorizer: Authorizer = request.app.state.broker.authorizer
     if authorizer.enabled:
         RequestPermissions(authorizer=authorizer, principal=principal, host=context.host).require_produce(
             request.path_params["topic"], transactional_id=request.headers.get(TRANSACTIONAL_ID_HEADER))
     return context
+
+
+async def _produce_context(request: Request, principal: PrincipalDep) -> RequestContext:
+    return produce_context(request, principal)
 
 
 async def _topic_read_context(request: Request, principal: PrincipalDep) -> RequestContext:

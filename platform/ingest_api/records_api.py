@@ -22,18 +22,18 @@ import asyncio
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from lakelog.ingest_api import codecs, embedded_produce, models
-from lakelog.ingest_api.deps import BrokerDep
+from lakelog.ingest_api.deps import BrokerDep, PrincipalDep
 from lakelog.ingest_api.openapi_docs import KafkaV2JSONResponse, error_responses
-from lakelog.ingest_api.permissions import ProduceContextDep, TopicReadContextDep
+from lakelog.ingest_api.permissions import TopicReadContextDep, produce_context
 from lakelog.ingest_api.error_handlers import error_response
 from lakelog.ingest_api.memory_release import DECODE_RELEASE_MIN_BYTES, RELEASE_MIN_BYTES, release_unused_memory
 from lakelog.ingest_api.topics_api import ERRORS, PartitionId, TopicName
-from lakelog.ingest_api.v2_media import V2_ANSWERS, accepts
+from lakelog.ingest_api.v2_media import V2_ANSWERS, require_acceptable
 from lakelog.protocol.errors import (
     InvalidBodyFieldError,
     ProduceQueueFullError,
@@ -57,9 +57,19 @@ from lakelog.requests import FetchRequest, ProduceRequest, RequestContext
 from lakelog.requests.fetch import DEFAULT_FETCH_MAX_BYTES, FETCH_MAX_BYTES_LIMIT, FETCH_MAX_WAIT_MS_LIMIT
 
 router = APIRouter(default_response_class=KafkaV2JSONResponse)
-#: Produce answers application/vnd.kafka.v2+json (REST Proxy's ``@Produces``): 406 / 40602 to an Accept
-#: that allows it not.
-ACCEPTS_V2 = accepts(*V2_ANSWERS)
+
+
+async def _v2_produce_context(request: Request, principal: PrincipalDep) -> RequestContext:
+    require_acceptable(request, V2_ANSWERS)
+    return produce_context(request, principal)
+
+
+#: A v2 produce route's one dependency, in this order: its answer, application/vnd.kafka.v2+json (REST
+#: Proxy's ``@Produces``), must be one the ``Accept`` header allows (else 406 / 40602); then Write on the
+#: topic (and the transactional id), else 403 / 40301 (:func:`~lakelog.ingest_api.permissions.produce_context`);
+#: then the request's :class:`~lakelog.requests.context.RequestContext`. One node, not three (accept check,
+#: broker, context): FastAPI's cost per dependency is most of a one-record produce's routing.
+V2ProduceContextDep = Annotated[RequestContext, Depends(_v2_produce_context)]
 
 
 #: Error answers of the produce routes: REST Proxy's error body as application/json (the routes' own
@@ -218,8 +228,9 @@ async def read_body(request: Request, *, limit: int, budget: InFlightBytes | Non
     return body  # type: ignore[return-value]  # a bytearray: no second copy of a large body
 
 
-async def _produce(request: Request, broker, context: RequestContext, topic: str, partition: int | None, *,
+async def _produce(request: Request, context: RequestContext, topic: str, partition: int | None, *,
                    allow_arrow: bool) -> Response:
+    broker = request.app.state.broker  # not a BrokerDep: one dependency on this path (V2ProduceContextDep)
     schema_type = embedded_produce.embedded_schema_type(request.headers.get("content-type"))
     if schema_type is not None:  # REST Proxy's Avro, JSON Schema and Protobuf embedded formats
         body = await read_body(request, limit=broker.settings.socket_request_max_bytes)
@@ -286,27 +297,25 @@ async def _produce_body(broker, context: RequestContext, topic: str, partition: 
 
 @router.post("/topics/{topic}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS, tags=["v2 produce"],
              summary="Produce records; partition by record, else murmur2(key), else spread",
-             openapi_extra=_PRODUCE_BODY, dependencies=[ACCEPTS_V2])
-async def produce_topic(topic: TopicName, request: Request, broker: BrokerDep,
-                        context: ProduceContextDep) -> Response:
-    return await _produce(request, broker, context, topic, None, allow_arrow=False)
+             openapi_extra=_PRODUCE_BODY)
+async def produce_topic(topic: TopicName, request: Request, context: V2ProduceContextDep) -> Response:
+    return await _produce(request, context, topic, None, allow_arrow=False)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", response_model=models.ProduceResponse, responses=_PRODUCE_ERRORS,
-             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY,
-             dependencies=[ACCEPTS_V2])
-async def produce_partition(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
-                            context: ProduceContextDep) -> Response:
-    return await _produce(request, broker, context, topic, partition, allow_arrow=True)
+             tags=["v2 produce"], summary="Produce records to one partition", openapi_extra=_PRODUCE_BODY)
+async def produce_partition(topic: TopicName, partition: PartitionId, request: Request,
+                            context: V2ProduceContextDep) -> Response:
+    return await _produce(request, context, topic, partition, allow_arrow=True)
 
 
 @router.post("/topics/{topic}/partitions/{partition}/records", tags=["v2 produce"],
              response_model=models.ArrowProduceResponse | models.ProduceResponse, responses=_PRODUCE_ERRORS,
              summary="Bulk produce to one partition (Arrow IPC stream, or the JSON forms)",
-             openapi_extra=_ARROW_BODY, dependencies=[ACCEPTS_V2])
-async def produce_records(topic: TopicName, partition: PartitionId, request: Request, broker: BrokerDep,
-                          context: ProduceContextDep) -> Response:
-    return await _produce(request, broker, context, topic, partition, allow_arrow=True)
+             openapi_extra=_ARROW_BODY)
+async def produce_records(topic: TopicName, partition: PartitionId, request: Request,
+                          context: V2ProduceContextDep) -> Response:
+    return await _produce(request, context, topic, partition, allow_arrow=True)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/records", responses=_FETCH_RESPONSES, tags=["fetch"],
