@@ -47,20 +47,34 @@ def nulls(n: int, type: pa.DataType) -> pa.Array:
     :func:`pyarrow.nulls` but over one zero buffer that is not resident (module doc): a validity bitmap
     of zeros and zero offsets or values, sharing that buffer.
 
+    Below :data:`UNRESIDENT_MIN_BYTES` it is :func:`pyarrow.nulls` itself (a one-record produce's columns:
+    a mapping would cost more than the page it saves).
+
     Raises:
         TypeError: another type.
     """
-    if pa.types.is_binary(type) or pa.types.is_string(type) or pa.types.is_list(type):
-        width = 4 * (n + 1)
-    elif pa.types.is_integer(type) or pa.types.is_timestamp(type):
-        width = n * type.bit_width // 8
-    else:
+    kind = _NULLS_KINDS.get(type.id)
+    if kind is None:
         raise TypeError(f"no unresident nulls of type {type}")
-    shared = zero_buffer(max(width, (n + 7) // 8))
+    width = 4 * (n + 1) if kind != "fixed" else n * type.bit_width // 8
+    size = max(width, (n + 7) // 8)
+    if size < UNRESIDENT_MIN_BYTES:
+        return pa.nulls(n, type)
+    shared = zero_buffer(size)
     bitmap = shared.slice(0, (n + 7) // 8)
-    if pa.types.is_list(type):
+    if kind == "list":
         child = pa.array([], type.value_type)
         return pa.Array.from_buffers(type, n, [bitmap, shared.slice(0, width)], null_count=n, children=[child])
-    if pa.types.is_binary(type) or pa.types.is_string(type):
+    if kind == "binary":
         return pa.Array.from_buffers(type, n, [bitmap, shared.slice(0, width), pa.py_buffer(b"")], null_count=n)
     return pa.Array.from_buffers(type, n, [bitmap, shared.slice(0, width)], null_count=n)
+
+
+#: The Arrow type ids :func:`nulls` takes, by the buffers their arrays have: 32-bit offsets and values
+#: (binary, string), 32-bit offsets and a child (list), one fixed-width buffer (integers, timestamps).
+_NULLS_KINDS = {
+    **{t.id: "binary" for t in (pa.binary(), pa.string())},
+    pa.list_(pa.int8()).id: "list",
+    **{t.id: "fixed" for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+                               pa.uint32(), pa.uint64(), pa.timestamp("ms"))},
+}

@@ -36,6 +36,13 @@ def test_nulls_are_pyarrows_nulls_row_for_row_and_byte_for_byte(kind, n):
     assert pa.concat_arrays([ours, pa.array([None], kind)]).equals(pa.nulls(n + 1, kind))
 
 
+@pytest.mark.parametrize("n", [1, 100_000])
+def test_nulls_refuse_a_type_they_do_not_lay_out_at_any_size(n):
+    for kind in (pa.float64(), pa.large_binary(), pa.struct([("a", pa.int8())])):
+        with pytest.raises(TypeError, match="no unresident nulls"):
+            nulls(n, kind)
+
+
 def test_nulls_and_zeros_take_no_resident_memory_even_when_read():
     n = 20_000_000  # 160 MB of int64 as pyarrow's nulls
     before = rss_mb()
