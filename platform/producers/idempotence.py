@@ -188,15 +188,18 @@ class ProducerStates:
             expire = time.monotonic() >= next_expiry
             if expire:
                 next_expiry = time.monotonic() + self.expiration_check_interval_s
+            changed: list[tuple[ProducerStateManager, dict]] = []
             for state in list(states()):
                 try:
                     if expire:
                         state.remove_expired(now_ms=int(time.time() * 1000))
                     body = state.snapshot()
                     if body is not None:
-                        await asyncio.to_thread(state.write_snapshot, body)
+                        changed.append((state, body))
                 except Exception:
                     log.exception("producer state upkeep of %s-%d failed", state.topic, state.partition)
+            if changed:  # one worker hop for the round, not one per partition (thousands after a wide produce)
+                await asyncio.to_thread(_write_snapshots, changed)
 
     async def close(self, states: Iterable[ProducerStateManager]) -> None:
         """Stop the upkeep and snapshot every state (a clean shutdown: the next start reads no log)."""
@@ -214,3 +217,13 @@ class ProducerStates:
                     await asyncio.to_thread(state.write_snapshot, body)
             except Exception:
                 log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)
+
+
+def _write_snapshots(changed: list[tuple[ProducerStateManager, dict]]) -> None:
+    """Write one upkeep round's snapshots (``(state, body)`` pairs from :meth:`ProducerStateManager.snapshot`)
+    in a worker thread; a failed write is logged and the others go on. Blocking (file I/O)."""
+    for state, body in changed:
+        try:
+            state.write_snapshot(body)
+        except Exception:
+            log.exception("producer state snapshot of %s-%d failed", state.topic, state.partition)

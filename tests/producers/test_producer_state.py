@@ -331,3 +331,29 @@ def test_a_marker_written_while_the_coordinator_adds_the_partition_refuses_the_r
         await committer.close()
         plog.close()
     asyncio.run(main())
+
+
+def test_the_upkeep_round_snapshots_every_changed_state_and_a_failed_write_stops_no_other(tmp_path, caplog):
+    """One upkeep round writes the snapshots of the states whose log moved since their last one (all of them,
+    in one worker call), none for an unchanged state, and a state whose write fails is logged while the
+    others' snapshots are still written."""
+    states = [ProducerStateManager(topic="t", partition=p, snapshot_dir=tmp_path / f"t-{p}") for p in range(4)]
+    for p, state in enumerate(states):
+        state.end_offset = 10 + p
+    states[1].snapshot_offset = states[1].end_offset  # unchanged since its last snapshot
+    (tmp_path / "t-2").write_text("a file where the snapshot dir should be")  # its write fails
+
+    async def one_round() -> None:
+        upkeep = ProducerStates(snapshot_interval_ms=20)
+        upkeep.start(lambda: states)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if states[0].snapshot_offset == 10 and states[3].snapshot_offset == 13:
+                break
+        await upkeep.close([])
+
+    asyncio.run(one_round())
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [f"{10:020d}.snapshot"]
+    assert sorted(p.name for p in (tmp_path / "t-3").iterdir()) == [f"{13:020d}.snapshot"]
+    assert not (tmp_path / "t-1").exists()
+    assert states[2].snapshot_offset == -1 and "producer state snapshot of t-2 failed" in caplog.text
