@@ -66,6 +66,8 @@ class ProducerStates:
         #: <lakelog.coordinators.transaction_coordinator.TransactionCoordinator.add_partition>`); None refuses them
         self.add_partition: Callable[[ProducerBatch, str, int], Awaitable[None]] | None = None
         self._task: asyncio.Task | None = None
+        #: the upkeep round's snapshot writes while a worker thread does them
+        self._writing: asyncio.Future | None = None
 
     # -- replicas -------------------------------------------------------------------------------
 
@@ -188,18 +190,10 @@ class ProducerStates:
             expire = time.monotonic() >= next_expiry
             if expire:
                 next_expiry = time.monotonic() + self.expiration_check_interval_s
-            changed: list[tuple[ProducerStateManager, dict]] = []
-            for state in list(states()):
-                try:
-                    if expire:
-                        state.remove_expired(now_ms=int(time.time() * 1000))
-                    body = state.snapshot()
-                    if body is not None:
-                        changed.append((state, body))
-                except Exception:
-                    log.exception("producer state upkeep of %s-%d failed", state.topic, state.partition)
+            changed = _changed_snapshots(states(), expire_at_ms=int(time.time() * 1000) if expire else None)
             if changed:  # one worker hop for the round, not one per partition (thousands after a wide produce)
-                await asyncio.to_thread(_write_snapshots, changed)
+                self._writing = asyncio.ensure_future(asyncio.to_thread(_write_snapshots, changed))
+                await asyncio.shield(self._writing)  # cancelled, the writes still finish: close() waits for them
 
     async def close(self, states: Iterable[ProducerStateManager]) -> None:
         """Stop the upkeep and snapshot every state (a clean shutdown: the next start reads no log)."""
@@ -210,13 +204,30 @@ class ProducerStates:
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
-        for state in list(states):
-            try:
-                body = state.snapshot()
-                if body is not None:
-                    await asyncio.to_thread(state.write_snapshot, body)
-            except Exception:
-                log.exception("producer snapshot of %s-%d failed", state.topic, state.partition)
+        if self._writing is not None:  # a round's writes still in a worker: not two writers of one snapshot
+            await asyncio.wait([self._writing])
+            self._writing = None
+        changed = _changed_snapshots(states, expire_at_ms=None)
+        if changed:
+            await asyncio.to_thread(_write_snapshots, changed)
+
+
+def _changed_snapshots(states: Iterable[ProducerStateManager], *,
+                       expire_at_ms: int | None) -> list[tuple[ProducerStateManager, dict]]:
+    """``(state, snapshot body)`` of each state whose log moved since its last snapshot, after removing its
+    expired producers when ``expire_at_ms`` (wall-clock ms) is given. In the event loop, where the states
+    change; a state that fails is logged and left out."""
+    changed = []
+    for state in list(states):
+        try:
+            if expire_at_ms is not None:
+                state.remove_expired(now_ms=expire_at_ms)
+            body = state.snapshot()
+            if body is not None:
+                changed.append((state, body))
+        except Exception:
+            log.exception("producer state upkeep of %s-%d failed", state.topic, state.partition)
+    return changed
 
 
 def _write_snapshots(changed: list[tuple[ProducerStateManager, dict]]) -> None:

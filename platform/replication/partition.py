@@ -278,7 +278,7 @@ class Partition:
     def lagging_followers(self, *, at_ms: float, replica_lag_time_max_ms: int) -> set[int]:
         """ISR followers that have not caught up for more than ``replica_lag_time_max_ms`` (Kafka's
         ``getOutOfSyncReplicas``); empty unless this broker leads."""
-        if not self.is_leader or self.state is None or len(self.state.isr) < 2:  # no follower in the ISR
+        if not self.is_leader or self.state is None or self.state.isr == [self.broker_id]:  # no follower in the ISR
             return set()
         return {b for b in self.state.isr if b != self.broker_id
                 and at_ms - self.progress.get(b, ReplicaProgress()).last_caught_up_ms > replica_lag_time_max_ms}

@@ -357,3 +357,46 @@ def test_the_upkeep_round_snapshots_every_changed_state_and_a_failed_write_stops
     assert sorted(p.name for p in (tmp_path / "t-3").iterdir()) == [f"{13:020d}.snapshot"]
     assert not (tmp_path / "t-1").exists()
     assert states[2].snapshot_offset == -1 and "producer state snapshot of t-2 failed" in caplog.text
+
+
+def test_close_waits_for_the_rounds_writes_before_it_snapshots(tmp_path, monkeypatch, caplog):
+    """A clean shutdown while a round's snapshots are being written in a worker waits for them, so one snapshot
+    never has two writers (their temp files would collide), and writes nothing twice."""
+    import threading
+    import time as time_module
+
+    from lakelog.producers import idempotence
+
+    started, calls = threading.Event(), []
+
+    def slow_writes(changed):
+        calls.append([state.partition for state, _ in changed])
+        started.set()
+        time_module.sleep(0.3)
+        real_write(changed)
+
+    real_write = idempotence._write_snapshots
+    monkeypatch.setattr(idempotence, "_write_snapshots", slow_writes)
+    written: list[int] = []
+    real_write_snapshot = ProducerStateManager.write_snapshot
+
+    def counted_write_snapshot(self, body):
+        written.append(self.partition)
+        return real_write_snapshot(self, body)
+
+    monkeypatch.setattr(ProducerStateManager, "write_snapshot", counted_write_snapshot)
+    states = [ProducerStateManager(topic="t", partition=p, snapshot_dir=tmp_path / f"t-{p}") for p in range(3)]
+    for state in states:
+        state.end_offset = 5
+
+    async def close_mid_round() -> None:
+        upkeep = ProducerStates(snapshot_interval_ms=10)
+        upkeep.start(lambda: states)
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        await upkeep.close(states)
+
+    asyncio.run(close_mid_round())
+    assert calls == [[0, 1, 2]] and sorted(written) == [0, 1, 2]  # each written once: close found nothing left
+    assert all(state.snapshot_offset == 5 for state in states) and "failed" not in caplog.text
+    assert all(sorted(p.name for p in (tmp_path / f"t-{n}").iterdir()) == [f"{5:020d}.snapshot"] for n in range(3))
