@@ -163,7 +163,7 @@ async def _describe_when_coordinator(tsm, transactional_id: str) -> TransactionM
 
 
 async def _state_is(tsm, transactional_id: str, state: TransactionState) -> TransactionMetadata | None:
-    meta = await tsm.describe(transactional_id)
+    meta = await _describe_when_coordinator(tsm, transactional_id)  # its partition may load after another's
     return meta if meta is not None and meta.state == state else None
 
 
