@@ -5,10 +5,14 @@ broker; each broker lists the ids of every coordinator."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
+from lakelog import errors
 from lakelog.coordinators.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
+from tests.harness import CONDITION_WAIT_S
 from tests.cluster.test_replication import start_cluster, wait_full_isr
 
 pytestmark = pytest.mark.cluster
@@ -22,13 +26,28 @@ def init(url: str, cluster: str, transactional_id: str, **body) -> httpx.Respons
                       json={"transactional_id": transactional_id, **body})
 
 
+def init_retrying(url: str, cluster: str, transactional_id: str) -> httpx.Response:
+    """:func:`init`, sent again while the answer is a retriable error (NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, LEADER_NOT_AVAILABLE while ``__transaction_state`` is being created and its
+    partitions loaded), as a Kafka producer's InitProducerId is; the last answer otherwise."""
+    deadline = time.monotonic() + CONDITION_WAIT_S
+    while True:
+        resp = init(url, cluster, transactional_id)
+        error = errors.for_code(resp.json().get("error_code") or 0) if resp.status_code != 200 else None
+        if error is None or not error.retriable or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.2)
+
+
 def test_transactional_ids_are_answered_by_their_coordinator_through_any_broker(broker_factory, zk):
     brokers = start_cluster(broker_factory, env=ENV)
     urls = {i: b.url for i, b in brokers.items()}
     cluster = httpx.get(f"{urls[0]}/v3/clusters", timeout=30).json()["data"][0]["cluster_id"]
 
-    # the first InitProducerId creates __transaction_state (RF 3); then one id per coordinator
-    assert init(urls[1], cluster, "tx-first").status_code == 200
+    # the first InitProducerId creates __transaction_state (RF 3); then one id per coordinator. On a loaded
+    # machine its partitions may still be loading when the first answer is due: 503, retriable
+    first = init_retrying(urls[1], cluster, "tx-first")
+    assert first.status_code == 200, first.text
     wait_full_isr(zk, TRANSACTION_STATE_TOPIC, PARTITIONS, 3)
     leaders = {p: zk.state(TRANSACTION_STATE_TOPIC, p).leader for p in range(PARTITIONS)}
     ids: dict[int, str] = {}
