@@ -89,10 +89,12 @@ def b64(x: bytes) -> str:
 
 
 def produce(url: str, topic: str, p: int | None, values: list[bytes], *, acks: str = "all", keys=None,
-            timeout: float = 20) -> httpx.Response:
-    """Produce binary records to partition ``p`` (None: to the topic, the broker partitions them)."""
+            timestamp_ms: int | None = None, timeout: float = 20) -> httpx.Response:
+    """Produce binary records to partition ``p`` (None: to the topic, the broker partitions them), with
+    CreateTime ``timestamp_ms`` (None: the broker's now)."""
     keys = keys or [None] * len(values)
-    body = orjson.dumps({"records": [{"key": None if k is None else b64(k), "value": b64(v)}
+    stamp = {} if timestamp_ms is None else {"timestamp": timestamp_ms}
+    body = orjson.dumps({"records": [{"key": None if k is None else b64(k), "value": b64(v), **stamp}
                                      for k, v in zip(keys, values)]})
     path = f"/topics/{topic}" if p is None else f"/topics/{topic}/partitions/{p}"
     return httpx.post(f"{url}{path}", params={"acks": acks}, content=body,

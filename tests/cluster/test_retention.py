@@ -8,18 +8,15 @@ Short settings keep it fast: ``log.retention.check.interval.ms`` 300 ms, ``lake.
 
 from __future__ import annotations
 
-import base64
 import time
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 from deltalake import DeltaTable
 
 from lakelog.client import LakelogClient
-from lakelog.protocol import media_types
-from tests.cluster.test_replication import FAST, create_topic, wait_full_isr
+from tests.cluster.test_replication import FAST, create_topic, produce, wait_full_isr
 from tests.harness import CONDITION_WAIT_S, read_partition
 from tests.harness import wait_for as wait_until
 
@@ -53,14 +50,9 @@ def produce_acked(url: str, topic: str, values: list[bytes], *, timestamp_ms: in
     sending again while the leader answers 503 / 50310 (NOT_ENOUGH_REPLICAS: refused before anything is
     written, which a Kafka producer retries): a follower on a loaded machine can drop out of the ISR for a
     moment. Any other answer than 200 fails the test."""
-    records = [{"value": base64.b64encode(v).decode()} for v in values]
-    if timestamp_ms is not None:
-        records = [{**r, "timestamp": timestamp_ms} for r in records]
-    body = orjson.dumps({"records": records})
     deadline = time.monotonic() + CONDITION_WAIT_S
     while True:
-        resp = httpx.post(f"{url}/topics/{topic}/partitions/0", params={"acks": "all"}, content=body,
-                          headers={"Content-Type": media_types.BINARY_V2}, timeout=20)
+        resp = produce(url, topic, 0, values, timestamp_ms=timestamp_ms)
         if resp.status_code != 503 or resp.json().get("error_code") != 50310 or time.monotonic() > deadline:
             break
         time.sleep(0.2)

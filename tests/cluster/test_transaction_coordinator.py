@@ -12,8 +12,8 @@ import pytest
 
 from lakelog import errors
 from lakelog.coordinators.transaction_records import TRANSACTION_STATE_TOPIC, partition_for
-from tests.harness import CONDITION_WAIT_S
 from tests.cluster.test_replication import start_cluster, wait_full_isr
+from tests.harness import CONDITION_WAIT_S
 
 pytestmark = pytest.mark.cluster
 
